@@ -1,0 +1,219 @@
+"""`memctl` command line: materialize, recall, sql, stats, ui.
+
+User mistakes end in one clear line on stderr and exit code 2, never a traceback.
+Dagster is imported only by the commands that run it, so `recall`/`sql` start fast.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from raw_store.lake import Lake
+
+
+class UserError(Exception):
+    """A mistake the user can fix; printed as one line."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.data:
+        os.environ["MEMCTL_DATA"] = str(Path(args.data).resolve())
+    lake = Lake.from_env()
+    try:
+        return args.func(args, lake)
+    except UserError as e:
+        print(f"memctl: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("memctl: interrupted", file=sys.stderr)
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="memctl", description="Chat logs → memory graph → cited recall.")
+    p.add_argument("--data", help="data directory (default: $MEMCTL_DATA or ./data)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    m = sub.add_parser("materialize", help="ingest $MEMCTL_DATA/inbox through the Dagster assets (only what changed)")
+    m.add_argument("--quiet", action="store_true", help="no progress bar")
+    m.set_defaults(func=cmd_materialize)
+
+    r = sub.add_parser("recall", help="what do we know about QUERY, with citations")
+    r.add_argument("query")
+    r.add_argument("--tenant", required=True)
+    r.add_argument("--k", type=int, default=10)
+    r.add_argument("--depth", type=int, default=1, help="graph expansion depth (0–2)")
+    r.add_argument("--json", action="store_true", help="print the results as JSON")
+    r.add_argument("--trace", action="store_true", help="print every recall stage with its timing")
+    r.set_defaults(func=cmd_recall)
+
+    s = sub.add_parser("sql", help="run SQL on lake/memory.duckdb (read-only)")
+    s.add_argument("query")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_sql)
+
+    st = sub.add_parser("stats", help="row counts per table and tenant, rejects by reason")
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(func=cmd_stats)
+
+    u = sub.add_parser("ui", help="open the Dagster lineage UI on this lake")
+    u.add_argument("--port", type=int, default=3000)
+    u.add_argument("--host", default="127.0.0.1")
+    u.set_defaults(func=cmd_ui)
+    return p
+
+
+def cmd_materialize(args: argparse.Namespace, lake: Lake) -> int:
+    from assets.run import materialize
+
+    if not lake.inbox.is_dir():
+        raise UserError(f"no inbox at {lake.inbox} (drop chat logs there, or set MEMCTL_DATA)")
+    summary = materialize(lake, progress=not args.quiet)
+    print(f"inbox files: {summary.files}  ingested now: {len(summary.ran)}  "
+          f"lake rebuilt: {'yes' if summary.lake_rebuilt else 'no (up to date)'}")
+    for key, msg in summary.failed.items():
+        print(f"memctl: file {key!r} failed: {msg}", file=sys.stderr)
+    if summary.lake_failed:
+        print(f"memctl: lake build failed: {summary.lake_failed}", file=sys.stderr)
+    if summary.ok:
+        _print_counts(lake)
+    return 0 if summary.ok else 1
+
+
+def cmd_recall(args: argparse.Namespace, lake: Lake) -> int:
+    from recall.engine import IndexNotBuilt, recall
+
+    if not args.query.strip():
+        raise UserError("empty query")
+    if not 0 <= args.depth <= 2:
+        raise UserError("--depth must be 0, 1 or 2")
+    trace: list | None = [] if args.trace else None
+    try:
+        results = recall(args.query, args.tenant, k=args.k, expand_depth=args.depth, lake=lake, trace=trace)
+    except IndexNotBuilt as e:
+        raise UserError(f"{e} (run `memctl materialize` first)") from None
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    if trace is not None:
+        for stage in trace:
+            detail = stage.get("detail")
+            print(f"[trace] {stage['stage']:<12} {stage['ms']:8.1f} ms  n={stage.get('n', '')}"
+                  + (f"  {detail}" if detail else ""), file=sys.stderr)
+    if args.json:
+        print(json.dumps([r.to_json() for r in results], ensure_ascii=False, indent=2))
+        return 0
+    if not results:
+        print("no memories found")
+    for i, r in enumerate(results, 1):
+        print(f"{i:>2}. [{r.type}] {r.title}  (score {r.score:.3f})")
+        for c in r.citations:
+            where = " ".join(x for x in (c.conv_id, c.msg_id, c.speaker, c.ts) if x)
+            print(f"      ↳ {where}: \"{c.excerpt}\"")
+    return 0
+
+
+def cmd_sql(args: argparse.Namespace, lake: Lake) -> int:
+    import duckdb
+
+    from recall.index import connect
+
+    if not lake.duckdb_path.exists():
+        raise UserError(f"no index at {lake.duckdb_path} (run `memctl materialize` first)")
+    con = connect(lake.duckdb_path, read_only=True)
+    try:
+        rel = con.sql(args.query)
+        if rel is None:
+            return 0
+        cols, rows = rel.columns, rel.fetchall()
+    except duckdb.Error as e:
+        raise UserError(str(e).splitlines()[0]) from None
+    finally:
+        con.close()
+    if args.json:
+        print(json.dumps([dict(zip(cols, r)) for r in rows], ensure_ascii=False, default=str, indent=2))
+    else:
+        _print_rows(cols, rows)
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace, lake: Lake) -> int:
+    stats = _stats(lake)
+    if args.json:
+        print(json.dumps(stats, ensure_ascii=False, indent=2, default=str))
+        return 0
+    _print_counts(lake, stats)
+    return 0
+
+
+def cmd_ui(args: argparse.Namespace, lake: Lake) -> int:
+    from assets.run import prepare_dagster_home
+
+    prepare_dagster_home(lake)
+    os.environ["MEMCTL_DATA"] = str(lake.root)
+    project = Path(__file__).resolve().parent.parent
+    dg_bin = shutil.which("dg") or str(Path(sys.executable).with_name("dg"))
+    if (project / "pyproject.toml").exists() and Path(dg_bin).exists():
+        cmd = [dg_bin, "dev", "--host", args.host, "--port", str(args.port)]
+    else:
+        cmd = [sys.executable, "-m", "dagster", "dev", "-m", "assets.definitions", "-h", args.host, "-p", str(args.port)]
+    print(f"lineage UI on http://{args.host}:{args.port}  (DAGSTER_HOME={os.environ['DAGSTER_HOME']})")
+    return subprocess.call(cmd, cwd=project)
+
+
+def _stats(lake: Lake) -> dict:
+    import pyarrow.parquet as pq
+
+    out: dict = {"data": str(lake.root), "tables": {}}
+    for name in ("raw_chunks", "messages", "nodes", "edges", "rejects"):
+        path = lake.table(name)
+        if not path.exists():
+            continue
+        t = pq.read_table(path, columns=[c for c in ("tenant", "type", "reason")
+                                         if c in pq.read_schema(path).names])
+        entry = {"rows": t.num_rows, "by_tenant": _counts(t, "tenant")}
+        if name in ("nodes", "edges"):
+            entry["by_type"] = _counts(t, "type")
+        if name == "rejects":
+            entry["by_reason"] = _counts(t, "reason")
+        out["tables"][name] = entry
+    return out
+
+
+def _counts(table, column: str) -> dict[str, int]:
+    if column not in table.column_names or table.num_rows == 0:
+        return {}
+    return {d["values"]: d["counts"] for d in sorted(table.column(column).value_counts().to_pylist(),
+                                                     key=lambda d: (-d["counts"], str(d["values"])))}
+
+
+def _print_counts(lake: Lake, stats: dict | None = None) -> None:
+    stats = stats or _stats(lake)
+    if not stats["tables"]:
+        print(f"lake at {lake.lake} is empty (run `memctl materialize`)")
+        return
+    for name, entry in stats["tables"].items():
+        extra = entry.get("by_type") or entry.get("by_reason") or {}
+        detail = ", ".join(f"{k}={v}" for k, v in list(extra.items())[:8])
+        print(f"{name:<11}{entry['rows']:>8} rows  tenants={len(entry['by_tenant'])}" + (f"  [{detail}]" if detail else ""))
+
+
+def _print_rows(cols: list[str], rows: list[tuple]) -> None:
+    cells = [[("NULL" if v is None else str(v)).replace("\n", " ") for v in r] for r in rows]
+    widths = [min(60, max([len(c)] + [len(r[i]) for r in cells])) for i, c in enumerate(cols)]
+    fmt = lambda vals: "  ".join(v[:w].ljust(w) for v, w in zip(vals, widths))  # noqa: E731
+    print(fmt(cols))
+    print("  ".join("-" * w for w in widths))
+    for r in cells:
+        print(fmt(r))
+    print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

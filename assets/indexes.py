@@ -1,0 +1,36 @@
+"""Index assets: the DuckDB file (tables + per-tenant BM25) and per-tenant igraph graphs, swapped in atomically."""
+from __future__ import annotations
+
+import dagster as dg
+
+from assets.resources import LakeResource
+from recall.index import build_indexes
+
+
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec("memory_duckdb", group_name="indexes", deps=["nodes", "edges", "messages", "raw_chunks", "rejects"],
+                     kinds={"duckdb"}, owners=["team:memory"],
+                     description="lake/memory.duckdb: SQL tables over the lake plus BM25 full-text indexes per tenant."),
+        dg.AssetSpec("graph_index", group_name="indexes", deps=["nodes", "edges"], kinds={"python"},
+                     owners=["team:memory"],
+                     description="lake/graph/<tenant>.pkl: the tenant's typed, weighted igraph for graph expansion."),
+    ],
+)
+def indexes(lake: LakeResource):
+    """Rebuild both recall indexes into temp files and swap them in, so readers see old or new, never half."""
+    stats = build_indexes(lake.get())
+    tables = {k: v for k, v in stats.items() if isinstance(v, (int, float, str))}
+    yield dg.MaterializeResult(asset_key="memory_duckdb", metadata={
+        "stats": dg.MetadataValue.json(_jsonable(stats)), **{f"{k}": v for k, v in tables.items()}})
+    yield dg.MaterializeResult(asset_key="graph_index", metadata={"stats": dg.MetadataValue.json(_jsonable(stats))})
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (int, float, str, bool)) or value is None:
+        return value
+    return str(value)

@@ -1,0 +1,108 @@
+"""Per-inbox-file assets: chunks → NLP annotations → graph part (one dynamic partition per file)."""
+from __future__ import annotations
+
+import dagster as dg
+import pyarrow as pa
+
+from assets.metadata import counts_by, table_metadata
+from assets.resources import LakeResource
+from jobs.integrity import conservation
+from r2g.extract import build_graph
+from r2g.nlp import PIPELINE_VERSION, Annotation, NlpCache, annotate
+from r2g.schema import EDGES, NODES
+from raw_store.cas import RawStore
+from raw_store.ingest import ingest_file
+from raw_store.lake import read_manifest, read_table, resolve_partition, write_manifest, write_table
+from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS
+
+inbox_files = dg.DynamicPartitionsDefinition(name="inbox_files")
+
+ANNOTATIONS = pa.schema([("text_sha", pa.string()), ("lang", pa.string()), ("annotation", pa.string())])
+
+
+@dg.asset(
+    partitions_def=inbox_files,
+    group_name="ingest",
+    kinds={"python", "zstd", "parquet"},
+    owners=["team:memory"],
+    check_specs=[dg.AssetCheckSpec("conservation", asset="file_chunks", blocking=True,
+                                   description="Every input message is a chunked message or a reject.")],
+)
+def file_chunks(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    """One inbox chat log cut into zstd RawChunks in the CAS, with its messages and rejects."""
+    lk = lake.get()
+    source = resolve_partition(lk.inbox, context.partition_key)
+    if source is None:
+        raise dg.Failure(f"inbox file for partition {context.partition_key!r} is gone")
+    res = ingest_file(source.path, lk.inbox, RawStore(lk.root))
+    part = lk.part_dir(context.partition_key)
+    write_table(res.messages, part / "messages.parquet", MESSAGES)
+    write_table(res.raw_chunks, part / "raw_chunks.parquet", RAW_CHUNKS)
+    write_table(res.rejects, part / "rejects.parquet", REJECTS)
+    previous = read_manifest(part)
+    write_manifest(part, {
+        "partition_key": context.partition_key, "source_file": res.source_file,
+        "source_sha256": res.source_sha256, "format": res.format, "n_input": res.n_input,
+        "messages": res.messages.num_rows, "rejects": res.rejects.num_rows,
+        # the graph part stays valid only if it was built from these same bytes
+        "graph_sha256": previous.get("graph_sha256") if previous.get("source_sha256") == res.source_sha256 else None,
+    })
+    check = conservation(res.n_input, res.messages, res.rejects)
+    return dg.MaterializeResult(
+        metadata={**table_metadata(res.messages, ["conv_id", "msg_id", "speaker", "ts", "lang", "text"]),
+                  "format": res.format, "chunks": res.raw_chunks.num_rows, "rejects": res.rejects.num_rows,
+                  "rejects_by_reason": dg.MetadataValue.json(counts_by(res.rejects, "reason")),
+                  "source_sha256": res.source_sha256},
+        check_results=[dg.AssetCheckResult(check_name="conservation", passed=check.passed,
+                                           metadata={"summary": check.summary, "input": res.n_input})],
+    )
+
+
+@dg.asset(partitions_def=inbox_files, group_name="ingest", deps=[file_chunks],
+          kinds={"python", "spacy"}, owners=["team:memory"])
+def file_annotations(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    """spaCy/jieba annotations of the file's messages; unchanged texts come from the NLP cache."""
+    lk = lake.get()
+    part = lk.part_dir(context.partition_key)
+    messages = read_table(part / "messages.parquet", MESSAGES)
+    shas, texts, langs = _distinct_texts(messages)
+    anns, stats = annotate(texts, langs, NlpCache(lk.cache / "nlp.sqlite"))
+    table = pa.table({"text_sha": shas, "lang": langs, "annotation": [a.to_json() for a in anns]},
+                     schema=ANNOTATIONS)
+    write_table(table, part / "annotations.parquet", ANNOTATIONS)
+    return dg.MaterializeResult(metadata={
+        "dagster/row_count": table.num_rows, "cache_hits": stats.hits, "cache_misses": stats.misses,
+        "pipeline_version": PIPELINE_VERSION, "langs": dg.MetadataValue.json(counts_by(table, "lang"))})
+
+
+@dg.asset(partitions_def=inbox_files, group_name="ingest", deps=[file_annotations],
+          kinds={"python", "parquet"}, owners=["team:memory"])
+def file_graph(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    """R2G over the file: Episode/Entity/Fact/Preference nodes and their edges, with raw_refs."""
+    lk = lake.get()
+    part = lk.part_dir(context.partition_key)
+    messages = read_table(part / "messages.parquet", MESSAGES)
+    ann_table = read_table(part / "annotations.parquet", ANNOTATIONS)
+    annotations = {sha: Annotation.from_json(js) for sha, js in
+                   zip(ann_table.column("text_sha").to_pylist(), ann_table.column("annotation").to_pylist())}
+    nodes, edges = build_graph(messages, annotations)
+    write_table(nodes, part / "nodes.parquet", NODES)
+    write_table(edges, part / "edges.parquet", EDGES)
+    manifest = read_manifest(part)
+    write_manifest(part, {**manifest, "graph_sha256": manifest.get("source_sha256"),
+                          "nodes": nodes.num_rows, "edges": edges.num_rows})
+    return dg.MaterializeResult(metadata={
+        **table_metadata(nodes, ["type", "subtype", "title", "text"]),
+        "edges": edges.num_rows,
+        "node_types": dg.MetadataValue.json(counts_by(nodes, "type")),
+        "edge_types": dg.MetadataValue.json(counts_by(edges, "type"))})
+
+
+def _distinct_texts(messages: pa.Table) -> tuple[list[str], list[str], list[str]]:
+    """(text_sha, text, lang) once per distinct text, in first-seen order."""
+    seen: dict[str, tuple[str, str]] = {}
+    for sha, text, lang in zip(messages.column("text_sha").to_pylist(), messages.column("text").to_pylist(),
+                               messages.column("lang").to_pylist()):
+        seen.setdefault(sha, (text, lang))
+    shas = list(seen)
+    return shas, [seen[s][0] for s in shas], [seen[s][1] for s in shas]

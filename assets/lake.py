@@ -1,0 +1,92 @@
+"""Lake-wide tables: the union of every file partition, deduplicated and deterministically ordered."""
+from __future__ import annotations
+
+import dagster as dg
+
+from assets.ingest import file_chunks, file_graph
+from assets.metadata import counts_by, table_metadata
+from assets.resources import LakeResource
+from jobs.integrity import orphan_edges, unresolved_raw_refs
+from r2g.merge import merge_graph
+from r2g.schema import EDGES, NODES
+from raw_store.lake import collect_parts, read_table, union_sorted, write_table
+from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS
+
+
+def _check(name: str, outcome, asset: str | None = None) -> dg.AssetCheckResult:
+    return dg.AssetCheckResult(check_name=name, passed=outcome.passed, asset_key=asset,
+                               metadata={"summary": outcome.summary, "checked": outcome.checked,
+                                         "failures": outcome.failures,
+                                         "examples": dg.MetadataValue.json(outcome.examples)})
+
+
+@dg.asset(group_name="lake", deps=[file_chunks], kinds={"parquet"}, owners=["team:memory"])
+def raw_chunks(lake: LakeResource) -> dg.MaterializeResult:
+    """Manifest of every RawChunk in the zstd CAS (id, sha256, path, conversation, offsets)."""
+    lk = lake.get()
+    table = union_sorted(collect_parts(lk, "raw_chunks", RAW_CHUNKS), RAW_CHUNKS,
+                         ["tenant", "id", "source_file", "seq"], unique=["tenant", "id"])
+    write_table(table, lk.table("raw_chunks"), RAW_CHUNKS)
+    return dg.MaterializeResult(metadata={**table_metadata(table, ["id", "tenant", "conv_id", "len_bytes", "path"]),
+                                          "stored_bytes": sum(table.column("stored_bytes").to_pylist()),
+                                          "raw_bytes": sum(table.column("len_bytes").to_pylist())})
+
+
+@dg.asset(group_name="lake", deps=[file_chunks, raw_chunks], kinds={"parquet"}, owners=["team:memory"],
+          check_specs=[dg.AssetCheckSpec("raw_refs_resolve", asset="messages", blocking=True,
+                                         description="Every message points inside a stored RawChunk.")])
+def messages(lake: LakeResource) -> dg.MaterializeResult:
+    """Every accepted chat message with speaker, time, language and its (raw_id, offset, length)."""
+    lk = lake.get()
+    table = union_sorted(collect_parts(lk, "messages", MESSAGES), MESSAGES,
+                         ["tenant", "conv_id", "source_file", "seq"])
+    write_table(table, lk.table("messages"), MESSAGES)
+    outcome = unresolved_raw_refs(table, read_table(lk.table("raw_chunks"), RAW_CHUNKS))
+    return dg.MaterializeResult(
+        metadata={**table_metadata(table, ["tenant", "conv_id", "msg_id", "speaker", "ts", "text"]),
+                  "by_lang": dg.MetadataValue.json(counts_by(table, "lang"))},
+        check_results=[_check("raw_refs_resolve", outcome)])
+
+
+@dg.asset(group_name="lake", deps=[file_chunks], kinds={"parquet"}, owners=["team:memory"])
+def rejects(lake: LakeResource) -> dg.MaterializeResult:
+    """Input that could not be read, with a coded reason and the CAS id of its bytes (nothing is lost)."""
+    lk = lake.get()
+    table = union_sorted(collect_parts(lk, "rejects", REJECTS), REJECTS,
+                         ["tenant", "source_file", "line", "byte_offset"])
+    write_table(table, lk.table("rejects"), REJECTS)
+    return dg.MaterializeResult(metadata={**table_metadata(table, ["source_file", "line", "reason", "detail"]),
+                                          "by_reason": dg.MetadataValue.json(counts_by(table, "reason"))})
+
+
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec("nodes", group_name="lake", deps=[file_graph, raw_chunks], kinds={"parquet"},
+                     owners=["team:memory"],
+                     description="Memory-graph nodes (Episode, Entity, Fact, Preference, …) merged across files."),
+        dg.AssetSpec("edges", group_name="lake", deps=[file_graph, raw_chunks], kinds={"parquet"},
+                     owners=["team:memory"],
+                     description="Typed, weighted memory-graph edges (roles, MENTIONS, TEMPORAL_NEXT, DERIVED_FROM, …)."),
+    ],
+    check_specs=[
+        dg.AssetCheckSpec("no_orphan_edges", asset="edges", blocking=True,
+                          description="Every edge endpoint is a node (or a RawChunk for DERIVED_FROM)."),
+        dg.AssetCheckSpec("raw_refs_resolve", asset="nodes", blocking=True,
+                          description="Every node raw_ref lies inside a stored RawChunk."),
+    ],
+)
+def graph_tables(lake: LakeResource):
+    """Merge every file's graph part: one row per node/edge id, Entities aggregated across files."""
+    lk = lake.get()
+    nodes, edges = merge_graph(collect_parts(lk, "nodes", NODES), collect_parts(lk, "edges", EDGES))
+    write_table(nodes, lk.table("nodes"), NODES)
+    write_table(edges, lk.table("edges"), EDGES)
+    chunks = read_table(lk.table("raw_chunks"), RAW_CHUNKS)
+    yield dg.MaterializeResult(asset_key="nodes", metadata={
+        **table_metadata(nodes, ["type", "subtype", "title", "text"]),
+        "by_type": dg.MetadataValue.json(counts_by(nodes, "type"))})
+    yield dg.MaterializeResult(asset_key="edges", metadata={
+        **table_metadata(edges, ["type", "src", "dst", "weight"]),
+        "by_type": dg.MetadataValue.json(counts_by(edges, "type"))})
+    yield _check("no_orphan_edges", orphan_edges(nodes, edges, chunks), asset="edges")
+    yield _check("raw_refs_resolve", unresolved_raw_refs(nodes, chunks), asset="nodes")

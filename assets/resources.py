@@ -1,0 +1,17 @@
+"""The lake resource: where $MEMCTL_DATA lives, resolved at run time."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+
+from raw_store.lake import Lake
+
+
+class LakeResource(dg.ConfigurableResource):
+    """Root of the memctl data directory (inbox, raw store, lake, caches); empty = $MEMCTL_DATA or ./data."""
+
+    data_root: str = ""
+
+    def get(self) -> Lake:
+        return Lake(Path(self.data_root).resolve()) if self.data_root else Lake.from_env()

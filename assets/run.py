@@ -1,0 +1,105 @@
+"""`memctl materialize`: push the inbox through the Dagster assets, only what changed.
+
+Each stale inbox file (new, or its bytes changed) runs the per-file assets in its own
+dynamic partition; then, if any partition changed (or the lake was never built), one
+run rebuilds the lake-wide tables and the indexes. Runs are recorded in the Dagster
+instance at $DAGSTER_HOME (default $MEMCTL_DATA/dagster_home), so the UI shows them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from raw_store.lake import Lake, lake_fingerprint, scan_inbox, write_bytes_atomic
+
+QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+_TEMPLATE = Path(__file__).resolve().parent.parent / "data" / "dagster_home" / "dagster.yaml"
+
+
+@dataclass
+class MaterializeSummary:
+    files: int = 0
+    ran: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    lake_rebuilt: bool = False
+    lake_failed: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and self.lake_failed is None
+
+
+def prepare_dagster_home(lake: Lake) -> Path:
+    """Point DAGSTER_HOME at the lake's instance folder (unless set) and give it a dagster.yaml."""
+    home = Path(os.environ.get("DAGSTER_HOME") or lake.dagster_home).resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    if not (home / "dagster.yaml").exists():
+        if _TEMPLATE.exists():
+            shutil.copyfile(_TEMPLATE, home / "dagster.yaml")
+        else:
+            (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", "utf-8")
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home
+
+
+def _state_path(lake: Lake) -> Path:
+    return lake.lake / "_state.json"
+
+
+def lake_is_current(lake: Lake) -> bool:
+    try:
+        state = json.loads(_state_path(lake).read_text("utf-8"))
+    except (FileNotFoundError, ValueError):
+        return False
+    return state.get("fingerprint") == lake_fingerprint(lake) and lake.duckdb_path.exists()
+
+
+def materialize(lake: Lake, progress: bool = True) -> MaterializeSummary:
+    """Run the per-file assets for every stale inbox file, then the lake-wide assets if anything changed."""
+    import dagster as dg
+    from tqdm import tqdm
+
+    from assets.definitions import FILE_ASSETS, LAKE_ASSETS
+    from assets.ingest import inbox_files
+    from assets.resources import LakeResource
+    from assets.sensors import stale_files
+
+    prepare_dagster_home(lake)
+    summary = MaterializeSummary(files=len(scan_inbox(lake.inbox)))
+    resources = {"lake": LakeResource(data_root=str(lake.root))}
+    with dg.DagsterInstance.get() as instance:
+        files = scan_inbox(lake.inbox)
+        known = set(instance.get_dynamic_partitions(inbox_files.name))
+        if set(files) - known:
+            instance.add_dynamic_partitions(inbox_files.name, sorted(set(files) - known))
+        stale = stale_files(lake)
+        for key in tqdm(sorted(stale), desc="files", unit="file", disable=not progress or not stale):
+            result = dg.materialize(FILE_ASSETS, partition_key=key, instance=instance, resources=resources,
+                                    run_config=QUIET, raise_on_error=False,
+                                    tags={"memctl/source_sha256": stale[key]})
+            if result.success:
+                summary.ran.append(key)
+            else:
+                summary.failed[key] = _failure_message(result)
+        if summary.ran or not lake_is_current(lake):
+            result = dg.materialize([*FILE_ASSETS, *LAKE_ASSETS],
+                                    selection=dg.AssetSelection.groups("lake", "indexes"),
+                                    instance=instance, resources=resources, run_config=QUIET, raise_on_error=False)
+            if result.success:
+                summary.lake_rebuilt = True
+                write_bytes_atomic(_state_path(lake), json.dumps({"fingerprint": lake_fingerprint(lake)}).encode())
+            else:
+                summary.lake_failed = _failure_message(result)
+    return summary
+
+
+def _failure_message(result) -> str:
+    for event in result.all_events:
+        if event.is_failure and event.event_specific_data is not None:
+            err = getattr(event.event_specific_data, "error", None)
+            if err is not None:
+                return err.message.strip().splitlines()[-1] if err.message else str(err)
+    return "run failed"

@@ -1,0 +1,66 @@
+"""Integrity checks over lake tables (pure functions; the asset checks call them).
+
+Each returns a `CheckOutcome`: passed, a count of offending rows and a few examples,
+so a failing check says exactly what is wrong.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+import pyarrow as pa
+
+
+@dataclass
+class CheckOutcome:
+    passed: bool
+    checked: int
+    failures: int
+    examples: list[dict] = field(default_factory=list)
+
+    @property
+    def summary(self) -> str:
+        return f"{self.failures} of {self.checked} rows fail" if self.failures else f"all {self.checked} rows pass"
+
+
+def _outcome(checked: int, bad: pl.DataFrame) -> CheckOutcome:
+    return CheckOutcome(passed=bad.height == 0, checked=checked, failures=bad.height,
+                        examples=bad.head(5).to_dicts())
+
+
+def conservation(n_input: int, messages: pa.Table, rejects: pa.Table) -> CheckOutcome:
+    """Every input message is accepted or rejected: n_input == distinct messages + rejects."""
+    accepted = messages.num_rows
+    bad = [] if n_input == accepted + rejects.num_rows else [
+        {"input": n_input, "accepted": accepted, "rejected": rejects.num_rows}]
+    return CheckOutcome(passed=not bad, checked=n_input, failures=len(bad), examples=bad)
+
+
+def orphan_edges(nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table) -> CheckOutcome:
+    """Every edge's src is a node and its dst a node or (for DERIVED_FROM) a RawChunk of the same tenant."""
+    e = pl.from_arrow(edges.select(["id", "tenant", "src", "dst", "type"]))
+    n = pl.from_arrow(nodes.select(["tenant", "id"]))
+    r = pl.from_arrow(raw_chunks.select(["tenant", "id"])).unique()
+    endpoints = pl.concat([n, r]).unique()
+    bad_src = e.join(n, left_on=["tenant", "src"], right_on=["tenant", "id"], how="anti")
+    bad_dst = e.join(endpoints, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="anti")
+    return _outcome(e.height, pl.concat([bad_src, bad_dst]).unique(subset=["id"], maintain_order=True))
+
+
+def unresolved_raw_refs(table: pa.Table, raw_chunks: pa.Table) -> CheckOutcome:
+    """Every raw_ref (raw_id, offset, length) of `table` lies inside a RawChunk of the row's tenant."""
+    refs = (pl.from_arrow(table.select(["tenant", "raw_refs"]))
+            .with_row_index("row")
+            .explode("raw_refs")
+            .drop_nulls("raw_refs")
+            .unnest("raw_refs"))
+    if refs.height == 0:
+        return CheckOutcome(True, 0, 0)
+    chunks = pl.from_arrow(raw_chunks.select(["tenant", "id", "len_bytes"])).unique(subset=["tenant", "id"])
+    joined = refs.join(chunks, left_on=["tenant", "raw_id"], right_on=["tenant", "id"], how="left")
+    bad = joined.filter(
+        pl.col("len_bytes").is_null()
+        | (pl.col("offset") < 0) | (pl.col("length") < 0)
+        | (pl.col("offset") + pl.col("length") > pl.col("len_bytes"))
+    )
+    return _outcome(refs.height, bad)

@@ -1,0 +1,53 @@
+"""Search tokenisation shared by the FTS index builder and the query side.
+
+DuckDB's FTS splits on non-letters and cannot segment Chinese, so Chinese text is
+pre-segmented with jieba (search mode) and joined by spaces; English passes
+through and DuckDB applies its porter stemmer and English stop-words.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from functools import lru_cache
+
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_TOKEN = re.compile(r"[\w\u3400-\u4dbf\u4e00-\u9fff]+", re.UNICODE)
+
+# Function words that carry no search value in Chinese (DuckDB's list is English-only).
+ZH_STOPWORDS = frozenset(
+    "的 了 着 过 是 在 和 与 及 或 也 都 就 还 又 很 太 吗 呢 吧 啊 呀 哦 嗯 么 么样 什么 怎么 怎样 为什么 哪 哪里 哪儿 谁 "
+    "几 多少 这 那 这个 那个 这些 那些 一个 一下 有 没有 我 你 他 她 它 我们 你们 他们 她们 自己 吗 被 把 给 让 对 从 到 "
+    "上 下 里 中 会 能 要 想 去 来 说 做 得 地 之 其 而 但 但是 因为 所以 如果 然后 时候 今天".split()
+)
+
+
+@lru_cache(maxsize=1)
+def _jieba():
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
+    jieba.initialize()
+    return jieba
+
+
+def has_han(text: str) -> bool:
+    return _HAN.search(text) is not None
+
+
+def search_tokens(text: str) -> list[str]:
+    """Lower-cased search tokens of `text`: jieba search-mode words for Han runs, word runs otherwise."""
+    if not text:
+        return []
+    if not has_han(text):
+        return [t.lower() for t in _TOKEN.findall(text)]
+    out = []
+    for w in _jieba().cut_for_search(text):
+        w = w.strip().lower()
+        if w and _TOKEN.fullmatch(w) and w not in ZH_STOPWORDS:
+            out.append(w)
+    return out
+
+
+def segment_for_fts(text: str) -> str:
+    """The document string DuckDB FTS indexes: space-joined search tokens."""
+    return " ".join(search_tokens(text))

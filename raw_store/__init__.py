@@ -1,0 +1,1 @@
+"""Raw store: content-addressed zstd blobs, input-format readers, chunker, lake paths."""

@@ -1,0 +1,260 @@
+"""Where things live under $MEMCTL_DATA, and the one way tables are written.
+
+    $MEMCTL_DATA/                 (default ./data)
+      inbox/<tenant>/<file>       chat logs dropped by users
+      raw/<tenant>/YYYY/MM/DD/<sha[:2]>/raw_<sha>.blob.zst   the CAS
+      lake/<table>.parquet        lake-wide tables (raw_chunks, messages, nodes, edges, rejects, …)
+      lake/parts/<part>/…         per-inbox-file partition outputs
+      lake/memory.duckdb          SQL + FTS index (rebuilt, swapped in atomically)
+      lake/graph/<tenant>.pkl     igraph index per tenant
+      cache/nlp.sqlite            NLP annotations keyed by text hash + pipeline version
+      dagster_home/               Dagster instance (runs show in the lineage UI)
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+DEFAULT_TENANT = "default"
+
+
+def data_root() -> Path:
+    """The data directory: $MEMCTL_DATA, else ./data."""
+    return Path(os.environ.get("MEMCTL_DATA") or "data").resolve()
+
+
+@dataclass(frozen=True)
+class Lake:
+    root: Path
+
+    @classmethod
+    def from_env(cls) -> "Lake":
+        return cls(data_root())
+
+    @property
+    def inbox(self) -> Path:
+        return self.root / "inbox"
+
+    @property
+    def raw(self) -> Path:
+        return self.root / "raw"
+
+    @property
+    def lake(self) -> Path:
+        return self.root / "lake"
+
+    @property
+    def parts(self) -> Path:
+        return self.lake / "parts"
+
+    @property
+    def duckdb_path(self) -> Path:
+        return self.lake / "memory.duckdb"
+
+    @property
+    def graph_dir(self) -> Path:
+        return self.lake / "graph"
+
+    @property
+    def cache(self) -> Path:
+        return self.root / "cache"
+
+    @property
+    def dagster_home(self) -> Path:
+        return self.root / "dagster_home"
+
+    def table(self, name: str) -> Path:
+        return self.lake / f"{name}.parquet"
+
+    def part_dir(self, partition_key: str) -> Path:
+        return self.parts / part_id(partition_key)
+
+
+def part_id(partition_key: str) -> str:
+    """A filesystem-safe, stable folder name for an inbox-file partition."""
+    return "p_" + hashlib.sha256(partition_key.encode("utf-8")).hexdigest()[:20]
+
+
+def fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> bool:
+    """Write `data` to `path` via temp + fsync + rename. Returns False (and leaves
+    the file, and its mtime, untouched) when the file already holds exactly these bytes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if path.stat().st_size == len(data) and path.read_bytes() == data:
+            return False
+    except FileNotFoundError:
+        pass
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    fsync_dir(path.parent)
+    return True
+
+
+def table_bytes(table: pa.Table, schema: pa.Schema) -> bytes:
+    """Serialise a table to Parquet bytes deterministically (same rows → same bytes)."""
+    table = conform(table, schema)
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="zstd", write_statistics=True, store_schema=True)
+    return buf.getvalue()
+
+
+def write_table(table: pa.Table, path: Path, schema: pa.Schema) -> bool:
+    """Atomically write `table` (cast to `schema`) as Parquet; no-op if bytes are unchanged."""
+    return write_bytes_atomic(path, table_bytes(table, schema))
+
+
+def read_table(path: Path, schema: pa.Schema) -> pa.Table:
+    """Read a Parquet table written with `schema`; a missing file reads as empty."""
+    if not path.exists():
+        return schema.empty_table()
+    return conform(pq.read_table(path), schema)
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Select and cast `table`'s columns to `schema` (missing nullable columns become nulls)."""
+    cols = []
+    for field in schema:
+        if field.name in table.column_names:
+            cols.append(table.column(field.name).cast(field.type))
+        else:
+            cols.append(pa.nulls(table.num_rows, field.type))
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+# --------------------------------------------------------------------------- inbox and partitions
+
+@dataclass(frozen=True)
+class InboxFile:
+    key: str        # partition key: the path relative to the inbox (posix)
+    path: Path
+    sha256: str
+    size: int
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+# Dagster refuses these substrings in partition keys; such files get a hashed key.
+_BAD_KEY_PARTS = ("...", "\a", "\b", "\f", "\n", "\r", "\t", "\v", "\0")
+
+
+def partition_key_for(rel: str) -> str:
+    if any(s in rel for s in _BAD_KEY_PARTS):
+        return "file-" + hashlib.sha256(rel.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return rel
+
+
+def scan_inbox(inbox: Path) -> dict[str, InboxFile]:
+    """Every regular file under the inbox (hidden files and temp files skipped), keyed by partition key."""
+    out: dict[str, InboxFile] = {}
+    if not inbox.is_dir():
+        return out
+    for path in sorted(inbox.rglob("*")):
+        rel = path.relative_to(inbox).as_posix()
+        if not path.is_file() or any(p.startswith(".") for p in rel.split("/")) or rel.endswith((".tmp", ".part")):
+            continue
+        key = partition_key_for(rel)
+        out[key] = InboxFile(key=key, path=path, sha256=file_sha256(path), size=path.stat().st_size)
+    return out
+
+
+def resolve_partition(inbox: Path, key: str) -> InboxFile | None:
+    """The inbox file behind a partition key (None when it has gone)."""
+    direct = inbox / key
+    if direct.is_file() and partition_key_for(key) == key:
+        return InboxFile(key=key, path=direct, sha256=file_sha256(direct), size=direct.stat().st_size)
+    return scan_inbox(inbox).get(key)
+
+
+PART_MANIFEST = "manifest.json"
+
+
+def read_manifest(part_dir: Path) -> dict:
+    """A partition's manifest (what was last ingested from which source bytes), {} if none."""
+    import json
+
+    try:
+        return json.loads((part_dir / PART_MANIFEST).read_text("utf-8"))
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def write_manifest(part_dir: Path, manifest: dict) -> None:
+    import json
+
+    write_bytes_atomic(part_dir / PART_MANIFEST,
+                       json.dumps(manifest, sort_keys=True, ensure_ascii=False, indent=1).encode("utf-8"))
+
+
+def part_dirs(lake: Lake) -> list[Path]:
+    """Partition folders in a stable order (by folder name, so file order never matters)."""
+    if not lake.parts.is_dir():
+        return []
+    return sorted(p for p in lake.parts.iterdir() if p.is_dir() and (p / PART_MANIFEST).exists())
+
+
+def collect_parts(lake: Lake, name: str, schema: pa.Schema) -> list[pa.Table]:
+    """The `name` table of every partition (missing ones skipped)."""
+    return [read_table(d / f"{name}.parquet", schema) for d in part_dirs(lake) if (d / f"{name}.parquet").exists()]
+
+
+def union_sorted(tables: list[pa.Table], schema: pa.Schema, sort_keys: list[str],
+                 unique: list[str] | None = None) -> pa.Table:
+    """Concatenate partition tables into one lake-wide table with a deterministic row order.
+
+    `unique`: keep one row per value of these columns (the first after sorting), e.g. a
+    RawChunk shared by two identical inbox files is one blob and one manifest row.
+    """
+    if not tables:
+        return schema.empty_table()
+    table = pa.concat_tables([conform(t, schema) for t in tables])
+    table = table.sort_by([(k, "ascending") for k in sort_keys])
+    if unique and table.num_rows:
+        import polars as pl
+
+        table = pl.from_arrow(table).unique(subset=unique, keep="first", maintain_order=True).to_arrow()
+        table = conform(table, schema)
+    return table
+
+
+def lake_fingerprint(lake: Lake) -> str:
+    """A hash of every complete partition's (key, source sha): changes iff the lake-wide tables must."""
+    h = hashlib.sha256()
+    for d in part_dirs(lake):
+        m = read_manifest(d)
+        h.update(f"{d.name}\x1f{m.get('source_sha256')}\x1f{m.get('graph_sha256')}\n".encode())
+    return h.hexdigest()

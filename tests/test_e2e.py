@@ -1,0 +1,150 @@
+"""End to end: sample inbox (+ bad input) → `materialize` all assets through Dagster → cited recall.
+
+One real run per module (real spaCy, real DuckDB file, real igraph, real Dagster
+instance); the tests then read what it produced.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from assets.run import materialize
+from raw_store.lake import Lake, read_table
+from raw_store.schema import MESSAGES, REJECTS
+
+ROOT = Path(__file__).resolve().parent.parent
+EN_LINE = "Oh, and my neighbour Xiaoming played football in Riverside Park on Saturday."
+ZH_LINE = "小明在公园里踢足球，晚饭前会回来。"
+
+
+def _fingerprint(lake: Lake) -> dict[str, str]:
+    return {p.relative_to(lake.root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(lake.lake.rglob("*.parquet"))}
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("memctl") / "data"
+    shutil.copytree(ROOT / "data" / "inbox", root / "inbox")
+    messy = root / "inbox" / "messy"
+    messy.mkdir()
+    (messy / "half_good.jsonl").write_text(
+        '{"conv_id": "c1", "speaker": "Ann", "ts": "2024-01-02 10:00:00", "text": "The backup server is in Oslo."}\n'
+        '{"conv_id": "c1", "speaker": "Bob", "ts": "2024-01-02 10:01:00", "text": "broken line\n', "utf-8")
+    (messy / "latin1.txt").write_bytes("Zoë: café ünïcode".encode("latin-1"))
+    (messy / "empty.txt").write_bytes(b"")
+    saved = {k: os.environ.get(k) for k in ("MEMCTL_DATA", "DAGSTER_HOME")}
+    os.environ["MEMCTL_DATA"] = str(root)
+    os.environ["DAGSTER_HOME"] = str(root / "dagster_home")
+    lk = Lake(root)
+    first = materialize(lk, progress=False)
+    yield lk, first
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def test_first_run_builds_everything(lake) -> None:
+    lk, summary = lake
+    assert summary.ok, (summary.failed, summary.lake_failed)
+    assert summary.lake_rebuilt and len(summary.ran) == summary.files == 6
+    for name in ("raw_chunks", "messages", "nodes", "edges", "rejects"):
+        assert lk.table(name).exists(), name
+    assert lk.duckdb_path.exists() and any(lk.graph_dir.iterdir())
+
+
+def test_bad_input_becomes_rejects_while_the_rest_lands(lake) -> None:
+    lk, _ = lake
+    rejects = read_table(lk.table("rejects"), REJECTS).to_pylist()
+    by_file = {(r["source_file"], r["reason"]) for r in rejects}
+    assert ("messy/half_good.jsonl", "E_JSON_PARSE") in by_file
+    assert ("messy/latin1.txt", "E_READ_UTF8") in by_file
+    assert ("messy/empty.txt", "E_READ_EMPTY") in by_file
+    assert all(r["raw_id"] for r in rejects)  # the rejected bytes are kept in the CAS
+    texts = read_table(lk.table("messages"), MESSAGES).column("text").to_pylist()
+    assert "The backup server is in Oslo." in texts
+
+
+@pytest.mark.parametrize("query, line, msg_id", [
+    ("Where did Xiaoming play football?", EN_LINE, "L7"),
+    ("小明在哪里踢足球？", ZH_LINE, "m1"),
+])
+def test_recall_cites_the_original_line(lake, query: str, line: str, msg_id: str) -> None:
+    from recall import recall
+
+    lk, _ = lake
+    results = recall(query, "demo", k=5, lake=lk)
+    cited = [(c.msg_id, c.excerpt) for r in results[:3] for c in r.citations]
+    assert (msg_id, line) in cited, cited
+
+
+def test_recall_never_crosses_tenants(lake) -> None:
+    from recall import recall
+
+    lk, _ = lake
+    for r in recall("Xiaoming football park tomato compost", "research", k=20, lake=lk):
+        for c in r.citations:
+            assert c.conv_id == "garden-club", c
+
+
+def test_rerun_changes_no_byte_and_reannotates_nothing(lake) -> None:
+    lk, _ = lake
+    before = _fingerprint(lk)
+    again = materialize(lk, progress=False)
+    assert again.ok and again.ran == [] and not again.lake_rebuilt
+    assert _fingerprint(lk) == before
+
+
+def test_new_file_runs_only_its_partition_and_hits_the_nlp_cache(lake) -> None:
+    lk, _ = lake
+    shutil.copyfile(lk.inbox / "demo" / "weekend_en.txt", lk.inbox / "demo" / "weekend_copy.txt")
+    summary = materialize(lk, progress=False)
+    assert summary.ok and summary.ran == ["demo/weekend_copy.txt"] and summary.lake_rebuilt
+    with dg.DagsterInstance.get() as instance:
+        event = instance.get_latest_materialization_event(dg.AssetKey("file_annotations"))
+    meta = event.asset_materialization.metadata
+    assert event.asset_materialization.partition == "demo/weekend_copy.txt"
+    assert meta["cache_misses"].value == 0 and meta["cache_hits"].value == 10
+
+
+def _memctl(lk: Lake, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MEMCTL_DATA": str(lk.root)}
+    return subprocess.run([sys.executable, "-m", "assets.cli", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_cli_recall_json_contract(lake) -> None:
+    lk, _ = lake
+    out = _memctl(lk, "recall", "Where did Xiaoming play football?", "--tenant", "demo", "--json")
+    assert out.returncode == 0, out.stderr
+    results = json.loads(out.stdout)
+    assert results and {"node_id", "type", "title", "score", "citations"} <= set(results[0])
+    cites = [c for r in results for c in r["citations"]]
+    assert cites and {"raw_id", "conv_id", "msg_id", "speaker", "ts", "excerpt"} <= set(cites[0])
+    assert any(c["excerpt"] == EN_LINE and c["speaker"] == "Melanie" for c in cites)
+
+
+def test_cli_sql_stats_and_clear_errors(lake, tmp_path: Path) -> None:
+    lk, _ = lake
+    out = _memctl(lk, "sql", "SELECT count(*) AS n FROM nodes WHERE tenant = 'demo'", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)[0]["n"] > 0
+    stats = _memctl(lk, "stats", "--json")
+    assert json.loads(stats.stdout)["tables"]["rejects"]["by_reason"]["E_READ_EMPTY"] == 1
+    bad_sql = _memctl(lk, "sql", "SELEC nonsense")
+    assert bad_sql.returncode == 2 and len(bad_sql.stderr.strip().splitlines()) == 1
+    env = {**os.environ, "MEMCTL_DATA": str(tmp_path / "nothing")}
+    missing = subprocess.run([sys.executable, "-m", "assets.cli", "recall", "x", "--tenant", "demo"],
+                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert missing.returncode == 2 and "materialize" in missing.stderr
+    assert "Traceback" not in missing.stderr
