@@ -1,0 +1,121 @@
+"""Lake paths, atomic deterministic Parquet writes, inbox scanning, partition assembly, integrity checks."""
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jobs.integrity import conservation, orphan_edges, unresolved_raw_refs
+from r2g.schema import EDGES, NODES
+from raw_store.lake import (Lake, part_id, partition_key_for, read_manifest, read_table, scan_inbox, union_sorted,
+                            write_bytes_atomic, write_manifest, write_table)
+from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS
+
+
+def test_write_table_is_atomic_deterministic_and_skips_identical_bytes(tmp_path: Path) -> None:
+    table = pa.table({"tenant": ["t"], "source_file": ["a.txt"], "line": [3], "reason": ["E_JSON_PARSE"]})
+    path = tmp_path / "lake" / "rejects.parquet"
+    assert write_table(table, path, REJECTS) is True
+    first = path.read_bytes()
+    mtime = path.stat().st_mtime_ns
+    assert write_table(table, path, REJECTS) is False       # same rows → same bytes → untouched
+    assert path.read_bytes() == first and path.stat().st_mtime_ns == mtime
+    assert [p.name for p in path.parent.iterdir()] == ["rejects.parquet"]  # no temp file left
+    back = read_table(path, REJECTS)
+    assert back.schema == REJECTS and back.column("line").to_pylist() == [3]
+    assert back.column("raw_id").to_pylist() == [None]  # missing columns conform to nulls
+
+
+def test_read_table_of_missing_file_is_empty_with_schema(tmp_path: Path) -> None:
+    t = read_table(tmp_path / "nope.parquet", NODES)
+    assert t.num_rows == 0 and t.schema == NODES
+
+
+def test_write_bytes_atomic_replaces_content(tmp_path: Path) -> None:
+    p = tmp_path / "x.bin"
+    assert write_bytes_atomic(p, b"one")
+    assert write_bytes_atomic(p, b"two") and p.read_bytes() == b"two"
+
+
+@given(st.text(min_size=1, max_size=40))
+@settings(max_examples=200, deadline=None)
+def test_part_ids_are_stable_and_safe(key: str) -> None:
+    pid = part_id(key)
+    assert pid == part_id(key) and pid.startswith("p_") and pid.replace("_", "").isalnum()
+
+
+def test_partition_keys_avoid_dagster_forbidden_substrings() -> None:
+    assert partition_key_for("alice/chat.txt") == "alice/chat.txt"
+    bad = partition_key_for("alice/odd...name.txt")
+    assert bad.startswith("file-") and "..." not in bad
+
+
+def test_scan_inbox_skips_hidden_and_temp_files(tmp_path: Path) -> None:
+    inbox = tmp_path / "inbox"
+    (inbox / "alice").mkdir(parents=True)
+    (inbox / "alice" / "a.txt").write_text("A: hi\n")
+    (inbox / "alice" / ".hidden.txt").write_text("x")
+    (inbox / "alice" / "upload.part").write_text("x")
+    (inbox / "top.jsonl").write_text("{}\n")
+    files = scan_inbox(inbox)
+    assert sorted(files) == ["alice/a.txt", "top.jsonl"]
+    assert len(files["alice/a.txt"].sha256) == 64
+
+
+def test_manifest_round_trip(tmp_path: Path) -> None:
+    lake = Lake(tmp_path)
+    d = lake.part_dir("alice/a.txt")
+    assert read_manifest(d) == {}
+    write_manifest(d, {"source_sha256": "ab", "n_input": 3})
+    assert read_manifest(d) == {"source_sha256": "ab", "n_input": 3}
+
+
+def test_union_sorted_orders_and_dedups_regardless_of_input_order() -> None:
+    a = pa.table({"tenant": ["t", "t"], "id": ["raw_b", "raw_a"], "source_file": ["y", "x"], "seq": [0, 1]})
+    b = pa.table({"tenant": ["t"], "id": ["raw_a"], "source_file": ["w"], "seq": [0]})
+    one = union_sorted([a, b], RAW_CHUNKS, ["tenant", "id", "source_file"], unique=["tenant", "id"])
+    two = union_sorted([b, a], RAW_CHUNKS, ["tenant", "id", "source_file"], unique=["tenant", "id"])
+    assert one.equals(two)
+    assert one.column("id").to_pylist() == ["raw_a", "raw_b"]
+    assert one.column("source_file").to_pylist() == ["w", "y"]
+
+
+def _nodes(rows: list[dict]) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=NODES)
+
+
+def test_orphan_edges_finds_missing_endpoints_per_tenant() -> None:
+    nodes = _nodes([{"id": "n1", "tenant": "a"}, {"id": "n2", "tenant": "a"}, {"id": "n3", "tenant": "b"}])
+    chunks = pa.Table.from_pylist([{"id": "raw_1", "tenant": "a", "len_bytes": 10}], schema=RAW_CHUNKS)
+    edges = pa.Table.from_pylist([
+        {"id": "e1", "tenant": "a", "src": "n1", "dst": "n2", "type": "MENTIONS"},
+        {"id": "e2", "tenant": "a", "src": "n1", "dst": "raw_1", "type": "DERIVED_FROM"},
+        {"id": "e3", "tenant": "a", "src": "n1", "dst": "n3", "type": "MENTIONS"},   # crosses tenants
+        {"id": "e4", "tenant": "a", "src": "gone", "dst": "n2", "type": "MENTIONS"},
+    ], schema=EDGES)
+    out = orphan_edges(nodes, edges, chunks)
+    assert not out.passed and out.failures == 2 and {e["id"] for e in out.examples} == {"e3", "e4"}
+    assert orphan_edges(nodes, edges.slice(0, 2), chunks).passed
+
+
+def test_unresolved_raw_refs_checks_bounds_and_tenant() -> None:
+    chunks = pa.Table.from_pylist([{"id": "raw_1", "tenant": "a", "len_bytes": 10}], schema=RAW_CHUNKS)
+    ok = _nodes([{"id": "n1", "tenant": "a", "raw_refs": [{"raw_id": "raw_1", "offset": 2, "length": 8}]}])
+    assert unresolved_raw_refs(ok, chunks).passed
+    bad = _nodes([
+        {"id": "n1", "tenant": "a", "raw_refs": [{"raw_id": "raw_1", "offset": 5, "length": 6}]},  # past the end
+        {"id": "n2", "tenant": "b", "raw_refs": [{"raw_id": "raw_1", "offset": 0, "length": 1}]},  # other tenant
+        {"id": "n3", "tenant": "a", "raw_refs": []},
+    ])
+    assert unresolved_raw_refs(bad, chunks).failures == 2
+
+
+def test_conservation() -> None:
+    msgs = pa.Table.from_pylist([{"text": "a"}, {"text": "b"}], schema=MESSAGES)
+    rej = pa.Table.from_pylist([{"reason": "E_JSON_PARSE"}], schema=REJECTS)
+    assert conservation(3, msgs, rej).passed
+    assert not conservation(4, msgs, rej).passed
