@@ -1,0 +1,125 @@
+"""One chat-log file → RawChunks in the CAS plus its `messages`, `raw_chunks` and `rejects` tables.
+
+Deterministic: the same bytes and source_file give identical tables (every time
+column is content-derived, never the wall clock), and identical blobs, stored once.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import pyarrow as pa
+
+from raw_store import schema
+from raw_store.cas import RawStore
+from raw_store.chunker import Chunk, chunk_conversation
+from raw_store.readers import Message, ReadResult, read_bytes, source_file_for, tenant_for
+from raw_store.text import detect_lang
+
+MIME = "text/plain; charset=utf-8"
+
+
+@dataclass
+class IngestResult:
+    format: str
+    source_file: str
+    source_sha256: str
+    messages: pa.Table    # schema.MESSAGES, sorted by (tenant, conv_id, seq)
+    raw_chunks: pa.Table  # schema.RAW_CHUNKS, sorted by (tenant, conv_id, seq)
+    rejects: pa.Table     # schema.REJECTS, sorted by (line, byte_offset)
+    n_input: int          # messages read + rejected records (for the conservation check)
+
+
+def ingest_file(path: Path, inbox: Path, store: RawStore) -> IngestResult:
+    """Ingest one inbox file; tenant from its first folder, source_file relative to the inbox."""
+    return ingest_bytes(Path(path).read_bytes(), source_file_for(path, inbox), tenant_for(path, inbox), store)
+
+
+def ingest_bytes(data: bytes, source_file: str, tenant: str, store: RawStore) -> IngestResult:
+    """Read, chunk and store one file's bytes; rejected bytes are stored too (undated), never lost."""
+    read = read_bytes(data, source_file, tenant)
+    message_rows, chunk_rows = _chunk_and_store(read, store)
+    reject_rows = _reject_rows(read, store)
+    return IngestResult(
+        format=read.format,
+        source_file=source_file,
+        source_sha256=hashlib.sha256(data).hexdigest(),
+        messages=_table(message_rows, schema.MESSAGES, ["tenant", "conv_id", "seq"]),
+        raw_chunks=_table(chunk_rows, schema.RAW_CHUNKS, ["tenant", "conv_id", "seq"]),
+        rejects=_table(reject_rows, schema.REJECTS, ["line", "byte_offset"]),
+        n_input=len(read.messages) + len(read.rejects),
+    )
+
+
+def _table(rows: list[dict], sch: pa.Schema, keys: list[str]) -> pa.Table:
+    # Python's sort is stable: rows equal on the keys keep their (deterministic) reading order
+    rows = sorted(rows, key=lambda r: tuple(r[k] for k in keys))
+    return pa.Table.from_pylist(rows, schema=sch)
+
+
+def _conversations(messages: list[Message]) -> dict[tuple[str, str], list[Message]]:
+    convs: dict[tuple[str, str], list[Message]] = {}
+    for m in messages:
+        convs.setdefault((m.tenant, m.conv_id), []).append(m)
+    return convs
+
+
+def _chunk_and_store(read: ReadResult, store: RawStore) -> tuple[list[dict], list[dict]]:
+    message_rows: list[dict] = []
+    chunk_rows: list[dict] = []
+    for (tenant, _), msgs in _conversations(read.messages).items():
+        msgs.sort(key=lambda m: m.seq)
+        refs: list[list[dict]] = [[] for _ in msgs]
+        langs = [detect_lang(m.text) for m in msgs]
+        for chunk in chunk_conversation(msgs):
+            row = _chunk_row(chunk, msgs, langs, tenant, read.format, store)
+            chunk_rows.append(row)
+            for piece in chunk.pieces:
+                refs[piece.msg_index].append({"raw_id": row["id"], "offset": piece.offset, "length": piece.length})
+        for m, lang, mrefs in zip(msgs, langs, refs):
+            first = mrefs[0]
+            message_rows.append({
+                "tenant": m.tenant, "conv_id": m.conv_id, "msg_id": m.msg_id, "seq": m.seq,
+                "speaker": m.speaker, "role": m.role, "ts": m.ts, "lang": lang, "text": m.text,
+                "caption": m.caption, "text_sha": hashlib.sha256(m.text.encode("utf-8")).hexdigest(),
+                "raw_id": first["raw_id"], "offset": first["offset"], "length": first["length"],
+                "raw_refs": mrefs, "source_file": m.source_file, "line": m.line, "format": m.format,
+            })
+    return message_rows, chunk_rows
+
+
+def _chunk_row(chunk: Chunk, msgs: list[Message], langs: list[str], tenant: str, fmt: str,
+               store: RawStore) -> dict:
+    """Store one chunk (dated by its first timestamp) and describe it as a `raw_chunks` row."""
+    indices = list(dict.fromkeys(p.msg_index for p in chunk.pieces))
+    members = [msgs[i] for i in indices]
+    stamps: list[datetime] = [m.ts for m in members if m.ts is not None]
+    first_ts = stamps[0] if stamps else None
+    ref = store.put(tenant, chunk.body, day=first_ts.date() if first_ts else None)
+    lang_counts = Counter(langs[i] for i in indices)
+    top = max(lang_counts.values())
+    return {
+        "id": ref.raw_id, "sha256": ref.sha256, "tenant": tenant, "conv_id": chunk.conv_id, "seq": chunk.seq,
+        "path": ref.path, "len_bytes": ref.len_bytes, "stored_bytes": ref.stored_bytes, "mime": MIME,
+        "created_at": first_ts, "ts": first_ts, "ts_end": stamps[-1] if stamps else None,
+        "speakers": list(dict.fromkeys(m.speaker for m in members)),
+        "roles": list(dict.fromkeys(m.role for m in members)),
+        "lang": min(lang for lang, n in lang_counts.items() if n == top),
+        "source_file": members[0].source_file, "n_messages": len(chunk.pieces),
+        "offsets": [p.offset for p in chunk.pieces], "text": chunk.body.decode("utf-8"),
+    }
+
+
+def _reject_rows(read: ReadResult, store: RawStore) -> list[dict]:
+    rows = []
+    for r in read.rejects:
+        ref = store.put(r.tenant, r.raw, day=None)
+        rows.append({
+            "tenant": r.tenant, "source_file": r.source_file, "line": r.line, "byte_offset": r.byte_offset,
+            "reason": r.reason, "detail": r.detail, "raw_id": ref.raw_id, "raw_path": ref.path,
+            "length": len(r.raw), "format": r.format,
+        })
+    return rows
