@@ -1,0 +1,349 @@
+"""build_graph: one partition's messages + annotations → node and edge tables (SPEC §5).
+
+Runs the rules of r2g.rules over every message and turns their drafts into rows:
+Episode per turn, Entities deduplicated by (tenant, subtype, normalised name),
+Facts per predicate clause, Preferences, and the role / MENTIONS / DERIVED_FROM /
+TEMPORAL_NEXT / CAUSES / CAUSED_BY edges. Ids are hashes of natural keys and
+rows are sorted by id, so the same input always yields identical tables.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Mapping
+
+import pyarrow as pa
+
+from r2g import rules as R
+from r2g.ids import edge_id, stable_id, text_sha
+from r2g.nlp import Annotation
+from r2g.schema import EDGES, NODES
+from r2g.tokens import search_tokens
+
+ENTITY_REF_CAP = 5       # raw_refs kept per Entity within one partition (merge caps lake-wide at 20)
+SOURCE_TRUST_USER = 1.0  # R2G-4 source_trust of user/chat text
+RECENCY_AT_INGEST = 1.0  # R2G-4 recency_boost at ingest time (decay is a later job)
+
+
+def edge_weight(conf: float, source_trust: float = SOURCE_TRUST_USER, recency: float = RECENCY_AT_INGEST) -> float:
+    """R2G-4: 0.5*conf_extract + 0.3*source_trust + 0.2*recency_boost."""
+    return round(0.5 * conf + 0.3 * source_trust + 0.2 * recency, 6)
+
+
+def entity_importance(mentions: int) -> float:
+    """Entity importance grows with the log of its mention count, in [0.3, 1]."""
+    return round(min(1.0, 0.3 + 0.1 * math.log2(1 + max(0, mentions))), 6)
+
+
+# ---------------------------------------------------------------- raw refs
+
+@dataclass(frozen=True)
+class _Msg:
+    tenant: str
+    conv_id: str
+    msg_id: str
+    seq: int
+    speaker: str
+    ts: datetime | None
+    lang: str
+    text: str
+    text_sha: str
+    pieces: tuple[tuple[str, int, int], ...]   # (raw_id, offset, length) in text order
+
+
+def _pieces(row: Mapping[str, Any]) -> tuple[tuple[str, int, int], ...]:
+    refs = row.get("raw_refs") or []
+    out = tuple((r["raw_id"], int(r["offset"]), int(r["length"])) for r in refs if r and r.get("raw_id"))
+    if out:
+        return out
+    if row.get("raw_id"):
+        length = row.get("length")
+        if length is None:
+            length = len((row.get("text") or "").encode("utf-8"))
+        return ((row["raw_id"], int(row.get("offset") or 0), int(length)),)
+    return ()
+
+
+def span_refs(msg: _Msg, char_start: int, char_end: int) -> list[dict]:
+    """raw_refs of text[char_start:char_end]: the utf-8 byte span mapped onto the message's chunk pieces.
+
+    A message split over several chunks is the concatenation of its pieces, so a
+    span may yield one ref per piece it touches. A negative span means the whole message.
+    """
+    if char_start < 0 or char_end <= char_start:
+        return [{"raw_id": r, "offset": o, "length": n} for r, o, n in msg.pieces]
+    b0 = len(msg.text[:char_start].encode("utf-8"))
+    b1 = b0 + len(msg.text[char_start:char_end].encode("utf-8"))
+    total = sum(n for _, _, n in msg.pieces)
+    if total < b1:  # pieces do not cover the text byte for byte: cite what the first piece holds
+        rid, off, n = msg.pieces[0]
+        lo, hi = min(b0, n), min(b1, n)
+        return [{"raw_id": rid, "offset": off + lo, "length": hi - lo}] if hi > lo else \
+            [{"raw_id": rid, "offset": off, "length": n}]
+    out, pos = [], 0
+    for rid, off, n in msg.pieces:
+        lo, hi = max(b0, pos), min(b1, pos + n)
+        if hi > lo:
+            out.append({"raw_id": rid, "offset": off + (lo - pos), "length": hi - lo})
+        pos += n
+    return out
+
+
+# ---------------------------------------------------------------- accumulators
+
+@dataclass
+class _EntityAcc:
+    id: str
+    tenant: str
+    subtype: str
+    title: str
+    lang: str
+    provenance: str
+    first_seen: datetime | None
+    last_seen: datetime | None
+    aliases: dict[str, None] = field(default_factory=dict)
+    mentions: int = 0
+    msgs: set = field(default_factory=set)
+    text_refs: list[dict] = field(default_factory=list)
+    msg_refs: list[dict] = field(default_factory=list)
+    confidence: float = 0.0
+    time: Any = None
+
+
+def _ts_min(a, b):
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _ts_max(a, b):
+    return b if a is None else a if b is None else max(a, b)
+
+
+_NODE_TEMPLATE = dict.fromkeys(NODES.names)
+
+
+def _node(**kw) -> dict:
+    row = dict(_NODE_TEMPLATE)
+    row.update(kw)
+    return row
+
+
+class _Graph:
+    """Row accumulator for one partition: nodes and edges keyed by id."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, dict] = {}
+        self.entities: dict[str, _EntityAcc] = {}
+        self.edges: dict[str, dict] = {}
+        self.raw_ids: set[str] = set()
+
+    def entity(self, msg: _Msg, ref: R.EntityRef) -> str:
+        """Upsert the Entity of a mention; returns its id."""
+        key = ref.time.iso if ref.time is not None else ref.norm
+        eid = stable_id("n", msg.tenant, "Entity", ref.subtype, key)
+        acc = self.entities.get(eid)
+        if acc is None:
+            acc = self.entities[eid] = _EntityAcc(
+                eid, msg.tenant, ref.subtype, ref.name, msg.lang, ref.provenance, msg.ts, msg.ts,
+                confidence=R.CONF.get(ref.provenance, 0.7), time=ref.time)
+        acc.first_seen = _ts_min(acc.first_seen, msg.ts)
+        acc.last_seen = _ts_max(acc.last_seen, msg.ts)
+        acc.aliases[ref.name] = None
+        if ref.time is not None:
+            acc.aliases[ref.time.text] = None
+        acc.mentions += 1
+        acc.msgs.add((msg.conv_id, msg.msg_id))
+        acc.confidence = max(acc.confidence, R.CONF.get(ref.provenance, 0.7))
+        if ref.start >= 0:
+            if len(acc.text_refs) < ENTITY_REF_CAP:
+                acc.text_refs.extend(span_refs(msg, ref.start, ref.end))
+        elif len(acc.msg_refs) < ENTITY_REF_CAP:
+            acc.msg_refs.extend(span_refs(msg, -1, -1))
+        return eid
+
+    def edge(self, msg: _Msg, src: str, etype: str, dst: str, conf: float, provenance: str,
+             refs: list[dict]) -> None:
+        """Add an edge; a repeat of the same (src, type, dst) keeps the higher-confidence derivation."""
+        if src == dst:
+            return
+        eid = edge_id(msg.tenant, src, etype, dst)
+        old = self.edges.get(eid)
+        if old is not None and old["confidence"] >= conf:
+            return
+        self.edges[eid] = {
+            "id": eid, "tenant": msg.tenant, "src": src, "dst": dst, "type": etype,
+            "weight": edge_weight(conf), "confidence": conf, "valid_since": msg.ts, "valid_until": None,
+            "raw_refs": refs, "provenance": provenance,
+        }
+
+    def entity_rows(self) -> list[dict]:
+        rows = []
+        for acc in self.entities.values():
+            refs = list(dict.fromkeys(
+                (r["raw_id"], r["offset"], r["length"]) for r in (acc.text_refs + acc.msg_refs)))[:ENTITY_REF_CAP]
+            aliases = sorted(acc.aliases)
+            t = acc.time
+            kw = list(dict.fromkeys(w for a in aliases for w in search_tokens(a)))
+            rows.append(_node(
+                id=acc.id, tenant=acc.tenant, type="Entity", subtype=acc.subtype, title=acc.title,
+                text=f"{acc.title} ({acc.subtype})", keywords=kw, entities=[], lang=acc.lang,
+                time_start=t.start if t else None, time_end=t.end if t else None,
+                time_granularity=t.granularity if t else None, time_text=t.text if t else None,
+                importance=entity_importance(acc.mentions), confidence=acc.confidence, frequency=len(acc.msgs),
+                first_seen=acc.first_seen, last_seen=acc.last_seen, tier="short", category="fact", status="active",
+                raw_refs=[{"raw_id": r, "offset": o, "length": n} for r, o, n in refs],
+                provenance=acc.provenance, aliases=aliases, mentions=acc.mentions))
+        return rows
+
+
+# ---------------------------------------------------------------- per message
+
+def _message_graph(g: _Graph, msg: _Msg, ann: Annotation) -> str:
+    """Run every rule on one message and add its rows to `g`; returns the Episode id."""
+    ctx = R.MessageCtx(msg.tenant, msg.conv_id, msg.msg_id, msg.speaker, msg.ts, ann.lang, msg.text, ann)
+    zh = ann.lang == "zh"
+    times = R.time_rule(ctx)
+    ner = R.entity_zh_rule(ctx) if zh else R.entity_en_rule(ctx)
+    facts = R.fact_zh_rule(ctx, times) if zh else R.fact_en_rule(ctx, times, ner)
+    prefs = R.preference_rule(ctx, ner)
+    speaker = R.speaker_rule(ctx)
+
+    time_ents = [tr.entity() for tr in times if tr.entity() is not None]
+    mention_refs = [ref for _, _, ref in ner] + time_ents
+    ep_id = stable_id("n", msg.tenant, "Episode", msg.conv_id, msg.msg_id)
+    whole = span_refs(msg, -1, -1)
+    g.raw_ids.update(r["raw_id"] for r in whole)
+
+    # entities mentioned in the text, then the speaker
+    ent_titles: dict[str, None] = {}
+    mentioned: dict[str, tuple[float, list[dict]]] = {}
+    for ref in mention_refs:
+        eid = g.entity(msg, ref)
+        ent_titles[g.entities[eid].title] = None
+        mentioned.setdefault(eid, (R.CONF[R.MENTIONS], span_refs(msg, ref.start, ref.end)))
+    if speaker is not None:
+        eid = g.entity(msg, speaker)
+        ent_titles[g.entities[eid].title] = None
+        # authorship is weaker evidence than an in-text mention; keeps the speaker reachable from the turn
+        mentioned.setdefault(eid, (0.6, whole))
+
+    draft = R.episode_rule(ctx, len(mention_refs), len(facts), len(prefs))
+    gran = "minute" if msg.ts is not None else "unspecified"
+    g.nodes[ep_id] = _node(
+        id=ep_id, tenant=msg.tenant, type="Episode", subtype="turn", title=draft.title, text=draft.text,
+        keywords=draft.keywords, entities=list(ent_titles), lang=ann.lang,
+        time_start=msg.ts, time_end=msg.ts, time_granularity=gran, time_text=None,
+        importance=draft.importance, confidence=1.0, frequency=1, sentiment=None,
+        first_seen=msg.ts, last_seen=msg.ts, tier="short", category="episode", status="active",
+        raw_refs=whole, provenance=R.EPISODE, conv_id=msg.conv_id, msg_id=msg.msg_id, speaker=msg.speaker,
+        predicate_norm=None, negation=None, modality=None, aliases=[], mentions=None)
+    for eid, (conf, refs) in mentioned.items():
+        g.edge(msg, ep_id, "MENTIONS", eid, conf, R.MENTIONS, refs)
+    for rid in dict.fromkeys(r["raw_id"] for r in whole):
+        g.edge(msg, ep_id, "DERIVED_FROM", rid, R.CONF[R.DERIVED_FROM], R.DERIVED_FROM,
+               [r for r in whole if r["raw_id"] == rid])
+
+    fact_ids: list[str] = []
+    for f in facts:
+        fid = stable_id("n", msg.tenant, "Fact", msg.conv_id, msg.msg_id, str(f.index), f.predicate_norm)
+        fact_ids.append(fid)
+        refs = span_refs(msg, f.start, f.end)
+        conf = R.CONF[f.provenance]
+        titles: dict[str, None] = {}
+        for role in f.roles:
+            eid = g.entity(msg, role.target)
+            titles[g.entities[eid].title] = None
+            g.edge(msg, fid, role.type, eid, R.CONF[role.provenance] if role.type in ("TIME", "LOCATION") else conf,
+                   role.provenance, refs)
+        for ref in f.mentions:
+            key = ref.time.iso if ref.time is not None else ref.norm
+            eid = stable_id("n", msg.tenant, "Entity", ref.subtype, key)
+            if eid not in g.entities:
+                eid = g.entity(msg, ref)
+            titles[g.entities[eid].title] = None
+            g.edge(msg, fid, "MENTIONS", eid, R.CONF[R.MENTIONS], R.MENTIONS,
+                   span_refs(msg, ref.start, ref.end) if ref.start >= 0 else refs)
+        t = f.time
+        g.nodes[fid] = _node(
+            id=fid, tenant=msg.tenant, type="Fact", subtype=f.subtype, title=f.title,
+            text=R.clip(msg.text[f.start:f.end], R.SUMMARY_MAX_CHARS), keywords=f.keywords, entities=list(titles),
+            lang=ann.lang, time_start=t.start if t else None, time_end=t.end if t else None,
+            time_granularity=t.granularity if t else "unspecified", time_text=f.time_text,
+            importance=round(min(1.0, 0.3 + 0.1 * len(f.roles)), 3), confidence=conf, frequency=1, sentiment=None,
+            first_seen=msg.ts, last_seen=msg.ts, tier="short", category="fact", status="active",
+            raw_refs=refs, provenance=f.provenance, conv_id=msg.conv_id, msg_id=msg.msg_id, speaker=msg.speaker,
+            predicate_norm=f.predicate_norm, negation=f.negation, modality=f.modality, aliases=[], mentions=None)
+        g.edge(msg, fid, "DERIVED_FROM", ep_id, R.CONF[R.DERIVED_FROM], R.DERIVED_FROM, refs)
+        for r in refs:
+            g.edge(msg, fid, "DERIVED_FROM", r["raw_id"], R.CONF[R.DERIVED_FROM], R.DERIVED_FROM,
+                   [x for x in refs if x["raw_id"] == r["raw_id"]])
+
+    for cause, effect in R.cause_rule(facts):
+        refs = span_refs(msg, min(facts[cause].start, facts[effect].start), max(facts[cause].end, facts[effect].end))
+        g.edge(msg, fact_ids[cause], "CAUSES", fact_ids[effect], R.CONF[R.CAUSE], R.CAUSE, refs)
+        g.edge(msg, fact_ids[effect], "CAUSED_BY", fact_ids[cause], R.CONF[R.CAUSE], R.CAUSE, refs)
+
+    for p in prefs:
+        pid = stable_id("n", msg.tenant, "Preference", msg.conv_id, msg.msg_id, str(p.index))
+        refs = span_refs(msg, p.start, p.end)
+        titles = {}
+        for ref in p.mentions:
+            eid = stable_id("n", msg.tenant, "Entity", ref.subtype, ref.norm)
+            titles[g.entities[eid].title] = None
+            g.edge(msg, pid, "MENTIONS", eid, R.CONF[R.MENTIONS], R.MENTIONS, span_refs(msg, ref.start, ref.end))
+        who = f"{msg.speaker}: " if msg.speaker else ""
+        g.nodes[pid] = _node(
+            id=pid, tenant=msg.tenant, type="Preference", subtype=p.subtype, title=R.clip(who + p.text, 80),
+            text=p.text, keywords=p.keywords, entities=list(titles), lang=ann.lang,
+            time_start=msg.ts, time_end=None, time_granularity="minute" if msg.ts else "unspecified",
+            time_text=None, importance=0.7, confidence=R.CONF[R.PREFERENCE], frequency=1, sentiment=None,
+            first_seen=msg.ts, last_seen=msg.ts, tier="short", category="fact", status="active",
+            raw_refs=refs, provenance=R.PREFERENCE, conv_id=msg.conv_id, msg_id=msg.msg_id, speaker=msg.speaker,
+            predicate_norm=None, negation=p.subtype == "dislike", modality=None, aliases=[], mentions=None)
+        g.edge(msg, pid, "DERIVED_FROM", ep_id, R.CONF[R.DERIVED_FROM], R.DERIVED_FROM, refs)
+        for rid in dict.fromkeys(r["raw_id"] for r in refs):
+            g.edge(msg, pid, "DERIVED_FROM", rid, R.CONF[R.DERIVED_FROM], R.DERIVED_FROM,
+                   [x for x in refs if x["raw_id"] == rid])
+    return ep_id
+
+
+def _messages(messages: pa.Table) -> list[_Msg]:
+    out = []
+    for row in messages.to_pylist():
+        text = row.get("text") or ""
+        out.append(_Msg(
+            tenant=row.get("tenant") or "default", conv_id=row.get("conv_id") or "", msg_id=row.get("msg_id") or "",
+            seq=int(row.get("seq") or 0), speaker=row.get("speaker") or "", ts=row.get("ts"),
+            lang=row.get("lang") or "und", text=text, text_sha=row.get("text_sha") or text_sha(text),
+            pieces=_pieces(row)))
+    # content order, not file order, so two equal inputs in any row order give the same tables
+    out.sort(key=lambda m: (m.tenant, m.conv_id, m.seq, m.msg_id, m.text_sha))
+    return out
+
+
+def build_graph(messages: pa.Table, annotations: Mapping[str, Annotation]) -> tuple[pa.Table, pa.Table]:
+    """Nodes (r2g.schema.NODES) and edges (EDGES) of one partition, sorted by id.
+
+    `messages`: raw_store.schema.MESSAGES rows (any tenants/conversations);
+    `annotations`: Annotation per messages.text_sha (KeyError if one is missing).
+    Every edge endpoint is a node of the result or a raw_id of the messages' raw_refs.
+    """
+    g = _Graph()
+    episodes: list[tuple[str, str, int, str]] = []
+    for msg in _messages(messages):
+        ep_id = _message_graph(g, msg, annotations[msg.text_sha])
+        episodes.append((msg.tenant, msg.conv_id, msg.seq, ep_id))
+    msg_by_ep = {e[3]: e for e in episodes}
+    for src, dst in R.temporal_next_rule(episodes):
+        tenant = msg_by_ep[src][0]
+        eid = edge_id(tenant, src, "TEMPORAL_NEXT", dst)
+        g.edges[eid] = {
+            "id": eid, "tenant": tenant, "src": src, "dst": dst, "type": "TEMPORAL_NEXT",
+            "weight": edge_weight(R.CONF[R.TEMPORAL_NEXT]), "confidence": R.CONF[R.TEMPORAL_NEXT],
+            "valid_since": g.nodes[dst]["time_start"], "valid_until": None, "raw_refs": [],
+            "provenance": R.TEMPORAL_NEXT,
+        }
+    node_rows = list(g.nodes.values()) + g.entity_rows()
+    node_rows.sort(key=lambda r: r["id"])
+    edge_rows = sorted(g.edges.values(), key=lambda r: r["id"])
+    return pa.Table.from_pylist(node_rows, schema=NODES), pa.Table.from_pylist(edge_rows, schema=EDGES)

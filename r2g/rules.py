@@ -1,0 +1,939 @@
+"""R2G rules (SPEC §5, seed 004 R2G-2…R2G-6): small pure functions over one message's Annotation.
+
+Each rule has a versioned id that goes into the `provenance` column of every row
+it creates; `RULES` maps ids to functions. A behaviour change is a new id
+(`.v2`), never a silent edit. Rules only *propose* drafts (entities, facts,
+preferences, links); `r2g.extract` turns drafts into node and edge rows.
+
+All rules are plain loops over the Annotation's parallel lists (no spaCy objects),
+so cached annotations run through them without the models.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Callable
+
+from spacy.lang.en.stop_words import STOP_WORDS as EN_STOP_WORDS
+
+from r2g.nlp import Annotation, zh_lexicon
+from r2g.time_norm import TimeValue, find_times, resolve
+from r2g.tokens import ZH_STOPWORDS
+
+EPISODE = "r2g.rule.episode.v1"
+ENTITY_EN = "r2g.rule.entity.en.v1"
+ENTITY_ZH = "r2g.rule.entity.zh.v1"
+ENTITY_SPEAKER = "r2g.rule.entity.speaker.v1"
+FACT_EN = "r2g.rule.fact.en.v1"
+FACT_ZH = "r2g.rule.fact.zh.v1"
+LOCATION = "r2g.rule.location.v1"
+TIME = "r2g.rule.time.v1"
+CAUSE = "r2g.rule.cause.v1"
+PREFERENCE = "r2g.rule.preference.v1"
+TEMPORAL_NEXT = "r2g.rule.temporal_next.v1"
+MENTIONS = "r2g.rule.mentions.v1"
+DERIVED_FROM = "r2g.rule.derived_from.v1"
+
+# Extraction confidence per rule (R2G-4 conf_extract).
+CONF = {
+    EPISODE: 1.0, ENTITY_EN: 0.85, ENTITY_ZH: 0.7, ENTITY_SPEAKER: 1.0, FACT_EN: 0.7, FACT_ZH: 0.6,
+    LOCATION: 0.7, TIME: 0.8, CAUSE: 0.6, PREFERENCE: 0.7, TEMPORAL_NEXT: 1.0, MENTIONS: 0.9, DERIVED_FROM: 1.0,
+}
+
+SUMMARY_MAX_CHARS = 200
+TITLE_MAX_CHARS = 60
+
+
+# ---------------------------------------------------------------- drafts
+
+@dataclass
+class MessageCtx:
+    """One message as the rules see it: identity, anchor time, text and its annotation."""
+
+    tenant: str
+    conv_id: str
+    msg_id: str
+    speaker: str
+    ts: datetime | None
+    lang: str
+    text: str
+    ann: Annotation
+
+
+@dataclass(frozen=True)
+class EntityRef:
+    """A mention of an entity: subtype, display name, char span in the text (-1 when not in the text)."""
+
+    subtype: str          # PERSON | LOC | ORG | OBJECT | TIME | MISC
+    name: str             # display form
+    start: int = -1
+    end: int = -1
+    provenance: str = ENTITY_EN
+    time: TimeValue | None = None
+
+    @property
+    def norm(self) -> str:
+        """The dedup key part: lower-cased, whitespace-collapsed name (ISO value for TIME)."""
+        return " ".join(self.name.lower().split())
+
+
+@dataclass
+class TimeRef:
+    """A time expression in the text: char span, token span, resolved value (None if unresolvable)."""
+
+    start: int
+    end: int
+    tok_start: int
+    tok_end: int
+    text: str
+    value: TimeValue | None
+
+    def entity(self) -> EntityRef | None:
+        if self.value is None:
+            return None
+        return EntityRef("TIME", self.value.iso, self.start, self.end, TIME, self.value)
+
+
+@dataclass
+class Role:
+    type: str             # AGENT | PATIENT | LOCATION | TIME | RECIPIENT | MANNER | INSTRUMENT
+    target: EntityRef
+    provenance: str
+
+
+@dataclass
+class FactDraft:
+    """One predicate clause: normalised predicate, polarity, modality, roles, time and its text span."""
+
+    index: int                      # clause index within the message (part of the Fact id)
+    predicate_norm: str
+    subtype: str                    # event | state
+    negation: bool
+    modality: str | None
+    start: int
+    end: int
+    title: str
+    keywords: list[str]
+    provenance: str
+    roles: list[Role] = field(default_factory=list)
+    mentions: list[EntityRef] = field(default_factory=list)
+    time: TimeValue | None = None
+    time_text: str | None = None
+    # causal marker found on this clause: ("because", effect_index | None) makes this the cause;
+    # ("so", None) makes this the effect of the clause before it
+    cause_marker: tuple[str, int | None] | None = None
+
+
+@dataclass
+class PreferenceDraft:
+    index: int
+    subtype: str                    # like | dislike | prefer | instruction
+    start: int
+    end: int
+    text: str
+    keywords: list[str]
+    mentions: list[EntityRef]
+
+
+@dataclass
+class EpisodeDraft:
+    title: str
+    text: str
+    keywords: list[str]
+    importance: float
+
+
+# ---------------------------------------------------------------- shared helpers
+
+_PUNCT_POS = frozenset({"PUNCT", "SPACE", "SYM", "X"})
+_EN_FUNCTION_POS = frozenset({"DET", "ADP", "AUX", "CCONJ", "SCONJ", "PART", "PRON", "NUM", "INTJ"})
+_WORDISH = re.compile(r"\w", re.UNICODE)
+
+
+def _dedup(xs) -> list[str]:
+    return list(dict.fromkeys(x for x in xs if x))
+
+
+def content_words(ann: Annotation, lo: int = 0, hi: int | None = None) -> list[str]:
+    """Content words of tokens [lo, hi): English lower-cased lemmas minus stop-words, Chinese words minus stop-words."""
+    hi = len(ann.tokens) if hi is None else hi
+    out = []
+    if ann.lang == "zh":
+        for i in range(lo, hi):
+            w = ann.tokens[i].strip().lower()
+            # embedded latin words (jieba tag eng → X) carry content too
+            if w and ann.pos[i] != "PUNCT" and _WORDISH.search(w) and w not in ZH_STOPWORDS:
+                out.append(w)
+    else:
+        for i in range(lo, hi):
+            if ann.pos[i] in _PUNCT_POS and ann.pos[i] != "X":
+                continue
+            if ann.pos[i] in _EN_FUNCTION_POS:
+                continue
+            lem = ann.lemma[i].lower().strip()
+            if lem and _WORDISH.search(lem) and lem not in EN_STOP_WORDS and ann.tokens[i].lower() not in EN_STOP_WORDS:
+                out.append(lem)
+    return _dedup(out)
+
+
+def _tok_end(ann: Annotation, i: int) -> int:
+    return ann.idx[i] + len(ann.tokens[i])
+
+
+def clip(s: str, n: int) -> str:
+    """Whitespace-collapsed `s`, cut to at most n chars with an ellipsis."""
+    s = " ".join(s.split())
+    return s if len(s) <= n else s[: n - 1].rstrip() + "…"
+
+
+# ---------------------------------------------------------------- r2g.rule.time.v1
+
+def time_rule(ctx: MessageCtx) -> list[TimeRef]:
+    """Time expressions of the message, resolved against its ts (R2G-4: relative → ISO + granularity).
+
+    English: NER DATE/TIME entities plus rule-found expressions NER missed;
+    Chinese: TIME entities (jieba `t` words and rule spans). Unresolvable ones keep value None.
+    """
+    ann = ctx.ann
+    refs: list[TimeRef] = []
+    covered = [False] * len(ann.tokens)
+    for s, e, label in ann.ents:
+        if label in ("DATE", "TIME"):
+            cs, ce = ann.idx[s], _tok_end(ann, e - 1)
+            surface = ctx.text[cs:ce]
+            refs.append(TimeRef(cs, ce, s, e, surface, resolve(surface, ctx.ts, ctx.lang)))
+            for k in range(s, e):
+                covered[k] = True
+    if ctx.lang != "zh":
+        for tm in find_times(ctx.text, ctx.lang, ctx.ts):
+            toks = [i for i in range(len(ann.tokens)) if ann.idx[i] < tm.end and _tok_end(ann, i) > tm.start]
+            if not toks or any(covered[i] for i in toks):
+                continue
+            refs.append(TimeRef(tm.start, tm.end, toks[0], toks[-1] + 1, tm.text, tm.value))
+    refs.sort(key=lambda r: r.start)
+    return refs
+
+
+# ---------------------------------------------------------------- entities
+
+_EN_LABEL = {"PERSON": "PERSON", "ORG": "ORG", "GPE": "LOC", "LOC": "LOC", "FAC": "LOC",
+             "NORP": "MISC", "PRODUCT": "MISC", "EVENT": "MISC", "WORK_OF_ART": "MISC", "LANGUAGE": "MISC",
+             "LAW": "MISC"}
+_ZH_LABEL = {"PERSON": "PERSON", "LOC": "LOC", "ORG": "ORG", "MISC": "MISC"}
+_EN_LEADING = re.compile(r"^(?:the|a|an|my|our|your|his|her|their)\s+", re.IGNORECASE)
+
+
+def entity_en_rule(ctx: MessageCtx) -> list[tuple[int, int, EntityRef]]:
+    """NER entities of an English message (PERSON, ORG, GPE/LOC/FAC→LOC, NORP/PRODUCT/EVENT/WORK_OF_ART→MISC).
+
+    Returns (start_tok, end_tok, ref); DATE/TIME go to the time rule, numbers are ignored.
+    """
+    ann = ctx.ann
+    out = []
+    for s, e, label in ann.ents:
+        sub = _EN_LABEL.get(label)
+        if sub is None:
+            continue
+        cs, ce = ann.idx[s], _tok_end(ann, e - 1)
+        name = _EN_LEADING.sub("", ctx.text[cs:ce]).strip()
+        name = re.sub(r"'s$", "", name)
+        if not name or not _WORDISH.search(name):
+            continue
+        out.append((s, e, EntityRef(sub, " ".join(name.split()), cs, ce, ENTITY_EN)))
+    return out
+
+
+def entity_zh_rule(ctx: MessageCtx) -> list[tuple[int, int, EntityRef]]:
+    """Entities of a Chinese message from the POS entity component (nr→PERSON, ns→LOC, nt→ORG, nz→MISC)."""
+    ann = ctx.ann
+    out = []
+    for s, e, label in ann.ents:
+        sub = _ZH_LABEL.get(label)
+        if sub is None:
+            continue
+        cs, ce = ann.idx[s], _tok_end(ann, e - 1)
+        out.append((s, e, EntityRef(sub, ctx.text[cs:ce], cs, ce, ENTITY_ZH)))
+    return out
+
+
+def speaker_rule(ctx: MessageCtx) -> EntityRef | None:
+    """The message's speaker as a PERSON entity (not located in the text)."""
+    name = " ".join((ctx.speaker or "").split())
+    return EntityRef("PERSON", name, -1, -1, ENTITY_SPEAKER) if name else None
+
+
+# ---------------------------------------------------------------- r2g.rule.fact.en.v1
+
+_FIRST_PERSON = frozenset({"i", "me", "we", "us", "myself", "ourselves"})
+_EN_PRED_DEPS = frozenset({"ROOT", "conj", "advcl", "ccomp", "parataxis", "relcl"})
+_EN_MODAL_AUX = {"can": "can", "could": "can", "ca": "can", "should": "should", "ought": "should", "must": "must",
+                 "will": "will", "wo": "will", "'ll": "will", "shall": "will", "would": "will", "'d": "will",
+                 "might": "maybe", "may": "maybe"}
+_EN_MODAL_ADV = {"maybe": "maybe", "perhaps": "maybe", "probably": "maybe", "possibly": "maybe"}
+# verb + infinitive: the verb becomes modality and the infinitive the predicate (want to play soccer → play_soccer)
+_EN_MODAL_VERBS = {"want": "want", "wish": "want", "hope": "want", "plan": "plan", "intend": "plan",
+                   "decide": "plan", "need": "must", "have": "must"}
+_EN_NEG = frozenset({"not", "n't", "never", "no"})
+_EN_LOC_PREPS = frozenset({"at", "in", "on", "to", "into", "inside", "near"})
+_EN_QUANTITY_HEADS = frozenset({"cup", "glass", "bottle", "lot", "bit", "kind", "piece", "couple", "bunch", "bowl",
+                                "slice", "type", "sort", "pair", "box", "bag", "plate"})
+_EN_NP_MODS = frozenset({"compound", "amod", "nmod", "nummod"})
+_EN_CAUSE_MARKS = frozenset({"because", "cause", "'cause", "cuz", "coz"})
+_EN_EFFECT_MARKS = frozenset({"so", "therefore", "thus", "hence", "consequently"})
+
+
+def _children(ann: Annotation) -> list[list[int]]:
+    kids: list[list[int]] = [[] for _ in ann.tokens]
+    for i, h in enumerate(ann.head):
+        if h != i:
+            kids[h].append(i)
+    return kids
+
+
+class _EnNps:
+    """Entity lookup for English role targets: NER spans first, else a normalised noun phrase."""
+
+    def __init__(self, ctx: MessageCtx, ner: list[tuple[int, int, EntityRef]], kids: list[list[int]]):
+        self.ctx = ctx
+        self.kids = kids
+        self.by_tok: dict[int, EntityRef] = {}
+        self.label_by_tok: dict[int, str] = {}
+        for s, e, ref in ner:
+            for k in range(s, e):
+                self.by_tok[k] = ref
+        for s, e, label in ctx.ann.ents:
+            for k in range(s, e):
+                self.label_by_tok[k] = label
+
+    def is_time(self, i: int) -> bool:
+        return self.label_by_tok.get(i) in ("DATE", "TIME")
+
+    def speaker(self) -> EntityRef | None:
+        return speaker_rule(self.ctx)
+
+    def target(self, i: int, subtype: str = "OBJECT") -> EntityRef | None:
+        """Entity for the phrase headed by token i: NER entity, the speaker for I/we, a noun phrase, or None."""
+        ann = self.ctx.ann
+        if i in self.by_tok:
+            return self.by_tok[i]
+        low = ann.tokens[i].lower()
+        if ann.pos[i] == "PRON":
+            return self.speaker() if low in _FIRST_PERSON else None
+        if ann.pos[i] not in ("NOUN", "PROPN"):
+            return None
+        if ann.lemma[i].lower() in _EN_QUANTITY_HEADS:
+            for c in self.kids[i]:
+                if ann.dep[c] == "prep" and ann.tokens[c].lower() == "of":
+                    for g in self.kids[c]:
+                        if ann.dep[g] == "pobj":
+                            return self.target(g, subtype)
+        # extend leftwards over contiguous modifiers that attach inside the phrase: "LGBTQ support group"
+        lo = i
+        while lo - 1 >= 0 and ann.dep[lo - 1] in _EN_NP_MODS and lo - 1 < ann.head[lo - 1] <= i:
+            lo -= 1
+        words = []
+        for k in range(lo, i + 1):
+            if ann.pos[k] in _PUNCT_POS or ann.dep[k] in ("det", "poss", "case"):
+                continue
+            if k == i:
+                w = ann.tokens[k] if ann.pos[k] == "PROPN" else ann.lemma[k].lower()
+            else:
+                w = ann.tokens[k] if ann.pos[k] == "PROPN" or ann.tokens[k].isupper() else ann.tokens[k].lower()
+            words.append(w)
+        if not words:
+            return None
+        sub = "PERSON" if ann.pos[i] == "PROPN" and ann.dep[i] in ("nsubj", "nsubjpass") and lo == i else subtype
+        return EntityRef(sub, " ".join(words), ann.idx[lo], _tok_end(ann, i), FACT_EN)
+
+
+def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
+                 ner: list[tuple[int, int, EntityRef]]) -> list[FactDraft]:
+    """Event-centred facts from the English dependency parse: one per predicate clause.
+
+    Predicates are VERBs (and copular AUX with an adjective/attribute) that head a
+    clause (ROOT/conj/advcl/ccomp/…; xcomp only with its own subject). Subject →
+    AGENT (I/we → speaker, you/he/she/it dropped), dobj → PATIENT, at/in/on/to +
+    place → LOCATION (r2g.rule.location.v1), DATE/TIME → TIME (r2g.rule.time.v1).
+    """
+    ann = ctx.ann
+    n = len(ann.tokens)
+    kids = _children(ann)
+    nps = _EnNps(ctx, ner, kids)
+
+    def has_subj(i: int) -> bool:
+        return any(ann.dep[c] in ("nsubj", "nsubjpass", "expl") for c in kids[i])
+
+    preds: list[int] = []
+    for i in range(n):
+        if nps.is_time(i):
+            continue
+        dep, pos = ann.dep[i], ann.pos[i]
+        if pos == "VERB" and (dep in _EN_PRED_DEPS or (dep == "xcomp" and has_subj(i))):
+            preds.append(i)
+        elif pos == "AUX" and dep in _EN_PRED_DEPS and any(ann.dep[c] in ("acomp", "attr") for c in kids[i]):
+            preds.append(i)
+        elif pos == "ADJ" and dep == "ROOT":  # fragments like "So happy today!"
+            preds.append(i)
+    pred_set = set(preds)
+
+    # owner[t] = the predicate whose clause token t belongs to (nearest predicate ancestor)
+    owner = [-1] * n
+    for t in range(n):
+        k, steps = t, 0
+        while k not in pred_set and ann.head[k] != k and steps < n:
+            k = ann.head[k]
+            steps += 1
+        owner[t] = k if k in pred_set else (preds[0] if preds else -1)
+
+    subj_of: dict[int, int | None] = {}
+
+    def subject(p: int) -> int | None:
+        if p in subj_of:
+            return subj_of[p]
+        subj_of[p] = None
+        s = next((c for c in kids[p] if ann.dep[c] in ("nsubj", "nsubjpass")), None)
+        if s is None and ann.dep[p] in ("conj", "xcomp", "advcl") and ann.head[p] in pred_set:
+            s = subject(ann.head[p])  # "I went home and slept": slept shares went's subject
+        subj_of[p] = s
+        return s
+
+    time_owner: dict[int, list[TimeRef]] = {}
+    for tr in times:
+        root = next((k for k in range(tr.tok_start, tr.tok_end)
+                     if not (tr.tok_start <= ann.head[k] < tr.tok_end) or ann.head[k] == k), tr.tok_start)
+        time_owner.setdefault(owner[root], []).append(tr)
+    ner_owner: dict[int, list[EntityRef]] = {}
+    for s, e, ref in ner:
+        ner_owner.setdefault(owner[s], []).append(ref)
+
+    facts: list[FactDraft] = []
+    index_of: dict[int, int] = {}
+    for p in preds:
+        main = p
+        parts = [ann.lemma[p].lower()]
+        modality: str | None = None
+        negation = False
+        subtype = "event"
+        roles: list[Role] = []
+        scope = [p]
+        xc = next((c for c in kids[p] if ann.dep[c] == "xcomp" and c not in pred_set), None)
+        if ann.pos[p] == "AUX" or (ann.pos[p] == "ADJ" and ann.dep[p] == "ROOT"):
+            acomp = next((c for c in kids[p] if ann.dep[c] == "acomp"), None)
+            if ann.pos[p] == "ADJ":
+                parts, subtype = [ann.lemma[p].lower()], "state"
+            elif acomp is not None:
+                parts, subtype = [ann.lemma[acomp].lower()], "state"
+                scope.append(acomp)
+        if xc is not None and ann.pos[xc] in ("VERB", "AUX"):
+            lem = ann.lemma[p].lower()
+            if ann.tag[xc] == "VB" and (lem in _EN_MODAL_VERBS or (lem == "go" and ann.tag[p] == "VBG")):
+                modality = "will" if lem == "go" else _EN_MODAL_VERBS[lem]
+                main, parts = xc, [ann.lemma[xc].lower()]
+            else:
+                parts.append(ann.lemma[xc].lower())
+            scope.append(xc)
+        for q in scope:
+            for c in kids[q]:
+                low = ann.tokens[c].lower()
+                if ann.dep[c] == "neg" or (low in _EN_NEG and ann.dep[c] in ("advmod", "neg")):
+                    negation = True
+                elif ann.dep[c] in ("aux", "auxpass") and (low in _EN_MODAL_AUX or ann.lemma[c].lower() in _EN_MODAL_AUX):
+                    modality = modality or _EN_MODAL_AUX.get(low) or _EN_MODAL_AUX[ann.lemma[c].lower()]
+                elif ann.dep[c] == "advmod" and low in _EN_MODAL_ADV:
+                    modality = modality or _EN_MODAL_ADV[low]
+        verb_words = list(parts)
+        s = subject(p)
+        if s is not None:
+            agent = nps.target(s, "OBJECT")
+            if agent is not None:
+                roles.append(Role("AGENT", agent, FACT_EN))
+        patient = None
+        obj_heads = [c for q in (main, xc) if q is not None for c in kids[q] if ann.dep[c] in ("dobj", "attr", "oprd")]
+        for o in obj_heads[:1]:
+            if any(ann.tokens[c].lower() == "no" for c in kids[o]):
+                negation = True
+            patient = nps.target(o)
+            if patient is not None:
+                roles.append(Role("PATIENT", patient, FACT_EN))
+                if len(parts) == 1:
+                    # the object's head word: "a cup of coffee" → coffee, "Paris" → paris
+                    if patient.start >= 0:  # not for the speaker standing in for "me"/"us"
+                        parts.append(patient.name.split()[-1].lower())
+        location = None
+        for q in (main, xc, p):
+            if q is None:
+                continue
+            for c in kids[q]:
+                if ann.dep[c] != "prep":
+                    continue
+                prep = ann.tokens[c].lower()
+                for g in kids[c]:
+                    if ann.dep[g] != "pobj" or nps.is_time(g):
+                        continue
+                    label = nps.label_by_tok.get(g)
+                    tgt = nps.target(g)
+                    if tgt is None:
+                        continue
+                    if prep == "to" and (label == "PERSON" or ann.pos[g] == "PRON"):
+                        roles.append(Role("RECIPIENT", tgt, FACT_EN))
+                    elif prep in _EN_LOC_PREPS and label in ("NORP", "LANGUAGE"):
+                        roles.append(Role("MANNER", tgt, FACT_EN))
+                    elif prep in _EN_LOC_PREPS and label != "PERSON" and location is None:
+                        location = tgt
+                        roles.append(Role("LOCATION", tgt, LOCATION))
+        tvals = [tr for tr in time_owner.get(p, []) + (time_owner.get(xc, []) if xc is not None else [])]
+        ftime, ftext = None, None
+        for tr in tvals:
+            ent = tr.entity()
+            if ent is not None:
+                roles.append(Role("TIME", ent, TIME))
+                if ftime is None:
+                    ftime, ftext = tr.value, tr.text
+            elif ftext is None:
+                ftext = tr.text
+        owned = [t for t in range(n) if owner[t] == p]
+        lo, hi = min(owned), max(owned)
+        while lo <= hi and ann.pos[lo] in _PUNCT_POS and ann.pos[lo] != "X":
+            lo += 1
+        while hi >= lo and ann.pos[hi] in _PUNCT_POS and ann.pos[hi] != "X":
+            hi -= 1
+        if hi < lo:
+            lo = hi = p
+        start, end = ann.idx[lo], _tok_end(ann, hi)
+        predicate_norm = "_".join(x.replace(" ", "_") for x in parts)
+        agent_name = next((r.target.name for r in roles if r.type == "AGENT"), "")
+        obj_name = patient.name if patient else (location.name if location else "")
+        words = [agent_name, "not" if negation else "", modality or "", *verb_words, obj_name]
+        mentions = _dedup_refs([r.target for r in roles] + ner_owner.get(p, []))
+        marker = None
+        for c in kids[p]:
+            low = ann.tokens[c].lower()
+            if low in _EN_CAUSE_MARKS and ann.dep[c] in ("mark", "advmod", "prep") and ann.dep[p] == "advcl":
+                marker = ("because", ann.head[p])
+        prev_pred = preds[preds.index(p) - 1] if preds.index(p) > 0 else -1
+        if marker is None and prev_pred >= 0 and any(
+                ann.tokens[t].lower() in _EN_EFFECT_MARKS and ann.pos[t] in ("CCONJ", "ADV", "SCONJ")
+                for t in range(prev_pred + 1, p)):
+            marker = ("so", None)  # "It rained, so I stayed home" / "… . So I am tired.
+        index_of[p] = len(facts)
+        facts.append(FactDraft(
+            index=len(facts), predicate_norm=predicate_norm, subtype=subtype, negation=negation,
+            modality=modality, start=start, end=end, title=clip(" ".join(w for w in words if w), 120),
+            keywords=_dedup(content_words(ann, lo, hi + 1) + parts), provenance=FACT_EN, roles=roles,
+            mentions=mentions, time=ftime, time_text=ftext, cause_marker=marker))
+    for f in facts:  # map "because" markers from token ids to fact indices
+        if f.cause_marker and f.cause_marker[0] == "because":
+            head = f.cause_marker[1]
+            f.cause_marker = ("because", index_of.get(owner[head]) if head is not None else None)
+    return facts
+
+
+def _dedup_refs(refs: list[EntityRef]) -> list[EntityRef]:
+    seen = set()
+    out = []
+    for r in refs:
+        k = (r.subtype, r.norm)
+        if k not in seen:
+            seen.add(k)
+            out.append(r)
+    return out
+
+
+# ---------------------------------------------------------------- r2g.rule.fact.zh.v1
+
+_ZH_CLAUSE_PUNCT = frozenset("，,；;。！？!?\n…~～")
+_ZH_CAUSE_CONJ = frozenset({"因为", "由于"})
+_ZH_EFFECT_CONJ = frozenset({"所以", "因此", "于是", "因而", "导致", "从而"})
+_ZH_NEG = frozenset({"不", "没", "没有", "别", "未", "甭", "不要", "不会", "不能", "不想"})
+_ZH_MODAL = {"想": "want", "要": "will", "想要": "want", "可能": "maybe", "也许": "maybe", "打算": "plan", "计划": "plan",
+             "准备": "plan", "会": "will", "将": "will", "将要": "will", "能": "can", "可以": "can", "能够": "can",
+             "应该": "should", "应当": "should", "必须": "must", "得": "must", "需要": "must"}
+_ZH_SELF = frozenset({"我", "我们", "咱们", "咱", "本人"})
+_ZH_PRONOUNS = frozenset({"我", "我们", "咱们", "咱", "你", "您", "你们", "他", "她", "它", "他们", "她们", "它们", "大家", "本人"})
+_ZH_LOC_PREP = frozenset({"在", "于"})
+_ZH_POLITE = frozenset({"请", "麻烦", "劳驾"})
+_ZH_INSTR_PREP = frozenset({"用", "拿", "通过", "使用"})
+_ZH_WITH = frozenset({"和", "跟", "与", "同"})
+_ZH_ASPECT = frozenset({"了", "过", "着", "的", "地", "得"})
+_ZH_RESULT = frozenset("好完到见懂着错会掉")
+_ZH_MOTION = frozenset({"去", "来", "回", "到", "住", "住在", "搬到", "飞", "飞到", "回到", "前往", "来到", "离开", "访问", "拜访"})
+_ZH_NOUNISH = ("n", "ng", "nr", "nrfg", "nrt", "ns", "nt", "nz", "s", "eng", "j", "vn", "an")
+_ZH_SUBJECT_TAGS = ("n", "nr", "nrfg", "nrt", "ns", "nt", "nz", "j", "eng")
+_ZH_ENT_SUB = {"nr": "PERSON", "nrfg": "PERSON", "nrt": "PERSON", "ns": "LOC", "nt": "ORG", "nz": "MISC", "s": "LOC"}
+
+
+def _zh_nounish(tag: str) -> bool:
+    return tag in _ZH_NOUNISH or (tag.startswith("n") and tag != "nx")
+
+
+def _zh_is_verb(ann: Annotation, i: int) -> bool:
+    tag, w = ann.tag[i], ann.tokens[i]
+    lex = zh_lexicon().get(w)
+    if lex is not None and lex.kind in ("vo", "verb") and tag != "p":
+        return True
+    return tag.startswith("v") and tag != "vn"
+
+
+def _zh_is_state(ann: Annotation, i: int) -> bool:
+    lex = zh_lexicon().get(ann.tokens[i])
+    return (lex is not None and lex.kind == "state") or ann.tag[i] in ("a", "ad", "ag", "z")
+
+
+def zh_clauses(ann: Annotation) -> list[tuple[int, int, str | None]]:
+    """Clause token spans [lo, hi) split on ，；。！？ and causal conjunctions; with the clause's causal marker.
+
+    Marker "because" (因为/由于 opens the clause: it is a cause) or "so"
+    (所以/因此/导致…: it is the effect of the clause before).
+    """
+    out: list[tuple[int, int, str | None]] = []
+    lo, marker = 0, None
+    n = len(ann.tokens)
+    for i in range(n + 1):
+        w = ann.tokens[i] if i < n else ""
+        boundary = i == n or (w and all(ch in _ZH_CLAUSE_PUNCT or ch.isspace() for ch in w) and not w == " ")
+        conj = i < n and (w in _ZH_CAUSE_CONJ or w in _ZH_EFFECT_CONJ)
+        if boundary or conj:
+            if i > lo:
+                out.append((lo, i, marker))
+            marker = None
+            lo = i + 1
+            if conj:
+                marker = "because" if w in _ZH_CAUSE_CONJ else "so"
+    return out
+
+
+def _zh_entity_for(ctx: MessageCtx, lo: int, hi: int, role_sub: str | None = None) -> EntityRef:
+    ann = ctx.ann
+    cs, ce = ann.idx[lo], _tok_end(ann, hi - 1)
+    name = ctx.text[cs:ce]
+    sub = role_sub or _ZH_ENT_SUB.get(ann.tag[hi - 1], "OBJECT")
+    return EntityRef(sub, name, cs, ce, FACT_ZH)
+
+
+def _zh_noun_run(ann: Annotation, i: int, hi: int, in_time: list[bool]) -> int:
+    """End (exclusive) of the run of noun-like tokens starting at i (i itself when there is none)."""
+    j = i
+    while j < hi and not in_time[j] and _zh_nounish(ann.tag[j]) and ann.tokens[j] not in _ZH_PRONOUNS:
+        j += 1
+    return j
+
+
+def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
+    """Facts from jieba POS per clause (R2G-6 minimum rules).
+
+    Subject (nr / pronoun / noun before the verb) → AGENT (我 → speaker; a
+    subject-less clause inherits the previous clause's agent); 在/于 + noun
+    (+ 方位词) → LOCATION (subtype LOC, r2g.rule.location.v1); verb + following
+    noun → predicate + PATIENT (motion verb + place → LOCATION); time words →
+    TIME. predicate_norm from the shipped lexicon, else the Chinese verb(_object).
+    """
+    ann = ctx.ann
+    n = len(ann.tokens)
+    lex = zh_lexicon()
+    in_time = [False] * n
+    for tr in times:
+        for k in range(tr.tok_start, tr.tok_end):
+            in_time[k] = True
+    speaker = speaker_rule(ctx)
+    facts: list[FactDraft] = []
+    prev_agent: EntityRef | None = None
+    for ci, (lo, hi, marker) in enumerate(zh_clauses(ann)):
+        agent: EntityRef | None = None
+        agent_seen = False
+        negation, neg_word, modality = False, "", None
+        location: EntityRef | None = None
+        instrument: EntityRef | None = None
+        companions: list[EntityRef] = []
+        pred = -1
+        i = lo
+        while i < hi:
+            w, tag = ann.tokens[i], ann.tag[i]
+            if in_time[i] or (tag == "x" and not w.strip()) or w in _ZH_POLITE:
+                i += 1
+                continue
+            if w in _ZH_LOC_PREP:
+                j0 = i + 1
+                j = _zh_noun_run(ann, j0, hi, in_time)
+                if j > j0:
+                    location = _zh_entity_for(ctx, j0, j, "LOC")
+                    i = j + (1 if j < hi and ann.tag[j] == "f" else 0)
+                    continue
+            if w in _ZH_INSTR_PREP and i + 1 < hi and not _zh_is_verb(ann, i + 1):
+                j = _zh_noun_run(ann, i + 1, hi, in_time)
+                if j > i + 1:
+                    instrument = _zh_entity_for(ctx, i + 1, j)
+                    i = j
+                    continue
+            if w in _ZH_WITH and i + 1 < hi:
+                j = _zh_noun_run(ann, i + 1, hi, in_time)
+                if j > i + 1:
+                    companions.append(_zh_entity_for(ctx, i + 1, j))
+                    i = j
+                    continue
+            if w in _ZH_NEG:
+                negation, neg_word = True, w
+                if w == "没有" and not any(_zh_is_verb(ann, k) or _zh_is_state(ann, k) for k in range(i + 1, hi)):
+                    pred = i  # 没有 + noun: "not have"
+                    break
+                i += 1
+                continue
+            if w in _ZH_MODAL and any(_zh_is_verb(ann, k) or _zh_is_state(ann, k) for k in range(i + 1, hi)):
+                modality = modality or _ZH_MODAL[w]
+                i += 1
+                continue
+            if _zh_is_verb(ann, i) or _zh_is_state(ann, i):
+                pred = i
+                break
+            if not agent_seen and (tag.startswith("r") and w in _ZH_PRONOUNS):
+                agent_seen = True
+                agent = speaker if w in _ZH_SELF else None
+                i += 1
+                continue
+            if not agent_seen and tag in _ZH_SUBJECT_TAGS:
+                j = _zh_noun_run(ann, i, hi, in_time)
+                agent_seen = True
+                agent = _zh_entity_for(ctx, i, j, "PERSON" if ann.tag[j - 1].startswith("nr") else None)
+                i = j
+                continue
+            i += 1
+        if pred < 0 and location is None:
+            continue
+        if not agent_seen:
+            agent = prev_agent  # pro-drop: 「我今天不开心，因为昨晚没睡好」 — 睡 is still the speaker's
+        prev_agent = agent if agent_seen else prev_agent
+        subtype = "event"
+        patient: EntityRef | None = None
+        parts: list[str]
+        surface_lo, surface_hi = (pred if pred >= 0 else lo), (pred + 1 if pred >= 0 else hi)
+        if pred < 0:
+            parts, subtype = ["be_at"], "state"
+        elif ann.tokens[pred] == "没有" and negation:
+            parts = ["have"]
+            j0 = pred + 1
+            j = _zh_noun_run(ann, j0, hi, in_time)
+            if j > j0:
+                patient = _zh_entity_for(ctx, j0, j)
+                surface_hi = j
+        else:
+            v = pred
+            verb = ann.tokens[v]
+            k = v + 1
+            # resultative complement: 睡好, 做完, 看到
+            if k < hi and ann.tokens[k] in _ZH_RESULT and verb + ann.tokens[k] in lex:
+                verb = verb + ann.tokens[k]
+                k += 1
+            surface_hi = k
+            while k < hi and ann.tokens[k] in _ZH_ASPECT:
+                k += 1
+            # serial verbs: 去 爬山 → go_hike; 喜欢 喝 咖啡 → like_drink + PATIENT 咖啡
+            v2 = None
+            if k < hi and _zh_is_verb(ann, k) and not in_time[k]:
+                v2 = k
+                k += 1
+                surface_hi = k
+                while k < hi and ann.tokens[k] in _ZH_ASPECT:
+                    k += 1
+            while k < hi and (ann.tag[k] in ("m", "mq", "q", "uj") or ann.tokens[k] in ("这", "那", "一些", "些")):
+                k += 1
+            j = _zh_noun_run(ann, k, hi, in_time)
+            obj = (k, j) if j > k else None
+            obj_name = ctx.text[ann.idx[k]:_tok_end(ann, j - 1)] if obj else ""
+            if _zh_is_state(ann, v) and v2 is None and obj is None:
+                subtype = "state"
+            last_verb = ann.tokens[v2] if v2 is not None else verb
+            vo = lex.get(last_verb + obj_name) if obj else None
+            vo = vo if vo is not None and vo.kind == "vo" else None
+            entry = lex.get(verb)
+            if v2 is None:
+                parts = [vo.norm] if vo else [entry.norm if entry else verb]
+            else:
+                e2 = lex.get(last_verb)
+                parts = [entry.norm if entry else verb, vo.norm if vo else (e2.norm if e2 else last_verb)]
+            if obj is not None:
+                place = ann.tokens[v] in _ZH_MOTION and v2 is None
+                tgt = _zh_entity_for(ctx, k, j, "LOC" if place and not ann.tag[j - 1].startswith("nr") else None)
+                if place:
+                    location = location or tgt
+                else:
+                    patient = tgt
+                    if len(parts) == 1 and vo is None:
+                        parts.append(tgt.name)  # verb_object, e.g. eat_苹果 (no lexicon entry for the pair)
+                surface_hi = j
+        roles: list[Role] = []
+        if agent is not None:
+            roles.append(Role("AGENT", agent, FACT_ZH))
+        if patient is not None:
+            roles.append(Role("PATIENT", patient, FACT_ZH))
+        if location is not None:
+            roles.append(Role("LOCATION", location, LOCATION))
+        if instrument is not None:
+            roles.append(Role("INSTRUMENT", instrument, FACT_ZH))
+        ftime, ftext = None, None
+        cs_clause, ce_clause = ann.idx[lo], _tok_end(ann, hi - 1)
+        for tr in times:
+            if cs_clause <= tr.start and tr.end <= ce_clause:
+                ent = tr.entity()
+                if ent is not None:
+                    roles.append(Role("TIME", ent, TIME))
+                    if ftime is None:
+                        ftime, ftext = tr.value, tr.text
+                elif ftext is None:
+                    ftext = tr.text
+        clause_ents = [ref for s, e, ref in entity_zh_rule(ctx) if lo <= s and e <= hi]
+        mentions = _dedup_refs([r.target for r in roles] + companions + clause_ents)
+        surface = ctx.text[ann.idx[surface_lo]:_tok_end(ann, max(surface_lo, surface_hi - 1))]
+        prefix = "" if pred >= 0 and ann.tokens[pred] == neg_word else neg_word
+        title = " ".join(x for x in ((agent.name if agent else ""), prefix + surface) if x)
+        facts.append(FactDraft(
+            index=ci, predicate_norm="_".join(parts), subtype=subtype, negation=negation, modality=modality,
+            start=cs_clause, end=ce_clause, title=clip(title, 120),
+            keywords=_dedup(content_words(ann, lo, hi) + [p for part in parts for p in part.split("_")]),
+            provenance=FACT_ZH, roles=roles, mentions=mentions, time=ftime, time_text=ftext,
+            cause_marker=(marker, None) if marker else None))
+    return facts
+
+
+# ---------------------------------------------------------------- r2g.rule.cause.v1
+
+def cause_rule(facts: list[FactDraft]) -> list[tuple[int, int]]:
+    """(cause, effect) pairs of positions in `facts` from because/so markers (因为/所以/导致/because/so/therefore).
+
+    A "because" clause with an explicit effect uses it; a Chinese 因为 clause
+    followed by a 所以 clause pairs with it, else with the clause before it, else
+    the one after. A "so" clause is the effect of the clause before it.
+    """
+    pairs: list[tuple[int, int]] = []
+    by_index = {f.index: k for k, f in enumerate(facts)}
+    for k, f in enumerate(facts):
+        if not f.cause_marker:
+            continue
+        kind, target = f.cause_marker
+        if kind == "because":
+            if target is not None and target in by_index and by_index[target] != k:
+                pairs.append((k, by_index[target]))
+            elif k + 1 < len(facts) and facts[k + 1].cause_marker and facts[k + 1].cause_marker[0] == "so":
+                continue  # 因为…，所以…: the "so" clause links itself to this one
+            elif k > 0:
+                pairs.append((k, k - 1))
+            elif k + 1 < len(facts):
+                pairs.append((k, k + 1))
+        elif kind == "so" and k > 0:
+            pairs.append((k - 1, k))
+    return list(dict.fromkeys(pairs))
+
+
+# ---------------------------------------------------------------- r2g.rule.preference.v1
+
+_EN_PREF = [
+    (re.compile(r"\b(?:i|we)\s+(?:really\s+|much\s+|would\s+|'d\s+)?prefer\b", re.I), "prefer"),
+    (re.compile(r"\bfrom now on\b|\bgoing forward\b|\bin the future,?\s+(?:please|always|never)\b", re.I), "instruction"),
+    (re.compile(r"^\s*(?:please\s+)?(?:always|never|don't|do not|stop)\s+\w+", re.I), "instruction"),
+    (re.compile(r"\bplease\s+(?:always|never|don't|do not|use|answer|reply|respond|call|write|speak|keep)\b", re.I), "instruction"),
+    (re.compile(r"\b(?:i|we)\s+(?:really\s+|absolutely\s+)?(?:hate|dislike|can't stand|cannot stand|don't like|do not like|don't enjoy)\b", re.I), "dislike"),
+    (re.compile(r"\b(?:i|we)\s+(?:really\s+|absolutely\s+|just\s+)?(?:like|love|enjoy|adore)\b", re.I), "like"),
+    (re.compile(r"\bmy\s+favou?rite\b", re.I), "like"),
+]
+_ZH_PREF = [
+    (re.compile(r"以后|今后|从现在开始|往后|请用|请你|优先|不要|别再"), "instruction"),
+    (re.compile(r"偏好|更喜欢|比较喜欢"), "prefer"),
+    (re.compile(r"讨厌|不喜欢|受不了|不爱"), "dislike"),
+    (re.compile(r"喜欢|最爱|爱吃|爱喝|爱看"), "like"),
+]
+_ZH_THIRD = re.compile(r"^[^我]*?(?:他|她|它|他们|她们)")
+
+
+def preference_rule(ctx: MessageCtx, ner: list[tuple[int, int, EntityRef]]) -> list[PreferenceDraft]:
+    """Preference/instruction sentences ("I prefer…", "from now on…", 以后/优先/喜欢/讨厌/不要/请用).
+
+    Likes and dislikes count only in the first person (or with no subject in
+    Chinese); instructions count always.
+    """
+    ann = ctx.ann
+    out: list[PreferenceDraft] = []
+    rules = _ZH_PREF if ctx.lang == "zh" else _EN_PREF
+    for si, (s, e) in enumerate(ann.sents):
+        if e <= s:
+            continue
+        cs, ce = ann.idx[s], _tok_end(ann, e - 1)
+        sent = ctx.text[cs:ce]
+        for pat, sub in rules:
+            if not pat.search(sent):
+                continue
+            if ctx.lang == "zh" and sub in ("like", "dislike", "prefer") and _ZH_THIRD.search(sent):
+                continue
+            ents = [ref for ts_, te_, ref in ner if s <= ts_ and te_ <= e]
+            out.append(PreferenceDraft(si, sub, cs, ce, clip(sent, SUMMARY_MAX_CHARS),
+                                       content_words(ann, s, e), _dedup_refs(ents)))
+            break
+    return out
+
+
+# ---------------------------------------------------------------- r2g.rule.episode.v1
+
+def episode_rule(ctx: MessageCtx, n_entities: int, n_facts: int, n_prefs: int) -> EpisodeDraft:
+    """Title, extractive summary, keywords and importance of one turn.
+
+    Summary: the most informative sentences (content words + entities), kept in
+    text order, at most SUMMARY_MAX_CHARS; a one-sentence message is that sentence.
+    Keywords: every content word of the turn, so BM25 finds the whole turn.
+    """
+    ann = ctx.ann
+    sents = [(s, e) for s, e in ann.sents if e > s]
+    ent_toks = {k for s, e, _ in ann.ents for k in range(s, e)}
+    scored = []
+    for k, (s, e) in enumerate(sents):
+        cs, ce = ann.idx[s], _tok_end(ann, e - 1)
+        text = " ".join(ctx.text[cs:ce].split())
+        if not text:
+            continue
+        score = len(content_words(ann, s, e)) + 2 * sum(1 for t in range(s, e) if t in ent_toks)
+        scored.append((score, k, text))
+    if len(scored) == 1:
+        summary = clip(scored[0][2], SUMMARY_MAX_CHARS)
+    else:
+        chosen, used = [], 0
+        for score, k, text in sorted(scored, key=lambda x: (-x[0], x[1])):
+            if used + len(text) + (1 if chosen else 0) > SUMMARY_MAX_CHARS:
+                if not chosen:
+                    chosen.append((k, clip(text, SUMMARY_MAX_CHARS)))
+                    break
+                continue
+            chosen.append((k, text))
+            used += len(text) + 1
+        summary = " ".join(t for _, t in sorted(chosen))
+    head = clip(ctx.text, TITLE_MAX_CHARS)
+    title = f"{ctx.speaker}: {head}" if ctx.speaker else head
+    importance = min(1.0, 0.2 + 0.1 * min(n_entities, 3) + 0.1 * min(n_facts, 3) + 0.2 * (n_prefs > 0))
+    return EpisodeDraft(title, summary, content_words(ann), round(importance, 3))
+
+
+def temporal_next_rule(episodes: list[tuple[str, str, int, str]]) -> list[tuple[str, str]]:
+    """(src, dst) Episode pairs chaining each (tenant, conv_id) by seq: input rows (tenant, conv_id, seq, episode_id)."""
+    ordered = sorted(episodes)
+    return [(a[3], b[3]) for a, b in zip(ordered, ordered[1:]) if a[:2] == b[:2] and a[3] != b[3]]
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    id: str
+    description: str
+    fns: tuple[Callable, ...]   # the functions implementing it (wiring rules live in r2g.extract)
+
+
+RULES: dict[str, RuleSpec] = {r.id: r for r in [
+    RuleSpec(EPISODE, "one Episode per turn: title, extractive summary, keywords", (episode_rule,)),
+    RuleSpec(ENTITY_EN, "English NER entities", (entity_en_rule,)),
+    RuleSpec(ENTITY_ZH, "Chinese POS/rule entities", (entity_zh_rule,)),
+    RuleSpec(ENTITY_SPEAKER, "the speaker of every message is a PERSON", (speaker_rule,)),
+    RuleSpec(FACT_EN, "English predicate clauses from the dependency parse", (fact_en_rule,)),
+    RuleSpec(FACT_ZH, "Chinese predicate clauses from jieba POS", (fact_zh_rule,)),
+    RuleSpec(LOCATION, "at/in/on/to + place, 在/于 + noun (+方位词), motion verb + place → LOCATION",
+             (fact_en_rule, fact_zh_rule)),
+    RuleSpec(TIME, "time expressions resolved against the message ts → TIME", (time_rule,)),
+    RuleSpec(CAUSE, "because/so/因为/所以/导致 → CAUSES / CAUSED_BY", (cause_rule,)),
+    RuleSpec(PREFERENCE, "preference and instruction language → Preference", (preference_rule,)),
+    RuleSpec(TEMPORAL_NEXT, "Episodes of one conversation chained by seq", (temporal_next_rule,)),
+    RuleSpec(MENTIONS, "Episode/Fact/Preference → Entity for every mention", ()),
+    RuleSpec(DERIVED_FROM, "Fact/Preference → Episode, and every node → its RawChunk", ()),
+]}
