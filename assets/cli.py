@@ -88,7 +88,8 @@ def cmd_materialize(args: argparse.Namespace, lake: Lake) -> int:
 
 
 def cmd_recall(args: argparse.Namespace, lake: Lake) -> int:
-    from recall.engine import IndexNotBuilt, recall
+    from recall.engine import recall
+    from recall.store import IndexNotBuilt
 
     if not args.query.strip():
         raise UserError("empty query")
@@ -122,7 +123,7 @@ def cmd_recall(args: argparse.Namespace, lake: Lake) -> int:
 def cmd_sql(args: argparse.Namespace, lake: Lake) -> int:
     import duckdb
 
-    from recall.index import connect
+    from recall.store import connect
 
     if not lake.duckdb_path.exists():
         raise UserError(f"no index at {lake.duckdb_path} (run `memctl materialize` first)")

@@ -1,10 +1,9 @@
 """The one Definitions object of memctl: assets, checks, jobs, sensors, resources."""
-from __future__ import annotations
 
 import dagster as dg
 
 from assets.indexes import indexes
-from assets.ingest import file_annotations, file_chunks, file_graph, inbox_files
+from assets.ingest import file_annotations, file_chunks, file_graph
 from assets.lake import graph_tables, messages, raw_chunks, rejects
 from assets.resources import LakeResource
 from assets.sensors import INGEST_JOB, LAKE_JOB, inbox_sensor, lake_sensor
@@ -13,7 +12,7 @@ FILE_ASSETS = [file_chunks, file_annotations, file_graph]
 LAKE_ASSETS = [raw_chunks, messages, rejects, graph_tables, indexes]
 
 ingest_file_job = dg.define_asset_job(
-    INGEST_JOB, selection=dg.AssetSelection.assets(*FILE_ASSETS), partitions_def=inbox_files,
+    INGEST_JOB, selection=dg.AssetSelection.assets(*FILE_ASSETS),
     description="Chunk, annotate and graph one inbox file (one dynamic partition).")
 build_lake_job = dg.define_asset_job(
     LAKE_JOB, selection=dg.AssetSelection.groups("lake", "indexes"),

@@ -1,5 +1,4 @@
 """Index assets: the DuckDB file (tables + per-tenant BM25) and per-tenant igraph graphs, swapped in atomically."""
-from __future__ import annotations
 
 import dagster as dg
 

@@ -1,5 +1,4 @@
 """Per-inbox-file assets: chunks → NLP annotations → graph part (one dynamic partition per file)."""
-from __future__ import annotations
 
 import dagster as dg
 import pyarrow as pa

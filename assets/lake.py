@@ -1,5 +1,4 @@
 """Lake-wide tables: the union of every file partition, deduplicated and deterministically ordered."""
-from __future__ import annotations
 
 import dagster as dg
 

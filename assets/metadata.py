@@ -1,5 +1,4 @@
 """Materialization metadata shared by the assets: row count, column schema, markdown preview."""
-from __future__ import annotations
 
 from typing import Sequence
 

@@ -1,5 +1,4 @@
 """The lake resource: where $MEMCTL_DATA lives, resolved at run time."""
-from __future__ import annotations
 
 from pathlib import Path
 

@@ -1,5 +1,4 @@
 """Inbox sensor (a partition + run per new or changed file) and the lake rebuild sensor."""
-from __future__ import annotations
 
 import dagster as dg
 

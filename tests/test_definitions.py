@@ -57,8 +57,8 @@ def test_blocking_checks_declared() -> None:
 
 
 def test_jobs_and_sensors() -> None:
-    assert defs.get_job_def("ingest_file").partitions_def.name == "inbox_files"
-    assert defs.get_job_def("build_lake") is not None
+    assert defs.resolve_job_def("ingest_file").partitions_def.name == "inbox_files"
+    assert defs.resolve_job_def("build_lake") is not None
     assert {s.name for s in defs.sensors} == {"inbox_sensor", "lake_sensor"}
 
 
