@@ -1,0 +1,57 @@
+"""Inbox and lake sensors: partitions and run requests for new/changed files only."""
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from assets.sensors import inbox_sensor, lake_sensor, stale_files
+from raw_store.lake import Lake, write_manifest
+
+
+@pytest.fixture
+def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Lake:
+    monkeypatch.setenv("MEMCTL_DATA", str(tmp_path))
+    (tmp_path / "inbox" / "alice").mkdir(parents=True)
+    (tmp_path / "inbox" / "alice" / "a.txt").write_text("Ann: hello\n", "utf-8")
+    (tmp_path / "inbox" / "bob.jsonl").write_text('{"conv_id": "c", "speaker": "B", "ts": "2024-01-01", "text": "hi"}\n')
+    return Lake(tmp_path)
+
+
+def _evaluate(sensor, instance: dg.DagsterInstance) -> dg.SensorResult:
+    with dg.build_sensor_context(instance=instance) as ctx:
+        return sensor(ctx)
+
+
+def test_new_files_become_partitions_and_runs_keyed_by_content(lake: Lake) -> None:
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = _evaluate(inbox_sensor, instance)
+        assert [r.partition_key for r in result.run_requests] == ["alice/a.txt", "bob.jsonl"]
+        sha = stale_files(lake)["alice/a.txt"]
+        assert result.run_requests[0].run_key == f"alice/a.txt@{sha}"
+        (add,) = result.dynamic_partitions_requests
+        assert add.partitions_def_name == "inbox_files" and sorted(add.partition_keys) == ["alice/a.txt", "bob.jsonl"]
+
+
+def test_processed_files_are_not_requested_again_until_they_change(lake: Lake) -> None:
+    for key, sha in stale_files(lake).items():
+        write_manifest(lake.part_dir(key), {"source_sha256": sha, "graph_sha256": sha})
+    with dg.DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions("inbox_files", ["alice/a.txt", "bob.jsonl"])
+        result = _evaluate(inbox_sensor, instance)
+        assert result.run_requests == [] and result.dynamic_partitions_requests == []
+        (lake.inbox / "alice" / "a.txt").write_text("Ann: hello again\n", "utf-8")
+        changed = _evaluate(inbox_sensor, instance)
+        assert [r.partition_key for r in changed.run_requests] == ["alice/a.txt"]
+
+
+def test_lake_sensor_waits_for_partitions_then_keys_on_their_fingerprint(lake: Lake) -> None:
+    with dg.DagsterInstance.ephemeral() as instance:
+        assert isinstance(_evaluate(lake_sensor, instance), dg.SkipReason)
+        for key, sha in stale_files(lake).items():
+            write_manifest(lake.part_dir(key), {"source_sha256": sha, "graph_sha256": sha})
+        first = _evaluate(lake_sensor, instance).run_requests[0].run_key
+        assert first == _evaluate(lake_sensor, instance).run_requests[0].run_key
+        (lake.inbox / "carol.txt").write_text("C: new\n", "utf-8")
+        sha = stale_files(lake)["carol.txt"]
+        write_manifest(lake.part_dir("carol.txt"), {"source_sha256": sha, "graph_sha256": sha})
+        assert _evaluate(lake_sensor, instance).run_requests[0].run_key != first
