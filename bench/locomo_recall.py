@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""LoCoMo evidence recall: memctl recall() against the turn-level DuckDB FTS baseline, in one run.
+
+Builds a temporary memctl lake from a LoCoMo-layout JSON file (one tenant per
+conversation: inbox/<sample_id>/<sample_id>.json), runs the library pipeline
+directly (ingest → R2G → merge → tables → indexes; no Dagster), then for every
+QA of categories 1–4 ranks the conversation's turns
+
+  memctl    by recall(question, tenant, k=50): turns in order of first citation
+  baseline  by DuckDB FTS match_bm25 (defaults) over `speaker: text [+ image: caption]`
+            turn documents, one index per conversation (as ../shared/eval/locomo_bm25_baseline.py)
+
+and reports Recall@k = |gold ∩ top-k| / |gold| per category and overall. The last
+line is always: `overall R@5 memctl=xx.x baseline=yy.y R@10 memctl=xx.x baseline=yy.y`.
+
+Usage: python bench/locomo_recall.py --data ../shared/eval/locomo_dev.json [--limit-convs N] [--k 5 10]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pyarrow as pa
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from r2g.merge import merge_graph  # noqa: E402
+from r2g.nlp import NlpCache  # noqa: E402
+from r2g.pipeline import run_partition  # noqa: E402
+from r2g.schema import EDGES, NODES  # noqa: E402
+from raw_store.cas import RawStore  # noqa: E402
+from raw_store.ingest import ingest_file  # noqa: E402
+from raw_store.lake import Lake, write_table  # noqa: E402
+from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS  # noqa: E402
+from recall import RecallConfig, ranked_turns, recall  # noqa: E402
+from recall.index import build_indexes  # noqa: E402
+from recall.store import connect  # noqa: E402
+
+CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+CATEGORY_ORDER = [4, 1, 2, 3]
+DIA_ID_RE = re.compile(r"^D(\d+):(\d+)$")
+RECALL_K = 50
+
+
+def session_numbers(conv: dict) -> list[int]:
+    nums = [int(m.group(1)) for key in conv if (m := re.fullmatch(r"session_(\d+)", key))]
+    return sorted(n for n in nums if isinstance(conv[f"session_{n}"], list))
+
+
+def turn_documents(sample: dict) -> tuple[list[str], list[str]]:
+    """(dia_ids, `speaker: text [+ image: caption]`) for every turn, in conversation order."""
+    conv = sample["conversation"]
+    ids, texts = [], []
+    for n in session_numbers(conv):
+        for turn in conv[f"session_{n}"]:
+            text = f"{turn['speaker']}: {turn['text']}"
+            if turn.get("blip_caption"):
+                text += f" [image: {turn['blip_caption']}]"
+            ids.append(turn["dia_id"])
+            texts.append(text)
+    return ids, texts
+
+
+def normalise_evidence(raw: list, known: set[str]) -> list[str]:
+    """Evidence ids repaired as the baseline script does ("D8:6; D9:17", "D:11:26", "D30:05"); unknown dropped."""
+    valid = []
+    for item in raw:
+        for piece in re.split(r"[;,\s]+", str(item).strip()):
+            cand = piece.replace("D:", "D")
+            m = DIA_ID_RE.match(cand)
+            if m:
+                cand = f"D{int(m.group(1))}:{int(m.group(2))}"
+            if cand in known and cand not in valid:
+                valid.append(cand)
+    return valid
+
+
+def build_lake(data: list[dict], root: Path) -> tuple[Lake, dict]:
+    """Ingest every sample as its own tenant, run R2G, merge, write the tables, build the indexes."""
+    lake = Lake(root)
+    store = RawStore(root)
+    cache = NlpCache(root / "cache" / "nlp.sqlite")
+    parts: dict[str, list[pa.Table]] = defaultdict(list)
+    timings = defaultdict(float)
+    for sample in data:
+        sid = sample["sample_id"]
+        path = lake.inbox / sid / f"{sid}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(sample, ensure_ascii=False), encoding="utf-8")
+        t = time.perf_counter()
+        result = ingest_file(path, lake.inbox, store)
+        timings["ingest"] += time.perf_counter() - t
+        t = time.perf_counter()
+        graph = run_partition(result.messages, cache)
+        timings["r2g"] += time.perf_counter() - t
+        parts["messages"].append(result.messages)
+        parts["raw_chunks"].append(result.raw_chunks)
+        parts["rejects"].append(result.rejects)
+        parts["nodes"].append(graph.nodes)
+        parts["edges"].append(graph.edges)
+    t = time.perf_counter()
+    nodes, edges = merge_graph(parts["nodes"], parts["edges"])
+    timings["merge"] += time.perf_counter() - t
+    for name, table, schema in (("messages", pa.concat_tables(parts["messages"]), MESSAGES),
+                                ("raw_chunks", pa.concat_tables(parts["raw_chunks"]), RAW_CHUNKS),
+                                ("rejects", pa.concat_tables(parts["rejects"]), REJECTS),
+                                ("nodes", nodes, NODES), ("edges", edges, EDGES)):
+        write_table(table, lake.table(name), schema)
+    t = time.perf_counter()
+    stats = build_indexes(lake)
+    timings["index"] += time.perf_counter() - t
+    stats["timings"] = {k: round(v, 2) for k, v in timings.items()}
+    return lake, stats
+
+
+class TurnBaseline:
+    """The reference baseline: DuckDB FTS (match_bm25 defaults) over turn documents of one conversation."""
+
+    def __init__(self) -> None:
+        self.con = connect(None, read_only=False)
+        self.n = 0
+
+    def fit(self, texts: list[str]) -> None:
+        self.n += 1
+        self.table = f"turns_{self.n}"
+        self.n_docs = len(texts)
+        self.con.execute(f"CREATE TABLE {self.table}(doc INTEGER, body VARCHAR)")
+        self.con.executemany(f"INSERT INTO {self.table} VALUES (?, ?)", list(enumerate(texts)))
+        self.con.execute(f"PRAGMA create_fts_index('{self.table}', 'doc', 'body')")
+
+    def rank(self, query: str) -> list[int]:
+        """Document indices best first; unmatched documents after, ties in conversation order."""
+        rows = self.con.execute(
+            f"SELECT doc, fts_main_{self.table}.match_bm25(doc, ?) FROM {self.table}", [query]).fetchall()
+        scores = [float("-inf")] * self.n_docs
+        for doc, score in rows:
+            if score is not None:
+                scores[doc] = score
+        return sorted(range(self.n_docs), key=lambda i: -scores[i])
+
+
+def evaluate(data: list[dict], lake: Lake, ks: list[int], expand_depth: int) -> dict:
+    per_cat: dict[str, dict[int, dict[str, list[float]]]] = {
+        "memctl": defaultdict(lambda: defaultdict(list)), "baseline": defaultdict(lambda: defaultdict(list))}
+    baseline = TurnBaseline()
+    cfg = RecallConfig()
+    n_qa, t_recall = 0, 0.0
+    for sample in data:
+        ids, texts = turn_documents(sample)
+        known = set(ids)
+        baseline.fit(texts)
+        tenant = sample["sample_id"]
+        for qa in sample["qa"]:
+            cat = qa.get("category")
+            if cat not in CATEGORY_NAMES or not qa.get("evidence"):
+                continue
+            gold = set(normalise_evidence(qa["evidence"], known))
+            if not gold:
+                continue
+            n_qa += 1
+            t = time.perf_counter()
+            results = recall(qa["question"], tenant, k=RECALL_K, expand_depth=expand_depth, lake=lake, config=cfg)
+            t_recall += time.perf_counter() - t
+            ours = [msg for conv, msg in ranked_turns(results) if msg in known]
+            base = [ids[i] for i in baseline.rank(qa["question"])]
+            for name, ranked in (("memctl", ours), ("baseline", base)):
+                for k in ks:
+                    per_cat[name][cat][f"R@{k}"].append(len(gold & set(ranked[:k])) / len(gold))
+    return {"per_cat": per_cat, "n_qa": n_qa, "recall_ms": 1000 * t_recall / max(n_qa, 1)}
+
+
+def _mean(xs: list[float]) -> float:
+    return 100.0 * sum(xs) / len(xs) if xs else 0.0
+
+
+def print_tables(result: dict, ks: list[int]) -> dict[str, dict[str, float]]:
+    """Per-category Recall@k for both retrievers; returns the pooled (micro) overall per retriever."""
+    overall: dict[str, dict[str, float]] = {}
+    cols = [f"R@{k}" for k in ks]
+    for name in ("memctl", "baseline"):
+        per_cat = result["per_cat"][name]
+        print(f"\n== {name}")
+        head = f"{'category':<18}{'n':>6}" + "".join(f"{c:>9}" for c in cols)
+        print(head)
+        print("-" * len(head))
+        pooled: dict[str, list[float]] = defaultdict(list)
+        for c in CATEGORY_ORDER:
+            if c not in per_cat:
+                continue
+            m = per_cat[c]
+            print(f"{f'{c} {CATEGORY_NAMES[c]}':<18}{len(m[cols[0]]):>6}" + "".join(f"{_mean(m[x]):>9.1f}" for x in cols))
+            for x in cols:
+                pooled[x] += m[x]
+        print("-" * len(head))
+        print(f"{'overall':<18}{len(pooled[cols[0]]):>6}" + "".join(f"{_mean(pooled[x]):>9.1f}" for x in cols))
+        overall[name] = {x: _mean(pooled[x]) for x in cols}
+    return overall
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared/eval/locomo_dev.json")
+    ap.add_argument("--limit-convs", type=int, default=None)
+    ap.add_argument("--k", type=int, nargs="+", default=[5, 10])
+    ap.add_argument("--expand-depth", type=int, default=1)
+    ap.add_argument("--keep", type=Path, default=None, help="build the lake here and keep it (default: a temp dir)")
+    args = ap.parse_args(argv)
+    ks = sorted(set(args.k) | {5, 10})
+
+    data = json.loads(args.data.read_text(encoding="utf-8"))[: args.limit_convs]
+    with tempfile.TemporaryDirectory(prefix="memctl-locomo-") as tmp:
+        root = args.keep or Path(tmp)
+        t = time.perf_counter()
+        lake, stats = build_lake(data, root)
+        print(f"lake built in {time.perf_counter() - t:.1f}s: {json.dumps(stats['tables'])} "
+              f"timings={stats['timings']}")
+        result = evaluate(data, lake, ks, args.expand_depth)
+        print(f"qa={result['n_qa']} (categories 1-4)  recall() mean {result['recall_ms']:.1f} ms")
+        overall = print_tables(result, ks)
+    m, b = overall["memctl"], overall["baseline"]
+    print(f"overall R@5 memctl={m['R@5']:.1f} baseline={b['R@5']:.1f} "
+          f"R@10 memctl={m['R@10']:.1f} baseline={b['R@10']:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""Citations: raw_refs of a node → verified excerpts of the original messages.
+
+An excerpt is only ever cut from bytes the raw store has sha-verified; a blob
+that is corrupt, missing or forgotten yields no citation rather than an
+unverified one.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Iterable, Protocol
+
+from raw_store.errors import BlobCorrupt, BlobForgotten, BlobMissing
+from recall.store import TenantReader
+
+
+@dataclass(frozen=True)
+class Citation:
+    raw_id: str
+    conv_id: str | None
+    msg_id: str | None
+    speaker: str | None
+    ts: str | None          # ISO-8601
+    excerpt: str
+    offset: int
+    length: int
+    verified: bool
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RawRef:
+    raw_id: str
+    offset: int
+    length: int
+
+
+class BlobReader(Protocol):
+    def read(self, tenant: str, path: str, sha256: str) -> bytes: ...
+
+
+def as_refs(raw_refs: Iterable[dict] | None) -> list[RawRef]:
+    """RawRefs from a raw_refs column value (list of {raw_id, offset, length}); malformed entries dropped."""
+    out = []
+    for r in raw_refs or []:
+        if r and r.get("raw_id") and r.get("offset") is not None and r.get("length") is not None:
+            out.append(RawRef(r["raw_id"], int(r["offset"]), int(r["length"])))
+    return out
+
+
+def _iso(ts: datetime | None) -> str | None:
+    return ts.isoformat() if ts is not None else None
+
+
+class Citer:
+    """Resolves raw_refs to Citations for one tenant within one recall call.
+
+    Blobs are read once per call through the raw store's verified `read`
+    (sha-checked) and sliced here; chunk and message rows come through the
+    tenant-scoped reader, so a ref into another tenant's chunk resolves to nothing.
+    """
+
+    def __init__(self, reader: TenantReader, store: BlobReader) -> None:
+        self.reader = reader
+        self.store = store
+        self._chunks: dict[str, dict | None] = {}
+        self._messages: dict[str, list[dict]] = {}
+        self._blobs: dict[str, bytes | None] = {}
+        self.failures: list[dict] = []
+
+    def prefetch(self, refs: Iterable[RawRef]) -> None:
+        """Load chunk and message rows for all refs' chunks in two queries."""
+        ids = sorted({r.raw_id for r in refs} - set(self._chunks))
+        if not ids:
+            return
+        found = self.reader.chunks(ids)
+        for i in ids:
+            self._chunks[i] = found.get(i)
+            self._messages[i] = []
+        for m in self.reader.messages_in(ids):
+            pieces = as_refs(m["raw_refs"]) or ([RawRef(m["raw_id"], m["offset"], m["length"])]
+                                                 if m["raw_id"] else [])
+            for p in pieces:
+                if p.raw_id in self._messages:
+                    self._messages[p.raw_id].append({**m, "piece": p})
+
+    def message_at(self, ref: RawRef) -> dict | None:
+        """The message whose piece in ref.raw_id contains ref.offset."""
+        self.prefetch([ref])
+        for m in self._messages.get(ref.raw_id, []):
+            p = m["piece"]
+            if p.offset <= ref.offset < p.offset + max(p.length, 1):
+                return m
+        return None
+
+    def message_key(self, ref: RawRef) -> tuple[str, str] | None:
+        """(conv_id, msg_id) of the message holding `ref`, or None."""
+        m = self.message_at(ref)
+        return (m["conv_id"], m["msg_id"]) if m is not None else None
+
+    def messages_of(self, raw_id: str) -> list[dict]:
+        self.prefetch([RawRef(raw_id, 0, 0)])
+        return self._messages.get(raw_id, [])
+
+    def _blob(self, raw_id: str) -> bytes | None:
+        if raw_id in self._blobs:
+            return self._blobs[raw_id]
+        chunk = self._chunks.get(raw_id)
+        data = None
+        if chunk is not None:
+            try:
+                data = self.store.read(self.reader.tenant, chunk["path"], chunk["sha256"])
+            except (BlobCorrupt, BlobMissing, BlobForgotten, PermissionError, ValueError) as e:
+                self.failures.append({"raw_id": raw_id, "error": type(e).__name__, "detail": str(e)})
+        self._blobs[raw_id] = data
+        return data
+
+    def cite(self, ref: RawRef) -> Citation | None:
+        """A verified Citation for `ref`, or None when its chunk is not this tenant's or its blob fails."""
+        self.prefetch([ref])
+        data = self._blob(ref.raw_id)
+        if data is None or ref.offset < 0 or ref.length < 0 or ref.offset + ref.length > len(data):
+            return None
+        excerpt = data[ref.offset:ref.offset + ref.length].decode("utf-8", errors="replace")
+        m = self.message_at(ref)
+        chunk = self._chunks[ref.raw_id] or {}
+        return Citation(
+            raw_id=ref.raw_id,
+            conv_id=(m or {}).get("conv_id") or chunk.get("conv_id"),
+            msg_id=(m or {}).get("msg_id"),
+            speaker=(m or {}).get("speaker"),
+            ts=_iso((m or {}).get("ts") or chunk.get("ts")),
+            excerpt=excerpt,
+            offset=ref.offset,
+            length=ref.length,
+            verified=True,
+        )
+
+    def cite_all(self, refs: list[RawRef], cap: int, prefer: set[tuple[str, str]] | None = None) -> list[Citation]:
+        """Up to `cap` citations for `refs`, one per message; failed refs are skipped.
+
+        Order: refs into messages in `prefer` first, then ref order.
+        """
+        self.prefetch(refs)
+        if prefer:
+            refs = sorted(refs, key=lambda r: self.message_key(r) not in prefer)
+        out: list[Citation] = []
+        seen: set[tuple] = set()
+        for ref in refs:
+            if len(out) >= cap:
+                break
+            c = self.cite(ref)
+            if c is None:
+                continue
+            key = (c.conv_id, c.msg_id) if c.msg_id else (c.raw_id, c.offset)
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(c)
+        return out

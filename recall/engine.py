@@ -1,0 +1,372 @@
+"""recall(): query → BM25 seeds → k-hop graph expansion → scored, cited memories (no LLM).
+
+Stages (each reported in `trace`):
+  keywords   search tokens of the query minus stop-words (jieba for Chinese)
+  seeds      Stage A: BM25 over the tenant's node FTS index
+  raw        W5 raw fallback: BM25 over raw passages when node seeds are weak
+             or the query holds code-like tokens (hex, UUID, URL, path, error code)
+  expand     Stage C: 0..expand_depth hops on the tenant's igraph, hubs not expanded
+  score      λ1*bm25 + λ3*graph + λ4*recency, top k
+  cite       raw_refs → sha-verified excerpts from the raw store
+"""
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import igraph
+
+from r2g.tokens import search_tokens
+from raw_store.cas import RawStore
+from raw_store.lake import Lake
+from recall.citations import Citation, Citer, RawRef, as_refs
+from recall.store import TenantGraph, TenantInfo, TenantReader, load_graph, tenant_reader
+
+__all__ = ["Citation", "RecallConfig", "RecallResult", "recall", "ranked_turns", "query_keywords"]
+
+# English function words: they only dilute a query (DuckDB's FTS drops them from documents too).
+EN_STOPWORDS = frozenset("""
+a about above after again against all am an and any are as at be because been before being below between
+both but by can could did do does doing down during each few for from further had has have having he her
+here hers herself him himself his how i if in into is it its itself just me more most my myself no nor not
+now of off on once only or other our ours ourselves out over own same she should so some such than that the
+their theirs them themselves then there these they this those through to too under until up very was we
+were what when where which while who whom why will with would you your yours yourself yourselves also ever
+s t d ll m re ve y don didn doesn isn wasn weren haven hasn hadn won wouldn shouldn couldn
+""".split())
+
+# Query tokens that are better found verbatim in raw text than in extracted nodes (seed 004 W5).
+_CODE_TOKEN = re.compile(
+    r"0x[0-9a-fA-F]+|\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+    r"|https?://\S+|[A-Za-z]:\\\S*|(?:^|\s)/\w[\w./-]*|\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b|\b\w+\.(?:sys|dll|exe|py|js|log)\b"
+    r"|\b\d{5,}\b"
+)
+
+# Node types extracted from one turn: their raw_refs point into the turn they came from.
+TURN_LEVEL = frozenset({"Episode", "Fact", "Preference", "Task"})
+
+DEFAULT_EDGE_TYPE_WEIGHT: Mapping[str, float] = {
+    # Seed 004 App. A for the types it names; role and mention edges tie a Fact/Episode
+    # to the entities it is about, so they carry about as much as ABOUT.
+    "ABOUT": 1.0, "SUPPORTS": 0.8, "SIMILAR_TO": 0.5, "TEMPORAL_NEXT": 0.3,
+    "SAME_AS": 1.0, "DERIVED_FROM": 1.0, "ACTIVE_OF": 0.8, "VERSION_NEXT": 0.6, "CONTRADICTS": 0.6,
+    "CAUSES": 0.8, "CAUSED_BY": 0.8, "REFERS_TO": 0.8,
+    "AGENT": 0.8, "PATIENT": 0.8, "LOCATION": 0.8, "TIME": 0.6, "MANNER": 0.6, "INSTRUMENT": 0.6,
+    "RECIPIENT": 0.6, "CAUSE": 0.8, "BENEFICIARY": 0.6, "MENTIONS": 0.6,
+}
+
+DEFAULT_TAU_DAYS: Mapping[str, float] = {
+    "Episode": 14.0, "Fact": 90.0, "Preference": 90.0, "Task": 30.0,
+    "Concept": 180.0, "Entity": 180.0, "Meta": 180.0, "RawChunk": 14.0,
+}
+
+
+@dataclass(frozen=True)
+class RecallConfig:
+    """Knobs of the recall pipeline; defaults follow seed 004 App. A, renormalised without vectors.
+
+    λ1=0.2, λ3=0.3, λ4=0.1 over their sum 0.6 (λ2, vectors, is off).
+    """
+    lambda_bm25: float = 0.2 / 0.6
+    lambda_graph: float = 0.3 / 0.6
+    lambda_recency: float = 0.1 / 0.6
+    seed_limit: int = 50
+    expand_edge_types: frozenset[str] | None = None          # None: every edge type in the graph
+    edge_type_weight: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_EDGE_TYPE_WEIGHT))
+    default_edge_type_weight: float = 0.5
+    hub_degree: int = 200              # a node touching more (a speaker entity) is not expanded through
+    hop_decay: float = 0.5             # each further hop counts this much less
+    graph_method: str = "ppr"          # "ppr" (personalised PageRank) or "spread" (seed-weighted sum)
+    ppr_damping: float = 0.85
+    tau_days: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_TAU_DAYS))
+    default_tau_days: float = 90.0
+    max_citations: int = 3
+    max_evidence: int = 5
+    raw_fallback: bool = True
+    raw_min_seeds: int = 3             # fewer node seeds than this → also search raw passages
+    raw_limit: int = 10
+    graph_enabled: bool = True         # degradation switches (seed 004 §18): each stage can be off
+    bm25_enabled: bool = True
+
+
+@dataclass
+class RecallResult:
+    node_id: str
+    type: str
+    title: str
+    text: str
+    score: float
+    breakdown: dict[str, float]
+    citations: list[Citation]
+    evidence: list[dict]   # edges that brought it in: {src, type, dst}
+
+    def to_json(self) -> dict:
+        return {
+            "node_id": self.node_id, "type": self.type, "title": self.title, "text": self.text,
+            "score": round(self.score, 6), "breakdown": {k: round(v, 6) for k, v in self.breakdown.items()},
+            "citations": [c.to_json() for c in self.citations], "evidence": [dict(e) for e in self.evidence],
+        }
+
+
+def query_keywords(query: str) -> list[str]:
+    """Search keywords of a query: search tokens minus English/Chinese stop-words, first occurrence order."""
+    out: list[str] = []
+    for tok in search_tokens(query):
+        if tok not in EN_STOPWORDS and tok not in out:
+            out.append(tok)
+    return out
+
+
+def has_code_token(query: str) -> bool:
+    return _CODE_TOKEN.search(query) is not None
+
+
+class _Trace:
+    def __init__(self, sink: list | None) -> None:
+        self.sink = sink
+        self.t = time.perf_counter()
+
+    def stage(self, name: str, n: int, **detail) -> None:
+        now = time.perf_counter()
+        if self.sink is not None:
+            self.sink.append({"stage": name, "ms": round((now - self.t) * 1000, 3), "n": n, "detail": detail})
+        self.t = now
+
+
+def recall(query: str, tenant: str, k: int = 10, expand_depth: int = 1, *, lake: Lake | None = None,
+           types: Sequence[str] | None = None, trace: list | None = None,
+           config: RecallConfig | None = None) -> list[RecallResult]:
+    """Ranked, cited memories of `tenant` for `query`.
+
+    Raises ValueError for an empty tenant, IndexNotBuilt when the lake has no index.
+    An empty query, or a tenant the index does not hold, gives []. Results never
+    include another tenant's nodes, edges or excerpts.
+    """
+    if not tenant:
+        raise ValueError("tenant is required")
+    if k <= 0:
+        return []
+    cfg = config or RecallConfig()
+    lake = lake or Lake.from_env()
+    tr = _Trace(trace)
+
+    keywords = query_keywords(query)
+    code_like = has_code_token(query)
+    tr.stage("keywords", len(keywords), keywords=keywords, code_like=code_like)
+    if not keywords:
+        return []
+    reader = tenant_reader(lake, tenant)
+    try:
+        return _recall(reader, lake, keywords, code_like, k, expand_depth, types, cfg, tr)
+    finally:
+        reader.close()
+
+
+def _recall(reader: TenantReader, lake: Lake, keywords: list[str], code_like: bool, k: int, expand_depth: int,
+            types: Sequence[str] | None, cfg: RecallConfig, tr: _Trace) -> list[RecallResult]:
+    info = reader.info()
+    if info is None:
+        tr.stage("seeds", 0, reason="tenant not in index")
+        return []
+    q = " ".join(keywords)
+
+    seeds = _normalise(reader.node_bm25(info, q, cfg.seed_limit)) if cfg.bm25_enabled else {}
+    tr.stage("seeds", len(seeds), top=[(i, round(s, 4)) for i, s in list(seeds.items())[:5]])
+
+    raw_hits: dict[str, float] = {}
+    trigger = "code_token" if code_like else "few_seeds" if len(seeds) < cfg.raw_min_seeds else None
+    if cfg.raw_fallback and trigger:
+        raw_hits = _normalise(reader.raw_bm25(info, q, cfg.raw_limit))
+    tr.stage("raw", len(raw_hits), trigger=trigger if cfg.raw_fallback else "off")
+
+    graph = load_graph(lake, info.slug) if cfg.graph_enabled else None
+    graph_scores, evidence = _expand(graph, seeds, expand_depth, cfg) if graph is not None else ({}, {})
+    tr.stage("expand", len(graph_scores), depth=expand_depth, graph=graph is not None, method=cfg.graph_method)
+
+    ranked = _score(reader, info, seeds, graph_scores, evidence, types, cfg)
+    citer = Citer(reader, _raw_store(lake))
+    ranked += _raw_results(citer, raw_hits, keywords, info, cfg, types)
+    ranked.sort(key=lambda pair: (-pair[0].score, pair[0].node_id))
+    top = ranked[:k]
+    tr.stage("score", len(ranked), k=k)
+
+    # Messages the query matched through a turn-level node (not an Entity, whose refs
+    # are mentions anywhere): an Entity result cites those mentions first.
+    matched = [ref for r, refs in ranked if r.breakdown["bm25"] > 0 and r.type in TURN_LEVEL for ref in refs]
+    citer.prefetch([*matched, *(ref for _, refs in top for ref in refs)])
+    prefer = {key for ref in matched if (key := citer.message_key(ref)) is not None}
+    for result, refs in top:
+        result.citations = citer.cite_all(refs, cfg.max_citations, prefer)
+    tr.stage("cite", sum(len(r.citations) for r, _ in top), failures=citer.failures[:5])
+    return [r for r, _ in top]
+
+
+_STORES: dict[Path, RawStore] = {}
+
+
+def _raw_store(lake: Lake) -> RawStore:
+    """One RawStore per data root, so its verified-blob cache serves consecutive recalls."""
+    store = _STORES.get(lake.root)
+    if store is None:
+        store = _STORES.setdefault(lake.root, RawStore(lake.root))
+    return store
+
+
+def _normalise(hits: list[tuple[str, float]]) -> dict[str, float]:
+    """Scores divided by the best one (best = 1.0), order kept."""
+    if not hits:
+        return {}
+    top = max(s for _, s in hits) or 1.0
+    return {i: s / top for i, s in hits}
+
+
+def _expand(tg: TenantGraph, seeds: Mapping[str, float], depth: int,
+            cfg: RecallConfig) -> tuple[dict[str, float], dict[str, list[dict]]]:
+    """Graph scores in [0, 1] for the seeds and every node within `depth` hops of one,
+    plus the evidence edges by which each non-seed was reached.
+
+    cfg.graph_method "ppr": personalised PageRank on the reached subgraph, restarting
+    at the seeds in proportion to their BM25 (seeds keep their mass; a node that
+    several seeds point to gains). "spread": each reached node gets
+    seed_score * Π(edge weight * type weight) * hop_decay^(hop-1), summed over seeds.
+    Both are divided by their maximum. Hubs (degree > cfg.hub_degree) are neither
+    expanded from nor reached: a speaker entity touching every turn would otherwise
+    link everything to everything and top every query.
+    """
+    g = tg.graph
+    spread: dict[int, float] = defaultdict(float)
+    evidence: dict[str, list[dict]] = defaultdict(list)
+    allowed = cfg.expand_edge_types
+    names = g.vs["name"]
+    etypes = g.es["type"] if g.ecount() else []
+    eweights = g.es["weight"] if g.ecount() else []
+    seed_v = {tg.index[s]: sc for s, sc in seeds.items() if s in tg.index and tg.degree[tg.index[s]] <= cfg.hub_degree}
+    used_edges: set[int] = set()
+    for v0, s_score in seed_v.items():
+        frontier = {v0: s_score}
+        visited = {v0}
+        for hop in range(1, depth + 1):
+            nxt: dict[int, float] = {}
+            for v, mass in frontier.items():
+                for e in g.incident(v, mode="all"):
+                    et = etypes[e]
+                    if allowed is not None and et not in allowed:
+                        continue
+                    edge = g.es[e]
+                    u = edge.target if edge.source == v else edge.source
+                    if u in visited or tg.degree[u] > cfg.hub_degree:
+                        continue
+                    w = mass * eweights[e] * cfg.edge_type_weight.get(et, cfg.default_edge_type_weight)
+                    w *= cfg.hop_decay ** (hop - 1)
+                    if w <= 0:
+                        continue
+                    used_edges.add(e)
+                    spread[u] += w
+                    uid = names[u]
+                    if u not in seed_v and len(evidence[uid]) < cfg.max_evidence:
+                        evidence[uid].append({"src": names[edge.source], "type": et, "dst": names[edge.target]})
+                    if hop < depth:
+                        nxt[u] = max(nxt.get(u, 0.0), w)
+            visited.update(nxt)
+            frontier = nxt
+    if cfg.graph_method == "ppr":
+        scores = _ppr(g, seed_v, used_edges, etypes, eweights, cfg)
+    else:
+        scores = dict(spread)
+    top = max(scores.values(), default=0.0) or 1.0
+    return {names[v]: x / top for v, x in scores.items() if x > 0}, evidence
+
+
+def _ppr(g, seed_v: Mapping[int, float], used_edges: set[int], etypes: list, eweights: list,
+         cfg: RecallConfig) -> dict[int, float]:
+    """Personalised PageRank over the subgraph of the edges expansion walked (undirected, weighted)."""
+    if not seed_v:
+        return {}
+    vs = sorted(set(seed_v) | {x for e in used_edges for x in g.es[e].tuple})
+    if not used_edges:
+        return dict(seed_v)
+    local = {v: i for i, v in enumerate(vs)}
+    es = sorted(used_edges)
+    sub = igraph.Graph(n=len(vs), edges=[(local[g.es[e].source], local[g.es[e].target]) for e in es])
+    w = [eweights[e] * cfg.edge_type_weight.get(etypes[e], cfg.default_edge_type_weight) for e in es]
+    reset = [seed_v.get(v, 0.0) for v in vs]
+    pr = sub.personalized_pagerank(directed=False, damping=cfg.ppr_damping, reset=reset, weights=w)
+    return {v: pr[local[v]] for v in vs}
+
+
+def _node_time(row: Mapping) -> datetime | None:
+    return row.get("time_start") or row.get("last_seen") or row.get("first_seen")
+
+
+def _recency(t: datetime | None, newest: datetime | None, tau_days: float) -> float:
+    """exp(-Δt/τ) with Δt measured back from the tenant's newest node (results do not depend on the clock)."""
+    if t is None or newest is None:
+        return 0.0
+    days = max((newest - t).total_seconds(), 0.0) / 86400.0
+    return math.exp(-days / tau_days)
+
+
+def _score(reader: TenantReader, info: TenantInfo, seeds: Mapping[str, float], graph_scores: Mapping[str, float],
+           evidence: Mapping[str, list[dict]], types: Sequence[str] | None,
+           cfg: RecallConfig) -> list[tuple[RecallResult, list[RawRef]]]:
+    """Candidates (seeds ∪ reached) with their score breakdown, paired with the raw_refs to cite."""
+    ids = list(dict.fromkeys([*seeds, *graph_scores]))
+    rows = reader.nodes(ids)
+    wanted = set(types) if types else None
+    out = []
+    for nid in ids:
+        row = rows.get(nid)
+        if row is None or (wanted is not None and row["type"] not in wanted):
+            continue
+        bm25 = seeds.get(nid, 0.0)
+        graph = graph_scores.get(nid, 0.0)
+        rec = _recency(_node_time(row), info.newest, cfg.tau_days.get(row["type"], cfg.default_tau_days))
+        breakdown = {"bm25": bm25, "graph": graph, "recency": rec}
+        score = cfg.lambda_bm25 * bm25 + cfg.lambda_graph * graph + cfg.lambda_recency * rec
+        r = RecallResult(node_id=nid, type=row["type"], title=row["title"] or "", text=row["text"] or "",
+                         score=score, breakdown=breakdown, citations=[], evidence=list(evidence.get(nid, [])))
+        out.append((r, as_refs(row["raw_refs"])))
+    return out
+
+
+def _raw_results(citer: Citer, raw_hits: Mapping[str, float], keywords: Sequence[str], info: TenantInfo,
+                 cfg: RecallConfig, types: Sequence[str] | None) -> list[tuple[RecallResult, list[RawRef]]]:
+    """Raw-fallback hits as results of type RawChunk, citing the chunk's messages that hold the keywords."""
+    if not raw_hits or (types and "RawChunk" not in types):
+        return []
+    citer.prefetch(RawRef(i, 0, 0) for i in raw_hits)
+    kw = set(keywords)
+    out = []
+    for raw_id, bm25 in raw_hits.items():
+        scored = []
+        for m in citer.messages_of(raw_id):
+            toks = set(search_tokens(m["text"] or ""))
+            overlap = len(kw & toks) + sum(1 for k in kw if len(k) > 3 and k in (m["text"] or "").lower())
+            if overlap:
+                scored.append((-overlap, m["seq"] if m["seq"] is not None else 0, m))
+        scored.sort(key=lambda x: (x[0], x[1]))
+        refs = [m["piece"] for _, _, m in scored]
+        chunk_ts = max((m["ts"] for _, _, m in scored if m["ts"] is not None), default=None)
+        rec = _recency(chunk_ts, info.newest, cfg.tau_days.get("RawChunk", cfg.default_tau_days))
+        breakdown = {"bm25": bm25, "graph": 0.0, "recency": rec}
+        r = RecallResult(node_id=raw_id, type="RawChunk", title=f"raw passage {raw_id}", text="",
+                         score=cfg.lambda_bm25 * bm25 + cfg.lambda_recency * rec, breakdown=breakdown,
+                         citations=[], evidence=[])
+        out.append((r, refs))
+    return out
+
+
+def ranked_turns(results: Sequence[RecallResult]) -> list[tuple[str, str]]:
+    """Distinct (conv_id, msg_id) of the results' citations, in order of first citation."""
+    seen: dict[tuple[str, str], None] = {}
+    for r in results:
+        for c in r.citations:
+            if c.msg_id is not None:
+                seen.setdefault((c.conv_id or "", c.msg_id), None)
+    return list(seen)

@@ -1,0 +1,204 @@
+"""Index builders: the DuckDB database (tables + per-tenant FTS) and per-tenant igraph files.
+
+Both are rebuilt whole from the lake's Parquet tables and swapped in atomically
+(build at a temp path, then os.replace), so a reader sees either the old index
+or the new one, never a half-built one; a reader that already holds the old
+file keeps reading it.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import igraph
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from r2g.schema import EDGES, NODES
+from r2g.tokens import segment_for_fts
+from raw_store.lake import Lake, fsync_dir, read_table
+from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS, TOMBSTONES
+from recall.store import connect, graph_path, node_docs_table, raw_docs_table, tenant_slug
+
+# Tables copied into the DuckDB file (copies, not views over Parquet paths: the lake may move).
+TABLES: dict[str, pa.Schema] = {
+    "nodes": NODES,
+    "edges": EDGES,
+    "raw_chunks": RAW_CHUNKS,
+    "messages": MESSAGES,
+    "rejects": REJECTS,
+    "tombstones": TOMBSTONES,
+}
+
+# The default FTS ignore pattern '(\.|[^a-z])+' would delete every Han character (and digits);
+# documents are already jieba-segmented, so only non-word characters are dropped here.
+FTS_IGNORE = r"(\.|[^a-z0-9\p{Han}])+"
+
+# Nodes in these states are out of recall (forgetting removes rows; this guards stale ones).
+INACTIVE_STATUS = ("forgotten", "deleted")
+
+
+def node_doc(title: str | None, text: str | None, keywords: list[str] | None) -> str:
+    """The FTS document of a node: segmented title + text + keywords."""
+    return segment_for_fts(" ".join([title or "", text or "", " ".join(keywords or [])]))
+
+
+def build_indexes(lake: Lake) -> dict:
+    """Rebuild lake.duckdb_path and lake.graph_dir/<slug>.pkl from the lake's Parquet tables.
+
+    Returns stats: {"tables": {name: rows}, "tenants": n, "node_docs": n, "raw_docs": n,
+    "graphs": {tenant: {"vertices", "edges"}}, "seconds": s}. A missing Parquet file
+    loads as an empty table with its schema.
+    """
+    t0 = time.perf_counter()
+    lake.lake.mkdir(parents=True, exist_ok=True)
+    tables = {name: read_table(lake.table(name), schema) for name, schema in TABLES.items()}
+    tenants = _tenants(tables)
+    graphs = _write_graphs(lake, tables["nodes"], tables["edges"], tenants)
+    stats = _write_duckdb(lake, tables, tenants)
+    stats["graphs"] = graphs
+    stats["seconds"] = round(time.perf_counter() - t0, 3)
+    return stats
+
+
+def _tenants(tables: dict[str, pa.Table]) -> list[str]:
+    seen: set[str] = set()
+    for name in ("nodes", "raw_chunks", "messages", "edges"):
+        seen.update(t for t in tables[name].column("tenant").unique().to_pylist() if t)
+    return sorted(seen)
+
+
+def _active_nodes(nodes: pa.Table) -> pa.Table:
+    status = nodes.column("status")
+    keep = pc.or_(pc.is_null(status), pc.invert(pc.is_in(status, pa.array(INACTIVE_STATUS))))
+    return nodes.filter(keep)
+
+
+def _write_duckdb(lake: Lake, tables: dict[str, pa.Table], tenants: list[str]) -> dict:
+    fd, tmp_name = tempfile.mkstemp(prefix=".memory.", suffix=".duckdb.tmp", dir=lake.lake)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    tmp.unlink()  # DuckDB refuses to open an empty file as a database
+    try:
+        con = connect(tmp, read_only=False)
+        try:
+            stats = _fill(con, tables, tenants)
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, lake.duckdb_path)
+        fsync_dir(lake.lake)
+    finally:
+        for leftover in (tmp, Path(str(tmp) + ".wal")):
+            leftover.unlink(missing_ok=True)
+    return stats
+
+
+def _fill(con, tables: dict[str, pa.Table], tenants: list[str]) -> dict:
+    counts = {}
+    for name, table in tables.items():
+        con.register("_src", table)
+        con.execute(f"CREATE TABLE {name} AS SELECT * FROM _src")
+        con.unregister("_src")
+        counts[name] = table.num_rows
+
+    nodes = _active_nodes(tables["nodes"]).select(["tenant", "id", "type", "title", "text", "keywords"])
+    docs = pa.table({
+        "tenant": nodes.column("tenant"),
+        "id": nodes.column("id"),
+        "type": nodes.column("type"),
+        "doc": pa.array([node_doc(t, x, k) for t, x, k in zip(nodes.column("title").to_pylist(),
+                                                             nodes.column("text").to_pylist(),
+                                                             nodes.column("keywords").to_pylist())], pa.string()),
+    })
+    con.register("_src", docs)
+    con.execute("CREATE TABLE node_docs AS SELECT * FROM _src")
+    con.unregister("_src")
+
+    chunks = tables["raw_chunks"]
+    raw = pa.table({
+        "tenant": chunks.column("tenant"),
+        "id": chunks.column("id"),
+        "doc": pa.array([segment_for_fts(t or "") for t in chunks.column("text").to_pylist()], pa.string()),
+    })
+    con.register("_src", raw)
+    con.execute("CREATE TABLE raw_docs AS SELECT * FROM _src")
+    con.unregister("_src")
+
+    con.execute("CREATE TABLE tenants(tenant VARCHAR PRIMARY KEY, slug VARCHAR, n_nodes BIGINT, "
+                "n_chunks BIGINT, newest TIMESTAMP)")
+    for tenant in tenants:
+        slug = tenant_slug(tenant)
+        n_nodes = _per_tenant_fts(con, "node_docs", node_docs_table(slug), tenant, "tenant, id, type, doc")
+        n_chunks = _per_tenant_fts(con, "raw_docs", raw_docs_table(slug), tenant, "tenant, id, doc")
+        newest = con.execute(
+            "SELECT max(coalesce(time_start, last_seen, first_seen)) FROM nodes WHERE tenant = ?", [tenant]
+        ).fetchone()[0]
+        con.execute("INSERT INTO tenants VALUES (?, ?, ?, ?, ?)", [tenant, slug, n_nodes, n_chunks, newest])
+    return {"tables": counts, "tenants": len(tenants), "node_docs": docs.num_rows, "raw_docs": raw.num_rows}
+
+
+def _per_tenant_fts(con, source: str, table: str, tenant: str, columns: str) -> int:
+    """Copy one tenant's docs into `table` and index it; BM25 statistics (IDF, avgdl) stay per tenant."""
+    con.execute(f"CREATE TABLE {table} AS SELECT {columns} FROM {source} WHERE tenant = ? ORDER BY id", [tenant])
+    n = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    if n:
+        con.execute(f"PRAGMA create_fts_index('{table}', 'id', 'doc', stemmer='porter', stopwords='english', "
+                    f"ignore='{FTS_IGNORE}', overwrite=1)")
+    return n
+
+
+def _write_graphs(lake: Lake, nodes: pa.Table, edges: pa.Table, tenants: list[str]) -> dict:
+    """One pickled igraph per tenant: its active nodes, and its edges between two of them."""
+    lake.graph_dir.mkdir(parents=True, exist_ok=True)
+    nodes = _active_nodes(nodes)
+    node_rows = nodes.select(["tenant", "id", "type"]).to_pylist()
+    edge_rows = edges.select(["tenant", "src", "dst", "type", "weight"]).to_pylist()
+    by_tenant_nodes: dict[str, list[dict]] = {t: [] for t in tenants}
+    for r in node_rows:
+        by_tenant_nodes[r["tenant"]].append(r)
+    by_tenant_edges: dict[str, list[dict]] = {t: [] for t in tenants}
+    for r in edge_rows:
+        if r["tenant"] in by_tenant_edges:
+            by_tenant_edges[r["tenant"]].append(r)
+
+    stats, keep = {}, set()
+    for tenant in tenants:
+        ids = sorted({r["id"] for r in by_tenant_nodes[tenant]})
+        index = {nid: i for i, nid in enumerate(ids)}
+        types = {r["id"]: r["type"] for r in by_tenant_nodes[tenant]}
+        # DERIVED_FROM edges to RawChunks (and anything dangling) have an endpoint that is no node.
+        es = sorted((r for r in by_tenant_edges[tenant] if r["src"] in index and r["dst"] in index),
+                    key=lambda r: (r["src"], r["dst"], r["type"] or ""))
+        g = igraph.Graph(n=len(ids), edges=[(index[r["src"]], index[r["dst"]]) for r in es], directed=True)
+        g.vs["name"] = ids
+        g.vs["type"] = [types[i] for i in ids]
+        g.es["type"] = [r["type"] for r in es]
+        g.es["weight"] = [1.0 if r["weight"] is None else float(r["weight"]) for r in es]
+        path = graph_path(lake, tenant_slug(tenant))
+        _write_pickle_atomic(g, path)
+        keep.add(path.name)
+        stats[tenant] = {"vertices": g.vcount(), "edges": g.ecount()}
+    # A tenant that is gone from the lake (forgotten) must not stay recallable through a stale graph.
+    for stale in lake.graph_dir.glob("t_*.pkl"):
+        if stale.name not in keep:
+            stale.unlink(missing_ok=True)
+    fsync_dir(lake.graph_dir)
+    return stats
+
+
+def _write_pickle_atomic(g: igraph.Graph, path: Path) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        g.write_pickle(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+

@@ -1,0 +1,250 @@
+"""The lowest read layer of recall: DuckDB connections, tenant-scoped SQL, cached igraph indexes.
+
+Every recall read goes through here. SQL reads go through `TenantReader.select`,
+which always filters on `tenant = ?`, so no node, edge, chunk or message of
+another tenant can come back. Graphs are per tenant files, so an expansion can
+only walk the tenant's own nodes.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import re
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Sequence
+
+import duckdb
+import igraph
+
+from raw_store.lake import Lake
+
+# Known extensions must never be fetched from the network (there is none here):
+# the fts extension is loaded from the duckdb-ext-fts wheel's file instead.
+DUCKDB_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+
+_IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+
+class IndexNotBuilt(RuntimeError):
+    """The lake has no DuckDB index yet (run build_indexes / materialize the index asset)."""
+
+
+def fts_extension_path(version: str | None = None) -> str:
+    """Path of fts.duckdb_extension inside the installed duckdb_ext package.
+
+    Raises ImportError when the duckdb-ext-fts wheel for this DuckDB version is not installed.
+    """
+    version = version or duckdb.__version__
+    spec = importlib.util.find_spec("duckdb_ext")
+    roots = list(spec.submodule_search_locations) if spec and spec.submodule_search_locations else []
+    for root in roots:
+        hits = sorted(Path(root).glob(f"extensions/v{version}/*/fts.duckdb_extension"))
+        if hits:
+            return str(hits[0])
+    raise ImportError(f"no fts.duckdb_extension for duckdb {version}; pip install 'duckdb=={version}' duckdb-ext-fts")
+
+
+def connect(path: Path | str | None, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with the fts extension loaded; `path=None` is an in-memory database.
+
+    Read-only connections attach the file to a private in-memory database: DuckDB
+    shares one instance per path within a process, so a plain `connect(path)` made
+    after an index swap would silently reuse the old file while any old
+    connection is still open. Attaching gives each reader the file that is at
+    `path` right now, and a reader holding the old file keeps reading it.
+    """
+    ext = fts_extension_path()
+    if path is None or not read_only:
+        con = duckdb.connect(str(path) if path is not None else ":memory:", config=DUCKDB_CONFIG)
+        con.execute(f"LOAD '{ext}'")
+        return con
+    path = Path(path)
+    if not path.exists():
+        raise IndexNotBuilt(f"no DuckDB index at {path}")
+    con = duckdb.connect(":memory:", config=DUCKDB_CONFIG)
+    con.execute(f"LOAD '{ext}'")
+    con.execute(f"ATTACH '{_sql_str(str(path))}' AS lake (READ_ONLY)")
+    con.execute("USE lake")
+    return con
+
+
+def _sql_str(s: str) -> str:
+    return s.replace("'", "''")
+
+
+def tenant_slug(tenant: str) -> str:
+    """A stable SQL-identifier- and file-safe name for a tenant (readable prefix + hash)."""
+    readable = re.sub(r"[^a-z0-9]+", "_", tenant.lower()).strip("_")[:32]
+    digest = hashlib.sha256(tenant.encode("utf-8")).hexdigest()[:10]
+    return f"t_{readable}_{digest}" if readable else f"t_{digest}"
+
+
+def node_docs_table(slug: str) -> str:
+    return f"node_docs_{slug}"
+
+
+def raw_docs_table(slug: str) -> str:
+    return f"raw_docs_{slug}"
+
+
+@dataclass(frozen=True)
+class TenantInfo:
+    tenant: str
+    slug: str
+    n_nodes: int
+    n_chunks: int
+    newest: datetime | None   # newest node time: recency is measured from here, not the wall clock
+
+
+class TenantReader:
+    """Tenant-scoped read access to the index: the one function that runs recall's SQL.
+
+    Contract: every query built here carries `tenant = ?` bound to this reader's
+    tenant; table and column names come from code, never from user input.
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, tenant: str) -> None:
+        if not tenant:
+            raise ValueError("tenant is required")
+        self.con = con
+        self.tenant = tenant
+        self._lock = threading.Lock()
+
+    def select(self, table: str, columns: str, where: str = "TRUE", params: Sequence[Any] = (), *,
+               column_params: Sequence[Any] = (), order: str = "", limit: int | None = None) -> list[tuple]:
+        """Rows of `table` for this tenant: SELECT columns FROM table WHERE tenant = ? AND (where)."""
+        if not _IDENT.match(table):
+            raise ValueError(f"bad table name {table!r}")
+        sql = f"SELECT {columns} FROM {table} WHERE tenant = ? AND ({where})"
+        if order:
+            sql += f" ORDER BY {order}"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        # A DuckDB connection is not safe for concurrent use from several threads.
+        with self._lock:
+            return self.con.execute(sql, [*column_params, self.tenant, *params]).fetchall()
+
+    def close(self) -> None:
+        self.con.close()
+
+    def info(self) -> TenantInfo | None:
+        """The tenant's index entry, or None when the index holds nothing of this tenant."""
+        rows = self.select("tenants", "tenant, slug, n_nodes, n_chunks, newest")
+        return TenantInfo(*rows[0]) if rows else None
+
+    def node_bm25(self, info: TenantInfo, query: str, limit: int) -> list[tuple[str, float]]:
+        """(node id, BM25 score) best first from the tenant's node FTS index."""
+        if not info.n_nodes or not query.strip():
+            return []
+        table = node_docs_table(info.slug)
+        return self.select(table, f"id, fts_main_{table}.match_bm25(id, ?) AS score", "score IS NOT NULL",
+                           column_params=[query], order="score DESC, id", limit=limit)
+
+    def raw_bm25(self, info: TenantInfo, query: str, limit: int) -> list[tuple[str, float]]:
+        """(raw_id, BM25 score) best first from the tenant's raw-passage FTS index."""
+        if not info.n_chunks or not query.strip():
+            return []
+        table = raw_docs_table(info.slug)
+        return self.select(table, f"id, fts_main_{table}.match_bm25(id, ?) AS score", "score IS NOT NULL",
+                           column_params=[query], order="score DESC, id", limit=limit)
+
+    def nodes(self, ids: Sequence[str]) -> dict[str, dict]:
+        """Node rows by id (only this tenant's; unknown ids are absent)."""
+        if not ids:
+            return {}
+        cols = ["id", "type", "title", "text", "time_start", "first_seen", "last_seen", "raw_refs",
+                "conv_id", "msg_id", "speaker", "status"]
+        rows = self.select("nodes", ", ".join(cols), "id IN (SELECT unnest(?::VARCHAR[]))", [list(ids)])
+        return {r[0]: dict(zip(cols, r)) for r in rows}
+
+    def chunks(self, raw_ids: Sequence[str]) -> dict[str, dict]:
+        """raw_chunks rows (id, path, sha256, conv_id, ts) by raw_id, this tenant's only."""
+        if not raw_ids:
+            return {}
+        cols = ["id", "path", "sha256", "conv_id", "ts"]
+        rows = self.select("raw_chunks", ", ".join(cols), "id IN (SELECT unnest(?::VARCHAR[]))", [list(raw_ids)])
+        return {r[0]: dict(zip(cols, r)) for r in rows}
+
+    def messages_in(self, raw_ids: Sequence[str]) -> list[dict]:
+        """Messages with a piece in any of the chunks `raw_ids` (conv_id, msg_id, speaker, ts, text, raw_refs)."""
+        if not raw_ids:
+            return []
+        cols = ["conv_id", "msg_id", "seq", "speaker", "ts", "text", "raw_id", "offset", "length", "raw_refs"]
+        rows = self.select(
+            "messages", ", ".join(f'"{c}"' for c in cols),
+            "raw_id IN (SELECT unnest(?::VARCHAR[])) "
+            "OR list_has_any(?::VARCHAR[], list_transform(raw_refs, lambda r: r.raw_id))",
+            [list(raw_ids), list(raw_ids)], order="conv_id, seq")
+        return [dict(zip(cols, r)) for r in rows]
+
+
+@dataclass
+class TenantGraph:
+    """One tenant's igraph index plus the id → vertex map recall needs."""
+    graph: igraph.Graph
+    index: dict[str, int]
+    degree: list[int]
+
+
+_GRAPHS: dict[Path, tuple[int, int, TenantGraph]] = {}
+_GRAPHS_LOCK = threading.Lock()
+
+
+def graph_path(lake: Lake, slug: str) -> Path:
+    return lake.graph_dir / f"{slug}.pkl"
+
+
+def load_graph(lake: Lake, slug: str) -> TenantGraph | None:
+    """The tenant's igraph index (cached by path + inode + mtime), or None when it has none."""
+    path = graph_path(lake, slug)
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    with _GRAPHS_LOCK:
+        hit = _GRAPHS.get(path)
+        if hit and hit[0] == st.st_ino and hit[1] == st.st_mtime_ns:
+            return hit[2]
+    g = igraph.Graph.Read_Pickle(str(path))
+    tg = TenantGraph(g, {name: i for i, name in enumerate(g.vs["name"])} if g.vcount() else {}, g.degree())
+    with _GRAPHS_LOCK:
+        _GRAPHS[path] = (st.st_ino, st.st_mtime_ns, tg)
+    return tg
+
+
+_CONS: dict[Path, tuple[int, int, duckdb.DuckDBPyConnection]] = {}
+_CONS_LOCK = threading.Lock()
+
+
+def tenant_reader(lake: Lake, tenant: str) -> TenantReader:
+    """A TenantReader on its own cursor of the lake's current index (raises IndexNotBuilt, ValueError)."""
+    if not tenant:
+        raise ValueError("tenant is required")
+    cur = open_index(lake).cursor()
+    # The attached lake is the default catalog per connection, not per database.
+    cur.execute("USE lake")
+    return TenantReader(cur, tenant)
+
+
+def open_index(lake: Lake) -> duckdb.DuckDBPyConnection:
+    """A shared read-only connection to the lake's current DuckDB index.
+
+    Reopened when the file at lake.duckdb_path changes (a rebuild swapped a new one
+    in); the old connection is left open for whoever still holds it.
+    Raises IndexNotBuilt when there is no index file.
+    """
+    path = lake.duckdb_path
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise IndexNotBuilt(f"no DuckDB index at {path}; build it first (recall.index.build_indexes)") from None
+    with _CONS_LOCK:
+        hit = _CONS.get(path)
+        if hit and hit[0] == st.st_ino and hit[1] == st.st_mtime_ns:
+            return hit[2]
+        con = connect(path, read_only=True)
+        _CONS[path] = (st.st_ino, st.st_mtime_ns, con)
+        return con

@@ -1,0 +1,114 @@
+"""Index builders: DuckDB tables + per-tenant FTS, per-tenant igraph files, atomic swap."""
+from __future__ import annotations
+
+import duckdb
+import igraph
+import pytest
+
+from raw_store.lake import Lake
+from recall.index import build_indexes
+from recall.store import connect, graph_path, node_docs_table, raw_docs_table, tenant_slug
+from recall_fixtures import LakeBuilder
+
+
+def _two_tenant_lake(root, extra_word: str = "") -> Lake:
+    b = LakeBuilder(root)
+    ra = b.conversation("alice", "c1", [("m1", "Alice", f"I went hiking in the Alps {extra_word}"),
+                                        ("m2", "Bob", "小明在公园里踢足球")])
+    rb = b.conversation("bob", "c9", [("m1", "Bob", "hiking is boring")])
+    b.node("alice", "ep1", "Episode", "hiking Alps", "Alice went hiking in the Alps", ("hiking", "alps"), (ra["m1"],))
+    b.node("alice", "ep2", "Episode", "小明踢足球", "小明在公园里踢足球", ("足球",), (ra["m2"],))
+    b.node("alice", "ent1", "Entity", "Alps")
+    b.node("bob", "ep9", "Episode", "hiking boring", "hiking is boring", ("hiking",), (rb["m1"],))
+    b.edge("alice", "ep1", "ent1", "MENTIONS", 0.9)
+    b.edge("alice", "ep1", ra["m1"]["raw_id"], "DERIVED_FROM")
+    b.edge("alice", "ep1", "ep2", "TEMPORAL_NEXT", 0.3)
+    return b.write()
+
+
+def test_build_copies_tables_and_counts(tmp_path):
+    lake = _two_tenant_lake(tmp_path)
+    stats = build_indexes(lake)
+    assert stats["tables"]["nodes"] == 4 and stats["tables"]["edges"] == 3
+    assert stats["tables"]["rejects"] == 0          # missing Parquet → empty table with the schema
+    assert stats["tenants"] == 2 and stats["seconds"] >= 0
+    con = duckdb.connect(str(lake.duckdb_path), read_only=True)
+    try:
+        kinds = dict(con.execute("SELECT table_name, table_type FROM information_schema.tables "
+                                 "WHERE table_schema = 'main'").fetchall())
+        for name in ("nodes", "edges", "raw_chunks", "messages", "rejects", "tenants", "node_docs"):
+            assert kinds[name] == "BASE TABLE"     # tables, not views over Parquet paths
+        assert con.execute("SELECT count(*) FROM rejects").fetchone()[0] == 0
+        assert sorted(con.execute("SELECT tenant, slug FROM tenants").fetchall()) == [
+            ("alice", tenant_slug("alice")), ("bob", tenant_slug("bob"))]
+    finally:
+        con.close()
+
+
+def test_per_tenant_fts_indexes_chinese_and_english(tmp_path):
+    lake = _two_tenant_lake(tmp_path)
+    con = connect(lake.duckdb_path, read_only=True)
+    try:
+        t = node_docs_table(tenant_slug("alice"))
+        q = f"SELECT id FROM {t} WHERE fts_main_{t}.match_bm25(id, ?) IS NOT NULL ORDER BY id"
+        assert con.execute(q, ["足球"]).fetchall() == [("ep2",)]
+        assert con.execute(q, ["hike"]).fetchall() == [("ep1",)]   # porter stemming
+        tb = node_docs_table(tenant_slug("bob"))
+        assert con.execute(f"SELECT id FROM {tb} WHERE fts_main_{tb}.match_bm25(id, 'hiking') IS NOT NULL"
+                           ).fetchall() == [("ep9",)]
+        r = raw_docs_table(tenant_slug("alice"))
+        assert con.execute(f"SELECT count(*) FROM {r} WHERE fts_main_{r}.match_bm25(id, '公园') IS NOT NULL"
+                           ).fetchone()[0] == 1
+    finally:
+        con.close()
+
+
+def test_graph_per_tenant_without_raw_endpoints(tmp_path):
+    lake = _two_tenant_lake(tmp_path)
+    g = igraph.Graph.Read_Pickle(str(graph_path(lake, tenant_slug("alice"))))
+    assert sorted(g.vs["name"]) == ["ent1", "ep1", "ep2"]
+    assert dict(zip(g.vs["name"], g.vs["type"]))["ent1"] == "Entity"
+    edges = sorted((g.vs[e.source]["name"], e["type"], g.vs[e.target]["name"], e["weight"]) for e in g.es)
+    assert edges == [("ep1", "MENTIONS", "ent1", 0.9), ("ep1", "TEMPORAL_NEXT", "ep2", 0.3)]
+    gb = igraph.Graph.Read_Pickle(str(graph_path(lake, tenant_slug("bob"))))
+    assert gb.vs["name"] == ["ep9"] and gb.ecount() == 0
+
+
+def test_empty_lake_builds(tmp_path):
+    lake = Lake(tmp_path)
+    stats = build_indexes(lake)
+    assert stats["tenants"] == 0 and all(v == 0 for v in stats["tables"].values())
+    assert lake.duckdb_path.exists()
+
+
+def test_rebuild_swaps_atomically_and_old_reader_keeps_working(tmp_path):
+    lake = _two_tenant_lake(tmp_path)
+    old = connect(lake.duckdb_path, read_only=True)
+    t = node_docs_table(tenant_slug("alice"))
+    q = f"SELECT id FROM {t} WHERE fts_main_{t}.match_bm25(id, ?) IS NOT NULL"
+    assert old.execute(q, ["hiking"]).fetchall() == [("ep1",)]
+
+    b = LakeBuilder(tmp_path)
+    ra = b.conversation("alice", "c1", [("m1", "Alice", "we sailed to Corsica")])
+    b.node("alice", "ep7", "Episode", "sailing Corsica", "we sailed to Corsica", ("sailing",), (ra["m1"],))
+    b.write()   # rebuilds the index while `old` is open
+
+    assert old.execute(q, ["hiking"]).fetchall() == [("ep1",)]          # old file, still readable
+    new = connect(lake.duckdb_path, read_only=True)
+    try:
+        assert new.execute(q, ["hiking"]).fetchall() == []
+        assert new.execute(q, ["sailing"]).fetchall() == [("ep7",)]
+    finally:
+        new.close()
+        old.close()
+    leftovers = [p.name for p in lake.lake.rglob("*") if p.name.startswith(".") or p.suffix in (".tmp", ".wal")]
+    assert leftovers == []
+    # bob is gone from the lake: his graph file must not linger
+    assert not graph_path(lake, tenant_slug("bob")).exists()
+
+
+def test_connect_read_only_without_file_raises(tmp_path):
+    from recall.store import IndexNotBuilt
+
+    with pytest.raises(IndexNotBuilt):
+        connect(tmp_path / "nope.duckdb", read_only=True)
