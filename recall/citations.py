@@ -21,10 +21,11 @@ class Citation:
     msg_id: str | None
     speaker: str | None
     ts: str | None          # ISO-8601
-    excerpt: str
-    offset: int
-    length: int
+    excerpt: str            # the whole original message (its piece in the chunk), byte-exact
+    offset: int             # byte offset of the excerpt in the chunk
+    length: int             # byte length of the excerpt
     verified: bool
+    highlight: tuple[int, int] | None = None  # [start, end) characters of the node's own span in the excerpt
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -118,13 +119,24 @@ class Citer:
         return data
 
     def cite(self, ref: RawRef) -> Citation | None:
-        """A verified Citation for `ref`, or None when its chunk is not this tenant's or its blob fails."""
+        """A verified Citation for `ref`, or None when its chunk is not this tenant's or its blob fails.
+
+        The excerpt is the whole message piece holding the ref (the original line), so a
+        node that refers to a word or clause still cites the line it was said in; the
+        node's own span is kept as `highlight`. A ref outside any message cites itself.
+        """
         self.prefetch([ref])
         data = self._blob(ref.raw_id)
         if data is None or ref.offset < 0 or ref.length < 0 or ref.offset + ref.length > len(data):
             return None
-        excerpt = data[ref.offset:ref.offset + ref.length].decode("utf-8", errors="replace")
         m = self.message_at(ref)
+        piece = m["piece"] if m is not None else ref
+        if piece.offset + piece.length > len(data) or ref.offset + ref.length > piece.offset + piece.length:
+            piece = ref
+        raw = data[piece.offset:piece.offset + piece.length]
+        excerpt = raw.decode("utf-8", errors="replace")
+        start = len(raw[:ref.offset - piece.offset].decode("utf-8", errors="replace"))
+        end = start + len(data[ref.offset:ref.offset + ref.length].decode("utf-8", errors="replace"))
         chunk = self._chunks[ref.raw_id] or {}
         return Citation(
             raw_id=ref.raw_id,
@@ -133,9 +145,10 @@ class Citer:
             speaker=(m or {}).get("speaker"),
             ts=_iso((m or {}).get("ts") or chunk.get("ts")),
             excerpt=excerpt,
-            offset=ref.offset,
-            length=ref.length,
+            offset=piece.offset,
+            length=piece.length,
             verified=True,
+            highlight=(start, end),
         )
 
     def cite_all(self, refs: list[RawRef], cap: int, prefer: set[tuple[str, str]] | None = None) -> list[Citation]:

@@ -148,3 +148,15 @@ def test_cli_sql_stats_and_clear_errors(lake, tmp_path: Path) -> None:
                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert missing.returncode == 2 and "materialize" in missing.stderr
     assert "Traceback" not in missing.stderr
+
+
+def test_citations_quote_the_whole_line_and_highlight_the_node_span(lake) -> None:
+    from recall import recall
+
+    lk, _ = lake
+    results = recall("Xiaoming", "demo", k=10, lake=lk, types=["Entity"])
+    entity = next(r for r in results if r.title == "Xiaoming")
+    c = next(c for c in entity.citations if c.msg_id == "L7")
+    assert c.excerpt == EN_LINE and c.verified
+    start, end = c.highlight
+    assert c.excerpt[start:end] == "Xiaoming"
