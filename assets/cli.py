@@ -111,6 +111,8 @@ def cmd_recall(args: argparse.Namespace, lake: Lake) -> int:
         print(json.dumps([r.to_json() for r in results], ensure_ascii=False, indent=2))
         return 0
     if not results:
+        if args.tenant not in _known_tenants(lake):
+            raise UserError(f"unknown tenant {args.tenant!r} (`memctl stats` lists the tenants)")
         print("no memories found")
     for i, r in enumerate(results, 1):
         print(f"{i:>2}. [{r.type}] {r.title}  (score {r.score:.3f})")
@@ -166,6 +168,16 @@ def cmd_ui(args: argparse.Namespace, lake: Lake) -> int:
         cmd = [sys.executable, "-m", "dagster", "dev", "-m", "assets.definitions", "-h", args.host, "-p", str(args.port)]
     print(f"lineage UI on http://{args.host}:{args.port}  (DAGSTER_HOME={os.environ['DAGSTER_HOME']})")
     return subprocess.call(cmd, cwd=project)
+
+
+def _known_tenants(lake: Lake) -> set[str]:
+    from recall.store import connect
+
+    con = connect(lake.duckdb_path, read_only=True)
+    try:
+        return {row[0] for row in con.execute("SELECT tenant FROM tenants").fetchall()}
+    finally:
+        con.close()
 
 
 def _stats(lake: Lake) -> dict:

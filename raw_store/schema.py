@@ -30,8 +30,8 @@ RAW_CHUNKS = pa.schema([
     ("created_at", TS),             # = ts of its first message (content-derived, so re-runs are identical)
     ("ts", TS),                     # first message ts
     ("ts_end", TS),                 # last message ts
-    ("speakers", pa.list_(pa.string())),
-    ("roles", pa.list_(pa.string())),
+    ("speaker", pa.list_(pa.string())),    # distinct speakers of its turns, in order (SPEC §4 manifest)
+    ("role", pa.list_(pa.string())),       # distinct roles of its turns, in order
     ("lang", pa.string()),          # dominant language of its messages
     ("source_file", pa.string()),   # path relative to the inbox
     ("n_messages", pa.int64()),

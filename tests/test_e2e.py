@@ -148,6 +148,8 @@ def test_cli_sql_stats_and_clear_errors(lake, tmp_path: Path) -> None:
                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert missing.returncode == 2 and "materialize" in missing.stderr
     assert "Traceback" not in missing.stderr
+    unknown = _memctl(lk, "recall", "football", "--tenant", "nobody")
+    assert unknown.returncode == 2 and "unknown tenant 'nobody'" in unknown.stderr
 
 
 def test_citations_quote_the_whole_line_and_highlight_the_node_span(lake) -> None:

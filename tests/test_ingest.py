@@ -78,7 +78,7 @@ def test_raw_chunk_row(store: RawStore) -> None:
     assert c["mime"] == "text/plain; charset=utf-8"
     assert c["created_at"] == c["ts"] == dt.datetime(2023, 5, 8, 13, 56)
     assert c["ts_end"] == dt.datetime(2023, 5, 25, 13, 14)
-    assert c["speakers"] == ["Caroline", "Melanie"] and c["roles"] == ["user"]
+    assert c["speaker"] == ["Caroline", "Melanie"] and c["role"] == ["user"]
     assert c["lang"] == "en" and c["n_messages"] == 5 and c["conv_id"] == "conv-26" and c["seq"] == 0
     assert c["offsets"] == [r["offset"] for r in res.messages.to_pylist()]
     assert c["source_file"] == "alice/locomo.json"
