@@ -3,6 +3,7 @@
 import dagster as dg
 
 from assets.resources import LakeResource
+from raw_store.lake import lake_fingerprint, write_lake_state
 from recall.index import build_indexes
 
 
@@ -18,7 +19,10 @@ from recall.index import build_indexes
 )
 def indexes(lake: LakeResource):
     """Rebuild both recall indexes into temp files and swap them in, so readers see old or new, never half."""
-    stats = build_indexes(lake.get())
+    lk = lake.get()
+    fingerprint = lake_fingerprint(lk)  # the partition set the tables were just merged from
+    stats = build_indexes(lk)
+    write_lake_state(lk, fingerprint)
     tables = {k: v for k, v in stats.items() if isinstance(v, (int, float, str))}
     yield dg.MaterializeResult(asset_key="memory_duckdb", metadata={
         "stats": dg.MetadataValue.json(_jsonable(stats)), **{f"{k}": v for k, v in tables.items()}})

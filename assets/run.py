@@ -7,13 +7,12 @@ instance at $DAGSTER_HOME (default $MEMCTL_DATA/dagster_home), so the UI shows t
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from raw_store.lake import Lake, lake_fingerprint, scan_inbox, write_bytes_atomic
+from raw_store.lake import Lake, lake_is_current, scan_inbox
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 _TEMPLATE = Path(__file__).resolve().parent.parent / "data" / "dagster_home" / "dagster.yaml"
@@ -43,18 +42,6 @@ def prepare_dagster_home(lake: Lake) -> Path:
             (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", "utf-8")
     os.environ["DAGSTER_HOME"] = str(home)
     return home
-
-
-def _state_path(lake: Lake) -> Path:
-    return lake.lake / "_state.json"
-
-
-def lake_is_current(lake: Lake) -> bool:
-    try:
-        state = json.loads(_state_path(lake).read_text("utf-8"))
-    except (FileNotFoundError, ValueError):
-        return False
-    return state.get("fingerprint") == lake_fingerprint(lake) and lake.duckdb_path.exists()
 
 
 def materialize(lake: Lake, progress: bool = True) -> MaterializeSummary:
@@ -90,7 +77,6 @@ def materialize(lake: Lake, progress: bool = True) -> MaterializeSummary:
                                     instance=instance, resources=resources, run_config=QUIET, raise_on_error=False)
             if result.success:
                 summary.lake_rebuilt = True
-                write_bytes_atomic(_state_path(lake), json.dumps({"fingerprint": lake_fingerprint(lake)}).encode())
             else:
                 summary.lake_failed = _failure_message(result)
     return summary

@@ -3,7 +3,7 @@
 import dagster as dg
 
 from assets.ingest import inbox_files
-from raw_store.lake import Lake, lake_fingerprint, read_manifest, scan_inbox
+from raw_store.lake import Lake, lake_fingerprint, lake_is_current, read_manifest, scan_inbox
 
 INGEST_JOB = "ingest_file"
 LAKE_JOB = "build_lake"
@@ -34,5 +34,7 @@ def lake_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.Ski
     lake = Lake.from_env()
     if stale_files(lake):
         return dg.SkipReason("file partitions still pending")
+    if lake_is_current(lake):
+        return dg.SkipReason("lake is up to date")
     fingerprint = lake_fingerprint(lake)
     return dg.SensorResult(run_requests=[dg.RunRequest(run_key=f"lake@{fingerprint}")])

@@ -258,3 +258,25 @@ def lake_fingerprint(lake: Lake) -> str:
         m = read_manifest(d)
         h.update(f"{d.name}\x1f{m.get('source_sha256')}\x1f{m.get('graph_sha256')}\n".encode())
     return h.hexdigest()
+
+
+def _state_path(lake: Lake) -> Path:
+    return lake.lake / "_state.json"
+
+
+def write_lake_state(lake: Lake, fingerprint: str) -> None:
+    """Record which partition set the lake-wide tables and indexes were last built from."""
+    import json
+
+    write_bytes_atomic(_state_path(lake), json.dumps({"fingerprint": fingerprint}).encode("utf-8"))
+
+
+def lake_is_current(lake: Lake) -> bool:
+    """True when the lake-wide tables and indexes were built from the current set of partitions."""
+    import json
+
+    try:
+        state = json.loads(_state_path(lake).read_text("utf-8"))
+    except (FileNotFoundError, ValueError):
+        return False
+    return state.get("fingerprint") == lake_fingerprint(lake) and lake.duckdb_path.exists()

@@ -55,3 +55,15 @@ def test_lake_sensor_waits_for_partitions_then_keys_on_their_fingerprint(lake: L
         sha = stale_files(lake)["carol.txt"]
         write_manifest(lake.part_dir("carol.txt"), {"source_sha256": sha, "graph_sha256": sha})
         assert _evaluate(lake_sensor, instance).run_requests[0].run_key != first
+
+
+def test_lake_sensor_skips_when_the_lake_was_built_from_these_partitions(lake: Lake) -> None:
+    from raw_store.lake import lake_fingerprint, write_lake_state
+
+    for key, sha in stale_files(lake).items():
+        write_manifest(lake.part_dir(key), {"source_sha256": sha, "graph_sha256": sha})
+    lake.duckdb_path.parent.mkdir(parents=True, exist_ok=True)
+    lake.duckdb_path.write_bytes(b"")
+    write_lake_state(lake, lake_fingerprint(lake))
+    with dg.DagsterInstance.ephemeral() as instance:
+        assert isinstance(_evaluate(lake_sensor, instance), dg.SkipReason)
