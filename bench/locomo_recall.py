@@ -34,12 +34,13 @@ from r2g.merge import merge_graph  # noqa: E402
 from r2g.nlp import NlpCache  # noqa: E402
 from r2g.pipeline import run_partition  # noqa: E402
 from r2g.schema import EDGES, NODES  # noqa: E402
+from r2g.tokens import has_han, segment_for_fts  # noqa: E402
 from raw_store.cas import RawStore  # noqa: E402
 from raw_store.ingest import ingest_file  # noqa: E402
 from raw_store.lake import Lake, write_table  # noqa: E402
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS  # noqa: E402
 from recall import RecallConfig, ranked_turns, recall  # noqa: E402
-from recall.index import build_indexes  # noqa: E402
+from recall.index import FTS_IGNORE, build_indexes  # noqa: E402
 from recall.store import connect  # noqa: E402
 
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -120,22 +121,34 @@ def build_lake(data: list[dict], root: Path) -> tuple[Lake, dict]:
 
 
 class TurnBaseline:
-    """The reference baseline: DuckDB FTS (match_bm25 defaults) over turn documents of one conversation."""
+    """The reference baseline: DuckDB FTS (match_bm25 defaults) over turn documents of one conversation.
+
+    DuckDB's tokenizer drops Han characters, so for a conversation with Chinese turns the
+    documents and queries are pre-segmented with jieba (as ../shared/eval/README.md's
+    Chinese baseline does) and the index keeps Han; English conversations are indexed
+    exactly as the reference script does.
+    """
 
     def __init__(self) -> None:
         self.con = connect(None, read_only=False)
         self.n = 0
+        self.chinese = False
 
     def fit(self, texts: list[str]) -> None:
         self.n += 1
         self.table = f"turns_{self.n}"
         self.n_docs = len(texts)
+        self.chinese = any(has_han(t) for t in texts)
+        docs = [segment_for_fts(t) for t in texts] if self.chinese else texts
         self.con.execute(f"CREATE TABLE {self.table}(doc INTEGER, body VARCHAR)")
-        self.con.executemany(f"INSERT INTO {self.table} VALUES (?, ?)", list(enumerate(texts)))
-        self.con.execute(f"PRAGMA create_fts_index('{self.table}', 'doc', 'body')")
+        self.con.executemany(f"INSERT INTO {self.table} VALUES (?, ?)", list(enumerate(docs)))
+        options = f", ignore='{FTS_IGNORE}'" if self.chinese else ""
+        self.con.execute(f"PRAGMA create_fts_index('{self.table}', 'doc', 'body'{options})")
 
     def rank(self, query: str) -> list[int]:
         """Document indices best first; unmatched documents after, ties in conversation order."""
+        if self.chinese:
+            query = segment_for_fts(query)
         rows = self.con.execute(
             f"SELECT doc, fts_main_{self.table}.match_bm25(doc, ?) FROM {self.table}", [query]).fetchall()
         scores = [float("-inf")] * self.n_docs
