@@ -2,17 +2,18 @@
 from __future__ import annotations
 
 import hashlib
+import json
 
-_SEP = "\x1f"  # ASCII unit separator: cannot appear in the parts we hash, so ("a","bc") != ("ab","c")
 
+def stable_id(prefix: str, *parts: str | None) -> str:
+    """`prefix_` + the first 24 hex chars of sha256 over the parts' JSON array.
 
-def stable_id(prefix: str, *parts: str) -> str:
-    """`prefix_` + the first 24 hex chars of sha256 over the parts joined by \\x1f.
-
-    Node ids use prefix "n", edge ids "e". None parts hash as "".
+    JSON keeps the key injective whatever the parts hold (user text may contain any
+    separator), so ("a", "bc") and ("ab", "c") never share an id; None stays distinct
+    from "". Node ids use prefix "n", edge ids "e".
     """
-    key = _SEP.join("" if p is None else str(p) for p in parts)
-    return f"{prefix}_{hashlib.sha256(key.encode('utf-8')).hexdigest()[:24]}"
+    key = json.dumps([None if p is None else str(p) for p in parts], ensure_ascii=False)
+    return f"{prefix}_{hashlib.sha256(key.encode('utf-8', 'surrogatepass')).hexdigest()[:24]}"
 
 
 def edge_id(tenant: str, src: str, type: str, dst: str) -> str:

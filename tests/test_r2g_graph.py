@@ -288,3 +288,31 @@ def test_message_without_ts_or_speaker() -> None:
     assert times == {"2023-05-07"}  # relative "yesterday" needs an anchor; the absolute date does not
     ep = next(n for n in nodes if n["type"] == "Episode")
     assert ep["time_start"] is None and ep["time_granularity"] == "unspecified"
+
+
+# --------------------------------------------------------------------------- ids (property tests)
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_parts = st.lists(st.one_of(st.none(), st.text(max_size=12)), min_size=1, max_size=5)
+
+
+@given(_parts, _parts)
+@settings(max_examples=300, deadline=None)
+def test_stable_id_is_deterministic_and_injective(a: list, b: list) -> None:
+    assert stable_id("n", *a) == stable_id("n", *a)
+    if a != b:
+        assert stable_id("n", *a) != stable_id("n", *b)
+
+
+@given(_parts)
+@settings(max_examples=100, deadline=None)
+def test_stable_id_format(parts: list) -> None:
+    ident = stable_id("n", *parts)
+    assert ident.startswith("n_") and len(ident) == 26 and all(c in "0123456789abcdef" for c in ident[2:])
+
+
+def test_separator_characters_in_user_text_do_not_collide() -> None:
+    assert stable_id("n", "a\x1fb", "c") != stable_id("n", "a", "b\x1fc")
+    assert stable_id("n", "", "x") != stable_id("n", None, "x")
