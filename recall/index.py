@@ -32,9 +32,10 @@ TABLES: dict[str, pa.Schema] = {
     "tombstones": TOMBSTONES,
 }
 
-# The default FTS ignore pattern '(\.|[^a-z])+' would delete every Han character (and digits);
-# documents are already jieba-segmented, so only non-word characters are dropped here.
-FTS_IGNORE = r"(\.|[^a-z0-9\p{Han}])+"
+# The default FTS ignore pattern '(\.|[^a-z])+' would delete every Han character, digit and
+# accented or non-Latin letter; documents are already jieba-segmented, so only what is not a
+# letter or digit in any script is dropped here.
+FTS_IGNORE = r"(\.|[^\p{L}\p{N}])+"
 
 # Nodes in these states are out of recall (forgetting removes rows; this guards stale ones).
 INACTIVE_STATUS = ("forgotten", "deleted")

@@ -112,3 +112,19 @@ def test_connect_read_only_without_file_raises(tmp_path):
 
     with pytest.raises(IndexNotBuilt):
         connect(tmp_path / "nope.duckdb", read_only=True)
+
+
+def test_fts_ignore_pattern_keeps_letters_and_digits_of_every_script():
+    from recall.index import FTS_IGNORE
+    from recall.store import connect
+
+    con = connect(None, read_only=False)
+    con.execute("CREATE TABLE d(id VARCHAR, doc VARCHAR)")
+    con.execute("INSERT INTO d VALUES ('zh', '小明 在 公园 踢 足球'), ('fr', 'Zoë met us at the café'), "
+                "('ru', 'встреча в Москве'), ('code', 'printer error 0x00000709')")
+    con.execute(f"PRAGMA create_fts_index('d', 'id', 'doc', stemmer='porter', stopwords='english', "
+                f"ignore='{FTS_IGNORE}', overwrite=1)")
+    for query, expected in [("足球", "zh"), ("café", "fr"), ("zoë", "fr"), ("москве", "ru"), ("0x00000709", "code")]:
+        hits = con.execute("SELECT id FROM (SELECT id, fts_main_d.match_bm25(id, ?) AS s FROM d) WHERE s IS NOT NULL",
+                           [query]).fetchall()
+        assert hits == [(expected,)], query
