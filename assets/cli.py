@@ -183,6 +183,8 @@ def _known_tenants(lake: Lake) -> set[str]:
 def _stats(lake: Lake) -> dict:
     import pyarrow.parquet as pq
 
+    from raw_store.lake import value_counts
+
     out: dict = {"data": str(lake.root), "tables": {}}
     for name in ("raw_chunks", "messages", "nodes", "edges", "rejects"):
         path = lake.table(name)
@@ -190,20 +192,13 @@ def _stats(lake: Lake) -> dict:
             continue
         t = pq.read_table(path, columns=[c for c in ("tenant", "type", "reason")
                                          if c in pq.read_schema(path).names])
-        entry = {"rows": t.num_rows, "by_tenant": _counts(t, "tenant")}
+        entry = {"rows": t.num_rows, "by_tenant": value_counts(t, "tenant")}
         if name in ("nodes", "edges"):
-            entry["by_type"] = _counts(t, "type")
+            entry["by_type"] = value_counts(t, "type")
         if name == "rejects":
-            entry["by_reason"] = _counts(t, "reason")
+            entry["by_reason"] = value_counts(t, "reason")
         out["tables"][name] = entry
     return out
-
-
-def _counts(table, column: str) -> dict[str, int]:
-    if column not in table.column_names or table.num_rows == 0:
-        return {}
-    return {d["values"]: d["counts"] for d in sorted(table.column(column).value_counts().to_pylist(),
-                                                     key=lambda d: (-d["counts"], str(d["values"])))}
 
 
 def _print_counts(lake: Lake, stats: dict | None = None) -> None:

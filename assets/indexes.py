@@ -23,17 +23,11 @@ def indexes(lake: LakeResource):
     fingerprint = lake_fingerprint(lk)  # the partition set the tables were just merged from
     stats = build_indexes(lk)
     write_lake_state(lk, fingerprint)
-    tables = {k: v for k, v in stats.items() if isinstance(v, (int, float, str))}
+    graphs = stats["graphs"]
     yield dg.MaterializeResult(asset_key="memory_duckdb", metadata={
-        "stats": dg.MetadataValue.json(_jsonable(stats)), **{f"{k}": v for k, v in tables.items()}})
-    yield dg.MaterializeResult(asset_key="graph_index", metadata={"stats": dg.MetadataValue.json(_jsonable(stats))})
+        "tables": dg.MetadataValue.json(stats["tables"]), "tenants": stats["tenants"],
+        "node_docs": stats["node_docs"], "raw_docs": stats["raw_docs"], "seconds": stats["seconds"]})
+    yield dg.MaterializeResult(asset_key="graph_index", metadata={
+        "graphs": dg.MetadataValue.json(graphs), "tenants": len(graphs),
+        "vertices": sum(g["vertices"] for g in graphs.values()), "edges": sum(g["edges"] for g in graphs.values())})
 
-
-def _jsonable(value):
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, (int, float, str, bool)) or value is None:
-        return value
-    return str(value)

@@ -1,22 +1,21 @@
 """Per-inbox-file assets: chunks → NLP annotations → graph part (one dynamic partition per file)."""
 
 import dagster as dg
-import pyarrow as pa
 
-from assets.metadata import counts_by, table_metadata
+from assets.metadata import table_metadata
 from assets.resources import LakeResource
 from jobs.integrity import conservation
 from r2g.extract import build_graph
-from r2g.nlp import PIPELINE_VERSION, Annotation, NlpCache, annotate
-from r2g.schema import EDGES, NODES
+from r2g.nlp import PIPELINE_VERSION, NlpCache
+from r2g.pipeline import annotate_messages, annotations_from_table, annotations_table
+from r2g.schema import ANNOTATIONS, EDGES, NODES
 from raw_store.cas import RawStore
 from raw_store.ingest import ingest_file
-from raw_store.lake import read_manifest, read_table, resolve_partition, write_manifest, write_table
+from raw_store.lake import (read_manifest, read_table, resolve_partition, value_counts, write_manifest,
+                            write_table)
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS
 
 inbox_files = dg.DynamicPartitionsDefinition(name="inbox_files")
-
-ANNOTATIONS = pa.schema([("text_sha", pa.string()), ("lang", pa.string()), ("annotation", pa.string())])
 
 
 @dg.asset(
@@ -50,7 +49,7 @@ def file_chunks(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mat
     return dg.MaterializeResult(
         metadata={**table_metadata(res.messages, ["conv_id", "msg_id", "speaker", "ts", "lang", "text"]),
                   "format": res.format, "chunks": res.raw_chunks.num_rows, "rejects": res.rejects.num_rows,
-                  "rejects_by_reason": dg.MetadataValue.json(counts_by(res.rejects, "reason")),
+                  "rejects_by_reason": dg.MetadataValue.json(value_counts(res.rejects, "reason")),
                   "source_sha256": res.source_sha256},
         check_results=[dg.AssetCheckResult(check_name="conservation", passed=check.passed,
                                            metadata={"summary": check.summary, "input": res.n_input})],
@@ -64,14 +63,12 @@ def file_annotations(context: dg.AssetExecutionContext, lake: LakeResource) -> d
     lk = lake.get()
     part = lk.part_dir(context.partition_key)
     messages = read_table(part / "messages.parquet", MESSAGES)
-    shas, texts, langs = _distinct_texts(messages)
-    anns, stats = annotate(texts, langs, NlpCache(lk.cache / "nlp.sqlite"))
-    table = pa.table({"text_sha": shas, "lang": langs, "annotation": [a.to_json() for a in anns]},
-                     schema=ANNOTATIONS)
+    annotations, stats = annotate_messages(messages, NlpCache(lk.cache / "nlp.sqlite"))
+    table = annotations_table(annotations)
     write_table(table, part / "annotations.parquet", ANNOTATIONS)
     return dg.MaterializeResult(metadata={
         "dagster/row_count": table.num_rows, "cache_hits": stats.hits, "cache_misses": stats.misses,
-        "pipeline_version": PIPELINE_VERSION, "langs": dg.MetadataValue.json(counts_by(table, "lang"))})
+        "pipeline_version": PIPELINE_VERSION, "langs": dg.MetadataValue.json(value_counts(table, "lang"))})
 
 
 @dg.asset(partitions_def=inbox_files, group_name="ingest", deps=[file_annotations],
@@ -81,9 +78,7 @@ def file_graph(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mate
     lk = lake.get()
     part = lk.part_dir(context.partition_key)
     messages = read_table(part / "messages.parquet", MESSAGES)
-    ann_table = read_table(part / "annotations.parquet", ANNOTATIONS)
-    annotations = {sha: Annotation.from_json(js) for sha, js in
-                   zip(ann_table.column("text_sha").to_pylist(), ann_table.column("annotation").to_pylist())}
+    annotations = annotations_from_table(read_table(part / "annotations.parquet", ANNOTATIONS))
     nodes, edges = build_graph(messages, annotations)
     write_table(nodes, part / "nodes.parquet", NODES)
     write_table(edges, part / "edges.parquet", EDGES)
@@ -93,15 +88,6 @@ def file_graph(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mate
     return dg.MaterializeResult(metadata={
         **table_metadata(nodes, ["type", "subtype", "title", "text"]),
         "edges": edges.num_rows,
-        "node_types": dg.MetadataValue.json(counts_by(nodes, "type")),
-        "edge_types": dg.MetadataValue.json(counts_by(edges, "type"))})
+        "node_types": dg.MetadataValue.json(value_counts(nodes, "type")),
+        "edge_types": dg.MetadataValue.json(value_counts(edges, "type"))})
 
-
-def _distinct_texts(messages: pa.Table) -> tuple[list[str], list[str], list[str]]:
-    """(text_sha, text, lang) once per distinct text, in first-seen order."""
-    seen: dict[str, tuple[str, str]] = {}
-    for sha, text, lang in zip(messages.column("text_sha").to_pylist(), messages.column("text").to_pylist(),
-                               messages.column("lang").to_pylist()):
-        seen.setdefault(sha, (text, lang))
-    shas = list(seen)
-    return shas, [seen[s][0] for s in shas], [seen[s][1] for s in shas]

@@ -3,12 +3,12 @@
 import dagster as dg
 
 from assets.ingest import file_chunks, file_graph
-from assets.metadata import counts_by, table_metadata
+from assets.metadata import table_metadata
 from assets.resources import LakeResource
 from jobs.integrity import orphan_edges, unresolved_raw_refs
 from r2g.merge import merge_graph
 from r2g.schema import EDGES, NODES
-from raw_store.lake import collect_parts, read_table, union_sorted, write_table
+from raw_store.lake import collect_parts, read_table, union_sorted, value_counts, write_table
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS
 
 
@@ -43,7 +43,7 @@ def messages(lake: LakeResource) -> dg.MaterializeResult:
     outcome = unresolved_raw_refs(table, read_table(lk.table("raw_chunks"), RAW_CHUNKS))
     return dg.MaterializeResult(
         metadata={**table_metadata(table, ["tenant", "conv_id", "msg_id", "speaker", "ts", "text"]),
-                  "by_lang": dg.MetadataValue.json(counts_by(table, "lang"))},
+                  "by_lang": dg.MetadataValue.json(value_counts(table, "lang"))},
         check_results=[_check("raw_refs_resolve", outcome)])
 
 
@@ -55,7 +55,7 @@ def rejects(lake: LakeResource) -> dg.MaterializeResult:
                          ["tenant", "source_file", "line", "byte_offset"])
     write_table(table, lk.table("rejects"), REJECTS)
     return dg.MaterializeResult(metadata={**table_metadata(table, ["source_file", "line", "reason", "detail"]),
-                                          "by_reason": dg.MetadataValue.json(counts_by(table, "reason"))})
+                                          "by_reason": dg.MetadataValue.json(value_counts(table, "reason"))})
 
 
 @dg.multi_asset(
@@ -83,9 +83,9 @@ def graph_tables(lake: LakeResource):
     chunks = read_table(lk.table("raw_chunks"), RAW_CHUNKS)
     yield dg.MaterializeResult(asset_key="nodes", metadata={
         **table_metadata(nodes, ["type", "subtype", "title", "text"]),
-        "by_type": dg.MetadataValue.json(counts_by(nodes, "type"))})
+        "by_type": dg.MetadataValue.json(value_counts(nodes, "type"))})
     yield dg.MaterializeResult(asset_key="edges", metadata={
         **table_metadata(edges, ["type", "src", "dst", "weight"]),
-        "by_type": dg.MetadataValue.json(counts_by(edges, "type"))})
+        "by_type": dg.MetadataValue.json(value_counts(edges, "type"))})
     yield _check("no_orphan_edges", orphan_edges(nodes, edges, chunks), asset="edges")
     yield _check("raw_refs_resolve", unresolved_raw_refs(nodes, chunks), asset="nodes")

@@ -25,10 +25,3 @@ def markdown_table(rows: list[dict], cols: Sequence[str], width: int = 60) -> st
     head = "| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n"
     return head + "".join("| " + " | ".join(cell(r.get(c)) for c in cols) + " |\n" for r in rows)
 
-
-def counts_by(table: pa.Table, column: str) -> dict[str, int]:
-    """{value: count} of a string column, largest first (for metadata)."""
-    if table.num_rows == 0:
-        return {}
-    vc = table.column(column).value_counts().to_pylist()
-    return {str(d["values"]): int(d["counts"]) for d in sorted(vc, key=lambda d: (-d["counts"], str(d["values"])))}

@@ -12,7 +12,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from raw_store.lake import Lake, lake_is_current, scan_inbox
+from raw_store.lake import Lake, lake_is_current, scan_inbox, stale_partitions
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 _TEMPLATE = Path(__file__).resolve().parent.parent / "data" / "dagster_home" / "dagster.yaml"
@@ -52,17 +52,16 @@ def materialize(lake: Lake, progress: bool = True) -> MaterializeSummary:
     from assets.definitions import FILE_ASSETS, LAKE_ASSETS
     from assets.ingest import inbox_files
     from assets.resources import LakeResource
-    from assets.sensors import stale_files
 
     prepare_dagster_home(lake)
-    summary = MaterializeSummary(files=len(scan_inbox(lake.inbox)))
+    files = scan_inbox(lake.inbox)  # hashes every file once; the rest works from this
+    summary = MaterializeSummary(files=len(files))
     resources = {"lake": LakeResource(data_root=str(lake.root))}
     with dg.DagsterInstance.get() as instance:
-        files = scan_inbox(lake.inbox)
-        known = set(instance.get_dynamic_partitions(inbox_files.name))
-        if set(files) - known:
-            instance.add_dynamic_partitions(inbox_files.name, sorted(set(files) - known))
-        stale = stale_files(lake)
+        new = sorted(set(files) - set(instance.get_dynamic_partitions(inbox_files.name)))
+        if new:
+            instance.add_dynamic_partitions(inbox_files.name, new)
+        stale = stale_partitions(lake, files)
         for key in tqdm(sorted(stale), desc="files", unit="file", disable=not progress or not stale):
             result = dg.materialize(FILE_ASSETS, partition_key=key, instance=instance, resources=resources,
                                     run_config=QUIET, raise_on_error=False,

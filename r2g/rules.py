@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable
+from typing import Callable, Iterator
 
 from spacy.lang.en.stop_words import STOP_WORDS as EN_STOP_WORDS
 
@@ -224,43 +224,56 @@ _ZH_LABEL = {"PERSON": "PERSON", "LOC": "LOC", "ORG": "ORG", "MISC": "MISC"}
 _EN_LEADING = re.compile(r"^(?:the|a|an|my|our|your|his|her|their)\s+", re.IGNORECASE)
 
 
+def _labelled_ents(ctx: MessageCtx, labels: dict[str, str]) -> Iterator[tuple[int, int, str, int, int]]:
+    """(start_tok, end_tok, subtype, char_start, char_end) of the NER spans whose label maps to a subtype."""
+    ann = ctx.ann
+    for s, e, label in ann.ents:
+        sub = labels.get(label)
+        if sub is not None:
+            yield s, e, sub, ann.idx[s], _tok_end(ann, e - 1)
+
+
 def entity_en_rule(ctx: MessageCtx) -> list[tuple[int, int, EntityRef]]:
     """NER entities of an English message (PERSON, ORG, GPE/LOC/FAC→LOC, NORP/PRODUCT/EVENT/WORK_OF_ART→MISC).
 
     Returns (start_tok, end_tok, ref); DATE/TIME go to the time rule, numbers are ignored.
     """
-    ann = ctx.ann
     out = []
-    for s, e, label in ann.ents:
-        sub = _EN_LABEL.get(label)
-        if sub is None:
-            continue
-        cs, ce = ann.idx[s], _tok_end(ann, e - 1)
+    for s, e, sub, cs, ce in _labelled_ents(ctx, _EN_LABEL):
         name = _EN_LEADING.sub("", ctx.text[cs:ce]).strip()
         name = re.sub(r"'s$", "", name)
-        if not name or not _WORDISH.search(name):
-            continue
-        out.append((s, e, EntityRef(sub, " ".join(name.split()), cs, ce, ENTITY_EN)))
+        if name and _WORDISH.search(name):
+            out.append((s, e, EntityRef(sub, " ".join(name.split()), cs, ce, ENTITY_EN)))
     return out
 
 
 def entity_zh_rule(ctx: MessageCtx) -> list[tuple[int, int, EntityRef]]:
     """Entities of a Chinese message from the POS entity component (nr→PERSON, ns→LOC, nt→ORG, nz→MISC)."""
-    ann = ctx.ann
-    out = []
-    for s, e, label in ann.ents:
-        sub = _ZH_LABEL.get(label)
-        if sub is None:
-            continue
-        cs, ce = ann.idx[s], _tok_end(ann, e - 1)
-        out.append((s, e, EntityRef(sub, ctx.text[cs:ce], cs, ce, ENTITY_ZH)))
-    return out
+    return [(s, e, EntityRef(sub, ctx.text[cs:ce], cs, ce, ENTITY_ZH))
+            for s, e, sub, cs, ce in _labelled_ents(ctx, _ZH_LABEL)]
 
 
 def speaker_rule(ctx: MessageCtx) -> EntityRef | None:
     """The message's speaker as a PERSON entity (not located in the text)."""
     name = " ".join((ctx.speaker or "").split())
     return EntityRef("PERSON", name, -1, -1, ENTITY_SPEAKER) if name else None
+
+
+def _time_roles(times: list[TimeRef], roles: list[Role]) -> tuple[TimeValue | None, str | None]:
+    """Append a TIME role per resolved time of a clause; return the fact's (time value, time text).
+
+    The first resolved expression dates the fact; an unresolved one still keeps its text.
+    """
+    ftime, ftext = None, None
+    for tr in times:
+        ent = tr.entity()
+        if ent is not None:
+            roles.append(Role("TIME", ent, TIME))
+            if ftime is None:
+                ftime, ftext = tr.value, tr.text
+        elif ftext is None:
+            ftext = tr.text
+    return ftime, ftext
 
 
 # ---------------------------------------------------------------- r2g.rule.fact.en.v1
@@ -483,15 +496,7 @@ def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
                         location = tgt
                         roles.append(Role("LOCATION", tgt, LOCATION))
         tvals = [tr for tr in time_owner.get(p, []) + (time_owner.get(xc, []) if xc is not None else [])]
-        ftime, ftext = None, None
-        for tr in tvals:
-            ent = tr.entity()
-            if ent is not None:
-                roles.append(Role("TIME", ent, TIME))
-                if ftime is None:
-                    ftime, ftext = tr.value, tr.text
-            elif ftext is None:
-                ftext = tr.text
+        ftime, ftext = _time_roles(tvals, roles)
         owned = [t for t in range(n) if owner[t] == p]
         lo, hi = min(owned), max(owned)
         while lo <= hi and ann.pos[lo] in _PUNCT_POS and ann.pos[lo] != "X":
@@ -769,17 +774,8 @@ def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
             roles.append(Role("LOCATION", location, LOCATION))
         if instrument is not None:
             roles.append(Role("INSTRUMENT", instrument, FACT_ZH))
-        ftime, ftext = None, None
         cs_clause, ce_clause = ann.idx[lo], _tok_end(ann, hi - 1)
-        for tr in times:
-            if cs_clause <= tr.start and tr.end <= ce_clause:
-                ent = tr.entity()
-                if ent is not None:
-                    roles.append(Role("TIME", ent, TIME))
-                    if ftime is None:
-                        ftime, ftext = tr.value, tr.text
-                elif ftext is None:
-                    ftext = tr.text
+        ftime, ftext = _time_roles([tr for tr in times if cs_clause <= tr.start and tr.end <= ce_clause], roles)
         clause_ents = [ref for s, e, ref in entity_zh_rule(ctx) if lo <= s and e <= hi]
         mentions = _dedup_refs([r.target for r in roles] + companions + clause_ents)
         surface = ctx.text[ann.idx[surface_lo]:_tok_end(ann, max(surface_lo, surface_hi - 1))]

@@ -65,3 +65,11 @@ EDGES = pa.schema([
     ("raw_refs", RAW_REFS),
     ("provenance", pa.string()),
 ])
+
+# Per-partition NLP output: one row per distinct message text (Annotation JSON), so the
+# graph step reads exactly what the NLP step produced without touching the cache.
+ANNOTATIONS = pa.schema([
+    ("text_sha", pa.string()),
+    ("lang", pa.string()),
+    ("annotation", pa.string()),        # r2g.nlp.Annotation.to_json()
+])

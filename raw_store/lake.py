@@ -280,3 +280,17 @@ def lake_is_current(lake: Lake) -> bool:
     except (FileNotFoundError, ValueError):
         return False
     return state.get("fingerprint") == lake_fingerprint(lake) and lake.duckdb_path.exists()
+
+
+def value_counts(table: pa.Table, column: str) -> dict[str, int]:
+    """{value: rows} of one column, largest first then by value (for metadata and `memctl stats`)."""
+    if column not in table.column_names or table.num_rows == 0:
+        return {}
+    counts = table.column(column).value_counts().to_pylist()
+    return {str(d["values"]): int(d["counts"]) for d in sorted(counts, key=lambda d: (-d["counts"], str(d["values"])))}
+
+
+def stale_partitions(lake: Lake, files: dict[str, InboxFile]) -> dict[str, str]:
+    """{partition key: sha256} of the inbox `files` whose graph part is missing or built from other bytes."""
+    return {key: f.sha256 for key, f in files.items()
+            if read_manifest(lake.part_dir(key)).get("graph_sha256") != f.sha256}

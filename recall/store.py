@@ -137,17 +137,15 @@ class TenantReader:
 
     def node_bm25(self, info: TenantInfo, query: str, limit: int) -> list[tuple[str, float]]:
         """(node id, BM25 score) best first from the tenant's node FTS index."""
-        if not info.n_nodes or not query.strip():
-            return []
-        table = node_docs_table(info.slug)
-        return self.select(table, f"id, fts_main_{table}.match_bm25(id, ?) AS score", "score IS NOT NULL",
-                           column_params=[query], order="score DESC, id", limit=limit)
+        return self._bm25(node_docs_table(info.slug), info.n_nodes, query, limit)
 
     def raw_bm25(self, info: TenantInfo, query: str, limit: int) -> list[tuple[str, float]]:
         """(raw_id, BM25 score) best first from the tenant's raw-passage FTS index."""
-        if not info.n_chunks or not query.strip():
+        return self._bm25(raw_docs_table(info.slug), info.n_chunks, query, limit)
+
+    def _bm25(self, table: str, n_docs: int, query: str, limit: int) -> list[tuple[str, float]]:
+        if not n_docs or not query.strip():
             return []
-        table = raw_docs_table(info.slug)
         return self.select(table, f"id, fts_main_{table}.match_bm25(id, ?) AS score", "score IS NOT NULL",
                            column_params=[query], order="score DESC, id", limit=limit)
 

@@ -4,8 +4,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets.sensors import inbox_sensor, lake_sensor, stale_files
-from raw_store.lake import Lake, write_manifest
+from assets.sensors import inbox_sensor, lake_sensor
+from raw_store.lake import Lake, scan_inbox, stale_partitions, write_manifest
 
 
 @pytest.fixture
@@ -26,14 +26,14 @@ def test_new_files_become_partitions_and_runs_keyed_by_content(lake: Lake) -> No
     with dg.DagsterInstance.ephemeral() as instance:
         result = _evaluate(inbox_sensor, instance)
         assert [r.partition_key for r in result.run_requests] == ["alice/a.txt", "bob.jsonl"]
-        sha = stale_files(lake)["alice/a.txt"]
+        sha = stale_partitions(lake, scan_inbox(lake.inbox))["alice/a.txt"]
         assert result.run_requests[0].run_key == f"alice/a.txt@{sha}"
         (add,) = result.dynamic_partitions_requests
         assert add.partitions_def_name == "inbox_files" and sorted(add.partition_keys) == ["alice/a.txt", "bob.jsonl"]
 
 
 def test_processed_files_are_not_requested_again_until_they_change(lake: Lake) -> None:
-    for key, sha in stale_files(lake).items():
+    for key, sha in stale_partitions(lake, scan_inbox(lake.inbox)).items():
         write_manifest(lake.part_dir(key), {"source_sha256": sha, "graph_sha256": sha})
     with dg.DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions("inbox_files", ["alice/a.txt", "bob.jsonl"])
@@ -47,12 +47,12 @@ def test_processed_files_are_not_requested_again_until_they_change(lake: Lake) -
 def test_lake_sensor_waits_for_partitions_then_keys_on_their_fingerprint(lake: Lake) -> None:
     with dg.DagsterInstance.ephemeral() as instance:
         assert isinstance(_evaluate(lake_sensor, instance), dg.SkipReason)
-        for key, sha in stale_files(lake).items():
+        for key, sha in stale_partitions(lake, scan_inbox(lake.inbox)).items():
             write_manifest(lake.part_dir(key), {"source_sha256": sha, "graph_sha256": sha})
         first = _evaluate(lake_sensor, instance).run_requests[0].run_key
         assert first == _evaluate(lake_sensor, instance).run_requests[0].run_key
         (lake.inbox / "carol.txt").write_text("C: new\n", "utf-8")
-        sha = stale_files(lake)["carol.txt"]
+        sha = stale_partitions(lake, scan_inbox(lake.inbox))["carol.txt"]
         write_manifest(lake.part_dir("carol.txt"), {"source_sha256": sha, "graph_sha256": sha})
         assert _evaluate(lake_sensor, instance).run_requests[0].run_key != first
 
@@ -60,7 +60,7 @@ def test_lake_sensor_waits_for_partitions_then_keys_on_their_fingerprint(lake: L
 def test_lake_sensor_skips_when_the_lake_was_built_from_these_partitions(lake: Lake) -> None:
     from raw_store.lake import lake_fingerprint, write_lake_state
 
-    for key, sha in stale_files(lake).items():
+    for key, sha in stale_partitions(lake, scan_inbox(lake.inbox)).items():
         write_manifest(lake.part_dir(key), {"source_sha256": sha, "graph_sha256": sha})
     lake.duckdb_path.parent.mkdir(parents=True, exist_ok=True)
     lake.duckdb_path.write_bytes(b"")
