@@ -643,6 +643,7 @@ def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
     speaker = speaker_rule(ctx)
     facts: list[FactDraft] = []
     prev_agent: EntityRef | None = None
+    ents = entity_zh_rule(ctx)  # once per message; each clause keeps its own
     for ci, (lo, hi, marker) in enumerate(zh_clauses(ann)):
         agent: EntityRef | None = None
         agent_seen = False
@@ -776,7 +777,7 @@ def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
             roles.append(Role("INSTRUMENT", instrument, FACT_ZH))
         cs_clause, ce_clause = ann.idx[lo], _tok_end(ann, hi - 1)
         ftime, ftext = _time_roles([tr for tr in times if cs_clause <= tr.start and tr.end <= ce_clause], roles)
-        clause_ents = [ref for s, e, ref in entity_zh_rule(ctx) if lo <= s and e <= hi]
+        clause_ents = [ref for s, e, ref in ents if lo <= s and e <= hi]
         mentions = _dedup_refs([r.target for r in roles] + companions + clause_ents)
         surface = ctx.text[ann.idx[surface_lo]:_tok_end(ann, max(surface_lo, surface_hi - 1))]
         prefix = "" if pred >= 0 and ann.tokens[pred] == neg_word else neg_word
