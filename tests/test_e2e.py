@@ -162,3 +162,13 @@ def test_citations_quote_the_whole_line_and_highlight_the_node_span(lake) -> Non
     assert c.excerpt == EN_LINE and c.verified
     start, end = c.highlight
     assert c.excerpt[start:end] == "Xiaoming"
+
+
+def test_cli_output_piped_into_head_ends_quietly(lake) -> None:
+    lk, _ = lake
+    env = {**os.environ, "MEMCTL_DATA": str(lk.root)}
+    # far more output than a pipe buffer holds, so the writer does hit the closed pipe
+    cmd = f"{sys.executable} -m assets.cli sql 'SELECT range AS n FROM range(200000)' | head -n 3"
+    out = subprocess.run(cmd, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert out.stdout.splitlines()[0].strip() == "n"
+    assert "Traceback" not in out.stderr and "BrokenPipe" not in out.stderr
