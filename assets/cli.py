@@ -81,7 +81,8 @@ def cmd_materialize(args: argparse.Namespace, lake: Lake) -> int:
         raise UserError(f"no inbox at {lake.inbox} (drop chat logs there, or set MEMCTL_DATA)")
     summary = materialize(lake, progress=not args.quiet)
     print(f"inbox files: {summary.files}  ingested now: {len(summary.ran)}  "
-          f"lake rebuilt: {'yes' if summary.lake_rebuilt else 'no (up to date)'}")
+          + (f"re-derived (code changed): {len(summary.rederived)}  " if summary.rederived else "")
+          + f"lake rebuilt: {'yes' if summary.lake_rebuilt else 'no (up to date)'}")
     for key, msg in summary.failed.items():
         print(f"memctl: file {key!r} failed: {msg}", file=sys.stderr)
     if summary.lake_failed:

@@ -7,7 +7,7 @@ from assets.resources import LakeResource
 from jobs.integrity import conservation
 from r2g.extract import build_graph
 from r2g.nlp import PIPELINE_VERSION, NlpCache
-from r2g.pipeline import annotate_messages, annotations_from_table, annotations_table
+from r2g.pipeline import annotate_messages, annotations_from_table, annotations_table, graph_version
 from r2g.schema import ANNOTATIONS, EDGES, NODES
 from raw_store.cas import RawStore
 from raw_store.ingest import ingest_file
@@ -57,7 +57,7 @@ def file_chunks(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mat
 
 
 @dg.asset(partitions_def=inbox_files, group_name="ingest", deps=[file_chunks],
-          kinds={"python", "spacy"}, owners=["team:memory"])
+          kinds={"python", "spacy"}, owners=["team:memory"], code_version=PIPELINE_VERSION)
 def file_annotations(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """spaCy/jieba annotations of the file's messages; unchanged texts come from the NLP cache."""
     lk = lake.get()
@@ -66,15 +66,16 @@ def file_annotations(context: dg.AssetExecutionContext, lake: LakeResource) -> d
     annotations, stats = annotate_messages(messages, NlpCache(lk.cache / "nlp.sqlite"))
     table = annotations_table(annotations)
     write_table(table, part / "annotations.parquet", ANNOTATIONS)
+    write_manifest(part, {**read_manifest(part), "nlp_version": PIPELINE_VERSION})
     return dg.MaterializeResult(metadata={
         "dagster/row_count": table.num_rows, "cache_hits": stats.hits, "cache_misses": stats.misses,
         "pipeline_version": PIPELINE_VERSION, "langs": dg.MetadataValue.json(value_counts(table, "lang"))})
 
 
 @dg.asset(partitions_def=inbox_files, group_name="ingest", deps=[file_annotations],
-          kinds={"python", "parquet"}, owners=["team:memory"])
+          kinds={"python", "parquet"}, owners=["team:memory"], code_version=graph_version())
 def file_graph(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
-    """R2G over the file: Episode/Entity/Fact/Preference nodes and their edges, with raw_refs."""
+    """R2G over the file: Episode/Entity/Fact/Preference/Task/Concept nodes and their edges, with raw_refs."""
     lk = lake.get()
     part = lk.part_dir(context.partition_key)
     messages = read_table(part / "messages.parquet", MESSAGES)
@@ -84,7 +85,7 @@ def file_graph(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mate
     write_table(edges, part / "edges.parquet", EDGES)
     manifest = read_manifest(part)
     write_manifest(part, {**manifest, "graph_sha256": manifest.get("source_sha256"),
-                          "nodes": nodes.num_rows, "edges": edges.num_rows})
+                          "graph_version": graph_version(), "nodes": nodes.num_rows, "edges": edges.num_rows})
     return dg.MaterializeResult(metadata={
         **table_metadata(nodes, ["type", "subtype", "title", "text"]),
         "edges": edges.num_rows,

@@ -6,6 +6,7 @@ from assets.ingest import file_chunks, file_graph
 from assets.metadata import table_metadata
 from assets.resources import LakeResource
 from jobs.integrity import orphan_edges, unresolved_raw_refs
+from r2g.link import with_fact_links
 from r2g.merge import merge_graph
 from r2g.schema import EDGES, NODES
 from raw_store.lake import collect_parts, read_table, union_sorted, value_counts, write_table
@@ -75,9 +76,11 @@ def rejects(lake: LakeResource) -> dg.MaterializeResult:
     ],
 )
 def graph_tables(lake: LakeResource):
-    """Merge every file's graph part: one row per node/edge id, Entities aggregated across files."""
+    """Merge every file's graph part (one row per node/edge id, Entities and repeated Facts aggregated across
+    files), then link Facts across the whole lake: SAME_AS, SUPPORTS, CONTRADICTS."""
     lk = lake.get()
     nodes, edges = merge_graph(collect_parts(lk, "nodes", NODES), collect_parts(lk, "edges", EDGES))
+    edges = with_fact_links(nodes, edges)  # SAME_AS / SUPPORTS / CONTRADICTS across files and conversations
     write_table(nodes, lk.table("nodes"), NODES)
     write_table(edges, lk.table("edges"), EDGES)
     chunks = read_table(lk.table("raw_chunks"), RAW_CHUNKS)

@@ -1,7 +1,9 @@
 """`memctl materialize`: push the inbox through the Dagster assets, only what changed.
 
 Each stale inbox file (new, or its bytes changed) runs the per-file assets in its own
-dynamic partition; then, if any partition changed (or the lake was never built), one
+dynamic partition; a file whose bytes are unchanged but whose parts were built by an
+older NLP pipeline or older R2G rules re-runs only from that stage (a rule change
+rebuilds the graph from the stored annotations, without NLP); then, if any partition changed (or the lake was never built), one
 run rebuilds the lake-wide tables and the indexes. Runs are recorded in the Dagster
 instance at $DAGSTER_HOME (default $MEMCTL_DATA/dagster_home), so the UI shows them.
 """
@@ -12,7 +14,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from raw_store.lake import Lake, lake_is_current, scan_inbox, stale_partitions
+from raw_store.lake import Lake, lake_is_current, outdated_stages, scan_inbox, stale_partitions
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 _TEMPLATE = Path(__file__).resolve().parent.parent / "data" / "dagster_home" / "dagster.yaml"
@@ -22,6 +24,7 @@ _TEMPLATE = Path(__file__).resolve().parent.parent / "data" / "dagster_home" / "
 class MaterializeSummary:
     files: int = 0
     ran: list[str] = field(default_factory=list)
+    rederived: list[str] = field(default_factory=list)   # rebuilt because the NLP/R2G code changed
     failed: dict[str, str] = field(default_factory=dict)
     lake_rebuilt: bool = False
     lake_failed: str | None = None
@@ -52,6 +55,8 @@ def materialize(lake: Lake, progress: bool = True) -> MaterializeSummary:
     from assets.definitions import FILE_ASSETS, LAKE_ASSETS
     from assets.ingest import inbox_files
     from assets.resources import LakeResource
+    from r2g.nlp import PIPELINE_VERSION
+    from r2g.pipeline import graph_version
 
     prepare_dagster_home(lake)
     files = scan_inbox(lake.inbox)  # hashes every file once; the rest works from this
@@ -70,7 +75,19 @@ def materialize(lake: Lake, progress: bool = True) -> MaterializeSummary:
                 summary.ran.append(key)
             else:
                 summary.failed[key] = _failure_message(result)
-        if summary.ran or not lake_is_current(lake):
+        # bytes unchanged but NLP or R2G code changed: re-run only the stages that code touches
+        outdated = outdated_stages(lake, {k: f for k, f in files.items() if k not in stale},
+                                   PIPELINE_VERSION, graph_version())
+        for key in tqdm(sorted(outdated), desc="re-derive", unit="file", disable=not progress or not outdated):
+            stages = ["file_annotations", "file_graph"] if outdated[key] == "annotations" else ["file_graph"]
+            result = dg.materialize(FILE_ASSETS, selection=stages, partition_key=key, instance=instance,
+                                    resources=resources, run_config=QUIET, raise_on_error=False,
+                                    tags={"memctl/rederive": outdated[key]})
+            if result.success:
+                summary.rederived.append(key)
+            else:
+                summary.failed[key] = _failure_message(result)
+        if summary.ran or summary.rederived or not lake_is_current(lake):
             result = dg.materialize([*FILE_ASSETS, *LAKE_ASSETS],
                                     selection=dg.AssetSelection.groups("lake", "indexes"),
                                     instance=instance, resources=resources, run_config=QUIET, raise_on_error=False)

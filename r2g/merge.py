@@ -1,8 +1,9 @@
 """merge_graph: the lake-wide union of per-partition node and edge tables.
 
-Same id → one row. Entities combine (mentions and frequency summed, aliases
-unioned, first_seen min, last_seen max, raw_refs unioned and capped); any other
-node keeps its smallest row under a total order; an edge keeps its
+Same id → one row. Entities, Concepts and the fingerprint-deduplicated Facts,
+Preferences and Tasks combine (mentions and frequency summed, aliases unioned,
+first_seen min, last_seen max, raw_refs unioned and capped); Episodes keep their
+smallest row under a total order; an edge keeps its
 highest-weight row. The result does not depend on the order of the inputs.
 """
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from r2g.extract import entity_importance
+from r2g.extract import concept_importance, entity_importance
 from r2g.schema import EDGES, NODES
 from raw_store.lake import conform
 
@@ -30,10 +31,15 @@ def _seen_key(row: dict) -> tuple:
     return (fs is None, fs or datetime.min, _order_key(row))
 
 
-def _merge_entities(rows: list[dict]) -> dict:
+COUNTED_TYPES = ("Entity", "Concept", "Fact", "Preference", "Task")
+
+
+def _merge_counted(rows: list[dict]) -> dict:
+    """One node seen in several partitions: the earliest sighting, with counts summed and sightings unioned."""
     rows = sorted(rows, key=_seen_key)
-    out = dict(rows[0])  # the earliest sighting names the entity
-    out["mentions"] = sum(r.get("mentions") or 0 for r in rows)
+    out = dict(rows[0])  # the earliest sighting names the node
+    if rows[0].get("mentions") is not None:
+        out["mentions"] = sum(r.get("mentions") or 0 for r in rows)
     out["frequency"] = sum(r.get("frequency") or 0 for r in rows)
     out["aliases"] = sorted({a for r in rows for a in (r.get("aliases") or [])})
     out["keywords"] = list(dict.fromkeys(k for r in rows for k in (r.get("keywords") or [])))
@@ -44,7 +50,12 @@ def _merge_entities(rows: list[dict]) -> dict:
     refs = sorted({(x["raw_id"], x["offset"], x["length"]) for r in rows for x in (r.get("raw_refs") or [])})
     out["raw_refs"] = [{"raw_id": a, "offset": b, "length": c} for a, b, c in refs[:MERGED_REF_CAP]]
     out["confidence"] = max((r.get("confidence") or 0.0) for r in rows)
-    out["importance"] = entity_importance(out["mentions"])
+    if out["type"] == "Entity":
+        out["importance"] = entity_importance(out["mentions"])
+    elif out["type"] == "Concept":
+        out["importance"] = concept_importance(out["mentions"])
+    else:
+        out["importance"] = max((r.get("importance") or 0.0) for r in rows)
     return out
 
 
@@ -67,8 +78,8 @@ def _dedup(tables: Sequence[pa.Table], schema: pa.Schema, resolve) -> pa.Table:
 
 
 def _resolve_node(rows: list[dict]) -> dict:
-    if rows[0].get("type") == "Entity":
-        return _merge_entities(rows)
+    if rows[0].get("type") in COUNTED_TYPES:
+        return _merge_counted(rows)
     return min(rows, key=_order_key)
 
 

@@ -5,14 +5,30 @@ partition); `run_partition` runs both for library callers and the benchmarks.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from functools import lru_cache
 
 import pyarrow as pa
 
 from r2g.extract import build_graph
 from r2g.ids import text_sha
+from r2g import link
+from r2g.concepts import load_concepts
+from r2g.link import with_fact_links
+from r2g.rules import RULES
 from r2g.nlp import AnnotateStats, Annotation, NlpCache, annotate
 from r2g.schema import ANNOTATIONS
+
+
+@lru_cache(maxsize=1)
+def graph_version() -> str:
+    """Version of everything that turns annotations into graph rows: the rule ids (a changed rule is a
+    new id), the fact-link rules and the topic dictionary. A partition built under another version has
+    its graph rebuilt from its stored annotations — NLP is not re-run (raw_store.lake.outdated_stages)."""
+    ids = sorted(RULES) + [link.SAME_AS, link.SUPPORT]
+    key = "|".join(ids) + "|concepts=" + load_concepts().version
+    return "r2g." + hashlib.sha256(key.encode("utf-8")).hexdigest()[:12]
 
 
 @dataclass
@@ -46,7 +62,8 @@ def annotations_from_table(table: pa.Table) -> dict[str, Annotation]:
 
 
 def run_partition(messages: pa.Table, cache: NlpCache | None) -> GraphResult:
-    """Annotate the partition's messages (through `cache` when given) and build its graph tables."""
+    """Annotate the partition's messages (through `cache` when given), build its graph tables and link its
+    Facts (the lake-wide graph_tables asset links across partitions the same way)."""
     annotations, stats = annotate_messages(messages, cache)
     nodes, edges = build_graph(messages, annotations)
-    return GraphResult(nodes, edges, stats)
+    return GraphResult(nodes, with_fact_links(nodes, edges), stats)

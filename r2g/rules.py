@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Callable, Iterator
 
 from spacy.lang.en.stop_words import STOP_WORDS as EN_STOP_WORDS
@@ -34,14 +34,22 @@ PREFERENCE = "r2g.rule.preference.v1"
 TEMPORAL_NEXT = "r2g.rule.temporal_next.v1"
 MENTIONS = "r2g.rule.mentions.v1"
 DERIVED_FROM = "r2g.rule.derived_from.v1"
+COREF = "r2g.rule.coref.v1"
+ROLES_EXTRA = "r2g.rule.roles_extra.v1"
+TASK = "r2g.rule.task.v1"
+CONCEPT = "r2g.rule.concept.v1"
+IMPORTANCE = "r2g.rule.importance.v1"
+TOPIC_BLOCK = "r2g.rule.topic_block.v1"
 
 # Extraction confidence per rule (R2G-4 conf_extract).
 CONF = {
     EPISODE: 1.0, ENTITY_EN: 0.85, ENTITY_ZH: 0.7, ENTITY_SPEAKER: 1.0, FACT_EN: 0.7, FACT_ZH: 0.6,
     LOCATION: 0.7, TIME: 0.8, CAUSE: 0.6, PREFERENCE: 0.7, TEMPORAL_NEXT: 1.0, MENTIONS: 0.9, DERIVED_FROM: 1.0,
+    COREF: 0.6, ROLES_EXTRA: 0.6, TASK: 0.7, CONCEPT: 0.8, TOPIC_BLOCK: 1.0,
 }
 
 SUMMARY_MAX_CHARS = 200
+_ONE_DAY = timedelta(days=1)
 TITLE_MAX_CHARS = 60
 
 
@@ -59,6 +67,10 @@ class MessageCtx:
     lang: str
     text: str
     ann: Annotation
+    # coreference context (r2g.rule.coref.v1), filled by r2g.extract from the conversation so far:
+    names: dict[str, str] = field(default_factory=dict)   # normalised name variant → canonical name
+    you: str | None = None      # who "you"/你 addresses (the other participant of a two-party talk)
+    third: str | None = None    # the one third person recently mentioned, for he/she/他/她
 
 
 @dataclass(frozen=True)
@@ -71,6 +83,7 @@ class EntityRef:
     end: int = -1
     provenance: str = ENTITY_EN
     time: TimeValue | None = None
+    alias: str | None = None   # the surface form when coreference mapped it to another name
 
     @property
     def norm(self) -> str:
@@ -237,19 +250,26 @@ def entity_en_rule(ctx: MessageCtx) -> list[tuple[int, int, EntityRef]]:
     """NER entities of an English message (PERSON, ORG, GPE/LOC/FAC→LOC, NORP/PRODUCT/EVENT/WORK_OF_ART→MISC).
 
     Returns (start_tok, end_tok, ref); DATE/TIME go to the time rule, numbers are ignored.
+    A name standing in apposition to a person noun ("my neighbour Xiaoming") is a
+    PERSON whatever NER said; a name variant maps to its canonical name (coref).
     """
+    ann = ctx.ann
     out = []
     for s, e, sub, cs, ce in _labelled_ents(ctx, _EN_LABEL):
         name = _EN_LEADING.sub("", ctx.text[cs:ce]).strip()
         name = re.sub(r"'s$", "", name)
-        if name and _WORDISH.search(name):
-            out.append((s, e, EntityRef(sub, " ".join(name.split()), cs, ce, ENTITY_EN)))
+        if not (name and _WORDISH.search(name)):
+            continue
+        head = next((k for k in range(s, e) if not s <= ann.head[k] < e or ann.head[k] == k), s)
+        if sub != "PERSON" and ann.dep[head] == "appos" and ann.lemma[ann.head[head]].lower() in PERSON_NOUNS_EN:
+            sub = "PERSON"
+        out.append((s, e, _canonical(ctx, EntityRef(sub, " ".join(name.split()), cs, ce, ENTITY_EN))))
     return out
 
 
 def entity_zh_rule(ctx: MessageCtx) -> list[tuple[int, int, EntityRef]]:
     """Entities of a Chinese message from the POS entity component (nr→PERSON, ns→LOC, nt→ORG, nz→MISC)."""
-    return [(s, e, EntityRef(sub, ctx.text[cs:ce], cs, ce, ENTITY_ZH))
+    return [(s, e, _canonical(ctx, EntityRef(sub, ctx.text[cs:ce], cs, ce, ENTITY_ZH)))
             for s, e, sub, cs, ce in _labelled_ents(ctx, _ZH_LABEL)]
 
 
@@ -274,6 +294,100 @@ def _time_roles(times: list[TimeRef], roles: list[Role]) -> tuple[TimeValue | No
         elif ftext is None:
             ftext = tr.text
     return ftime, ftext
+
+
+# ---------------------------------------------------------------- r2g.rule.coref.v1
+
+# Nouns that denote a person: "for my mom" is a BENEFICIARY, "my neighbour Xiaoming" a PERSON.
+PERSON_NOUNS_EN = frozenset("""
+friend neighbour neighbor mom mum mother dad father parent sister brother sibling son daughter kid child
+wife husband partner boyfriend girlfriend fiance fiancee boss colleague coworker teacher student grandma
+grandmother grandpa grandfather granny aunt uncle cousin nephew niece roommate classmate doctor therapist
+mentor counselor coach baby family people guy girl boy man woman buddy pal
+""".split())
+PERSON_NOUNS_ZH = frozenset("""
+妈妈 妈 母亲 爸爸 爸 父亲 爸妈 父母 奶奶 爷爷 外婆 外公 姥姥 姥爷 姐姐 哥哥 弟弟 妹妹 朋友 好友 同事 老师 老板 邻居
+女儿 儿子 孩子 老婆 老公 妻子 丈夫 男朋友 女朋友 室友 同学 医生 叔叔 阿姨 舅舅 姑姑 表哥 表姐 宝宝 家人 领导 师傅
+""".split())
+_EN_THIRD_PRON = frozenset({"he", "she", "him", "her"})
+_EN_YOU = frozenset({"you"})
+_ZH_THIRD_PRON = frozenset({"他", "她"})
+_ZH_YOU = frozenset({"你", "您"})
+_HAN = re.compile(r"^[\u4e00-\u9fff]{2,4}$")
+
+
+def _norm_name(name: str) -> str:
+    return " ".join(name.lower().split())
+
+
+def _zh_short_forms(name: str) -> set[str]:
+    """What a Chinese personal name is called for short: 王小明 → 小明; 王明/小明 → 明明, 小明, 阿明."""
+    if not _HAN.match(name):
+        return set()
+    forms = set()
+    if len(name) == 3 and name[0] not in "小阿老":
+        forms.add(name[1:])                       # 王小明 → 小明
+    last = name[-1]
+    forms |= {last * 2, "小" + last, "阿" + last}
+    forms.discard(name)
+    return forms
+
+
+def _is_variant(short: str, long: str) -> bool:
+    """`short` is a short form of `long`: Mel/Melanie, Caroline/Caroline Smith, 明明/小明, 小明/王小明."""
+    if _HAN.match(short) or _HAN.match(long):
+        return short in _zh_short_forms(long)
+    s, first = _norm_name(short), _norm_name(long).split(" ")[0]
+    return " " not in s and len(s) >= 3 and s != _norm_name(long) and first.startswith(s)
+
+
+def name_variants(names: list[str], speakers: list[str]) -> dict[str, str]:
+    """{normalised variant: canonical name} for the person names of one conversation.
+
+    Evidence needed: both forms occur in the conversation (as speakers or PERSON
+    mentions) and the short form fits exactly one name — "Mel" with both Melanie
+    and Melissa present stays itself. Two speakers are never merged. The canonical
+    form is the speaker's name if one of the pair speaks, else the longer name.
+    """
+    uniq = list(dict.fromkeys(n for n in list(speakers) + list(names) if n and n.strip()))
+    spk = {_norm_name(s) for s in speakers if s}
+    out: dict[str, str] = {}
+    for a in uniq:
+        fits = [b for b in uniq if b != a and (_is_variant(a, b) or _is_variant(b, a))]
+        fits = [b for b in fits if not (_norm_name(a) in spk and _norm_name(b) in spk)]
+        if len(fits) != 1:
+            continue
+        b = fits[0]
+        # the other side must not be ambiguous either (明明 fits 小明 only; 小明 must fit 明明 only)
+        back = [c for c in uniq if c != b and (_is_variant(c, b) or _is_variant(b, c))]
+        if len(back) != 1:
+            continue
+        a_spk, b_spk = _norm_name(a) in spk, _norm_name(b) in spk
+        canonical_is_b = b_spk or (not a_spk and (len(b), b) > (len(a), a))
+        if canonical_is_b:
+            out[_norm_name(a)] = b
+    return out
+
+
+def _canonical(ctx: MessageCtx, ref: EntityRef) -> EntityRef:
+    """The ref under its conversation's canonical name (the surface kept as alias)."""
+    if ref.subtype != "PERSON":
+        return ref
+    canon = ctx.names.get(ref.norm)
+    if canon is None or _norm_name(canon) == ref.norm:
+        return ref
+    return EntityRef(ref.subtype, canon, ref.start, ref.end, COREF, ref.time, alias=ref.name)
+
+
+def pronoun_ref(ctx: MessageCtx, word: str, start: int, end: int) -> EntityRef | None:
+    """The person a pronoun stands for: I/we/我 → speaker; you/你 → the addressee; he/she/他/她 → the
+    one third person recently mentioned. None when the context does not say (r2g.rule.coref.v1)."""
+    w = word.lower()
+    if w in _FIRST_PERSON or w in _ZH_SELF:
+        return speaker_rule(ctx)
+    name = ctx.you if (w in _EN_YOU or w in _ZH_YOU) else ctx.third if (w in _EN_THIRD_PRON or w in _ZH_THIRD_PRON) \
+        else None
+    return EntityRef("PERSON", name, start, end, COREF) if name else None
 
 
 # ---------------------------------------------------------------- r2g.rule.fact.en.v1
@@ -330,11 +444,16 @@ class _EnNps:
         ann = self.ctx.ann
         if i in self.by_tok:
             return self.by_tok[i]
-        low = ann.tokens[i].lower()
         if ann.pos[i] == "PRON":
-            return self.speaker() if low in _FIRST_PERSON else None
+            if ann.dep[i] == "poss":
+                return None
+            return pronoun_ref(self.ctx, ann.tokens[i], ann.idx[i], _tok_end(ann, i))
         if ann.pos[i] not in ("NOUN", "PROPN"):
             return None
+        # "my neighbour Xiaoming": the name in apposition is who the phrase means
+        appos = next((c for c in self.kids[i] if ann.dep[c] == "appos" and ann.pos[c] == "PROPN"), None)
+        if appos is not None:
+            return self.target(appos, "PERSON" if ann.lemma[i].lower() in PERSON_NOUNS_EN else subtype)
         if ann.lemma[i].lower() in _EN_QUANTITY_HEADS:
             for c in self.kids[i]:
                 if ann.dep[c] == "prep" and ann.tokens[c].lower() == "of":
@@ -344,6 +463,8 @@ class _EnNps:
         # extend leftwards over contiguous modifiers that attach inside the phrase: "LGBTQ support group"
         lo = i
         while lo - 1 >= 0 and ann.dep[lo - 1] in _EN_NP_MODS and lo - 1 < ann.head[lo - 1] <= i:
+            if ann.pos[i] == "PROPN" and ann.pos[lo - 1] != "PROPN":
+                break  # "my friend Anna" names Anna, not "friend Anna"
             lo -= 1
         words = []
         for k in range(lo, i + 1):
@@ -356,8 +477,46 @@ class _EnNps:
             words.append(w)
         if not words:
             return None
-        sub = "PERSON" if ann.pos[i] == "PROPN" and ann.dep[i] in ("nsubj", "nsubjpass") and lo == i else subtype
-        return EntityRef(sub, " ".join(words), ann.idx[lo], _tok_end(ann, i), FACT_EN)
+        if lo == i and (ann.pos[i] == "PROPN" and ann.dep[i] in ("nsubj", "nsubjpass")
+                        or ann.lemma[i].lower() in PERSON_NOUNS_EN):
+            subtype = "PERSON"
+        return _canonical(self.ctx, EntityRef(subtype, " ".join(words), ann.idx[lo], _tok_end(ann, i), FACT_EN))
+
+    def is_person(self, i: int) -> bool:
+        ann = self.ctx.ann
+        return (self.label_by_tok.get(i) == "PERSON" or ann.pos[i] == "PRON"
+                or ann.lemma[i].lower() in PERSON_NOUNS_EN)
+
+
+_EN_CAUSE_PREPS = frozenset({"because", "due", "owing", "thanks"})
+_EN_VEHICLES = frozenset({"bus", "car", "train", "plane", "bike", "bicycle", "taxi", "boat", "ship", "subway", "metro",
+                          "tram", "foot", "air", "sea", "email", "mail", "phone", "text"})
+
+
+def _en_prep_role(prep: str, person: bool, label: str | None, ann: Annotation, g: int,
+                  kids: list[list[int]]) -> str | None:
+    """The role a prepositional object plays (r2g.rule.location.v1 / r2g.rule.roles_extra.v1).
+
+    to + person → RECIPIENT; for + person → BENEFICIARY; because of / due to → CAUSE;
+    with + thing → INSTRUMENT, with + person → WITH (a companion, mentioned);
+    by + bare vehicle/medium → INSTRUMENT; in + language/nationality → MANNER;
+    at/in/on/to/into/near + non-person → LOCATION.
+    """
+    if prep in _EN_CAUSE_PREPS:
+        return "CAUSE"
+    if prep == "to" and person:
+        return "RECIPIENT"
+    if prep == "for" and person:
+        return "BENEFICIARY"
+    if prep == "with":
+        return "WITH" if person else "INSTRUMENT"
+    if prep == "by" and ann.lemma[g].lower() in _EN_VEHICLES and not any(ann.dep[c] == "det" for c in kids[g]):
+        return "INSTRUMENT"
+    if prep in _EN_LOC_PREPS and label in ("NORP", "LANGUAGE"):
+        return "MANNER"
+    if prep in _EN_LOC_PREPS and not person:
+        return "LOCATION"
+    return None
 
 
 def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
@@ -474,27 +633,31 @@ def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
                     if patient.start >= 0:  # not for the speaker standing in for "me"/"us"
                         parts.append(patient.name.split()[-1].lower())
         location = None
-        for q in (main, xc, p):
-            if q is None:
-                continue
+        companions: list[EntityRef] = []
+        for q in dict.fromkeys(x for x in (main, xc, p) if x is not None):
             for c in kids[q]:
                 if ann.dep[c] != "prep":
                     continue
                 prep = ann.tokens[c].lower()
-                for g in kids[c]:
-                    if ann.dep[g] != "pobj" or nps.is_time(g):
+                objs = [g for g in kids[c] if ann.dep[g] == "pobj"]
+                if prep in _EN_CAUSE_PREPS:  # "because of the rain", "due to work": object under a pcomp
+                    objs += [x for g in kids[c] if ann.dep[g] == "pcomp" for x in kids[g] if ann.dep[x] == "pobj"]
+                for g in objs:
+                    if nps.is_time(g):
                         continue
                     label = nps.label_by_tok.get(g)
                     tgt = nps.target(g)
                     if tgt is None:
                         continue
-                    if prep == "to" and (label == "PERSON" or ann.pos[g] == "PRON"):
-                        roles.append(Role("RECIPIENT", tgt, FACT_EN))
-                    elif prep in _EN_LOC_PREPS and label in ("NORP", "LANGUAGE"):
-                        roles.append(Role("MANNER", tgt, FACT_EN))
-                    elif prep in _EN_LOC_PREPS and label != "PERSON" and location is None:
-                        location = tgt
-                        roles.append(Role("LOCATION", tgt, LOCATION))
+                    role = _en_prep_role(prep, nps.is_person(g), label, ann, g, kids)
+                    if role == "LOCATION":
+                        if location is None:
+                            location = tgt
+                            roles.append(Role("LOCATION", tgt, LOCATION))
+                    elif role == "WITH":
+                        companions.append(tgt)
+                    elif role is not None:
+                        roles.append(Role(role, tgt, FACT_EN if role in ("RECIPIENT", "MANNER") else ROLES_EXTRA))
         tvals = [tr for tr in time_owner.get(p, []) + (time_owner.get(xc, []) if xc is not None else [])]
         ftime, ftext = _time_roles(tvals, roles)
         owned = [t for t in range(n) if owner[t] == p]
@@ -510,7 +673,7 @@ def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
         agent_name = next((r.target.name for r in roles if r.type == "AGENT"), "")
         obj_name = patient.name if patient else (location.name if location else "")
         words = [agent_name, "not" if negation else "", modality or "", *verb_words, obj_name]
-        mentions = _dedup_refs([r.target for r in roles] + ner_owner.get(p, []))
+        mentions = _dedup_refs([r.target for r in roles] + companions + ner_owner.get(p, []))
         marker = None
         for c in kids[p]:
             low = ann.tokens[c].lower()
@@ -560,6 +723,9 @@ _ZH_LOC_PREP = frozenset({"在", "于"})
 _ZH_POLITE = frozenset({"请", "麻烦", "劳驾"})
 _ZH_INSTR_PREP = frozenset({"用", "拿", "通过", "使用"})
 _ZH_WITH = frozenset({"和", "跟", "与", "同"})
+_ZH_BENEFIT_PREP = {"给": "RECIPIENT", "为": "BENEFICIARY", "替": "BENEFICIARY", "帮": "BENEFICIARY"}
+_ZH_LANGUAGES = frozenset({"中文", "英文", "英语", "汉语", "普通话", "粤语", "日语", "日文", "韩语", "法语", "德语",
+                           "西班牙语", "俄语"})
 _ZH_ASPECT = frozenset({"了", "过", "着", "的", "地", "得"})
 _ZH_RESULT = frozenset("好完到见懂着错会掉")
 _ZH_MOTION = frozenset({"去", "来", "回", "到", "住", "住在", "搬到", "飞", "飞到", "回到", "前往", "来到", "离开", "访问", "拜访"})
@@ -612,8 +778,12 @@ def _zh_entity_for(ctx: MessageCtx, lo: int, hi: int, role_sub: str | None = Non
     ann = ctx.ann
     cs, ce = ann.idx[lo], _tok_end(ann, hi - 1)
     name = ctx.text[cs:ce]
-    sub = role_sub or _ZH_ENT_SUB.get(ann.tag[hi - 1], "OBJECT")
-    return EntityRef(sub, name, cs, ce, FACT_ZH)
+    sub = role_sub or ("PERSON" if name in PERSON_NOUNS_ZH else _ZH_ENT_SUB.get(ann.tag[hi - 1], "OBJECT"))
+    return _canonical(ctx, EntityRef(sub, name, cs, ce, FACT_ZH))
+
+
+def _zh_personish(ann: Annotation, lo: int, hi: int) -> bool:
+    return ann.tag[hi - 1].startswith("nr") or ann.tokens[hi - 1] in PERSON_NOUNS_ZH
 
 
 def _zh_noun_run(ann: Annotation, i: int, hi: int, in_time: list[bool]) -> int:
@@ -643,6 +813,7 @@ def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
     speaker = speaker_rule(ctx)
     facts: list[FactDraft] = []
     prev_agent: EntityRef | None = None
+    pending_cause: list[tuple[int, EntityRef]] = []   # (index of the next fact, cause entity)
     ents = entity_zh_rule(ctx)  # once per message; each clause keeps its own
     for ci, (lo, hi, marker) in enumerate(zh_clauses(ann)):
         agent: EntityRef | None = None
@@ -651,6 +822,7 @@ def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
         location: EntityRef | None = None
         instrument: EntityRef | None = None
         companions: list[EntityRef] = []
+        extra: list[Role] = []
         pred = -1
         i = lo
         while i < hi:
@@ -668,13 +840,30 @@ def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
             if w in _ZH_INSTR_PREP and i + 1 < hi and not _zh_is_verb(ann, i + 1):
                 j = _zh_noun_run(ann, i + 1, hi, in_time)
                 if j > i + 1:
-                    instrument = _zh_entity_for(ctx, i + 1, j)
+                    tgt = _zh_entity_for(ctx, i + 1, j)
+                    if tgt.name in _ZH_LANGUAGES:
+                        extra.append(Role("MANNER", tgt, FACT_ZH))  # 用中文写信
+                    else:
+                        instrument = tgt
                     i = j
                     continue
             if w in _ZH_WITH and i + 1 < hi:
                 j = _zh_noun_run(ann, i + 1, hi, in_time)
                 if j > i + 1:
                     companions.append(_zh_entity_for(ctx, i + 1, j))
+                    i = j
+                    continue
+            if w in _ZH_BENEFIT_PREP and i + 1 < hi:  # 给妈妈买礼物, 替妈妈做饭, 为孩子攒钱
+                j = _zh_noun_run(ann, i + 1, hi, in_time)
+                tgt = None
+                if j > i + 1:
+                    tgt = _zh_entity_for(ctx, i + 1, j, "PERSON" if _zh_personish(ann, i + 1, j) else None)
+                elif i + 1 < hi and ann.tokens[i + 1] in _ZH_PRONOUNS:
+                    j = i + 2
+                    tgt = pronoun_ref(ctx, ann.tokens[i + 1], ann.idx[i + 1], _tok_end(ann, i + 1))
+                if j > i + 1 and j < hi and (_zh_is_verb(ann, j) or ann.tokens[j] in _ZH_MODAL):
+                    if tgt is not None:
+                        extra.append(Role(_ZH_BENEFIT_PREP[w], tgt, ROLES_EXTRA))
                     i = j
                     continue
             if w in _ZH_NEG:
@@ -693,7 +882,7 @@ def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
                 break
             if not agent_seen and (tag.startswith("r") and w in _ZH_PRONOUNS):
                 agent_seen = True
-                agent = speaker if w in _ZH_SELF else None
+                agent = pronoun_ref(ctx, w, ann.idx[i], _tok_end(ann, i))
                 i += 1
                 continue
             if not agent_seen and tag in _ZH_SUBJECT_TAGS:
@@ -704,6 +893,9 @@ def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
                 continue
             i += 1
         if pred < 0 and location is None:
+            j = _zh_noun_run(ann, lo, hi, in_time)
+            if marker == "because" and j > lo:  # 由于疫情，… : a noun cause, a CAUSE role of the fact it explains
+                pending_cause.append((len(facts), _zh_entity_for(ctx, lo, j)))
             continue
         if not agent_seen:
             agent = prev_agent  # pro-drop: 「我今天不开心，因为昨晚没睡好」 — 睡 is still the speaker's
@@ -740,10 +932,31 @@ def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
                 surface_hi = k
                 while k < hi and ann.tokens[k] in _ZH_ASPECT:
                     k += 1
+            recipient = None
+            if verb.endswith("给") or (k < hi and ann.tokens[k] == "给"):  # 送给妈妈一束花
+                k += 1 if not verb.endswith("给") else 0
+                j = _zh_noun_run(ann, k, hi, in_time)
+                if j > k:
+                    recipient = _zh_entity_for(ctx, k, j, "PERSON" if _zh_personish(ann, k, j) else None)
+                elif k < hi and ann.tokens[k] in _ZH_PRONOUNS:
+                    j = k + 1
+                    recipient = pronoun_ref(ctx, ann.tokens[k], ann.idx[k], _tok_end(ann, k))
+                if recipient is not None:
+                    extra.append(Role("RECIPIENT", recipient, ROLES_EXTRA))
+                    k = j
             while k < hi and (ann.tag[k] in ("m", "mq", "q", "uj") or ann.tokens[k] in ("这", "那", "一些", "些")):
                 k += 1
             j = _zh_noun_run(ann, k, hi, in_time)
+            # 奶奶做的饺子: "noun verb 的 noun" is a relative clause; its head noun is the object
+            if j < hi - 2 and _zh_is_verb(ann, j) and ann.tokens[j + 1] == "的":
+                j2 = _zh_noun_run(ann, j + 2, hi, in_time)
+                if j2 > j + 2:
+                    if j > k:
+                        companions.append(_zh_entity_for(ctx, k, j, "PERSON" if _zh_personish(ann, k, j) else None))
+                    k, j = j + 2, j2
             obj = (k, j) if j > k else None
+            if obj is None and recipient is None and k < hi and ann.tokens[k] in _ZH_PRONOUNS and not in_time[k]:
+                patient = pronoun_ref(ctx, ann.tokens[k], ann.idx[k], _tok_end(ann, k))  # 我喜欢她
             obj_name = ctx.text[ann.idx[k]:_tok_end(ann, j - 1)] if obj else ""
             if _zh_is_state(ann, v) and v2 is None and obj is None:
                 subtype = "state"
@@ -775,6 +988,8 @@ def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
             roles.append(Role("LOCATION", location, LOCATION))
         if instrument is not None:
             roles.append(Role("INSTRUMENT", instrument, FACT_ZH))
+        roles.extend(extra)
+        roles.extend(Role("CAUSE", c, ROLES_EXTRA) for at, c in pending_cause if at == len(facts))
         cs_clause, ce_clause = ann.idx[lo], _tok_end(ann, hi - 1)
         ftime, ftext = _time_roles([tr for tr in times if cs_clause <= tr.start and tr.end <= ce_clause], roles)
         clause_ents = [ref for s, e, ref in ents if lo <= s and e <= hi]
@@ -866,17 +1081,172 @@ def preference_rule(ctx: MessageCtx, ner: list[tuple[int, int, EntityRef]]) -> l
     return out
 
 
-# ---------------------------------------------------------------- r2g.rule.episode.v1
+# ---------------------------------------------------------------- r2g.rule.task.v1
 
-def episode_rule(ctx: MessageCtx, n_entities: int, n_facts: int, n_prefs: int) -> EpisodeDraft:
-    """Title, extractive summary, keywords and importance of one turn.
+@dataclass
+class TaskDraft:
+    """A plan or to-do: from a Fact the speaker must/plans/will do, or a reminder sentence."""
 
-    Summary: the most informative sentences (content words + entities), kept in
-    text order, at most SUMMARY_MAX_CHARS; a one-sentence message is that sentence.
-    Keywords: every content word of the turn, so BM25 finds the whole turn.
+    index: int
+    subtype: str                    # todo | plan | reminder
+    start: int
+    end: int
+    text: str
+    keywords: list[str]
+    fact: int | None                # position in the message's facts it was made from
+    time: TimeValue | None = None
+    time_text: str | None = None
+
+
+_EN_REMIND = re.compile(r"\b(?:remind me to|don't forget to|do not forget to|remember to|to-?do:?|my to-?do list)\b",
+                        re.I)
+_ZH_REMIND = re.compile(r"记得|别忘了|不要忘了|提醒我|待办")
+_TASK_MODALITY = {"must": "todo", "plan": "plan"}
+
+
+def task_rule(ctx: MessageCtx, facts: list[FactDraft]) -> list[TaskDraft]:
+    """Tasks: "I need to / have to / must / plan to …", 要/得/需要/打算/计划 …, and reminders
+    ("remind me to…", 记得/别忘了). A "will"/要 fact is a plan only when it is dated in the
+    future ("I'll call the dentist tomorrow", 明天要买菜) — "I'll be fine" is not a task.
+    The doer is the speaker (I/we or no subject); negated facts are never tasks.
+    """
+    speaker = speaker_rule(ctx)
+    out: list[TaskDraft] = []
+    for k, f in enumerate(facts):
+        if f.negation or f.subtype != "event":
+            continue
+        agent = next((r.target for r in f.roles if r.type == "AGENT"), None)
+        if agent is not None and (speaker is None or agent.norm != speaker.norm):
+            continue
+        sub = _TASK_MODALITY.get(f.modality or "")
+        future = f.time is not None and ctx.ts is not None and f.time.start is not None and \
+            f.time.start >= ctx.ts.replace(hour=0, minute=0, second=0, microsecond=0) + _ONE_DAY
+        if sub is None and f.modality == "will" and future:
+            sub = "plan"
+        if sub is None:
+            continue
+        out.append(TaskDraft(len(out), sub, f.start, f.end, clip(ctx.text[f.start:f.end], SUMMARY_MAX_CHARS),
+                             f.keywords, k, f.time, f.time_text))
+    covered = [(t.start, t.end) for t in out]
+    pat = _ZH_REMIND if ctx.lang == "zh" else _EN_REMIND
+    ann = ctx.ann
+    for s, e in ann.sents:
+        if e <= s:
+            continue
+        cs, ce = ann.idx[s], _tok_end(ann, e - 1)
+        if not pat.search(ctx.text[cs:ce]) or any(a < ce and cs < b for a, b in covered):
+            continue
+        inside = [k for k, f in enumerate(facts) if cs <= f.start < ce]
+        fk = inside[-1] if inside else None   # "remind me to call mom": the last clause is the task
+        f = facts[fk] if fk is not None else None
+        out.append(TaskDraft(len(out), "reminder", cs, ce, clip(ctx.text[cs:ce], SUMMARY_MAX_CHARS),
+                             content_words(ann, s, e), fk, f.time if f else None, f.time_text if f else None))
+    return out
+
+
+# ---------------------------------------------------------------- r2g.rule.importance.v1
+
+_LIFE_EVENTS_EN = frozenset("""
+born birth birthday marry married marriage wedding engaged engagement divorce divorced pregnant pregnancy baby
+adopt adoption graduate graduation degree die died death funeral pass hire hired fire fired job promotion promote
+retire retirement move moved relocate house apartment diagnose diagnosed cancer surgery hospital accident
+anniversary transition propose proposal breakup quit start business enroll admitted
+""".split())
+_LIFE_EVENTS_ZH = ("出生", "生日", "结婚", "婚礼", "订婚", "离婚", "怀孕", "宝宝", "领养", "收养", "毕业", "学位", "去世",
+                   "葬礼", "入职", "辞职", "升职", "被裁", "退休", "搬家", "买房", "确诊", "手术", "住院", "车祸", "周年",
+                   "求婚", "分手", "创业", "录取")
+_NAME_CUES = re.compile(r"\bmy name is\b|\bi'?m called\b|\bcall me\b|\bbirthday\b|我叫|名字|生日", re.I)
+_SMALL_TALK = re.compile(
+    r"^\W*(?:hi|hey|hello|yo|thanks?|thank you|thx|ok(?:ay)?|sure|lol|haha+|hah|yeah|yep|yes|no|nope|cool|nice|"
+    r"great|wow|bye|good ?night|good ?morning|see you|ttyl|np|you're welcome|"
+    r"你好|您好|嗨|哈+|嗯+|好的?|谢谢|多谢|再见|拜拜|晚安|早安|早上好|收到|行|可以|哦+|噢+)\W*$", re.I)
+
+
+def importance(kind: str, text: str, lang: str, words: list[str], *, n_entities: int = 0, n_roles: int = 0,
+               n_facts: int = 0, n_prefs: int = 0) -> float:
+    """Heuristic importance in [0, 1]: preferences, life events and names/birthdays over small talk.
+
+    Base by kind (Preference 0.6, Task 0.55, Fact 0.35, Episode 0.25, Concept 0.5), then
+    +0.3 for a life event (wedding, new job, moving, diagnosis, 结婚/毕业/搬家…),
+    +0.2 for names and birthdays, +0.1 per role/entity/fact (capped), +0.15 for a turn
+    holding a preference; small talk ("thanks!", 哈哈, 好的) or under 3 content words: −0.2.
+    """
+    base = {"Preference": 0.6, "Task": 0.55, "Fact": 0.35, "Episode": 0.25, "Concept": 0.5}.get(kind, 0.3)
+    score = base
+    if lang == "zh":
+        life = any(w in text for w in _LIFE_EVENTS_ZH)
+    else:
+        life = any(w in _LIFE_EVENTS_EN for w in words)
+    score += 0.3 if life else 0.0
+    score += 0.2 if _NAME_CUES.search(text) else 0.0
+    score += 0.05 * min(n_entities, 3) + 0.05 * min(n_roles, 3) + 0.05 * min(n_facts, 3)
+    score += 0.15 if n_prefs else 0.0
+    if _SMALL_TALK.match(text.strip()) or len(words) < 3 and not life and kind in ("Episode", "Fact"):
+        score -= 0.2
+    return round(min(1.0, max(0.05, score)), 3)
+
+
+# ---------------------------------------------------------------- r2g.rule.topic_block.v1
+
+TOPIC_BLOCK_MIN_SENTS = 8      # a turn is "long" from this many sentences …
+TOPIC_BLOCK_MIN_CHARS = 800    # … and characters on
+TOPIC_BLOCK_MIN_LEN = 3        # sentences per block at least
+
+
+def topic_blocks(ctx: MessageCtx) -> list[tuple[int, int]]:
+    """Sentence-index spans [lo, hi) of the topic blocks of a long text; [(0, n)] for an ordinary turn.
+
+    TextTiling-style: lexical cohesion (Jaccard of content words) between the two
+    sentences before and after every gap; a gap whose depth below its neighbouring
+    peaks exceeds the mean depth by half a standard deviation is a topic boundary,
+    keeping blocks of at least TOPIC_BLOCK_MIN_LEN sentences.
     """
     ann = ctx.ann
     sents = [(s, e) for s, e in ann.sents if e > s]
+    n = len(sents)
+    if n < TOPIC_BLOCK_MIN_SENTS or len(ctx.text) < TOPIC_BLOCK_MIN_CHARS:
+        return [(0, n)]
+    words = [set(content_words(ann, s, e)) for s, e in sents]
+    sims = []
+    for g in range(1, n):
+        left = set().union(*words[max(0, g - 2):g])
+        right = set().union(*words[g:g + 2])
+        sims.append(len(left & right) / len(left | right) if left | right else 0.0)
+    depths = []
+    for k, v in enumerate(sims):
+        lpeak = max(sims[:k + 1])
+        rpeak = max(sims[k:])
+        depths.append((lpeak - v) + (rpeak - v))
+    mean = sum(depths) / len(depths)
+    sd = (sum((d - mean) ** 2 for d in depths) / len(depths)) ** 0.5
+    cuts: list[int] = []
+    for k in sorted(range(len(depths)), key=lambda k: (-depths[k], k)):
+        gap = k + 1
+        if depths[k] <= mean + 0.5 * sd or depths[k] <= 0:
+            break
+        bounds = sorted(cuts + [gap])
+        edges = [0] + bounds + [n]
+        if all(b - a >= TOPIC_BLOCK_MIN_LEN for a, b in zip(edges, edges[1:])):
+            cuts.append(gap)
+    edges = [0] + sorted(cuts) + [n]
+    return list(zip(edges, edges[1:]))
+
+
+# ---------------------------------------------------------------- r2g.rule.episode.v1
+
+def episode_rule(ctx: MessageCtx, n_entities: int, n_facts: int, n_prefs: int,
+                 block: tuple[int, int] | None = None, n_blocks: int = 1) -> EpisodeDraft:
+    """Title, extractive summary, keywords and importance of one turn (or of one topic block of it).
+
+    Summary: the most informative sentences (content words + entities), kept in
+    text order, at most SUMMARY_MAX_CHARS; a one-sentence message is that sentence.
+    Keywords: every content word of the turn/block, so BM25 finds all of it.
+    `block` is a sentence-index span from topic_blocks.
+    """
+    ann = ctx.ann
+    sents = [(s, e) for s, e in ann.sents if e > s]
+    if block is not None:
+        sents = sents[block[0]:block[1]]
     ent_toks = {k for s, e, _ in ann.ents for k in range(s, e)}
     scored = []
     for k, (s, e) in enumerate(sents):
@@ -899,16 +1269,25 @@ def episode_rule(ctx: MessageCtx, n_entities: int, n_facts: int, n_prefs: int) -
             chosen.append((k, text))
             used += len(text) + 1
         summary = " ".join(t for _, t in sorted(chosen))
-    head = clip(ctx.text, TITLE_MAX_CHARS)
+    if sents:
+        lo_tok, hi_tok = sents[0][0], sents[-1][1]
+        span = ctx.text[ann.idx[lo_tok]:_tok_end(ann, hi_tok - 1)]
+        words = content_words(ann, lo_tok, hi_tok)
+    else:
+        span, words = ctx.text, []
+    head = clip(span, TITLE_MAX_CHARS)
+    if n_blocks > 1 and block is not None:
+        head = f"[{block[0] + 1}–{block[1]}/{len(ann.sents)}] {head}"
     title = f"{ctx.speaker}: {head}" if ctx.speaker else head
-    importance = min(1.0, 0.2 + 0.1 * min(n_entities, 3) + 0.1 * min(n_facts, 3) + 0.2 * (n_prefs > 0))
-    return EpisodeDraft(title, summary, content_words(ann), round(importance, 3))
+    imp = importance("Episode", span, ctx.lang, words, n_entities=n_entities, n_facts=n_facts, n_prefs=n_prefs)
+    return EpisodeDraft(title, summary, words, imp)
 
 
-def temporal_next_rule(episodes: list[tuple[str, str, int, str]]) -> list[tuple[str, str]]:
-    """(src, dst) Episode pairs chaining each (tenant, conv_id) by seq: input rows (tenant, conv_id, seq, episode_id)."""
+def temporal_next_rule(episodes: list[tuple]) -> list[tuple[str, str]]:
+    """(src, dst) Episode pairs chaining each (tenant, conv_id) in order: input rows
+    (tenant, conv_id, seq, …, episode_id) — the last field is the id, the ones between order blocks of a turn."""
     ordered = sorted(episodes)
-    return [(a[3], b[3]) for a, b in zip(ordered, ordered[1:]) if a[:2] == b[:2] and a[3] != b[3]]
+    return [(a[-1], b[-1]) for a, b in zip(ordered, ordered[1:]) if a[:2] == b[:2] and a[-1] != b[-1]]
 
 
 @dataclass(frozen=True)

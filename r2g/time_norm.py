@@ -5,6 +5,23 @@ full-matches one expression (e.g. an NER DATE span); `find_times` scans a text
 for every expression the rules know. Relative expressions need the message
 timestamp as anchor; without one only absolute dates resolve. Weeks start on
 Monday; intervals are [start, end) in naive wall-clock time, like the message ts.
+
+Granularities beyond the exact ones (day, week, month, year, part_of_day):
+
+- ``unspecified`` — a vague count ("a few days ago", 几天前, 前几天): the window of
+  every day/week/… the count could mean (few = 2–5, a couple = 2–3, several = 3–7),
+  labelled ``first/last`` by `TimeValue.iso`.
+- ``recurring`` — a habit ("on Sundays", "every day", "Sunday mornings", 每周日,
+  每天, 每晚): it is not one day, so the value says so. [start, end) is the
+  occurrence in effect at, or most recently before, the anchor (never one in the
+  future, so a fact's time never lies ahead of the message that states it);
+  `TimeValue.period` holds the ISO-8601 repeat duration (P1D, P1W, P2W, P1M, P1Y)
+  and `iso` is an ISO-8601 repeating interval, ``R/2023-05-07/P1W``. Like other
+  relative expressions it needs the anchor.
+
+Unresolvable on purpose: "recently", "sometimes", 最近 — no rule matches them.
+Bump RULES_VERSION whenever what `find_times` finds or `resolve` returns changes
+(the Chinese NLP pipeline stores find_times spans as TIME entities).
 """
 from __future__ import annotations
 
@@ -13,7 +30,8 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Callable
 
-GRANULARITIES = ("day", "week", "month", "year", "part_of_day", "minute", "unspecified")
+RULES_VERSION = "time_norm.v2"
+GRANULARITIES = ("day", "week", "month", "year", "part_of_day", "minute", "unspecified", "recurring")
 
 
 @dataclass(frozen=True)
@@ -24,11 +42,18 @@ class TimeValue:
     end: datetime
     granularity: str
     text: str
+    period: str | None = None  # ISO-8601 repeat duration of a `recurring` value (P1D, P1W, …); None otherwise
 
     @property
     def iso(self) -> str:
-        """ISO-8601 label at the value's granularity: 2023-05-07, 2023-W18, 2023-05, 2023, 2023-05-07T18."""
+        """ISO-8601 label at the value's granularity: 2023-05-07, 2023-W18, 2023-05, 2023, 2023-05-07T18/24,
+        2023-05-03/2023-05-06 (multi-day span), R/2023-05-07/P1W (recurring)."""
         s = self.start
+        if self.granularity == "recurring":
+            first = s.date().isoformat() if s.time() == time() else s.strftime("%Y-%m-%dT%H:%M")
+            return f"R/{first}/{self.period or 'P1D'}"
+        if self.granularity == "unspecified" and self.end - s > timedelta(days=1):
+            return _span_label(self)
         if self.granularity == "year":
             return f"{s.year:04d}"
         if self.granularity == "month":
@@ -37,14 +62,18 @@ class TimeValue:
             y, w, _ = s.isocalendar()
             if (self.end - self.start).days == 7:
                 return f"{y:04d}-W{w:02d}"
-            # a weekend or other multi-day span: name it by its first and last day
-            last = (self.end - timedelta(days=1)).date()
-            return f"{s.date().isoformat()}/{last.isoformat()}"
+            return _span_label(self)  # a weekend or other multi-day span
         if self.granularity == "part_of_day":
             return f"{s.date().isoformat()}T{s.hour:02d}/{_end_hour(self):02d}"
         if self.granularity == "minute":
             return s.strftime("%Y-%m-%dT%H:%M")
         return s.date().isoformat()
+
+
+def _span_label(v: TimeValue) -> str:
+    """A multi-day span named by its first and last day: 2023-05-13/2023-05-14."""
+    last = (v.end - timedelta(days=1)).date()
+    return f"{v.start.date().isoformat()}/{last.isoformat()}"
 
 
 def _end_hour(v: TimeValue) -> int:
@@ -134,11 +163,67 @@ def _safe_date(y: int, m: int, d: int) -> date | None:
         return None
 
 
+# A resolver's result: (start, end, granularity), plus the period for a recurring value.
+Interval = tuple[datetime, datetime, str]
+Resolved = Interval | tuple[datetime, datetime, str, str]
+
+
+def _unit_at(a: datetime, n: int, unit: str) -> Interval:
+    """The day/week/month/year n units away from the anchor's own."""
+    d = a.date()
+    if unit == "day":
+        return _day(d + timedelta(days=n))
+    if unit == "week":
+        return _week(d + timedelta(weeks=n))
+    if unit == "month":
+        return _month(a.year, a.month, n)
+    return _year(a.year + n)
+
+
+def _shift(a: datetime, count: tuple[int, int], sign: int, unit: str) -> Interval:
+    """`count` (lo, hi) units before (sign -1) or after (sign 1) the anchor; a vague count spans every unit it could mean."""
+    lo, hi = count
+    if lo == hi:
+        return _unit_at(a, sign * lo, unit)
+    near, far = _unit_at(a, sign * lo, unit), _unit_at(a, sign * hi, unit)
+    first, last = (far, near) if sign < 0 else (near, far)
+    return first[0], last[1], "unspecified"
+
+
+# ---------------------------------------------------------------- recurring values
+
+def _latest(a: datetime, occurrence: Callable[[int], Interval]) -> Interval:
+    """The occurrence in effect at or most recently before the anchor; occurrence(k) is the k-th one from the anchor's period."""
+    occ = occurrence(0)
+    return occ if occ[0] <= a else occurrence(-1)
+
+
+def _recurring(occ: Interval, period: str) -> tuple[datetime, datetime, str, str]:
+    return occ[0], occ[1], "recurring", period
+
+
+def _every_weekday(a: datetime, weekday: int, part: str | None, n: int = 1) -> tuple[datetime, datetime, str, str]:
+    d = a.date()
+    this = d - timedelta(days=d.weekday()) + timedelta(days=weekday)
+    return _recurring(_latest(a, lambda k: _day_or_part(this + timedelta(weeks=k), part)), f"P{n}W")
+
+
+def _every(a: datetime, unit: str, n: int = 1) -> tuple[datetime, datetime, str, str]:
+    """Every n-th day/week/weekend/month/year, or every morning/afternoon/evening/night (a part of each day)."""
+    d = a.date()
+    if unit in _PARTS:
+        return _recurring(_latest(a, lambda k: _part(d + timedelta(days=k), unit)), f"P{n}D")
+    if unit == "weekend":
+        return _recurring(_latest(a, lambda k: _weekend(d, k)), f"P{n}W")
+    return _recurring(_unit_at(a, 0, unit), f"P{n}{unit[0].upper()}")
+
+
 # ---------------------------------------------------------------- numbers
 
 _EN_NUM = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-           "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2, "couple of": 2,
-           "a few": 3, "few": 3}
+           "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
+# vague counts → the (lo, hi) range they can mean
+_VAGUE = {"couple": (2, 3), "few": (2, 5), "several": (3, 7), "几": (2, 5), "好几": (3, 7), "两": (2, 3), "些": (2, 5)}
 _ZH_DIGIT = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
 
 
@@ -147,6 +232,20 @@ def _en_num(s: str) -> int | None:
     if s.isdigit():
         return int(s)
     return _EN_NUM.get(s)
+
+
+def _en_count(s: str) -> tuple[int, int] | None:
+    """An English count as a (lo, hi) range: "3" → (3, 3), "a few" → (2, 5), "a couple of" → (2, 3)."""
+    words = s.lower().split()
+    if len(words) > 1 and words[0] == "a":
+        words = words[1:]
+    if len(words) > 1 and words[-1] == "of":
+        words = words[:-1]
+    w = " ".join(words)
+    if w in _VAGUE:
+        return _VAGUE[w]
+    n = _en_num(w)
+    return (n, n) if n is not None else None
 
 
 def zh_number(s: str) -> int | None:
@@ -170,6 +269,14 @@ def zh_number(s: str) -> int | None:
     return total + cur
 
 
+def _zh_count(s: str) -> tuple[int, int] | None:
+    """A Chinese count as a (lo, hi) range: 三 → (3, 3), 几 → (2, 5), 好几 → (3, 7)."""
+    if s in ("几", "好几"):
+        return _VAGUE[s]
+    n = zh_number(s)
+    return (n, n) if n is not None else None
+
+
 # ---------------------------------------------------------------- English rules
 
 _MONTHS = {m: i + 1 for i, m in enumerate(
@@ -179,18 +286,19 @@ _MONTHS.update({k[:3]: v for k, v in list(_MONTHS.items())})
 _MONTHS["sept"] = 9
 _WEEKDAYS = {d: i for i, d in enumerate(["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"])}
 _MON = r"(?P<mon>january|february|march|april|may|june|july|august|september|october|november|december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?"
-_WD = r"(?P<wd>monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?"
+_WD = r"(?P<wd>monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 _PART_EN = r"(?P<part>morning|afternoon|evening|night)"
-_NUM_EN = r"(?P<n>\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|(?:a )?couple of|(?:a )?few)"
+_NUM_EN = (r"(?P<n>\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
+           r"|(?:a\s+)?couple(?:\s+of)?|(?:a\s+)?few|several)")
 _REL = {"last": -1, "past": -1, "previous": -1, "this": 0, "current": 0, "next": 1, "coming": 1, "following": 1}
 
 def _g(m: re.Match, name: str) -> str | None:
-    """Group `name` lower-cased (English rules match case-insensitively); None/"" stay falsy."""
-    v = m[name]
+    """Group `name` lower-cased (English rules match case-insensitively); None/"" stay falsy; absent group → None."""
+    v = m.groupdict().get(name)
     return v.lower() if v else v
 
 
-Resolver = Callable[[re.Match, "datetime | None"], "tuple[datetime, datetime, str] | None"]
+Resolver = Callable[[re.Match, "datetime | None"], "Resolved | None"]  # None: needs an anchor, or no such date
 
 
 def _en_mdy(m: re.Match, a: datetime | None):
@@ -242,13 +350,9 @@ def _en_rel_unit(m: re.Match, a: datetime | None):
         return None
     off = _REL[_g(m, "rel")]
     unit = _g(m, "unit")
-    if unit == "week":
-        return _week(a.date(), off)
     if unit == "weekend":
         return _weekend(a.date(), off)
-    if unit == "month":
-        return _month(a.year, a.month, off)
-    return _year(a.year + off)
+    return _unit_at(a, off, unit)
 
 
 def _en_weekend(m: re.Match, a: datetime | None):
@@ -265,38 +369,44 @@ def _en_weekday(m: re.Match, a: datetime | None):
 
 
 def _en_ago(m: re.Match, a: datetime | None):
+    """N units ago / later; "in N units" has no `dir` group and means later."""
     if a is None:
         return None
-    n = _en_num(m["n"])
-    if n is None:
+    count = _en_count(m["n"])
+    if count is None:
         return None
-    return _shift(a, n * (-1 if _g(m, "dir") == "ago" else 1), _g(m, "unit"))
+    return _shift(a, count, -1 if _g(m, "dir") == "ago" else 1, _g(m, "unit"))
 
 
-def _en_in_n(m: re.Match, a: datetime | None):
+def _us_mdy(m: re.Match, a: datetime | None):
+    mo, dd = int(m["m"]), int(m["d"])
+    if mo > 12 >= dd:  # 25/12/2022 can only be day-first
+        mo, dd = dd, mo
+    d = _safe_date(int(m["y"]), mo, dd)
+    return _day(d) if d else None
+
+
+def _en_every_weekday(m: re.Match, a: datetime | None):
+    return _every_weekday(a, _WEEKDAYS[_g(m, "wd")], _g(m, "part")) if a else None
+
+
+def _en_every(m: re.Match, a: datetime | None):
+    """every [other | N] day/week/weekend/month/year/morning/…; plural "weekends", "in the mornings"."""
     if a is None:
         return None
-    n = _en_num(m["n"])
-    return _shift(a, n, _g(m, "unit")) if n is not None else None
-
-
-def _shift(a: datetime, n: int, unit: str):
-    d = a.date()
-    if unit == "day":
-        return _day(d + timedelta(days=n))
-    if unit == "week":
-        return _week(d + timedelta(weeks=n))
-    if unit == "month":
-        return _month(a.year, a.month, n)
-    return _year(a.year + n)
+    n = _g(m, "n")
+    step = 1 if not n else 2 if n in ("other", "second") else _en_num(n)
+    return _every(a, _g(m, "unit"), step) if step else None
 
 
 def _c(p: str) -> re.Pattern:
     return re.compile(p, re.IGNORECASE)
 
 
+_EN_UNIT = r"(?P<unit>day|week|month|year)"
 EN_RULES: list[tuple[re.Pattern, Resolver]] = [
     (_c(r"(?P<y>\d{4})[-/.](?P<m>\d{1,2})[-/.](?P<d>\d{1,2})"), _iso),
+    (_c(r"(?P<m>\d{1,2})/(?P<d>\d{1,2})/(?P<y>\d{4})"), _us_mdy),  # US order: 5/7/2023 is May 7
     (_c(_MON + r"\s+(?P<d>\d{1,2})(?:st|nd|rd|th)?,?\s+(?P<y>\d{4})"), _en_mdy),
     (_c(r"(?P<d>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MON + r",?\s+(?P<y>\d{4})"), _en_mdy),
     (_c(_MON + r"\s+(?P<d>\d{1,2})(?:st|nd|rd|th)?"), _en_md),
@@ -306,11 +416,20 @@ EN_RULES: list[tuple[re.Pattern, Resolver]] = [
     (_c(r"(?P<w>this)\s+" + _PART_EN), _en_deictic),
     (_c(r"(?P<w>tonight|last night)(?P<part>)"), _en_deictic),
     (_c(r"(?:the\s+)?(?P<rel>last|past|previous|this|current|next|coming|following)\s+(?P<unit>weekend|week|month|year)"), _en_rel_unit),
-    (_c(r"(?:the\s+)?(?P<rel>last|past|previous|this|next|coming)?\s*" + _WD + r"(?:\s+" + _PART_EN + r")?"), _en_weekday),
+    (_c(r"(?:(?:the\s+)?(?P<rel>last|past|previous|this|next|coming)\s+)?" + _WD + r"(?:\s+" + _PART_EN + r")?"), _en_weekday),
     (_c(r"(?:the\s+|this\s+)?weekend"), _en_weekend),
-    (_c(_NUM_EN + r"\s+(?P<unit>day|week|month|year)s?\s+(?P<dir>ago|later)"), _en_ago),
-    (_c(r"in\s+" + _NUM_EN + r"\s+(?P<unit>day|week|month|year)s?"), _en_in_n),
+    (_c(_NUM_EN + r"\s+" + _EN_UNIT + r"s?\s+(?P<dir>ago|later)"), _en_ago),
+    (_c(r"in\s+" + _NUM_EN + r"\s+" + _EN_UNIT + r"s?"), _en_ago),
     (_c(r"in\s+(?P<y>(?:19|20)\d{2})"), _year_only),
+    # recurring: every Sunday, on Sundays, Sunday mornings, every (other | 2) day(s), weekends, in the mornings
+    (_c(r"(?:every|each)\s+(?:single\s+)?" + _WD + r"(?:\s+" + _PART_EN + r")?"), _en_every_weekday),
+    (_c(_WD + r"s"), _en_every_weekday),
+    (_c(_WD + r"s?\s+" + _PART_EN + r"s"), _en_every_weekday),
+    (_c(r"(?:every|each)\s+(?:single\s+)?(?P<unit>day|week|weekend|month|year|morning|afternoon|evening|night)"), _en_every),
+    (_c(r"every\s+(?P<n>other|second|\d+|two|three|four|five|six|seven|eight|nine|ten)\s+"
+        r"(?P<unit>day|week|weekend|month|year)s?"), _en_every),
+    (_c(r"(?P<unit>weekend)s"), _en_every),
+    (_c(r"in\s+the\s+(?P<unit>morning|afternoon|evening)s"), _en_every),
 ]
 # Only for full-match resolve (an NER DATE span): a bare month name or "in May" is too ambiguous to scan for.
 _EN_RESOLVE_ONLY: list[tuple[re.Pattern, Resolver]] = [
@@ -322,11 +441,15 @@ _EN_RESOLVE_ONLY: list[tuple[re.Pattern, Resolver]] = [
 
 _ZN = r"[0-9一二两三四五六七八九十〇零]"
 _ZH_WD = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6, "末": -1}
-_ZH_PART = r"(?P<part>早上|上午|早晨|中午|下午|傍晚|晚上|夜里|夜间|凌晨)"
+_ZH_PART_WORDS = "早上|上午|早晨|中午|下午|傍晚|晚上|夜里|夜间|凌晨"
+_ZH_PART = rf"(?P<part>{_ZH_PART_WORDS})"
 _ZH_DAY = {"大前天": -3, "前天": -2, "昨天": -1, "昨日": -1, "今天": 0, "今日": 0, "明天": 1, "明日": 1,
            "后天": 2, "大后天": 3}
 _ZH_SHORT = {"昨晚": (-1, "晚上"), "今晚": (0, "晚上"), "明晚": (1, "晚上"), "今早": (0, "早上"), "明早": (1, "早上"),
              "昨早": (-1, "早上")}
+_ZH_EVERY_SHORT = {"每晚": "晚上", "每夜": "夜里", "每早": "早上"}
+_ZH_UNIT = {"天": "day", "日": "day", "周": "week", "星期": "week", "礼拜": "week", "月": "month", "年": "year"}
+_ZH_YEAR_OFF = {"前": -2, "去": -1, "今": 0, "本": 0, "明": 1, "后": 2}
 
 
 def _zh_ymd(m: re.Match, a: datetime | None):
@@ -350,6 +473,25 @@ def _zh_y(m: re.Match, a: datetime | None):
     return _year(y) if y and y >= 1000 else None
 
 
+def _zh_rel_year_md(m: re.Match, a: datetime | None):
+    """去年五月 → that month; 去年5月7号 → that day (the year relative to the anchor)."""
+    if a is None:
+        return None
+    y, mo = a.year + _ZH_YEAR_OFF[m["w"]], zh_number(m["m"])
+    if mo is None or not 1 <= mo <= 12:
+        return None
+    if not m["d"]:
+        return _month(y, mo)
+    d = zh_number(m["d"])
+    dd = _safe_date(y, mo, d) if d is not None else None
+    return _day(dd) if dd else None
+
+
+def _zh_month_only(m: re.Match, a: datetime | None):
+    mo = zh_number(m["m"])
+    return _month(a.year, mo) if a and mo and 1 <= mo <= 12 else None
+
+
 def _zh_day(m: re.Match, a: datetime | None):
     if a is None:
         return None
@@ -361,6 +503,11 @@ def _zh_short(m: re.Match, a: datetime | None):
         return None
     off, part = _ZH_SHORT[m["w"]]
     return _part(a.date() + timedelta(days=off), part)
+
+
+def _zh_part_only(m: re.Match, a: datetime | None):
+    """A bare part of day (早上, 晚上) is that part of the message's own day."""
+    return _part(a.date(), m["part"]) if a else None
 
 
 def _zh_rel(s: str | None) -> int:
@@ -396,17 +543,42 @@ def _zh_month(m: re.Match, a: datetime | None):
 def _zh_year(m: re.Match, a: datetime | None):
     if a is None:
         return None
-    return _year(a.year + {"前": -2, "去": -1, "今": 0, "本": 0, "明": 1, "后": 2}[m["w"]])
+    return _year(a.year + _ZH_YEAR_OFF[m["w"]])
 
 
 def _zh_ago(m: re.Match, a: datetime | None):
+    """N 天前 / N 个月后; 前几天 / 过两天 carry their direction in the `pre` group instead of `dir`."""
     if a is None:
         return None
-    n = zh_number(m["n"])
-    if n is None:
+    pre = m.groupdict().get("pre")
+    # 前两天 is "a couple of days ago", not exactly two days
+    count = _VAGUE.get(m["n"]) if pre else _zh_count(m["n"])
+    if count is None:
         return None
-    unit = {"天": "day", "日": "day", "周": "week", "星期": "week", "礼拜": "week", "月": "month", "年": "year"}[m["unit"]]
-    return _shift(a, -n if m["dir"] in ("前", "以前", "之前") else n, unit)
+    sign = (-1 if pre == "前" else 1) if pre else (-1 if m["dir"] in ("前", "以前", "之前") else 1)
+    return _shift(a, count, sign, _ZH_UNIT[m["unit"]])
+
+
+def _zh_every_week(m: re.Match, a: datetime | None):
+    if a is None:
+        return None
+    wd = m["wd"]
+    if not wd:
+        return _every(a, "week")
+    if _ZH_WD[wd] < 0:
+        return _every(a, "weekend")
+    return _every_weekday(a, _ZH_WD[wd], m["part"])
+
+
+def _zh_every_day(m: re.Match, a: datetime | None):
+    if a is None:
+        return None
+    part = m.groupdict().get("part") or _ZH_EVERY_SHORT.get(m.groupdict().get("w") or "")
+    return _every(a, part) if part else _every(a, "day")
+
+
+def _zh_every_unit(m: re.Match, a: datetime | None):
+    return _every(a, _ZH_UNIT[m["unit"]]) if a else None
 
 
 ZH_RULES: list[tuple[re.Pattern, Resolver]] = [
@@ -414,13 +586,27 @@ ZH_RULES: list[tuple[re.Pattern, Resolver]] = [
     (re.compile(rf"(?:(?P<y>{_ZN}{{4}})年)?(?P<m>{_ZN}{{1,2}})月(?P<d>{_ZN}{{1,3}})[日号]"), _zh_ymd),
     (re.compile(rf"(?P<y>{_ZN}{{4}})年(?P<m>{_ZN}{{1,2}})月(?:份)?"), _zh_ym),
     (re.compile(rf"(?P<y>{_ZN}{{4}})年"), _zh_y),
+    (re.compile(rf"(?P<w>前|去|今|明|后)年(?P<m>{_ZN}{{1,2}})月份?(?:(?P<d>{_ZN}{{1,3}})[日号])?"), _zh_rel_year_md),
     (re.compile(r"(?P<w>大前天|前天|昨天|昨日|今天|今日|明天|明日|大后天|后天)" + _ZH_PART + "?"), _zh_day),
     (re.compile(r"(?P<w>昨晚|今晚|明晚|今早|明早|昨早)"), _zh_short),
+    (re.compile(_ZH_PART + r"(?![好茶])"), _zh_part_only),  # not the greetings 早上好 / 晚上好, nor 下午茶
     (re.compile(r"(?P<rel>上上|下下|上|下|这|本)个?(?:周|星期|礼拜)(?P<wd>[一二三四五六日天末])?" + _ZH_PART + "?"), _zh_week),
     (re.compile(r"(?P<rel>)(?:周|星期|礼拜)(?P<wd>[一二三四五六日天末])" + _ZH_PART + "?"), _zh_week),
     (re.compile(r"(?P<rel>上|下|这|本)个?月"), _zh_month),
     (re.compile(r"(?P<w>前|去|今|明|后)年"), _zh_year),
-    (re.compile(rf"(?P<n>{_ZN}+|几)个?(?P<unit>天|日|周|星期|礼拜|月|年)(?P<dir>以前|之前|前|以后|之后|后)"), _zh_ago),
+    (re.compile(rf"(?P<n>{_ZN}+|好几|几)个?(?P<unit>天|日|周|星期|礼拜|月|年)(?P<dir>以前|之前|前|以后|之后|后)"), _zh_ago),
+    (re.compile(r"(?P<pre>前)(?P<n>好几|几|两|些)个?(?P<unit>天|周|星期|礼拜|月|年)"), _zh_ago),
+    # 过两天 "in a couple of days" — but not the aspect particle of 住过两天 ("stayed two days")
+    (re.compile(r"(?:^|(?<=[\s，。！？、,.!?;；：:再等]))(?P<pre>过)(?P<n>好几|几|两|些)个?(?P<unit>天|周|星期|礼拜|月|年)"), _zh_ago),
+    # recurring: 每周日, 每个星期六晚上, 每周末, 每周, 每天(早上), 天天, 每晚, 每个月, 每年
+    (re.compile(r"每逢?个?(?:周|星期|礼拜)(?P<wd>[一二三四五六日天末])?" + _ZH_PART + "?"), _zh_every_week),
+    (re.compile(r"(?:每天|每日|每一天|(?<![今昨明前后])天天)" + _ZH_PART + "?"), _zh_every_day),
+    (re.compile(r"(?P<w>每晚|每夜|每早)"), _zh_every_day),
+    (re.compile(r"每一?个?(?P<unit>月|年)"), _zh_every_unit),
+]
+# Only for full-match resolve (a TIME entity span): a bare 五月 / 5月份 is the anchor year's month.
+_ZH_RESOLVE_ONLY: list[tuple[re.Pattern, Resolver]] = [
+    (re.compile(rf"(?P<m>{_ZN}{{1,2}})月份?"), _zh_month_only),
 ]
 
 
@@ -428,7 +614,25 @@ def _rules(lang: str) -> list[tuple[re.Pattern, Resolver]]:
     return ZH_RULES if lang == "zh" else EN_RULES
 
 
-_EN_STRIP = re.compile(r"^(?:on|in|at|during|by|since|from|until|the)\s+", re.IGNORECASE)
+def _value(r: Resolved, text: str) -> TimeValue:
+    return TimeValue(r[0], r[1], r[2], text, r[3] if len(r) > 3 else None)
+
+
+_EN_STRIP = re.compile(r"^(?:on|in|at|during|by|since|from|until|over|the)\s+", re.IGNORECASE)
+
+
+def _candidates(e: str, lg: str) -> list[str]:
+    """The forms of an expression tried against `lg`'s rules: as is, then with up to two leading prepositions off
+    ("in two days" is a rule of its own; "on the weekend" → "weekend")."""
+    if lg == "zh":
+        return [e]
+    out = [e.lower()]
+    for _ in range(2):
+        nxt = _EN_STRIP.sub("", out[-1]).strip()
+        if nxt == out[-1]:
+            break
+        out.append(nxt)
+    return out
 
 
 def resolve(expr: str, anchor: datetime | None, lang: str) -> TimeValue | None:
@@ -443,16 +647,14 @@ def resolve(expr: str, anchor: datetime | None, lang: str) -> TimeValue | None:
     if not e:
         return None
     for lg in ((lang, "en" if lang == "zh" else "zh")):
-        cand = e if lg == "zh" else _EN_STRIP.sub("", e.lower()).strip()
-        if lg != "zh":
-            cand = _EN_STRIP.sub("", cand).strip()  # "on the weekend"
-        rules = _rules(lg) + (_EN_RESOLVE_ONLY if lg != "zh" else [])
-        for pat, fn in rules:
-            m = pat.fullmatch(cand)
-            if m:
-                r = fn(m, anchor)
-                if r is not None:
-                    return TimeValue(r[0], r[1], r[2], raw)
+        rules = _rules(lg) + (_ZH_RESOLVE_ONLY if lg == "zh" else _EN_RESOLVE_ONLY)
+        for cand in _candidates(e, lg):
+            for pat, fn in rules:
+                m = pat.fullmatch(cand)
+                if m:
+                    r = fn(m, anchor)
+                    if r is not None:
+                        return _value(r, raw)
     return None
 
 
@@ -488,6 +690,6 @@ def find_times(text: str, lang: str, anchor: datetime | None) -> list[TimeMentio
         taken.append((s, e))
         r = fn(m, anchor)
         surface = text[s:e]
-        out.append(TimeMention(s, e, surface, TimeValue(r[0], r[1], r[2], surface) if r else None))
+        out.append(TimeMention(s, e, surface, _value(r, surface) if r else None))
     out.sort(key=lambda t: t.start)
     return out

@@ -256,7 +256,8 @@ def lake_fingerprint(lake: Lake) -> str:
     h = hashlib.sha256()
     for d in part_dirs(lake):
         m = read_manifest(d)
-        h.update(f"{d.name}\x1f{m.get('source_sha256')}\x1f{m.get('graph_sha256')}\n".encode())
+        h.update(f"{d.name}\x1f{m.get('source_sha256')}\x1f{m.get('graph_sha256')}\x1f{m.get('graph_version')}\n"
+                 .encode())
     return h.hexdigest()
 
 
@@ -294,3 +295,21 @@ def stale_partitions(lake: Lake, files: dict[str, InboxFile]) -> dict[str, str]:
     """{partition key: sha256} of the inbox `files` whose graph part is missing or built from other bytes."""
     return {key: f.sha256 for key, f in files.items()
             if read_manifest(lake.part_dir(key)).get("graph_sha256") != f.sha256}
+
+
+def outdated_stages(lake: Lake, files: dict[str, InboxFile], nlp_version: str,
+                    graph_version: str) -> dict[str, str]:
+    """{partition key: first stage to re-run} for partitions whose bytes are current but whose derived parts
+    were built by other code: "annotations" (NLP pipeline changed: re-annotate, then rebuild the graph) or
+    "graph" (only the R2G rules changed: rebuild the graph from the stored annotations, no NLP).
+    Partitions in stale_partitions are left out — they re-run whole."""
+    out: dict[str, str] = {}
+    for key, f in files.items():
+        m = read_manifest(lake.part_dir(key))
+        if m.get("graph_sha256") != f.sha256:
+            continue
+        if m.get("nlp_version") != nlp_version:
+            out[key] = "annotations"
+        elif m.get("graph_version") != graph_version:
+            out[key] = "graph"
+    return out

@@ -238,7 +238,7 @@ def test_zh_like_preference_and_instrument() -> None:
     g = G("我喜欢吃苹果。请用英文回答", speaker="小王")
     assert {p["subtype"] for p in g.of("Preference")} == {"like", "instruction"}
     answer = g.one("Fact", predicate_norm="answer")
-    assert g.titles(answer, "INSTRUMENT") == {"英文"}
+    assert g.titles(answer, "MANNER") == {"英文"}  # 用 + a language is how, not with what
 
 
 def test_zh_absolute_date_time() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from r2g.extract import build_graph, span_refs, _Msg
 from r2g.ids import edge_id, stable_id
-from r2g.merge import merge_graph
+from r2g.merge import COUNTED_TYPES, merge_graph
 from r2g.nlp import annotate, english
 from r2g.pipeline import run_partition
 from r2g.schema import EDGES, NODES
@@ -233,15 +233,20 @@ def test_merge_dedups_edges_by_id(partitions) -> None:
     assert set(ids) == all_ids
 
 
-def test_merge_twice_keeps_rows_and_sums_entity_counts(partitions) -> None:
-    """merge_graph unions partitions: a repeated partition re-counts entity mentions, everything else is unchanged."""
+def test_merge_twice_keeps_rows_and_sums_counts(partitions) -> None:
+    """merge_graph unions partitions: a repeated partition re-counts the counted nodes (Entity, Concept and the
+    fingerprint-deduplicated Fact/Preference/Task), and leaves Episodes and edges unchanged."""
     nodes, edges = merge_graph([p[0] for p in partitions], [p[1] for p in partitions])
     n2, e2 = merge_graph([nodes, nodes], [edges, edges])
     assert e2.equals(edges)
     assert n2.column("id").equals(nodes.column("id"))
     for a, b in zip(nodes.to_pylist(), n2.to_pylist()):
-        if a["type"] == "Entity":
-            assert b["mentions"] == 2 * a["mentions"] and b["aliases"] == a["aliases"]
+        if a["type"] in COUNTED_TYPES:
+            assert b["frequency"] == 2 * a["frequency"] and b["aliases"] == a["aliases"]
+            if a["mentions"] is not None:
+                assert b["mentions"] == 2 * a["mentions"]
+            assert {k: v for k, v in b.items() if k not in ("frequency", "mentions", "importance")} == \
+                {k: v for k, v in a.items() if k not in ("frequency", "mentions", "importance")}
         else:
             assert a == b
 

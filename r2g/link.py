@@ -1,0 +1,113 @@
+"""Fact ↔ Fact links over a whole graph (seed 004 R2G-3, R2G-5): SAME_AS, SUPPORTS, CONTRADICTS.
+
+Runs on the merged lake tables, so it links facts across turns, files and
+conversations of one tenant. Facts are grouped by (tenant, subject = AGENT,
+canonical predicate, PATIENT, modality); the canonical predicate folds antonyms
+onto one verb with a polarity flip (hate → like, negated), so "I love hiking" /
+"I hate hiking" / "I don't like hiking" land in one group.
+
+Within a group, in time order, each fact links to the most recent earlier fact:
+- same polarity, an event, within ±1 day → SAME_AS (one event told twice);
+- same polarity otherwise → SUPPORTS (the claim repeated later);
+- opposite polarity → CONTRADICTS (issue-5 consolidation turns these into versions).
+Linking only to the nearest earlier fact keeps the edge count linear in the facts.
+"""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import polars as pl
+import pyarrow as pa
+
+from r2g.extract import edge_weight
+from r2g.ids import edge_id
+from r2g.schema import EDGES
+from raw_store.lake import conform
+
+SAME_AS = "r2g.rule.same_as.v1"
+SUPPORT = "r2g.rule.support.v1"          # SUPPORTS and CONTRADICTS
+CONF = {SAME_AS: 0.6, SUPPORT: 0.5}
+SAME_EVENT_WINDOW = timedelta(days=1)
+
+# antonym → (canonical verb, polarity flip); both languages' predicate_norms are English-ish lemmas
+ANTONYMS: dict[str, tuple[str, bool]] = {
+    "hate": ("like", True), "dislike": ("like", True), "detest": ("like", True), "loathe": ("like", True),
+    "love": ("like", False), "enjoy": ("like", False), "adore": ("like", False),
+    "disagree": ("agree", True), "forget": ("remember", True), "lose": ("win", True),
+    "reject": ("accept", True), "refuse": ("accept", True), "stop": ("start", True), "quit": ("start", True),
+    "sad": ("happy", True), "unhappy": ("happy", True), "upset": ("happy", True),
+    "讨厌": ("like", True), "喜欢": ("like", False), "爱": ("like", False),
+}
+# predicates too generic to link when nothing else (object, second verb) pins them down
+LIGHT_VERBS = frozenset("""
+be have do go get make say tell think know see come take want let mean feel look try need use give put keep
+seem call ask talk guess hope wish thank 是 有 去 说 做 想 看 来 要 觉得 知道
+""".split())
+
+
+def canonical_predicate(predicate_norm: str) -> tuple[str, bool]:
+    """(canonical predicate, flipped polarity?) — the first verb of predicate_norm folded through ANTONYMS."""
+    head, _, rest = predicate_norm.partition("_")
+    canon, flip = ANTONYMS.get(head, (head, False))
+    return (f"{canon}_{rest}" if rest else canon), flip
+
+
+def _role_table(edges: pl.DataFrame, etype: str, name: str) -> pl.DataFrame:
+    """src → one dst per fact (the smallest id, deterministic) for a role edge type."""
+    return (edges.filter(pl.col("type") == etype).group_by("src").agg(pl.col("dst").min().alias(name))
+            .rename({"src": "id"}))
+
+
+def link_facts(nodes: pa.Table, edges: pa.Table) -> pa.Table:
+    """New SAME_AS / SUPPORTS / CONTRADICTS edges (r2g.schema.EDGES, sorted by id) between the Facts of `nodes`."""
+    n = pl.from_arrow(nodes.select(["id", "tenant", "type", "subtype", "predicate_norm", "negation", "modality",
+                                    "time_start", "first_seen", "raw_refs"]))
+    facts = n.filter((pl.col("type") == "Fact") & pl.col("predicate_norm").is_not_null())
+    if facts.height == 0:
+        return EDGES.empty_table()
+    e = pl.from_arrow(edges.select(["src", "dst", "type"]))
+    facts = (facts.join(_role_table(e, "AGENT", "agent"), on="id", how="inner")
+             .join(_role_table(e, "PATIENT", "patient"), on="id", how="left")
+             .with_columns(pl.col("patient").fill_null(""), pl.col("modality").fill_null(""),
+                           pl.col("negation").fill_null(False),
+                           pl.coalesce("time_start", "first_seen").alias("t")))
+    rows = facts.sort(["tenant", "agent", "t", "id"], nulls_last=True).to_dicts()
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        canon, flip = canonical_predicate(r["predicate_norm"])
+        if not r["patient"] and "_" not in canon and canon in LIGHT_VERBS:
+            continue
+        r["polarity"] = r["negation"] != flip
+        groups.setdefault((r["tenant"], r["agent"], canon, r["patient"], r["modality"]), []).append(r)
+    out: dict[str, dict] = {}
+
+    def add(src: dict, etype: str, dst: dict, rule: str) -> None:
+        eid = edge_id(src["tenant"], src["id"], etype, dst["id"])
+        out[eid] = {"id": eid, "tenant": src["tenant"], "src": src["id"], "dst": dst["id"], "type": etype,
+                    "weight": edge_weight(CONF[rule]), "confidence": CONF[rule], "valid_since": src["t"],
+                    "valid_until": None, "raw_refs": src["raw_refs"] or [], "provenance": rule}
+
+    for members in groups.values():
+        last: dict[bool, dict] = {}
+        for r in members:
+            prev_same, prev_other = last.get(r["polarity"]), last.get(not r["polarity"])
+            if prev_same is not None:
+                close = r["t"] is not None and prev_same["t"] is not None and \
+                    abs(r["t"] - prev_same["t"]) <= SAME_EVENT_WINDOW
+                if close and r["subtype"] == "event" and prev_same["subtype"] == "event":
+                    add(r, "SAME_AS", prev_same, SAME_AS)
+                else:
+                    add(r, "SUPPORTS", prev_same, SUPPORT)
+            if prev_other is not None:
+                add(r, "CONTRADICTS", prev_other, SUPPORT)
+            last[r["polarity"]] = r
+    table = pa.Table.from_pylist([out[k] for k in sorted(out)], schema=EDGES)
+    return conform(table, EDGES)
+
+
+def with_fact_links(nodes: pa.Table, edges: pa.Table) -> pa.Table:
+    """`edges` plus the fact links, one row per id, sorted by id (links replace stale links of the same id)."""
+    base = pl.from_arrow(edges).filter(~pl.col("provenance").is_in([SAME_AS, SUPPORT]))
+    links = pl.from_arrow(link_facts(nodes, conform(base.to_arrow(), EDGES)))
+    merged = pl.concat([base, links], how="vertical_relaxed").unique("id", keep="first").sort("id")
+    return conform(merged.to_arrow(), EDGES)
