@@ -64,3 +64,29 @@ def unresolved_raw_refs(table: pa.Table, raw_chunks: pa.Table) -> CheckOutcome:
         | (pl.col("offset") + pl.col("length") > pl.col("len_bytes"))
     )
     return _outcome(refs.height, bad)
+
+
+
+def agent_coverage(messages: pa.Table, nodes: pa.Table, edges: pa.Table) -> tuple[float, int]:
+    """(share, n) of declarative turns — not questions, at least three words — with a Fact that has an AGENT.
+
+    A quality figure for R2G (issue 3): a statement someone makes should yield at
+    least one "who did what" Fact. Turns are matched by (tenant, conv_id, msg_id).
+    """
+    m = pl.from_arrow(messages.select(["tenant", "conv_id", "msg_id", "text"]))
+    m = m.filter(~pl.col("text").str.strip_chars().str.ends_with("?")
+                 & ~pl.col("text").str.strip_chars().str.ends_with("？")
+                 & ((pl.col("text").str.split(" ").list.len() >= 3)
+                    | (~pl.col("text").str.contains(" ") & (pl.col("text").str.len_chars() >= 4))))
+    if m.height == 0:
+        return 0.0, 0
+    facts = pl.from_arrow(nodes.select(["id", "type", "raw_refs", "tenant"])).filter(pl.col("type") == "Fact")
+    agents = pl.from_arrow(edges.select(["src", "type"])).filter(pl.col("type") == "AGENT").select("src").unique()
+    with_agent = facts.join(agents, left_on="id", right_on="src", how="semi")
+    # a Fact's raw_refs name its message's bytes; Facts merged by fingerprint cover every message they came from
+    ep = pl.from_arrow(nodes.select(["id", "type", "conv_id", "msg_id", "tenant"])).filter(pl.col("type") == "Episode")
+    derived = pl.from_arrow(edges.select(["src", "dst", "type"])).filter(pl.col("type") == "DERIVED_FROM")
+    turns = (derived.join(with_agent.select("id"), left_on="src", right_on="id", how="semi")
+             .join(ep, left_on="dst", right_on="id").select(["tenant", "conv_id", "msg_id"]).unique())
+    covered = m.join(turns, on=["tenant", "conv_id", "msg_id"], how="semi").height
+    return covered / m.height, m.height

@@ -347,7 +347,9 @@ def _message_graph(g: _Graph, msg: _Msg, ann: Annotation, coref: Coref) -> list[
     speaker = R.speaker_rule(ctx)
     hits = g.concept_dict.match(ann.tokens, ann.lemma, ann.lang)
 
-    time_ents = [tr.entity() for tr in times if tr.entity() is not None]
+    # a fact may read a time differently (a bare weekday in a future clause is the coming one): its reading wins
+    fact_times = {(r.target.start, r.target.end): r.target for f in facts for r in f.roles if r.type == "TIME"}
+    time_ents = [fact_times.get((tr.start, tr.end), tr.entity()) for tr in times if tr.entity() is not None]
     mention_refs = [ref for _, _, ref in ner] + time_ents
     whole = span_refs(msg, -1, -1)
     g.raw_ids.update(r["raw_id"] for r in whole)
@@ -358,8 +360,9 @@ def _message_graph(g: _Graph, msg: _Msg, ann: Annotation, coref: Coref) -> list[
     if len(blocks) > 1:
         bchars = [(ann.idx[sents[lo][0]], ann.idx[sents[hi - 1][1] - 1] + len(ann.tokens[sents[hi - 1][1] - 1]))
                   for lo, hi in blocks]
-        bchars[0] = (0, bchars[0][1])
-        bchars[-1] = (bchars[-1][0], len(msg.text))
+        # blocks tile the text: each runs to where the next begins (the whitespace between belongs to it)
+        starts = [0] + [lo for lo, _ in bchars[1:]]
+        bchars = list(zip(starts, starts[1:] + [len(msg.text)]))
         ep_ids = [stable_id("n", msg.tenant, "Episode", msg.conv_id, msg.msg_id, f"block{k}")
                   for k in range(len(blocks))]
     else:

@@ -279,13 +279,35 @@ def speaker_rule(ctx: MessageCtx) -> EntityRef | None:
     return EntityRef("PERSON", name, -1, -1, ENTITY_SPEAKER) if name else None
 
 
-def _time_roles(times: list[TimeRef], roles: list[Role]) -> tuple[TimeValue | None, str | None]:
+_BARE_WEEKDAY = re.compile(r"^(?:on\s+)?(?:mon|tues|wednes|thurs|fri|satur|sun)day$|^(?:周|星期|礼拜)[一二三四五六日天]$",
+                           re.I)
+FUTURE_MODALITIES = frozenset({"will", "plan", "want", "must", "should"})
+
+
+def _forward(tr: TimeRef, ts: datetime | None) -> TimeRef:
+    """A bare weekday in a clause about the future means the coming one: "I'll call on Friday" said on a
+    Monday is four days ahead, not three days back (time_norm resolves bare weekdays to the past)."""
+    v = tr.value
+    if v is None or ts is None or v.granularity != "day" or not _BARE_WEEKDAY.match(tr.text.strip()):
+        return tr
+    if v.start >= ts.replace(hour=0, minute=0, second=0, microsecond=0):
+        return tr
+    week = timedelta(days=7)
+    return TimeRef(tr.start, tr.end, tr.tok_start, tr.tok_end, tr.text,
+                   TimeValue(v.start + week, v.end + week, v.granularity, v.text, v.period))
+
+
+def _time_roles(times: list[TimeRef], roles: list[Role], future: bool = False,
+                ts: datetime | None = None) -> tuple[TimeValue | None, str | None]:
     """Append a TIME role per resolved time of a clause; return the fact's (time value, time text).
 
     The first resolved expression dates the fact; an unresolved one still keeps its text.
+    `future`: the clause is about what will/should happen (bare weekdays move forward).
     """
     ftime, ftext = None, None
     for tr in times:
+        if future:
+            tr = _forward(tr, ts)
         ent = tr.entity()
         if ent is not None:
             roles.append(Role("TIME", ent, TIME))
@@ -362,11 +384,16 @@ def name_variants(names: list[str], speakers: list[str]) -> dict[str, str]:
         back = [c for c in uniq if c != b and (_is_variant(c, b) or _is_variant(b, c))]
         if len(back) != 1:
             continue
-        a_spk, b_spk = _norm_name(a) in spk, _norm_name(b) in spk
-        canonical_is_b = b_spk or (not a_spk and (len(b), b) > (len(a), a))
-        if canonical_is_b:
+        if _rank(b, spk, uniq) > _rank(a, spk, uniq):
             out[_norm_name(a)] = b
     return out
+
+
+def _rank(name: str, speakers: set[str], order: list[str]) -> tuple:
+    """Which of two forms is canonical: a speaker's, then the longer, then not a doubled nickname (明明), then
+    the one named first."""
+    doubled = len(name) == 2 and name[0] == name[1]
+    return (_norm_name(name) in speakers, len(name), not doubled, -order.index(name))
 
 
 def _canonical(ctx: MessageCtx, ref: EntityRef) -> EntityRef:
@@ -545,6 +572,10 @@ def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
             preds.append(i)
         elif pos == "AUX" and dep in _EN_PRED_DEPS and any(ann.dep[c] in ("acomp", "attr") for c in kids[i]):
             preds.append(i)
+        elif pos == "AUX" and dep in _EN_PRED_DEPS and has_subj(i) and any(ann.dep[c] == "prep" for c in kids[i]) \
+                or (pos == "AUX" and dep in _EN_PRED_DEPS and has_subj(i)
+                    and any(nps.is_time(c) for c in kids[i])):
+            preds.append(i)  # "my birthday is on May 7", "I was at the gym": be + where/when
         elif pos == "ADJ" and dep == "ROOT":  # fragments like "So happy today!"
             preds.append(i)
     pred_set = set(preds)
@@ -634,11 +665,13 @@ def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
                         parts.append(patient.name.split()[-1].lower())
         location = None
         companions: list[EntityRef] = []
-        for q in dict.fromkeys(x for x in (main, xc, p) if x is not None):
+        for q in dict.fromkeys(x for x in (main, xc, p, *obj_heads[:1]) if x is not None):
             for c in kids[q]:
                 if ann.dep[c] != "prep":
                     continue
                 prep = ann.tokens[c].lower()
+                if q not in (main, xc, p) and prep not in ("for", "to"):
+                    continue  # on the object only "a gift for my mom" / "a letter to Anna" name a participant
                 objs = [g for g in kids[c] if ann.dep[g] == "pobj"]
                 if prep in _EN_CAUSE_PREPS:  # "because of the rain", "due to work": object under a pcomp
                     objs += [x for g in kids[c] if ann.dep[g] == "pcomp" for x in kids[g] if ann.dep[x] == "pobj"]
@@ -650,6 +683,8 @@ def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
                     if tgt is None:
                         continue
                     role = _en_prep_role(prep, nps.is_person(g), label, ann, g, kids)
+                    if q not in (main, xc, p) and role not in ("BENEFICIARY", "RECIPIENT"):
+                        continue
                     if role == "LOCATION":
                         if location is None:
                             location = tgt
@@ -659,7 +694,7 @@ def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
                     elif role is not None:
                         roles.append(Role(role, tgt, FACT_EN if role in ("RECIPIENT", "MANNER") else ROLES_EXTRA))
         tvals = [tr for tr in time_owner.get(p, []) + (time_owner.get(xc, []) if xc is not None else [])]
-        ftime, ftext = _time_roles(tvals, roles)
+        ftime, ftext = _time_roles(tvals, roles, modality in FUTURE_MODALITIES, ctx.ts)
         owned = [t for t in range(n) if owner[t] == p]
         lo, hi = min(owned), max(owned)
         while lo <= hi and ann.pos[lo] in _PUNCT_POS and ann.pos[lo] != "X":
@@ -723,6 +758,7 @@ _ZH_LOC_PREP = frozenset({"在", "于"})
 _ZH_POLITE = frozenset({"请", "麻烦", "劳驾"})
 _ZH_INSTR_PREP = frozenset({"用", "拿", "通过", "使用"})
 _ZH_WITH = frozenset({"和", "跟", "与", "同"})
+_ZH_DEGREE = frozenset({"好", "很", "太", "真", "挺", "非常", "特别", "超", "超级", "蛮", "有点", "比较", "更", "最"})
 _ZH_BENEFIT_PREP = {"给": "RECIPIENT", "为": "BENEFICIARY", "替": "BENEFICIARY", "帮": "BENEFICIARY"}
 _ZH_LANGUAGES = frozenset({"中文", "英文", "英语", "汉语", "普通话", "粤语", "日语", "日文", "韩语", "法语", "德语",
                            "西班牙语", "俄语"})
@@ -778,8 +814,27 @@ def _zh_entity_for(ctx: MessageCtx, lo: int, hi: int, role_sub: str | None = Non
     ann = ctx.ann
     cs, ce = ann.idx[lo], _tok_end(ann, hi - 1)
     name = ctx.text[cs:ce]
-    sub = role_sub or ("PERSON" if name in PERSON_NOUNS_ZH else _ZH_ENT_SUB.get(ann.tag[hi - 1], "OBJECT"))
+    known_person = name in PERSON_NOUNS_ZH or _norm_name(name) in ctx.names or name in (ctx.speaker, ctx.you)
+    sub = role_sub or ("PERSON" if known_person else _ZH_ENT_SUB.get(ann.tag[hi - 1], "OBJECT"))
     return _canonical(ctx, EntityRef(sub, name, cs, ce, FACT_ZH))
+
+
+_ZH_WEATHER = ("下雨", "下雪", "刮风", "打雷", "降温", "升温", "起雾", "天晴", "阴天", "下冰雹")
+_ZH_QUESTION_END = ("吗", "呢", "？", "?", "么", "嘛")
+_ZH_IMPERATIVE = ("请", "别", "不要", "不许", "记得", "快", "来", "去吧", "吧")
+
+
+def _zh_first_person_default(ctx: MessageCtx, ann: Annotation, lo: int, hi: int) -> bool:
+    """A subjectless opening clause defaults to the speaker unless it asks or tells someone to do something."""
+    clause = ctx.text[ann.idx[lo]:_tok_end(ann, hi - 1)].strip()
+    after = ctx.text[_tok_end(ann, hi - 1):].lstrip()[:1]
+    if not clause or clause.endswith(_ZH_QUESTION_END) or after in ("？", "?"):
+        return False
+    if clause.startswith(_ZH_IMPERATIVE) or clause.endswith(("吧", "啊吧")) or _ZH_PREF[0][0].search(clause):
+        return False  # asks or instructs someone else (以后优先用中文回答 is the assistant's to do)
+    if any(w in clause for w in _ZH_WEATHER):
+        return False  # 下雨 has no doer
+    return bool(ctx.speaker)
 
 
 def _zh_personish(ann: Annotation, lo: int, hi: int) -> bool:
@@ -829,6 +884,9 @@ def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
             w, tag = ann.tokens[i], ann.tag[i]
             if in_time[i] or (tag == "x" and not w.strip()) or w in _ZH_POLITE:
                 i += 1
+                continue
+            if w in _ZH_DEGREE and i + 1 < hi and (_zh_is_state(ann, i + 1) or _zh_is_verb(ann, i + 1)):
+                i += 1  # 好累, 很喜欢, 太大: a degree adverb, not the predicate
                 continue
             if w in _ZH_LOC_PREP:
                 j0 = i + 1
@@ -881,17 +939,29 @@ def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
                 pred = i
                 break
             if not agent_seen and (tag.startswith("r") and w in _ZH_PRONOUNS):
+                if i + 1 < hi and ann.tokens[i + 1] == "的":
+                    i += 2  # 我的朋友…: a possessor, the subject follows
+                    continue
                 agent_seen = True
                 agent = pronoun_ref(ctx, w, ann.idx[i], _tok_end(ann, i))
                 i += 1
                 continue
             if not agent_seen and tag in _ZH_SUBJECT_TAGS:
                 j = _zh_noun_run(ann, i, hi, in_time)
+                while j + 1 < hi and ann.tokens[j] == "的" and _zh_noun_run(ann, j + 1, hi, in_time) > j + 1:
+                    i = j + 1  # 姐夫的父亲: the possessed noun is the subject
+                    j = _zh_noun_run(ann, i, hi, in_time)
                 agent_seen = True
-                agent = _zh_entity_for(ctx, i, j, "PERSON" if ann.tag[j - 1].startswith("nr") else None)
+                # 朋友张伟: a person noun in apposition to a name — the name is the subject
+                k0 = next((k for k in range(i, j) if ann.tag[k].startswith("nr")), i)
+                k0 = k0 if all(ann.tokens[k] in PERSON_NOUNS_ZH for k in range(i, k0)) else i
+                agent = _zh_entity_for(ctx, k0, j, "PERSON" if _zh_personish(ann, k0, j) else None)
                 i = j
                 continue
             i += 1
+        clause_text = ctx.text[ann.idx[lo]:_tok_end(ann, hi - 1)]
+        if _SMALL_TALK.match(clause_text):
+            continue  # 好的, 哈哈, 嗯嗯: an acknowledgement, not a statement
         if pred < 0 and location is None:
             j = _zh_noun_run(ann, lo, hi, in_time)
             if marker == "because" and j > lo:  # 由于疫情，… : a noun cause, a CAUSE role of the fact it explains
@@ -899,6 +969,10 @@ def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
             continue
         if not agent_seen:
             agent = prev_agent  # pro-drop: 「我今天不开心，因为昨晚没睡好」 — 睡 is still the speaker's
+            if agent is None and not facts and pred >= 0 and _zh_first_person_default(ctx, ann, lo, hi):
+                # a subjectless statement opening a chat turn is the speaker's own (zero pronoun 我):
+                # 「知道啦」「不喝了」「忙忘了问」 — weaker evidence, so the coref rule and its confidence
+                agent = speaker and EntityRef(speaker.subtype, speaker.name, -1, -1, COREF)
         prev_agent = agent if agent_seen else prev_agent
         subtype = "event"
         patient: EntityRef | None = None
@@ -991,7 +1065,8 @@ def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
         roles.extend(extra)
         roles.extend(Role("CAUSE", c, ROLES_EXTRA) for at, c in pending_cause if at == len(facts))
         cs_clause, ce_clause = ann.idx[lo], _tok_end(ann, hi - 1)
-        ftime, ftext = _time_roles([tr for tr in times if cs_clause <= tr.start and tr.end <= ce_clause], roles)
+        ftime, ftext = _time_roles([tr for tr in times if cs_clause <= tr.start and tr.end <= ce_clause], roles,
+                                   modality in FUTURE_MODALITIES, ctx.ts)
         clause_ents = [ref for s, e, ref in ents if lo <= s and e <= hi]
         mentions = _dedup_refs([r.target for r in roles] + companions + clause_ents)
         surface = ctx.text[ann.idx[surface_lo]:_tok_end(ann, max(surface_lo, surface_hi - 1))]
@@ -1189,7 +1264,7 @@ def importance(kind: str, text: str, lang: str, words: list[str], *, n_entities:
 # ---------------------------------------------------------------- r2g.rule.topic_block.v1
 
 TOPIC_BLOCK_MIN_SENTS = 8      # a turn is "long" from this many sentences …
-TOPIC_BLOCK_MIN_CHARS = 800    # … and characters on
+TOPIC_BLOCK_MIN_CHARS = 500    # … and characters on
 TOPIC_BLOCK_MIN_LEN = 3        # sentences per block at least
 
 
@@ -1311,5 +1386,14 @@ RULES: dict[str, RuleSpec] = {r.id: r for r in [
     RuleSpec(PREFERENCE, "preference and instruction language → Preference", (preference_rule,)),
     RuleSpec(TEMPORAL_NEXT, "Episodes of one conversation chained by seq", (temporal_next_rule,)),
     RuleSpec(MENTIONS, "Episode/Fact/Preference → Entity for every mention", ()),
-    RuleSpec(DERIVED_FROM, "Fact/Preference → Episode, and every node → its RawChunk", ()),
+    RuleSpec(DERIVED_FROM, "Fact/Preference/Task → Episode, and every node → its RawChunk", ()),
+    RuleSpec(COREF, "name variants (Mel/Melanie, 明明/小明) and pronouns (you/he/she/他/她) within a conversation",
+             (name_variants, pronoun_ref)),
+    RuleSpec(ROLES_EXTRA, "BENEFICIARY (for/为/替), CAUSE (because of/由于), INSTRUMENT (with/by), RECIPIENT (给)",
+             (fact_en_rule, fact_zh_rule)),
+    RuleSpec(TASK, "plans and to-dos: need to/have to/plan to, 要/得/打算, reminders → Task", (task_rule,)),
+    RuleSpec(CONCEPT, "topic dictionary hits → Concept, ABOUT from the turn and the units holding the hit", ()),
+    RuleSpec(IMPORTANCE, "importance in [0,1]: preferences, life events, names/birthdays over small talk",
+             (importance,)),
+    RuleSpec(TOPIC_BLOCK, "a long text is split into topic blocks, one Episode each", (topic_blocks,)),
 ]}
