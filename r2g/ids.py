@@ -2,17 +2,26 @@
 from __future__ import annotations
 
 import hashlib
-import json
+
+
+ID_SCHEME = "ids.v2"   # part of r2g.pipeline.graph_version: a new scheme re-derives every graph part
 
 
 def stable_id(prefix: str, *parts: str | None) -> str:
-    """`prefix_` + the first 24 hex chars of sha256 over the parts' JSON array.
+    """`prefix_` + the first 24 hex chars of sha256 over the parts, each length-prefixed.
 
-    JSON keeps the key injective whatever the parts hold (user text may contain any
-    separator), so ("a", "bc") and ("ab", "c") never share an id; None stays distinct
-    from "". Node ids use prefix "n", edge ids "e".
+    `len:part` framing keeps the key injective whatever the parts hold (user text may
+    contain any separator), so ("a", "bc") and ("ab", "c") never share an id; None
+    ("~") stays distinct from "" ("0:"). Node ids use prefix "n", edge ids "e".
     """
-    key = json.dumps([None if p is None else str(p) for p in parts], ensure_ascii=False)
+    framed = []
+    for p in parts:
+        if p is None:
+            framed.append("~")
+        else:
+            p = str(p)
+            framed.append(f"{len(p)}:{p}")
+    key = "".join(framed)
     return f"{prefix}_{hashlib.sha256(key.encode('utf-8', 'surrogatepass')).hexdigest()[:24]}"
 
 

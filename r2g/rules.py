@@ -168,26 +168,33 @@ def _dedup(xs) -> list[str]:
     return list(dict.fromkeys(x for x in xs if x))
 
 
+def _content_tokens(ann: Annotation) -> list[str | None]:
+    """Per token: its content word (see content_words) or None — computed once per annotation."""
+    cached = ann.__dict__.get("_content_tokens")
+    if cached is not None:
+        return cached
+    out: list[str | None] = []
+    if ann.lang == "zh":
+        for w, pos in zip(ann.tokens, ann.pos):
+            w = w.strip().lower()
+            # embedded latin words (jieba tag eng → X) carry content too
+            ok = w and pos != "PUNCT" and _WORDISH.search(w) and w not in ZH_STOPWORDS
+            out.append(w if ok else None)
+    else:
+        for tok, lemma, pos in zip(ann.tokens, ann.lemma, ann.pos):
+            if (pos in _PUNCT_POS and pos != "X") or pos in _EN_FUNCTION_POS:
+                out.append(None)
+                continue
+            lem = lemma.lower().strip()
+            ok = lem and _WORDISH.search(lem) and lem not in EN_STOP_WORDS and tok.lower() not in EN_STOP_WORDS
+            out.append(lem if ok else None)
+    ann.__dict__["_content_tokens"] = out
+    return out
+
+
 def content_words(ann: Annotation, lo: int = 0, hi: int | None = None) -> list[str]:
     """Content words of tokens [lo, hi): English lower-cased lemmas minus stop-words, Chinese words minus stop-words."""
-    hi = len(ann.tokens) if hi is None else hi
-    out = []
-    if ann.lang == "zh":
-        for i in range(lo, hi):
-            w = ann.tokens[i].strip().lower()
-            # embedded latin words (jieba tag eng → X) carry content too
-            if w and ann.pos[i] != "PUNCT" and _WORDISH.search(w) and w not in ZH_STOPWORDS:
-                out.append(w)
-    else:
-        for i in range(lo, hi):
-            if ann.pos[i] in _PUNCT_POS and ann.pos[i] != "X":
-                continue
-            if ann.pos[i] in _EN_FUNCTION_POS:
-                continue
-            lem = ann.lemma[i].lower().strip()
-            if lem and _WORDISH.search(lem) and lem not in EN_STOP_WORDS and ann.tokens[i].lower() not in EN_STOP_WORDS:
-                out.append(lem)
-    return _dedup(out)
+    return _dedup(_content_tokens(ann)[lo:hi])
 
 
 def _tok_end(ann: Annotation, i: int) -> int:
@@ -1029,7 +1036,8 @@ def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
                         companions.append(_zh_entity_for(ctx, k, j, "PERSON" if _zh_personish(ann, k, j) else None))
                     k, j = j + 2, j2
             obj = (k, j) if j > k else None
-            if obj is None and recipient is None and k < hi and ann.tokens[k] in _ZH_PRONOUNS and not in_time[k]:
+            if obj is None and recipient is None and k < hi and ann.tokens[k] in _ZH_PRONOUNS and not in_time[k] \
+                    and (k + 1 >= hi or not (ann.tokens[k + 1] == "的" or _zh_nounish(ann.tag[k + 1]))):
                 patient = pronoun_ref(ctx, ann.tokens[k], ann.idx[k], _tok_end(ann, k))  # 我喜欢她
             obj_name = ctx.text[ann.idx[k]:_tok_end(ann, j - 1)] if obj else ""
             if _zh_is_state(ann, v) and v2 is None and obj is None:

@@ -614,6 +614,16 @@ def _rules(lang: str) -> list[tuple[re.Pattern, Resolver]]:
     return ZH_RULES if lang == "zh" else EN_RULES
 
 
+def _any_rule(rules: list[tuple[re.Pattern, Resolver]]) -> re.Pattern:
+    """One pattern matching wherever any rule does (groups made non-capturing): a prefilter, so the
+    common message with no time expression costs one regex search instead of one per rule."""
+    body = "|".join("(?:%s)" % re.sub(r"\(\?P<\w+>", "(?:", p.pattern) for p, _ in rules)
+    return re.compile(body, rules[0][0].flags)
+
+
+_ANY = {"en": _any_rule(EN_RULES), "zh": _any_rule(ZH_RULES)}
+
+
 def _value(r: Resolved, text: str) -> TimeValue:
     return TimeValue(r[0], r[1], r[2], text, r[3] if len(r) > 3 else None)
 
@@ -673,6 +683,8 @@ def find_times(text: str, lang: str, anchor: datetime | None) -> list[TimeMentio
     # a language's rules only run when the text has its script (mixed messages get both)
     langs = [lg for lg, script in (("zh", _HAN), ("en", _LATIN_OR_DIGIT)) if script.search(text)]
     for lg in langs:
+        if not _ANY[lg].search(text):
+            continue
         for pat, fn in _rules(lg):
             for m in pat.finditer(text):
                 s, e = m.span()
