@@ -380,16 +380,36 @@ def name_variants(names: list[str], speakers: list[str]) -> dict[str, str]:
     """
     uniq = list(dict.fromkeys(n for n in list(speakers) + list(names) if n and n.strip()))
     spk = {_norm_name(s) for s in speakers if s}
+    # index the candidate pairs instead of comparing every two names (a long chat names hundreds of people)
+    by_prefix: dict[str, list[str]] = {}
+    by_form: dict[str, list[str]] = {}
+    for b in uniq:
+        if _HAN.match(b):
+            for f in _zh_short_forms(b):
+                by_form.setdefault(f, []).append(b)
+        else:
+            first = _norm_name(b).split(" ")[0]
+            by_prefix.setdefault(first[:3], []).append(b)
+
+    def related(a: str) -> list[str]:
+        if _HAN.match(a):
+            cands = by_form.get(a, []) + [b for b in _zh_short_forms(a) if b in present]
+        else:
+            cands = [b for b in by_prefix.get(_norm_name(a)[:3], []) if b != a] if " " not in _norm_name(a) \
+                else []
+            first = _norm_name(a).split(" ")[0]
+            cands += [b for b in by_prefix.get(first[:3], []) if b != a and _is_variant(b, a)]
+        return list(dict.fromkeys(b for b in cands if b != a and (_is_variant(a, b) or _is_variant(b, a))))
+
+    present = set(uniq)
     out: dict[str, str] = {}
     for a in uniq:
-        fits = [b for b in uniq if b != a and (_is_variant(a, b) or _is_variant(b, a))]
-        fits = [b for b in fits if not (_norm_name(a) in spk and _norm_name(b) in spk)]
+        fits = [b for b in related(a) if not (_norm_name(a) in spk and _norm_name(b) in spk)]
         if len(fits) != 1:
             continue
         b = fits[0]
         # the other side must not be ambiguous either (明明 fits 小明 only; 小明 must fit 明明 only)
-        back = [c for c in uniq if c != b and (_is_variant(c, b) or _is_variant(b, c))]
-        if len(back) != 1:
+        if len(related(b)) != 1:
             continue
         if _rank(b, spk, uniq) > _rank(a, spk, uniq):
             out[_norm_name(a)] = b
