@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,54 @@ def test_und_uses_english_pipeline() -> None:
 def test_pipeline_version_names_components() -> None:
     v = nlp.PIPELINE_VERSION
     assert v.startswith("nlp.v1|spacy=") and "|en=" in v and "|jieba=0.42.1" in v
+
+
+def test_old_without_rowid_cache_is_upgraded_keeping_current_rows(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    (ann,), _ = annotate(["I like tea."], ["en"])
+    with sqlite3.connect(path) as con:
+        con.execute("CREATE TABLE annotations (version TEXT NOT NULL, sha TEXT NOT NULL, body TEXT NOT NULL,"
+                    " PRIMARY KEY (version, sha)) WITHOUT ROWID")
+        con.executemany("INSERT INTO annotations VALUES (?, ?, ?)",
+                        [(nlp.PIPELINE_VERSION, "cur", ann.to_json()), ("nlp.v0|old", "old", ann.to_json())])
+    cache = NlpCache(path)
+    assert cache.get_many(["cur", "old"]) == {"cur": ann}
+    with sqlite3.connect(path) as con:
+        sql, = con.execute("SELECT sql FROM sqlite_master WHERE name = 'annotations'").fetchone()
+        assert "WITHOUT ROWID" not in sql.upper()
+        assert con.execute("SELECT count(*) FROM annotations").fetchone() == (1,)
+    NlpCache(path).put_many({"new": ann})  # opening an upgraded cache again changes nothing
+    assert set(NlpCache(path).get_many(["cur", "new"])) == {"cur", "new"}
+
+
+def test_worker_processes_give_the_same_annotations(monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = ["I went hiking with Mel last Saturday.", "小明在公园里踢足球", "Caroline went to a support group.",
+             "我今天不开心，因为昨晚没睡好", "We need to book the flights tomorrow.", "以后优先用中文回答"]
+    langs = ["en", "zh"] * 3
+    monkeypatch.setattr(nlp, "PARALLEL_MIN_TEXTS", 2)
+    try:
+        one, _ = annotate(texts, langs, workers=1, batch_size=2)
+        two, stats = annotate(texts, langs, workers=2, batch_size=2)   # 2-text slices over 2 processes
+    finally:
+        nlp.shutdown_workers()
+    assert stats.misses == 6 and [a.to_json() for a in two] == [a.to_json() for a in one]
+
+
+def test_memoised_jieba_hmm_decodes_like_jieba() -> None:
+    import jieba.posseg as pseg
+
+    text = "王芳和刘洋上周六去西湖拍照了"
+    first = zh_segment(text)
+    nlp.clear_hmm_memo()
+    assert zh_segment(text) == first
+    hits, misses = nlp.hmm_memo_stats()
+    assert misses > 0 and zh_segment(text) == first and nlp.hmm_memo_stats()[0] > hits
+    original = sys.modules["jieba.posseg.viterbi"].viterbi   # the module keeps jieba's own function
+    tables = (pseg.char_state_tab_P, pseg.start_P, pseg.trans_P, pseg.emit_P)
+    for run in ("王芳", "刘洋上", "西湖拍照"):
+        assert pseg.viterbi(run, *tables) == original(run, *tables)
+
+
+def test_entities_read_from_iob_match_doc_ents(en) -> None:
+    for doc in (en("Caroline met Mel in New York last Saturday, then flew to Paris with Jon."), chinese()("小红明天要去北京")):
+        assert nlp._doc_ents(doc) == [(e.start, e.end, e.label_) for e in doc.ents] != []
