@@ -510,8 +510,8 @@ def _message_graph(g: _Graph, msg: _Msg, ann: Annotation, coref: Coref) -> list[
     for hit in hits:
         cs = ann.idx[hit.tok_start]
         ce = ann.idx[hit.tok_end - 1] + len(ann.tokens[hit.tok_end - 1])
-        cid = g.concept(msg, hit, span_refs(msg, cs, ce))
         hrefs = span_refs(msg, cs, ce)
+        cid = g.concept(msg, hit, hrefs)
         g.edge(msg, ep_ids[_block_of(bchars, cs)], "ABOUT", cid, R.CONF[R.CONCEPT], R.CONCEPT, hrefs)
         for nid, lo, hi in [(fid, f.start, f.end) for fid, f in zip(fact_ids, facts)] + pref_ids + task_ids:
             if lo <= cs and ce <= hi:

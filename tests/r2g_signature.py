@@ -22,15 +22,17 @@ LINK_EDGES = ("CAUSES", "CAUSED_BY", "SAME_AS", "SUPPORTS", "CONTRADICTS", "ABOU
 
 
 def make_turns(turns: list[tuple[str, str, datetime | None]], conv_id: str = "c1",
-               tenant: str = "t1") -> pa.Table:
-    """MESSAGES rows for (speaker, text, ts) turns, each message the whole of its own chunk."""
+               tenant: str = "t1", raw_id: str | None = None) -> pa.Table:
+    """MESSAGES rows for (speaker, text, ts) turns, each message the whole of its own chunk
+    (`raw_{i}`, or the one name `raw_id` for every chunk)."""
     rows = []
     for i, (speaker, text, ts) in enumerate(turns):
         n = len(text.encode("utf-8"))
+        rid = raw_id or f"raw_{i}"
         rows.append(dict(tenant=tenant, conv_id=conv_id, msg_id=f"m{i}", seq=i, speaker=speaker, role="user",
                          ts=ts, lang=detect_lang(text), text=text, caption=None,
-                         text_sha=hashlib.sha256(text.encode("utf-8")).hexdigest(), raw_id=f"raw_{i}", offset=0,
-                         length=n, raw_refs=[dict(raw_id=f"raw_{i}", offset=0, length=n)], source_file="in.jsonl",
+                         text_sha=hashlib.sha256(text.encode("utf-8")).hexdigest(), raw_id=rid, offset=0,
+                         length=n, raw_refs=[dict(raw_id=rid, offset=0, length=n)], source_file="in.jsonl",
                          line=i + 1, format="jsonl"))
     return pa.Table.from_pylist(rows, schema=MESSAGES)
 

@@ -1,7 +1,6 @@
 """Golden R2G examples (SPEC §5, seed 004 R2G-7) plus per-rule cases in both languages, on the real models."""
 from __future__ import annotations
 
-import hashlib
 from datetime import datetime
 
 import pyarrow as pa
@@ -9,8 +8,7 @@ import pytest
 
 from r2g.nlp import english
 from r2g.pipeline import run_partition
-from raw_store.schema import MESSAGES
-from raw_store.text import detect_lang
+from r2g_signature import make_turns
 
 TS = datetime(2023, 5, 8, 13, 56)
 
@@ -18,15 +16,7 @@ TS = datetime(2023, 5, 8, 13, 56)
 def make_messages(texts: list[str], speaker: str = "Caroline", ts: datetime | None = TS,
                   conv_id: str = "c1", tenant: str = "t1") -> pa.Table:
     """MESSAGES rows for `texts`, each the whole of its own chunk raw_x (offset 0)."""
-    rows = []
-    for i, text in enumerate(texts):
-        n = len(text.encode("utf-8"))
-        rows.append(dict(tenant=tenant, conv_id=conv_id, msg_id=f"m{i}", seq=i, speaker=speaker, role="user",
-                         ts=ts, lang=detect_lang(text), text=text, caption=None,
-                         text_sha=hashlib.sha256(text.encode("utf-8")).hexdigest(), raw_id="raw_x", offset=0,
-                         length=n, raw_refs=[dict(raw_id="raw_x", offset=0, length=n)], source_file="in.jsonl",
-                         line=i + 1, format="jsonl"))
-    return pa.Table.from_pylist(rows, schema=MESSAGES)
+    return make_turns([(speaker, t, ts) for t in texts], conv_id=conv_id, tenant=tenant, raw_id="raw_x")
 
 
 class G:

@@ -9,8 +9,7 @@ from r2g import rules as R
 from r2g.link import canonical_predicate
 from r2g.pipeline import run_partition
 from r2g_signature import make_turns
-from raw_store.lake import Lake, outdated_stages, write_manifest
-from raw_store.lake import InboxFile
+from raw_store.lake import InboxFile, Lake, outdated_stages, write_manifest
 
 TS = datetime(2023, 5, 8, 13, 56)
 
@@ -37,7 +36,6 @@ def _graph(turns):
 
 def test_pronouns_resolve_only_with_one_candidate() -> None:
     nodes, edges = _graph([("Melanie", "Anna and Jon baked a cake."), ("Caroline", "She cut it with a knife.")])
-    by_id = {n["id"]: n for n in nodes}
     cut = next(n for n in nodes if n["type"] == "Fact" and n["predicate_norm"].startswith("cut"))
     assert not [e for e in edges if e["src"] == cut["id"] and e["type"] == "AGENT"]  # Anna or Jon: unknown
     nodes, edges = _graph([("Melanie", "Anna baked a cake."), ("Caroline", "She cut it with a knife.")])
@@ -101,8 +99,7 @@ def test_long_text_splits_into_topic_block_episodes() -> None:
 
 
 def test_short_turn_is_one_episode() -> None:
-    assert R.topic_blocks.__name__ and len([n for n in _graph([("A", "Just one line.")])[0]
-                                            if n["type"] == "Episode"]) == 1
+    assert len([n for n in _graph([("A", "Just one line.")])[0] if n["type"] == "Episode"]) == 1
 
 
 @pytest.mark.parametrize("pred,canon", [
