@@ -8,19 +8,23 @@ rows are sorted by id, so the same input always yields identical tables.
 """
 from __future__ import annotations
 
+import gc
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import groupby
-from typing import Any, Mapping
+from functools import lru_cache
+from typing import Any, Iterator, Mapping
 
 import pyarrow as pa
 
 from r2g import rules as R
 from r2g.concepts import ConceptDict, ConceptHit, load_concepts
-from r2g.ids import edge_id, stable_id, text_sha
+from r2g.ids import edge_ids, stable_id, text_sha
 from r2g.nlp import Annotation
-from r2g.schema import EDGES, NODES
+from r2g.schema import EDGES, NODES, ROLE_EDGES
+from raw_store.schema import RAW_REFS, TS
 from r2g.tokens import search_tokens
 
 ENTITY_REF_CAP = 5       # raw_refs kept per Entity within one partition (merge caps lake-wide at 20)
@@ -43,6 +47,27 @@ def concept_importance(mentions: int) -> float:
     return round(min(1.0, 0.5 + 0.05 * math.log2(1 + max(0, mentions))), 6)
 
 
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Cyclic GC off for the block. Building a partition allocates millions of small acyclic objects, and the
+    collector's passes over them (and over the annotations held alive) cost about a quarter of R2G's time;
+    reference counting still frees everything, and the cycles left are collected on exit."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+@lru_cache(maxsize=1 << 16)
+def _alias_tokens(alias: str) -> tuple[str, ...]:
+    """Search tokens of an Entity alias (jieba for Chinese): the same names recur in every partition."""
+    return tuple(search_tokens(alias))
+
+
 # ---------------------------------------------------------------- raw refs
 
 @dataclass(frozen=True)
@@ -57,6 +82,7 @@ class _Msg:
     text: str
     text_sha: str
     pieces: tuple[tuple[str, int, int], ...]   # (raw_id, offset, length) in text order
+    ascii: bool                                # text.isascii(): char offsets are utf-8 byte offsets
 
 
 def _pieces(row: Mapping[str, Any]) -> tuple[tuple[str, int, int], ...]:
@@ -72,27 +98,36 @@ def _pieces(row: Mapping[str, Any]) -> tuple[tuple[str, int, int], ...]:
     return ()
 
 
-def span_refs(msg: _Msg, char_start: int, char_end: int) -> list[dict]:
+Ref = tuple[str, int, int]   # (raw_id, offset, length): one raw_refs item, as a tuple until the table is built
+
+
+def span_refs(msg: _Msg, char_start: int, char_end: int) -> list[Ref]:
     """raw_refs of text[char_start:char_end]: the utf-8 byte span mapped onto the message's chunk pieces.
 
     A message split over several chunks is the concatenation of its pieces, so a
     span may yield one ref per piece it touches. A negative span means the whole message.
     """
     if char_start < 0 or char_end <= char_start:
-        return [{"raw_id": r, "offset": o, "length": n} for r, o, n in msg.pieces]
-    b0 = len(msg.text[:char_start].encode("utf-8"))
-    b1 = b0 + len(msg.text[char_start:char_end].encode("utf-8"))
-    total = sum(n for _, _, n in msg.pieces)
+        return list(msg.pieces)
+    if msg.ascii:   # char offsets are byte offsets
+        b0, b1 = char_start, char_end
+    else:
+        b0 = len(msg.text[:char_start].encode("utf-8"))
+        b1 = b0 + len(msg.text[char_start:char_end].encode("utf-8"))
+    pieces = msg.pieces
+    if len(pieces) == 1 and b1 <= pieces[0][2]:   # the common case: one chunk holds the whole message
+        rid, off, _ = pieces[0]
+        return [(rid, off + b0, b1 - b0)]
+    total = sum(n for _, _, n in pieces)
     if total < b1:  # pieces do not cover the text byte for byte: cite what the first piece holds
-        rid, off, n = msg.pieces[0]
+        rid, off, n = pieces[0]
         lo, hi = min(b0, n), min(b1, n)
-        return [{"raw_id": rid, "offset": off + lo, "length": hi - lo}] if hi > lo else \
-            [{"raw_id": rid, "offset": off, "length": n}]
+        return [(rid, off + lo, hi - lo)] if hi > lo else [(rid, off, n)]
     out, pos = [], 0
-    for rid, off, n in msg.pieces:
+    for rid, off, n in pieces:
         lo, hi = max(b0, pos), min(b1, pos + n)
         if hi > lo:
-            out.append({"raw_id": rid, "offset": off + (lo - pos), "length": hi - lo})
+            out.append((rid, off + (lo - pos), hi - lo))
         pos += n
     return out
 
@@ -112,8 +147,8 @@ class _EntityAcc:
     aliases: dict[str, None] = field(default_factory=dict)
     mentions: int = 0
     msgs: set = field(default_factory=set)
-    text_refs: list[dict] = field(default_factory=list)
-    msg_refs: list[dict] = field(default_factory=list)
+    text_refs: list[Ref] = field(default_factory=list)
+    msg_refs: list[Ref] = field(default_factory=list)
     confidence: float = 0.0
     time: Any = None
     hit: Any = None          # Concept: the dictionary hit that created it
@@ -137,21 +172,26 @@ def _node(**kw) -> dict:
 
 
 class _Graph:
-    """Row accumulator for one partition: nodes and edges keyed by id."""
+    """Row accumulator for one partition: nodes keyed by id; edges keyed by (tenant, src, type, dst), their
+    ids hashed in one pass when the table is built (edges are most of the rows, and most repeat)."""
 
     def __init__(self) -> None:
         self.nodes: dict[str, dict] = {}
         self.entities: dict[str, _EntityAcc] = {}
         self.concepts: dict[str, _EntityAcc] = {}
         self.concept_dict: ConceptDict = load_concepts()
-        self.edges: dict[str, dict] = {}
+        # (tenant, src, type, dst) → [confidence, provenance, valid_since, raw_refs]
+        self.edges: dict[tuple[str, str, str, str], list] = {}
         self.raw_ids: set[str] = set()
+        self._entity_ids: dict[tuple[str, str, str], str] = {}
 
-    @staticmethod
-    def entity_id(msg: _Msg, ref: R.EntityRef) -> str:
+    def entity_id(self, msg: _Msg, ref: R.EntityRef) -> str:
         """Entities dedup by (tenant, subtype, normalised name); a TIME by its ISO value."""
-        key = ref.time.iso if ref.time is not None else ref.norm
-        return stable_id("n", msg.tenant, "Entity", ref.subtype, key)
+        key = (msg.tenant, ref.subtype, ref.time.iso if ref.time is not None else ref.norm)
+        eid = self._entity_ids.get(key)
+        if eid is None:
+            eid = self._entity_ids[key] = stable_id("n", key[0], "Entity", key[1], key[2])
+        return eid
 
     def entity(self, msg: _Msg, ref: R.EntityRef) -> str:
         """Upsert the Entity of a mention; returns its id."""
@@ -175,7 +215,7 @@ class _Graph:
             if len(acc.text_refs) < ENTITY_REF_CAP:
                 acc.text_refs.extend(span_refs(msg, ref.start, ref.end))
         elif len(acc.msg_refs) < ENTITY_REF_CAP:
-            acc.msg_refs.extend(span_refs(msg, -1, -1))
+            acc.msg_refs.extend(msg.pieces)
         return eid
 
     def counted(self, msg: _Msg, row: dict) -> None:
@@ -189,14 +229,13 @@ class _Graph:
         if (msg.conv_id, msg.msg_id) not in old["_msgs"]:
             old["_msgs"].add((msg.conv_id, msg.msg_id))
             old["frequency"] += 1
-        refs = list(dict.fromkeys((r["raw_id"], r["offset"], r["length"]) for r in old["raw_refs"] + row["raw_refs"]))
-        old["raw_refs"] = [{"raw_id": a, "offset": b, "length": c} for a, b, c in refs[:ENTITY_REF_CAP]]
+        old["raw_refs"] = list(dict.fromkeys(old["raw_refs"] + row["raw_refs"]))[:ENTITY_REF_CAP]
         old["last_seen"] = _ts_max(old["last_seen"], msg.ts)
         old["first_seen"] = _ts_min(old["first_seen"], msg.ts)
         old["importance"] = max(old["importance"], row["importance"])
         old["keywords"] = list(dict.fromkeys(old["keywords"] + row["keywords"]))
 
-    def concept(self, msg: _Msg, hit: ConceptHit, refs: list[dict]) -> str:
+    def concept(self, msg: _Msg, hit: ConceptHit, refs: list[Ref]) -> str:
         """Upsert the Concept of a topic-dictionary hit (one per concept key and tenant); returns its id."""
         cid = stable_id("n", msg.tenant, "Concept", hit.key)
         acc = self.concepts.get(cid)
@@ -214,28 +253,40 @@ class _Graph:
         return cid
 
     def edge(self, msg: _Msg, src: str, etype: str, dst: str, conf: float, provenance: str,
-             refs: list[dict]) -> None:
+             refs: list[Ref]) -> None:
         """Add an edge; a repeat of the same (src, type, dst) keeps the higher-confidence derivation."""
         if src == dst:
             return
-        eid = edge_id(msg.tenant, src, etype, dst)
-        old = self.edges.get(eid)
-        if old is not None and old["confidence"] >= conf:
-            return
-        self.edges[eid] = {
-            "id": eid, "tenant": msg.tenant, "src": src, "dst": dst, "type": etype,
-            "weight": edge_weight(conf), "confidence": conf, "valid_since": msg.ts, "valid_until": None,
-            "raw_refs": refs, "provenance": provenance,
-        }
+        key = (msg.tenant, src, etype, dst)
+        old = self.edges.get(key)
+        if old is None or old[0] < conf:
+            self.edges[key] = [conf, provenance, msg.ts, refs]
+
+    def edge_table(self) -> pa.Table:
+        """The EDGES table, sorted by id. A MENTIONS edge whose pair also has a role edge (a Fact's AGENT,
+        a Preference's AGENT, …) is left out: the role says more."""
+        roles = {(k[1], k[3]) for k in self.edges if k[2] in ROLE_EDGES}
+        keys = [k for k in self.edges if k[2] != "MENTIONS" or (k[1], k[3]) not in roles]
+        ids = edge_ids(keys)
+        order = sorted(range(len(keys)), key=ids.__getitem__)
+        keys = [keys[i] for i in order]
+        vals = [self.edges[k] for k in keys]
+        confs = [v[0] for v in vals]
+        weight = {c: edge_weight(c) for c in set(confs)}
+        return pa.table({
+            "id": [ids[i] for i in order], "tenant": [k[0] for k in keys], "src": [k[1] for k in keys],
+            "dst": [k[3] for k in keys], "type": [k[2] for k in keys],
+            "weight": [weight[c] for c in confs], "confidence": confs,
+            "valid_since": pa.array([v[2] for v in vals], type=TS), "valid_until": pa.nulls(len(keys), type=TS),
+            "raw_refs": pa.array([v[3] for v in vals], type=RAW_REFS), "provenance": [v[1] for v in vals],
+        }, schema=EDGES)
 
     def entity_rows(self) -> list[dict]:
         rows = []
         for acc in self.entities.values():
-            refs = list(dict.fromkeys(
-                (r["raw_id"], r["offset"], r["length"]) for r in (acc.text_refs + acc.msg_refs)))[:ENTITY_REF_CAP]
             aliases = sorted(acc.aliases)
             t = acc.time
-            kw = list(dict.fromkeys(w for a in aliases for w in search_tokens(a)))
+            kw = list(dict.fromkeys(w for a in aliases for w in _alias_tokens(a)))
             rows.append(_node(
                 id=acc.id, tenant=acc.tenant, type="Entity", subtype=acc.subtype, title=acc.title,
                 text=f"{acc.title} ({acc.subtype})", keywords=kw, entities=[], lang=acc.lang,
@@ -243,14 +294,13 @@ class _Graph:
                 time_granularity=t.granularity if t else None, time_text=t.text if t else None,
                 importance=entity_importance(acc.mentions), confidence=acc.confidence, frequency=len(acc.msgs),
                 first_seen=acc.first_seen, last_seen=acc.last_seen, tier="short", category="fact", status="active",
-                raw_refs=[{"raw_id": r, "offset": o, "length": n} for r, o, n in refs],
+                raw_refs=list(dict.fromkeys(acc.text_refs + acc.msg_refs))[:ENTITY_REF_CAP],
                 provenance=acc.provenance, aliases=aliases, mentions=acc.mentions))
         return rows
 
     def concept_rows(self) -> list[dict]:
         rows = []
         for acc in self.concepts.values():
-            refs = list(dict.fromkeys((r["raw_id"], r["offset"], r["length"]) for r in acc.text_refs))
             concept = self.concept_dict[acc.hit.key]
             title = " / ".join(x for x in dict.fromkeys((concept.label_en, concept.label_zh)) if x)
             rows.append(_node(
@@ -259,13 +309,17 @@ class _Graph:
                 time_granularity="unspecified", importance=concept_importance(acc.mentions),
                 confidence=acc.confidence, frequency=len(acc.msgs), first_seen=acc.first_seen,
                 last_seen=acc.last_seen, tier="short", category="fact", status="active",
-                raw_refs=[{"raw_id": r, "offset": o, "length": n} for r, o, n in refs[:ENTITY_REF_CAP]],
+                raw_refs=list(dict.fromkeys(acc.text_refs))[:ENTITY_REF_CAP],
                 provenance=R.CONCEPT, aliases=sorted(acc.aliases), mentions=acc.mentions))
         return rows
 
-    def node_rows(self) -> list[dict]:
-        rows = [{k: v for k, v in r.items() if k != "_msgs"} for r in self.nodes.values()]
-        return rows + self.entity_rows() + self.concept_rows()
+    def node_table(self) -> pa.Table:
+        """The NODES table, sorted by id."""
+        for r in self.nodes.values():
+            r.pop("_msgs", None)
+        rows = list(self.nodes.values()) + self.entity_rows() + self.concept_rows()
+        rows.sort(key=lambda r: r["id"])
+        return pa.Table.from_pylist(rows, schema=NODES)
 
 
 # ---------------------------------------------------------------- per message
@@ -352,7 +406,7 @@ def _message_graph(g: _Graph, msg: _Msg, ann: Annotation, coref: Coref) -> list[
     time_ents = [fact_times.get((tr.start, tr.end), tr.entity()) for tr in times if tr.entity() is not None]
     mention_refs = [ref for _, _, ref in ner] + time_ents
     whole = span_refs(msg, -1, -1)
-    g.raw_ids.update(r["raw_id"] for r in whole)
+    g.raw_ids.update(r[0] for r in whole)
 
     # topic blocks of a long text (one block = the whole turn for ordinary messages)
     blocks = R.topic_blocks(ctx)
@@ -371,7 +425,7 @@ def _message_graph(g: _Graph, msg: _Msg, ann: Annotation, coref: Coref) -> list[
 
     # entities mentioned in the text, then the speaker
     ent_titles: list[dict[str, None]] = [{} for _ in ep_ids]
-    mentioned: list[dict[str, tuple[float, list[dict]]]] = [{} for _ in ep_ids]
+    mentioned: list[dict[str, tuple[float, list[Ref]]]] = [{} for _ in ep_ids]
     for ref in mention_refs:
         eid = g.entity(msg, ref)
         b = _block_of(bchars, ref.start)
@@ -403,17 +457,16 @@ def _message_graph(g: _Graph, msg: _Msg, ann: Annotation, coref: Coref) -> list[
             predicate_norm=None, negation=None, modality=None, aliases=[], mentions=None)
         for eid, (conf, mrefs) in mentioned[b].items():
             g.edge(msg, ep_id, "MENTIONS", eid, conf, R.MENTIONS, mrefs)
-        for rid in dict.fromkeys(r["raw_id"] for r in refs):
+        for rid in dict.fromkeys(r[0] for r in refs):
             g.edge(msg, ep_id, "DERIVED_FROM", rid, R.CONF[R.DERIVED_FROM], R.DERIVED_FROM,
-                   [r for r in refs if r["raw_id"] == rid])
+                   [r for r in refs if r[0] == rid])
 
-    def derive(nid: str, refs: list[dict], start: int) -> None:
-        """nid -DERIVED_FROM-> its Episode (block) and the RawChunks holding its span."""
-        g.edge(msg, nid, "DERIVED_FROM", ep_ids[_block_of(bchars, start)], R.CONF[R.DERIVED_FROM],
+    def derive(nid: str, refs: list[Ref], start: int) -> None:
+        """nid -DERIVED_FROM-> its Episode (block). Not to the RawChunks too: the node's raw_refs cite its
+        exact bytes, and its Episode's DERIVED_FROM edges lead to the chunks."""
+        g.edge(msg, nid, "DERIVED_FROM", ep_ids[_block_of(bchars, start) if len(ep_ids) > 1 else 0],
+               R.CONF[R.DERIVED_FROM],
                R.DERIVED_FROM, refs)
-        for rid in dict.fromkeys(r["raw_id"] for r in refs):
-            g.edge(msg, nid, "DERIVED_FROM", rid, R.CONF[R.DERIVED_FROM], R.DERIVED_FROM,
-                   [x for x in refs if x["raw_id"] == rid])
 
     fact_ids: list[str] = []
     for f in facts:
@@ -527,7 +580,7 @@ def _messages(messages: pa.Table) -> list[_Msg]:
             tenant=row.get("tenant") or "default", conv_id=row.get("conv_id") or "", msg_id=row.get("msg_id") or "",
             seq=int(row.get("seq") or 0), speaker=row.get("speaker") or "", ts=row.get("ts"),
             lang=row.get("lang") or "und", text=text, text_sha=row.get("text_sha") or text_sha(text),
-            pieces=_pieces(row)))
+            pieces=_pieces(row), ascii=text.isascii()))
     # content order, not file order, so two equal inputs in any row order give the same tables
     out.sort(key=lambda m: (m.tenant, m.conv_id, m.seq, m.msg_id, m.text_sha))
     return out
@@ -540,25 +593,17 @@ def build_graph(messages: pa.Table, annotations: Mapping[str, Annotation]) -> tu
     `annotations`: Annotation per messages.text_sha (KeyError if one is missing).
     Every edge endpoint is a node of the result or a raw_id of the messages' raw_refs.
     """
-    g = _Graph()
-    episodes: list[tuple[str, str, int, int, str]] = []
-    msgs = _messages(messages)
-    for _, conv in groupby(msgs, key=lambda m: (m.tenant, m.conv_id)):
-        conv = list(conv)
-        for msg, coref in zip(conv, _conversation_coref(conv, annotations)):
-            for b, ep_id in enumerate(_message_graph(g, msg, annotations[msg.text_sha], coref)):
-                episodes.append((msg.tenant, msg.conv_id, msg.seq, b, ep_id))
-    msg_by_ep = {e[-1]: e for e in episodes}
-    for src, dst in R.temporal_next_rule(episodes):
-        tenant = msg_by_ep[src][0]
-        eid = edge_id(tenant, src, "TEMPORAL_NEXT", dst)
-        g.edges[eid] = {
-            "id": eid, "tenant": tenant, "src": src, "dst": dst, "type": "TEMPORAL_NEXT",
-            "weight": edge_weight(R.CONF[R.TEMPORAL_NEXT]), "confidence": R.CONF[R.TEMPORAL_NEXT],
-            "valid_since": g.nodes[dst]["time_start"], "valid_until": None, "raw_refs": [],
-            "provenance": R.TEMPORAL_NEXT,
-        }
-    node_rows = g.node_rows()
-    node_rows.sort(key=lambda r: r["id"])
-    edge_rows = sorted(g.edges.values(), key=lambda r: r["id"])
-    return pa.Table.from_pylist(node_rows, schema=NODES), pa.Table.from_pylist(edge_rows, schema=EDGES)
+    with paused_gc():
+        g = _Graph()
+        episodes: list[tuple[str, str, int, int, str]] = []
+        msgs = _messages(messages)
+        for _, conv in groupby(msgs, key=lambda m: (m.tenant, m.conv_id)):
+            conv = list(conv)
+            for msg, coref in zip(conv, _conversation_coref(conv, annotations)):
+                for b, ep_id in enumerate(_message_graph(g, msg, annotations[msg.text_sha], coref)):
+                    episodes.append((msg.tenant, msg.conv_id, msg.seq, b, ep_id))
+        tenant_of = {e[-1]: e[0] for e in episodes}
+        for src, dst in R.temporal_next_rule(episodes):
+            g.edges[(tenant_of[src], src, "TEMPORAL_NEXT", dst)] = [
+                R.CONF[R.TEMPORAL_NEXT], R.TEMPORAL_NEXT, g.nodes[dst]["time_start"], []]
+        return g.node_table(), g.edge_table()

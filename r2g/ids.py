@@ -30,6 +30,13 @@ def edge_id(tenant: str, src: str, type: str, dst: str) -> str:
     return stable_id("e", tenant, src, type, dst)
 
 
+def edge_ids(keys: list[tuple[str, str, str, str]]) -> list[str]:
+    """edge_id of many (tenant, src, type, dst) keys: stable_id's framing inlined for build_graph's hot path."""
+    sha = hashlib.sha256
+    return [f"e_{sha(f'{len(t)}:{t}{len(s)}:{s}{len(y)}:{y}{len(d)}:{d}'.encode('utf-8', 'surrogatepass')).hexdigest()[:24]}"
+            for t, s, y, d in keys]
+
+
 def text_sha(text: str) -> str:
     """sha256 hex of the utf-8 text: the NLP cache key (same as messages.text_sha)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

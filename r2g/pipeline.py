@@ -11,7 +11,7 @@ from functools import lru_cache
 
 import pyarrow as pa
 
-from r2g.extract import build_graph
+from r2g.extract import build_graph, paused_gc
 from r2g.ids import ID_SCHEME, text_sha
 from r2g import link, time_norm
 from r2g.concepts import load_concepts
@@ -69,8 +69,9 @@ def annotations_from_table(table: pa.Table) -> dict[str, Annotation]:
 def partition_graph(messages: pa.Table, annotations: dict[str, Annotation]) -> tuple[pa.Table, pa.Table]:
     """R2G of one partition: build_graph, then its Facts linked (the lake-wide graph_tables asset links
     across partitions the same way)."""
-    nodes, edges = build_graph(messages, annotations)
-    return nodes, with_fact_links(nodes, edges)
+    with paused_gc():
+        nodes, edges = build_graph(messages, annotations)
+        return nodes, with_fact_links(nodes, edges)
 
 
 def run_partition(messages: pa.Table, cache: NlpCache | None, workers: int | None = None) -> GraphResult:

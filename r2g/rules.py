@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Callable, Iterator
 
 from spacy.lang.en.stop_words import STOP_WORDS as EN_STOP_WORDS
@@ -85,7 +86,7 @@ class EntityRef:
     time: TimeValue | None = None
     alias: str | None = None   # the surface form when coreference mapped it to another name
 
-    @property
+    @cached_property
     def norm(self) -> str:
         """The dedup key part: lower-cased, whitespace-collapsed name (ISO value for TIME)."""
         return " ".join(self.name.lower().split())

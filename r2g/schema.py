@@ -17,6 +17,10 @@ EDGE_TYPES = (
     "VERSION_NEXT", "ACTIVE_OF", "CAUSES", "CAUSED_BY", "REFERS_TO",
 )
 
+# Edges from a Fact (or Preference/Task) to the Entity filling one of its roles.
+ROLE_EDGES = frozenset({"AGENT", "PATIENT", "LOCATION", "TIME", "MANNER", "INSTRUMENT", "RECIPIENT", "CAUSE",
+                        "BENEFICIARY"})
+
 NODES = pa.schema([
     ("id", pa.string()),
     ("tenant", pa.string()),

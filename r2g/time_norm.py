@@ -622,6 +622,10 @@ def _any_rule(rules: list[tuple[re.Pattern, Resolver]]) -> re.Pattern:
 
 
 _ANY = {"en": _any_rule(EN_RULES), "zh": _any_rule(ZH_RULES)}
+# The English rules without IGNORECASE, for scanning lower-cased text: Python's re skips ahead on a literal
+# first character only when case-sensitive, so this is about 3x faster and finds the same spans.
+_EN_LOWER = [(re.compile(p.pattern, p.flags & ~re.IGNORECASE), fn) for p, fn in EN_RULES]
+_ANY_EN_LOWER = re.compile(_ANY["en"].pattern, _ANY["en"].flags & ~re.IGNORECASE)
 
 
 def _value(r: Resolved, text: str) -> TimeValue:
@@ -683,10 +687,15 @@ def find_times(text: str, lang: str, anchor: datetime | None) -> list[TimeMentio
     # a language's rules only run when the text has its script (mixed messages get both)
     langs = [lg for lg, script in (("zh", _HAN), ("en", _LATIN_OR_DIGIT)) if script.search(text)]
     for lg in langs:
-        if not _ANY[lg].search(text):
+        subject, rules, any_rule = text, _rules(lg), _ANY[lg]
+        if lg == "en":
+            low = text.lower()
+            if len(low) == len(text):   # same offsets (a few characters lower-case to two)
+                subject, rules, any_rule = low, _EN_LOWER, _ANY_EN_LOWER
+        if not any_rule.search(subject):
             continue
-        for pat, fn in _rules(lg):
-            for m in pat.finditer(text):
+        for pat, fn in rules:
+            for m in pat.finditer(subject):
                 s, e = m.span()
                 if s == e:
                     continue

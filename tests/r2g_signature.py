@@ -17,7 +17,7 @@ import pyarrow as pa
 from raw_store.schema import MESSAGES
 from raw_store.text import detect_lang
 
-ROLE_EDGES = ("AGENT", "PATIENT", "LOCATION", "TIME", "MANNER", "INSTRUMENT", "RECIPIENT", "CAUSE", "BENEFICIARY")
+from r2g.schema import ROLE_EDGES
 LINK_EDGES = ("CAUSES", "CAUSED_BY", "SAME_AS", "SUPPORTS", "CONTRADICTS", "ABOUT")
 
 

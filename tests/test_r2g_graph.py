@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from r2g.extract import build_graph, span_refs, _Msg
-from r2g.ids import edge_id, stable_id
+from r2g.ids import edge_id, edge_ids, stable_id
 from r2g.merge import COUNTED_TYPES, merge_graph
 from r2g.nlp import annotate, english
 from r2g.pipeline import run_partition
@@ -120,12 +120,18 @@ def test_raw_refs_point_at_the_cited_text(graph) -> None:
 
 def test_span_refs_across_chunk_pieces() -> None:
     text = "ab公园cd"
-    msg = _Msg("t", "c", "m", 0, "s", None, "zh", text, "x", (("raw_1", 100, 4), ("raw_2", 0, 6)))
+    msg = _Msg("t", "c", "m", 0, "s", None, "zh", text, "x", (("raw_1", 100, 4), ("raw_2", 0, 6)), text.isascii())
     # 公园 is bytes 2..8: 2 bytes in the first piece, 4 in the second
-    assert span_refs(msg, 2, 4) == [{"raw_id": "raw_1", "offset": 102, "length": 2},
-                                    {"raw_id": "raw_2", "offset": 0, "length": 4}]
-    assert span_refs(msg, -1, -1) == [{"raw_id": "raw_1", "offset": 100, "length": 4},
-                                      {"raw_id": "raw_2", "offset": 0, "length": 6}]
+    assert span_refs(msg, 2, 4) == [("raw_1", 102, 2), ("raw_2", 0, 4)]
+    assert span_refs(msg, -1, -1) == [("raw_1", 100, 4), ("raw_2", 0, 6)]
+    assert span_refs(msg, 0, 1) == [("raw_1", 100, 1)]
+
+
+def test_span_refs_of_an_ascii_message_in_one_chunk() -> None:
+    text = "met Anna at noon"
+    msg = _Msg("t", "c", "m", 0, "s", None, "en", text, "x", (("raw_1", 40, len(text)),), True)
+    assert span_refs(msg, 4, 8) == [("raw_1", 44, 4)]
+    assert span_refs(msg, -1, -1) == [("raw_1", 40, len(text))]
 
 
 def test_temporal_next_chain(graph) -> None:
@@ -321,3 +327,10 @@ def test_stable_id_format(parts: list) -> None:
 def test_separator_characters_in_user_text_do_not_collide() -> None:
     assert stable_id("n", "a\x1fb", "c") != stable_id("n", "a", "b\x1fc")
     assert stable_id("n", "", "x") != stable_id("n", None, "x")
+
+
+@given(st.lists(st.tuples(st.text(max_size=8), st.text(max_size=8), st.text(max_size=8), st.text(max_size=8)),
+                max_size=6))
+@settings(max_examples=100, deadline=None)
+def test_edge_ids_in_bulk_equal_edge_id(keys: list) -> None:
+    assert edge_ids(keys) == [edge_id(*k) for k in keys]
