@@ -18,6 +18,7 @@ from functools import lru_cache
 from typing import Any, Iterator, Mapping
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from r2g import rules as R
 from r2g.concepts import ConceptDict, ConceptHit, load_concepts
@@ -183,14 +184,15 @@ class _Graph:
         # (tenant, src, type, dst) → [confidence, provenance, valid_since, raw_refs]
         self.edges: dict[tuple[str, str, str, str], list] = {}
         self.raw_ids: set[str] = set()
-        self._entity_ids: dict[tuple[str, str, str], str] = {}
+        self._entity_ids: dict[tuple, str] = {}
 
     def entity_id(self, msg: _Msg, ref: R.EntityRef) -> str:
         """Entities dedup by (tenant, subtype, normalised name); a TIME by its ISO value."""
-        key = (msg.tenant, ref.subtype, ref.time.iso if ref.time is not None else ref.norm)
+        key = (msg.tenant, ref.subtype, ref.name, ref.time)   # memo key: the id is a function of it
         eid = self._entity_ids.get(key)
         if eid is None:
-            eid = self._entity_ids[key] = stable_id("n", key[0], "Entity", key[1], key[2])
+            norm = ref.time.iso if ref.time is not None else ref.norm
+            eid = self._entity_ids[key] = stable_id("n", msg.tenant, "Entity", ref.subtype, norm)
         return eid
 
     def entity(self, msg: _Msg, ref: R.EntityRef) -> str:
@@ -201,8 +203,12 @@ class _Graph:
             acc = self.entities[eid] = _EntityAcc(
                 eid, msg.tenant, ref.subtype, ref.name, msg.lang, ref.provenance, msg.ts, msg.ts,
                 confidence=R.CONF.get(ref.provenance, 0.7), time=ref.time)
-        acc.first_seen = _ts_min(acc.first_seen, msg.ts)
-        acc.last_seen = _ts_max(acc.last_seen, msg.ts)
+        ts = msg.ts
+        if ts is not None:
+            if acc.first_seen is None or ts < acc.first_seen:
+                acc.first_seen = ts
+            if acc.last_seen is None or ts > acc.last_seen:
+                acc.last_seen = ts
         acc.aliases[ref.name] = None
         if ref.alias:
             acc.aliases[ref.alias] = None
@@ -210,7 +216,9 @@ class _Graph:
             acc.aliases[ref.time.text] = None
         acc.mentions += 1
         acc.msgs.add((msg.conv_id, msg.msg_id))
-        acc.confidence = max(acc.confidence, R.CONF.get(ref.provenance, 0.7))
+        conf = R.CONF.get(ref.provenance, 0.7)
+        if conf > acc.confidence:
+            acc.confidence = conf
         if ref.start >= 0:
             if len(acc.text_refs) < ENTITY_REF_CAP:
                 acc.text_refs.extend(span_refs(msg, ref.start, ref.end))
@@ -267,19 +275,17 @@ class _Graph:
         a Preference's AGENT, …) is left out: the role says more."""
         roles = {(k[1], k[3]) for k in self.edges if k[2] in ROLE_EDGES}
         keys = [k for k in self.edges if k[2] != "MENTIONS" or (k[1], k[3]) not in roles]
-        ids = edge_ids(keys)
-        order = sorted(range(len(keys)), key=ids.__getitem__)
-        keys = [keys[i] for i in order]
         vals = [self.edges[k] for k in keys]
         confs = [v[0] for v in vals]
         weight = {c: edge_weight(c) for c in set(confs)}
-        return pa.table({
-            "id": [ids[i] for i in order], "tenant": [k[0] for k in keys], "src": [k[1] for k in keys],
+        table = pa.table({
+            "id": edge_ids(keys), "tenant": [k[0] for k in keys], "src": [k[1] for k in keys],
             "dst": [k[3] for k in keys], "type": [k[2] for k in keys],
             "weight": [weight[c] for c in confs], "confidence": confs,
             "valid_since": pa.array([v[2] for v in vals], type=TS), "valid_until": pa.nulls(len(keys), type=TS),
             "raw_refs": pa.array([v[3] for v in vals], type=RAW_REFS), "provenance": [v[1] for v in vals],
         }, schema=EDGES)
+        return table.take(pc.sort_indices(table.column("id")))
 
     def entity_rows(self) -> list[dict]:
         rows = []
@@ -475,8 +481,10 @@ def _message_graph(g: _Graph, msg: _Msg, ann: Annotation, coref: Coref) -> list[
         refs = span_refs(msg, f.start, f.end)
         conf = R.CONF[f.provenance]
         titles: dict[str, None] = {}
+        role_targets: set[str] = set()
         for role in f.roles:
             eid = g.entity(msg, role.target)
+            role_targets.add(eid)
             titles[g.entities[eid].title] = None
             rconf = R.CONF[role.provenance] if role.type in ("TIME", "LOCATION") or role.provenance == R.COREF \
                 else conf
@@ -486,8 +494,9 @@ def _message_graph(g: _Graph, msg: _Msg, ann: Annotation, coref: Coref) -> list[
             if eid not in g.entities:
                 eid = g.entity(msg, ref)
             titles[g.entities[eid].title] = None
-            g.edge(msg, fid, "MENTIONS", eid, R.CONF[R.MENTIONS], R.MENTIONS,
-                   span_refs(msg, ref.start, ref.end) if ref.start >= 0 else refs)
+            if eid not in role_targets:   # (edge_table drops the rest of such repeats)
+                g.edge(msg, fid, "MENTIONS", eid, R.CONF[R.MENTIONS], R.MENTIONS,
+                       span_refs(msg, ref.start, ref.end) if ref.start >= 0 else refs)
         t = f.time
         imp = R.importance("Fact", msg.text[f.start:f.end], ann.lang, f.keywords, n_roles=len(f.roles))
         g.counted(msg, _node(

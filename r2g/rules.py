@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from functools import cached_property
 from typing import Callable, Iterator
 
 from spacy.lang.en.stop_words import STOP_WORDS as EN_STOP_WORDS
@@ -86,7 +85,7 @@ class EntityRef:
     time: TimeValue | None = None
     alias: str | None = None   # the surface form when coreference mapped it to another name
 
-    @cached_property
+    @property
     def norm(self) -> str:
         """The dedup key part: lower-cased, whitespace-collapsed name (ISO value for TIME)."""
         return " ".join(self.name.lower().split())
@@ -1259,6 +1258,7 @@ anniversary transition propose proposal breakup quit start business enroll admit
 _LIFE_EVENTS_ZH = ("出生", "生日", "结婚", "婚礼", "订婚", "离婚", "怀孕", "宝宝", "领养", "收养", "毕业", "学位", "去世",
                    "葬礼", "入职", "辞职", "升职", "被裁", "退休", "搬家", "买房", "确诊", "手术", "住院", "车祸", "周年",
                    "求婚", "分手", "创业", "录取")
+_LIFE_EVENTS_ZH_RE = re.compile("|".join(map(re.escape, _LIFE_EVENTS_ZH)))
 _NAME_CUES = re.compile(r"\bmy name is\b|\bi'?m called\b|\bcall me\b|\bbirthday\b|我叫|名字|生日", re.I)
 _SMALL_TALK = re.compile(
     r"^\W*(?:hi|hey|hello|yo|thanks?|thank you|thx|ok(?:ay)?|sure|lol|haha+|hah|yeah|yep|yes|no|nope|cool|nice|"
@@ -1278,9 +1278,9 @@ def importance(kind: str, text: str, lang: str, words: list[str], *, n_entities:
     base = {"Preference": 0.6, "Task": 0.55, "Fact": 0.35, "Episode": 0.25, "Concept": 0.5}.get(kind, 0.3)
     score = base
     if lang == "zh":
-        life = any(w in text for w in _LIFE_EVENTS_ZH)
+        life = _LIFE_EVENTS_ZH_RE.search(text) is not None
     else:
-        life = any(w in _LIFE_EVENTS_EN for w in words)
+        life = not _LIFE_EVENTS_EN.isdisjoint(words)
     score += 0.3 if life else 0.0
     score += 0.2 if _NAME_CUES.search(text) else 0.0
     score += 0.05 * min(n_entities, 3) + 0.05 * min(n_roles, 3) + 0.05 * min(n_facts, 3)
@@ -1351,18 +1351,17 @@ def episode_rule(ctx: MessageCtx, n_entities: int, n_facts: int, n_prefs: int,
     sents = [(s, e) for s, e in ann.sents if e > s]
     if block is not None:
         sents = sents[block[0]:block[1]]
-    ent_toks = {k for s, e, _ in ann.ents for k in range(s, e)}
-    scored = []
+    texts = []
     for k, (s, e) in enumerate(sents):
-        cs, ce = ann.idx[s], _tok_end(ann, e - 1)
-        text = " ".join(ctx.text[cs:ce].split())
-        if not text:
-            continue
-        score = len(content_words(ann, s, e)) + 2 * sum(1 for t in range(s, e) if t in ent_toks)
-        scored.append((score, k, text))
-    if len(scored) == 1:
-        summary = clip(scored[0][2], SUMMARY_MAX_CHARS)
+        text = " ".join(ctx.text[ann.idx[s]:_tok_end(ann, e - 1)].split())
+        if text:
+            texts.append((k, s, e, text))
+    if len(texts) == 1:
+        summary = clip(texts[0][3], SUMMARY_MAX_CHARS)
     else:
+        ent_toks = {k for s, e, _ in ann.ents for k in range(s, e)}
+        scored = [(len(content_words(ann, s, e)) + 2 * sum(1 for t in range(s, e) if t in ent_toks), k, text)
+                  for k, s, e, text in texts]
         chosen, used = [], 0
         for score, k, text in sorted(scored, key=lambda x: (-x[0], x[1])):
             if used + len(text) + (1 if chosen else 0) > SUMMARY_MAX_CHARS:

@@ -26,6 +26,7 @@ Bump RULES_VERSION whenever what `find_times` finds or `resolve` returns changes
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Callable
@@ -660,16 +661,26 @@ def resolve(expr: str, anchor: datetime | None, lang: str) -> TimeValue | None:
     e = raw.strip(" ,.;!?，。；！？")
     if not e:
         return None
+    for fn, m in _full_matches(e, lang):
+        r = fn(m, anchor)
+        if r is not None:
+            return _value(r, raw)
+    return None
+
+
+@lru_cache(maxsize=1 << 14)
+def _full_matches(e: str, lang: str) -> tuple[tuple[Resolver, re.Match], ...]:
+    """Every (resolver, match) of the rules matching all of `e`, in the order resolve tries them. It does not
+    depend on the anchor, and the same expressions (today, 昨天, last week) recur in message after message."""
+    out = []
     for lg in ((lang, "en" if lang == "zh" else "zh")):
         rules = _rules(lg) + (_ZH_RESOLVE_ONLY if lg == "zh" else _EN_RESOLVE_ONLY)
         for cand in _candidates(e, lg):
             for pat, fn in rules:
                 m = pat.fullmatch(cand)
                 if m:
-                    r = fn(m, anchor)
-                    if r is not None:
-                        return _value(r, raw)
-    return None
+                    out.append((fn, m))
+    return tuple(out)
 
 
 _BOUNDARY = re.compile(r"\w")
