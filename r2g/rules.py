@@ -84,11 +84,11 @@ class EntityRef:
     provenance: str = ENTITY_EN
     time: TimeValue | None = None
     alias: str | None = None   # the surface form when coreference mapped it to another name
+    # the dedup key part: lower-cased, whitespace-collapsed name (computed once: every rule asks for it)
+    norm: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def norm(self) -> str:
-        """The dedup key part: lower-cased, whitespace-collapsed name (ISO value for TIME)."""
-        return " ".join(self.name.lower().split())
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "norm", " ".join(self.name.lower().split()))
 
 
 @dataclass
@@ -773,6 +773,7 @@ def _dedup_refs(refs: list[EntityRef]) -> list[EntityRef]:
 # ---------------------------------------------------------------- r2g.rule.fact.zh.v1
 
 _ZH_CLAUSE_PUNCT = frozenset("，,；;。！？!?\n…~～")
+_ZH_BOUNDARY_TOKEN = re.compile("[%s\\s]+" % re.escape("".join(sorted(_ZH_CLAUSE_PUNCT))))  # punctuation/space only
 _ZH_CAUSE_CONJ = frozenset({"因为", "由于"})
 _ZH_EFFECT_CONJ = frozenset({"所以", "因此", "于是", "因而", "导致", "从而"})
 _ZH_NEG = frozenset({"不", "没", "没有", "别", "未", "甭", "不要", "不会", "不能", "不想"})
@@ -825,7 +826,7 @@ def zh_clauses(ann: Annotation) -> list[tuple[int, int, str | None]]:
     n = len(ann.tokens)
     for i in range(n + 1):
         w = ann.tokens[i] if i < n else ""
-        boundary = i == n or (w and all(ch in _ZH_CLAUSE_PUNCT or ch.isspace() for ch in w) and not w == " ")
+        boundary = i == n or (w != " " and _ZH_BOUNDARY_TOKEN.fullmatch(w) is not None)
         conj = i < n and (w in _ZH_CAUSE_CONJ or w in _ZH_EFFECT_CONJ)
         if boundary or conj:
             if i > lo:
