@@ -409,7 +409,7 @@ def _message_graph(g: _Graph, msg: _Msg, ann: Annotation, coref: Coref) -> list[
 
     # a fact may read a time differently (a bare weekday in a future clause is the coming one): its reading wins
     fact_times = {(r.target.start, r.target.end): r.target for f in facts for r in f.roles if r.type == "TIME"}
-    time_ents = [fact_times.get((tr.start, tr.end), tr.entity()) for tr in times if tr.entity() is not None]
+    time_ents = [fact_times.get((tr.start, tr.end)) or tr.entity() for tr in times if tr.value is not None]
     mention_refs = [ref for _, _, ref in ner] + time_ents
     whole = span_refs(msg, -1, -1)
     g.raw_ids.update(r[0] for r in whole)

@@ -18,6 +18,7 @@ from datetime import timedelta
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from r2g.extract import edge_weight
 from r2g.ids import edge_id
@@ -107,7 +108,10 @@ def link_facts(nodes: pa.Table, edges: pa.Table) -> pa.Table:
 
 def with_fact_links(nodes: pa.Table, edges: pa.Table) -> pa.Table:
     """`edges` plus the fact links, one row per id, sorted by id (links replace stale links of the same id)."""
-    base = pl.from_arrow(edges).filter(~pl.col("provenance").is_in([SAME_AS, SUPPORT]))
-    links = pl.from_arrow(link_facts(nodes, conform(base.to_arrow(), EDGES)))
-    merged = pl.concat([base, links], how="vertical_relaxed").unique("id", keep="first").sort("id")
-    return conform(merged.to_arrow(), EDGES)
+    edges = conform(edges, EDGES)
+    stale = pc.is_in(edges.column("provenance"), value_set=pa.array([SAME_AS, SUPPORT]))
+    base = edges.filter(pc.invert(stale)) if pc.any(stale).as_py() else edges
+    merged = pa.concat_tables([base, link_facts(nodes, base)])
+    if pc.count_distinct(merged.column("id")).as_py() < merged.num_rows:   # repeated ids: the first row wins
+        merged = conform(pl.from_arrow(merged).unique("id", keep="first", maintain_order=True).to_arrow(), EDGES)
+    return merged.take(pc.sort_indices(merged.column("id")))

@@ -1260,7 +1260,8 @@ _LIFE_EVENTS_ZH = ("出生", "生日", "结婚", "婚礼", "订婚", "离婚", "
                    "葬礼", "入职", "辞职", "升职", "被裁", "退休", "搬家", "买房", "确诊", "手术", "住院", "车祸", "周年",
                    "求婚", "分手", "创业", "录取")
 _LIFE_EVENTS_ZH_RE = re.compile("|".join(map(re.escape, _LIFE_EVENTS_ZH)))
-_NAME_CUES = re.compile(r"\bmy name is\b|\bi'?m called\b|\bcall me\b|\bbirthday\b|我叫|名字|生日", re.I)
+# matched against lower-cased text: case-sensitive patterns let re skip ahead on their first characters
+_NAME_CUES = re.compile(r"\bmy name is\b|\bi'?m called\b|\bcall me\b|\bbirthday\b|我叫|名字|生日")
 _SMALL_TALK = re.compile(
     r"^\W*(?:hi|hey|hello|yo|thanks?|thank you|thx|ok(?:ay)?|sure|lol|haha+|hah|yeah|yep|yes|no|nope|cool|nice|"
     r"great|wow|bye|good ?night|good ?morning|see you|ttyl|np|you're welcome|"
@@ -1283,7 +1284,7 @@ def importance(kind: str, text: str, lang: str, words: list[str], *, n_entities:
     else:
         life = not _LIFE_EVENTS_EN.isdisjoint(words)
     score += 0.3 if life else 0.0
-    score += 0.2 if _NAME_CUES.search(text) else 0.0
+    score += 0.2 if _NAME_CUES.search(text.lower()) else 0.0
     score += 0.05 * min(n_entities, 3) + 0.05 * min(n_roles, 3) + 0.05 * min(n_facts, 3)
     score += 0.15 if n_prefs else 0.0
     if _SMALL_TALK.match(text.strip()) or len(words) < 3 and not life and kind in ("Episode", "Fact"):
