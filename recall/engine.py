@@ -16,7 +16,7 @@ import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -28,7 +28,8 @@ from raw_store.lake import Lake
 from recall.citations import Citation, Citer, RawRef, as_refs
 from recall.store import TenantGraph, TenantInfo, TenantReader, load_graph, tenant_reader
 
-__all__ = ["Citation", "RecallConfig", "RecallResult", "recall", "ranked_turns", "query_keywords"]
+__all__ = ["Citation", "Filters", "RecallConfig", "RecallResult", "recall", "ranked_turns", "query_keywords",
+           "estimate_tokens", "result_tokens"]
 
 # English function words: they only dilute a query (DuckDB's FTS drops them from documents too).
 EN_STOPWORDS = frozenset("""
@@ -93,6 +94,9 @@ class RecallConfig:
     raw_limit: int = 10
     graph_enabled: bool = True         # degradation switches (seed 004 §18): each stage can be off
     bm25_enabled: bool = True
+    mmr_lambda: float = 0.7            # MMR: relevance vs novelty; 1.0 turns de-duplication off
+    mmr_threshold: float = 0.7         # seed 004's diversity threshold: this similar to a pick → only after the rest
+    mmr_pool: int = 50                 # candidates MMR picks from (best scores first)
 
 
 @dataclass
@@ -139,17 +143,81 @@ class _Trace:
         self.t = now
 
 
+@dataclass(frozen=True)
+class Filters:
+    """What a recall may return (seed 000 `search_memories`): node types, a time range, an as-of date.
+
+    time_range: (start, end), either end open (None); a memory matches when its time
+    span [time_start or first_seen, time_end or last_seen] overlaps the range (a raw
+    passage: the time of its matching messages). as_of: only memories first seen on or
+    before it — results, and the nodes expansion may walk through. Datetimes are naive
+    UTC like the tables (an aware one is converted).
+    """
+    types: frozenset[str] | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+    as_of: datetime | None = None
+
+    @classmethod
+    def make(cls, types: Sequence[str] | None = None,
+             time_range: tuple[datetime | None, datetime | None] | None = None,
+             as_of: datetime | None = None) -> "Filters":
+        start, end = time_range if time_range is not None else (None, None)
+        if start is not None and end is not None and _naive(start) > _naive(end):
+            raise ValueError("time_range start is after its end")
+        return cls(frozenset(types) if types else None, _naive(start), _naive(end), _naive(as_of))
+
+    def known(self, first_seen: datetime | None) -> bool:
+        return self.as_of is None or (first_seen is not None and first_seen <= self.as_of)
+
+    def in_range(self, lo: datetime | None, hi: datetime | None) -> bool:
+        if self.start is None and self.end is None:
+            return True
+        if lo is None and hi is None:
+            return False   # a memory with no time cannot be shown to fall in the range
+        lo, hi = lo or hi, hi or lo
+        return (self.end is None or lo <= self.end) and (self.start is None or hi >= self.start)
+
+    def node(self, row: Mapping) -> bool:
+        if self.types is not None and row["type"] not in self.types:
+            return False
+        if not self.known(row.get("first_seen")):
+            return False
+        lo = row.get("time_start") or row.get("first_seen")
+        hi = row.get("time_end") or row.get("last_seen") or lo
+        return self.in_range(lo, hi)
+
+    def message(self, ts: datetime | None) -> bool:
+        return self.known(ts) and self.in_range(ts, ts)
+
+
+def _naive(t: datetime | None) -> datetime | None:
+    if t is None or t.tzinfo is None:
+        return t
+    return t.astimezone(timezone.utc).replace(tzinfo=None)
+
+
 def recall(query: str, tenant: str, k: int = 10, expand_depth: int = 1, *, lake: Lake | None = None,
            types: Sequence[str] | None = None, trace: list | None = None,
-           config: RecallConfig | None = None) -> list[RecallResult]:
+           config: RecallConfig | None = None,
+           time_range: tuple[datetime | None, datetime | None] | None = None,
+           as_of: datetime | None = None, budget_tokens: int | None = None) -> list[RecallResult]:
     """Ranked, cited memories of `tenant` for `query`.
 
-    Raises ValueError for an empty tenant, IndexNotBuilt when the lake has no index.
-    An empty query, or a tenant the index does not hold, gives []. Results never
-    include another tenant's nodes, edges or excerpts.
+    `types`, `time_range` and `as_of` filter what comes back (see Filters);
+    `budget_tokens` packs the results into that many tokens (title, text and
+    citation excerpts, estimated), keeping the most score per token.
+    Raises ValueError for an empty tenant or a bad filter, IndexNotBuilt when the
+    lake has no index. An empty query, or a tenant the index does not hold, gives
+    []. Results never include another tenant's nodes, edges or excerpts.
     """
     if not tenant:
         raise ValueError("tenant is required")
+    if expand_depth < 0:
+        raise ValueError("expand_depth must be 0 or more")
+    if budget_tokens is not None and budget_tokens < 0:
+        raise ValueError("budget_tokens must be 0 or more")
+    filters = Filters.make(types, time_range, as_of)
     if k <= 0:
         return []
     cfg = config or RecallConfig()
@@ -163,13 +231,13 @@ def recall(query: str, tenant: str, k: int = 10, expand_depth: int = 1, *, lake:
         return []
     reader = tenant_reader(lake, tenant)
     try:
-        return _recall(reader, lake, keywords, code_like, k, expand_depth, types, cfg, tr)
+        return _recall(reader, lake, keywords, code_like, k, expand_depth, filters, budget_tokens, cfg, tr)
     finally:
         reader.close()
 
 
 def _recall(reader: TenantReader, lake: Lake, keywords: list[str], code_like: bool, k: int, expand_depth: int,
-            types: Sequence[str] | None, cfg: RecallConfig, tr: _Trace) -> list[RecallResult]:
+            filters: Filters, budget_tokens: int | None, cfg: RecallConfig, tr: _Trace) -> list[RecallResult]:
     info = reader.info()
     if info is None:
         tr.stage("seeds", 0, reason="tenant not in index")
@@ -186,15 +254,17 @@ def _recall(reader: TenantReader, lake: Lake, keywords: list[str], code_like: bo
     tr.stage("raw", len(raw_hits), trigger=trigger if cfg.raw_fallback else "off")
 
     graph = load_graph(lake, info.slug) if cfg.graph_enabled else None
-    graph_scores, evidence = _expand(graph, seeds, expand_depth, cfg) if graph is not None else ({}, {})
+    graph_scores, evidence = _expand(graph, seeds, expand_depth, cfg, filters.as_of) \
+        if graph is not None else ({}, {})
     tr.stage("expand", len(graph_scores), depth=expand_depth, graph=graph is not None, method=cfg.graph_method)
 
-    ranked = _score(reader, info, seeds, graph_scores, evidence, types, cfg)
+    ranked = _score(reader, info, seeds, graph_scores, evidence, filters, cfg)
     citer = Citer(reader, _raw_store(lake))
-    ranked += _raw_results(citer, raw_hits, keywords, info, cfg, types)
+    ranked += _raw_results(citer, raw_hits, keywords, info, cfg, filters)
     ranked.sort(key=lambda pair: (-pair[0].score, pair[0].node_id))
-    top = ranked[:k]
     tr.stage("score", len(ranked), k=k)
+    top = _mmr(ranked, k, cfg)
+    tr.stage("mmr", len(top), pool=min(len(ranked), max(k, cfg.mmr_pool)), mmr_lambda=cfg.mmr_lambda)
 
     # Messages the query matched through a turn-level node (not an Entity, whose refs
     # are mentions anywhere): an Entity result cites those mentions first.
@@ -204,7 +274,11 @@ def _recall(reader: TenantReader, lake: Lake, keywords: list[str], code_like: bo
     for result, refs in top:
         result.citations = citer.cite_all(refs, cfg.max_citations, prefer)
     tr.stage("cite", sum(len(r.citations) for r, _ in top), failures=citer.failures[:5])
-    return [r for r, _ in top]
+    results = [r for r, _ in top]
+    if budget_tokens is not None:
+        results = _pack(results, budget_tokens)
+        tr.stage("budget", len(results), budget_tokens=budget_tokens, tokens=sum(map(result_tokens, results)))
+    return results
 
 
 _STORES: dict[Path, RawStore] = {}
@@ -226,8 +300,8 @@ def _normalise(hits: list[tuple[str, float]]) -> dict[str, float]:
     return {i: s / top for i, s in hits}
 
 
-def _expand(tg: TenantGraph, seeds: Mapping[str, float], depth: int,
-            cfg: RecallConfig) -> tuple[dict[str, float], dict[str, list[dict]]]:
+def _expand(tg: TenantGraph, seeds: Mapping[str, float], depth: int, cfg: RecallConfig,
+            as_of: datetime | None = None) -> tuple[dict[str, float], dict[str, list[dict]]]:
     """Graph scores in [0, 1] for the seeds and every node within `depth` hops of one,
     plus the evidence edges by which each non-seed was reached.
 
@@ -246,7 +320,11 @@ def _expand(tg: TenantGraph, seeds: Mapping[str, float], depth: int,
     names = g.vs["name"]
     etypes = g.es["type"] if g.ecount() else []
     eweights = g.es["weight"] if g.ecount() else []
-    seed_v = {tg.index[s]: sc for s, sc in seeds.items() if s in tg.index and tg.degree[tg.index[s]] <= cfg.hub_degree}
+    # as_of: a memory first seen later is neither a seed nor a bridge (graphs built before the column: all known)
+    seen = g.vs["first_seen"] if as_of is not None and "first_seen" in g.vs.attributes() else None
+    later = (lambda v: seen[v] is None or seen[v] > as_of) if seen is not None else (lambda v: False)
+    seed_v = {tg.index[s]: sc for s, sc in seeds.items()
+              if s in tg.index and tg.degree[tg.index[s]] <= cfg.hub_degree and not later(tg.index[s])}
     used_edges: set[int] = set()
     for v0, s_score in seed_v.items():
         frontier = {v0: s_score}
@@ -260,7 +338,7 @@ def _expand(tg: TenantGraph, seeds: Mapping[str, float], depth: int,
                         continue
                     edge = g.es[e]
                     u = edge.target if edge.source == v else edge.source
-                    if u in visited or tg.degree[u] > cfg.hub_degree:
+                    if u in visited or tg.degree[u] > cfg.hub_degree or later(u):
                         continue
                     w = mass * eweights[e] * cfg.edge_type_weight.get(et, cfg.default_edge_type_weight)
                     w *= cfg.hop_decay ** (hop - 1)
@@ -313,16 +391,15 @@ def _recency(t: datetime | None, newest: datetime | None, tau_days: float) -> fl
 
 
 def _score(reader: TenantReader, info: TenantInfo, seeds: Mapping[str, float], graph_scores: Mapping[str, float],
-           evidence: Mapping[str, list[dict]], types: Sequence[str] | None,
+           evidence: Mapping[str, list[dict]], filters: Filters,
            cfg: RecallConfig) -> list[tuple[RecallResult, list[RawRef]]]:
-    """Candidates (seeds ∪ reached) with their score breakdown, paired with the raw_refs to cite."""
+    """Candidates (seeds ∪ reached) that pass the filters, with their score breakdown and the raw_refs to cite."""
     ids = list(dict.fromkeys([*seeds, *graph_scores]))
     rows = reader.nodes(ids)
-    wanted = set(types) if types else None
     out = []
     for nid in ids:
         row = rows.get(nid)
-        if row is None or (wanted is not None and row["type"] not in wanted):
+        if row is None or not filters.node(row):
             continue
         bm25 = seeds.get(nid, 0.0)
         graph = graph_scores.get(nid, 0.0)
@@ -336,9 +413,10 @@ def _score(reader: TenantReader, info: TenantInfo, seeds: Mapping[str, float], g
 
 
 def _raw_results(citer: Citer, raw_hits: Mapping[str, float], keywords: Sequence[str], info: TenantInfo,
-                 cfg: RecallConfig, types: Sequence[str] | None) -> list[tuple[RecallResult, list[RawRef]]]:
-    """Raw-fallback hits as results of type RawChunk, citing the chunk's messages that hold the keywords."""
-    if not raw_hits or (types and "RawChunk" not in types):
+                 cfg: RecallConfig, filters: Filters) -> list[tuple[RecallResult, list[RawRef]]]:
+    """Raw-fallback hits as results of type RawChunk, citing the chunk's messages that hold the keywords
+    (and pass the time filters; a chunk with none left is dropped)."""
+    if not raw_hits or (filters.types is not None and "RawChunk" not in filters.types):
         return []
     citer.prefetch(RawRef(i, 0, 0) for i in raw_hits)
     kw = set(keywords)
@@ -346,10 +424,14 @@ def _raw_results(citer: Citer, raw_hits: Mapping[str, float], keywords: Sequence
     for raw_id, bm25 in raw_hits.items():
         scored = []
         for m in citer.messages_of(raw_id):
+            if not filters.message(m["ts"]):
+                continue
             toks = set(search_tokens(m["text"] or ""))
             overlap = len(kw & toks) + sum(1 for k in kw if len(k) > 3 and k in (m["text"] or "").lower())
             if overlap:
                 scored.append((-overlap, m["seq"] if m["seq"] is not None else 0, m))
+        if not scored and (filters.as_of is not None or filters.start is not None or filters.end is not None):
+            continue
         scored.sort(key=lambda x: (x[0], x[1]))
         refs = [m["piece"] for _, _, m in scored]
         chunk_ts = max((m["ts"] for _, _, m in scored if m["ts"] is not None), default=None)
@@ -360,6 +442,75 @@ def _raw_results(citer: Citer, raw_hits: Mapping[str, float], keywords: Sequence
                          citations=[], evidence=[])
         out.append((r, refs))
     return out
+
+
+_CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens an LLM tokenizer makes of `text`, roughly: one per CJK character, one per 4 other characters."""
+    cjk = len(_CJK.findall(text))
+    return cjk + (len(text) - cjk + 3) // 4
+
+
+def result_tokens(r: RecallResult) -> int:
+    """Tokens a cited result costs in a prompt: its title, its text and its citation excerpts (estimated)."""
+    return estimate_tokens(r.title) + estimate_tokens(r.text) + sum(estimate_tokens(c.excerpt) for c in r.citations)
+
+
+def _similar(a: tuple[RecallResult, list[RawRef]], b: tuple[RecallResult, list[RawRef]],
+             tokens: dict[str, set[str]]) -> float:
+    """1.0 when two results cite overlapping bytes (an Episode and a Fact of the same turn), else the Jaccard
+    overlap of their title+text search tokens."""
+    for x in a[1][:3]:
+        for y in b[1][:3]:
+            if x.raw_id == y.raw_id and x.offset < y.offset + y.length and y.offset < x.offset + x.length:
+                return 1.0
+    ta, tb = tokens[a[0].node_id], tokens[b[0].node_id]
+    return len(ta & tb) / len(ta | tb) if ta and tb else 0.0
+
+
+def _mmr(ranked: list[tuple[RecallResult, list[RawRef]]], k: int,
+         cfg: RecallConfig) -> list[tuple[RecallResult, list[RawRef]]]:
+    """Maximal marginal relevance over the best candidates: each pick maximises
+    λ·score/top − (1−λ)·max similarity to what is already picked, and a candidate at least
+    cfg.mmr_threshold similar to a pick (the same line as Episode and as Fact) comes only
+    after every other one. λ = 1 keeps score order."""
+    if cfg.mmr_lambda >= 1.0 or len(ranked) <= 1:
+        return ranked[:k]
+    pool = ranked[:max(k, cfg.mmr_pool)]
+    top = pool[0][0].score or 1.0
+    tokens = {r.node_id: set(search_tokens(f"{r.title} {r.text}")) for r, _ in pool}
+    picked = [pool[0]]
+    rest = pool[1:]
+    best_sim = [_similar(c, pool[0], tokens) for c in rest]
+    while rest and len(picked) < k:
+        gains = [(s < cfg.mmr_threshold, cfg.mmr_lambda * c[0].score / top - (1 - cfg.mmr_lambda) * s)
+                 for c, s in zip(rest, best_sim)]
+        i = max(range(len(rest)), key=lambda j: (gains[j], -j))
+        chosen = rest.pop(i)
+        best_sim.pop(i)
+        picked.append(chosen)
+        best_sim = [max(s, _similar(c, chosen, tokens)) for c, s in zip(rest, best_sim)]
+    return picked
+
+
+def _pack(results: list[RecallResult], budget: int) -> list[RecallResult]:
+    """The subset of `results` (in their order) fitting `budget` tokens with the most total score: the better of
+    greedy-by-score-per-token and the single best-scoring result that fits (the knapsack 2-approximation)."""
+    costs = [max(1, result_tokens(r)) for r in results]
+    order = sorted(range(len(results)), key=lambda i: (-results[i].score / costs[i], i))
+    chosen, used = set(), 0
+    for i in order:
+        if used + costs[i] <= budget:
+            chosen.add(i)
+            used += costs[i]
+    fitting = [i for i in range(len(results)) if costs[i] <= budget]
+    if fitting:
+        single = max(fitting, key=lambda i: (results[i].score, -i))
+        if results[single].score > sum(results[i].score for i in chosen):
+            chosen = {single}
+    return [results[i] for i in sorted(chosen)]
 
 
 def ranked_turns(results: Sequence[RecallResult]) -> list[tuple[str, str]]:

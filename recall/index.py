@@ -157,7 +157,7 @@ def _write_graphs(lake: Lake, nodes: pa.Table, edges: pa.Table, tenants: list[st
     """One pickled igraph per tenant: its active nodes, and its edges between two of them."""
     lake.graph_dir.mkdir(parents=True, exist_ok=True)
     nodes = _active_nodes(nodes)
-    node_rows = nodes.select(["tenant", "id", "type"]).to_pylist()
+    node_rows = nodes.select(["tenant", "id", "type", "first_seen"]).to_pylist()
     edge_rows = edges.select(["tenant", "src", "dst", "type", "weight"]).to_pylist()
     by_tenant_nodes: dict[str, list[dict]] = {t: [] for t in tenants}
     for r in node_rows:
@@ -172,12 +172,15 @@ def _write_graphs(lake: Lake, nodes: pa.Table, edges: pa.Table, tenants: list[st
         ids = sorted({r["id"] for r in by_tenant_nodes[tenant]})
         index = {nid: i for i, nid in enumerate(ids)}
         types = {r["id"]: r["type"] for r in by_tenant_nodes[tenant]}
+        seen = {r["id"]: r["first_seen"] for r in by_tenant_nodes[tenant]}
         # DERIVED_FROM edges to RawChunks (and anything dangling) have an endpoint that is no node.
         es = sorted((r for r in by_tenant_edges[tenant] if r["src"] in index and r["dst"] in index),
                     key=lambda r: (r["src"], r["dst"], r["type"] or ""))
         g = igraph.Graph(n=len(ids), edges=[(index[r["src"]], index[r["dst"]]) for r in es], directed=True)
         g.vs["name"] = ids
         g.vs["type"] = [types[i] for i in ids]
+        # when each memory was first seen (naive UTC, None unknown): recall's as_of walks only what was known then
+        g.vs["first_seen"] = [seen[i] for i in ids]
         g.es["type"] = [r["type"] for r in es]
         g.es["weight"] = [1.0 if r["weight"] is None else float(r["weight"]) for r in es]
         path = graph_path(lake, tenant_slug(tenant))

@@ -1,0 +1,125 @@
+"""recall() filters (types, time range, as-of), MMR de-duplication and token-budget packing."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from raw_store.lake import Lake
+from recall import RecallConfig, recall
+from recall.engine import estimate_tokens, result_tokens
+from recall_fixtures import LakeBuilder
+
+MAY = datetime(2023, 5, 8, 10, 0)
+JULY = datetime(2023, 7, 20, 10, 0)
+
+
+@pytest.fixture
+def lake(tmp_path) -> Lake:
+    b = LakeBuilder(tmp_path)
+    may = b.conversation("t", "c-may", [
+        ("m1", "Ann", "I adopted a puppy named Biscuit at the shelter."),
+        ("m2", "Ann", "Biscuit chewed my hiking boots today."),
+    ], start=MAY)
+    july = b.conversation("t", "c-july", [
+        ("j1", "Ann", "Biscuit won the puppy agility contest at the park."),
+    ], start=JULY)
+    b.node("t", "ep_m1", "Episode", "Ann: adopted a puppy", "adopted a puppy named Biscuit at the shelter",
+           ("adopt", "puppy", "biscuit", "shelter"), (may["m1"],), MAY, first_seen=MAY, last_seen=MAY)
+    # the same line as ep_m1, read as a Fact: overlapping bytes
+    b.node("t", "f_m1", "Fact", "Ann adopt puppy", "adopted a puppy named Biscuit",
+           ("adopt", "puppy", "biscuit"), ({**may["m1"], "length": 28},), MAY, first_seen=MAY, last_seen=MAY)
+    b.node("t", "ep_m2", "Episode", "Ann: Biscuit chewed boots", "Biscuit chewed my hiking boots",
+           ("biscuit", "chew", "boots", "puppy"), (may["m2"],), MAY + timedelta(minutes=1),
+           first_seen=MAY + timedelta(minutes=1), last_seen=MAY + timedelta(minutes=1))
+    b.node("t", "ep_j1", "Episode", "Ann: Biscuit won agility", "Biscuit won the puppy agility contest",
+           ("biscuit", "puppy", "agility", "contest"), (july["j1"],), JULY, first_seen=JULY, last_seen=JULY)
+    b.node("t", "ent_biscuit", "Entity", "Biscuit", subtype="PERSON", first_seen=MAY, last_seen=JULY,
+           raw_refs=[may["m1"]])
+    b.node("t", "ent_contest", "Entity", "agility contest", subtype="MISC", first_seen=JULY, last_seen=JULY,
+           raw_refs=[july["j1"]])
+    b.edge("t", "ep_m1", "ent_biscuit", "MENTIONS", 0.95)
+    b.edge("t", "ep_j1", "ent_biscuit", "MENTIONS", 0.95)
+    b.edge("t", "ep_j1", "ent_contest", "MENTIONS", 0.95)
+    b.edge("t", "f_m1", "ep_m1", "DERIVED_FROM", 1.0)
+    return b.write()
+
+
+def _ids(results) -> list[str]:
+    return [r.node_id for r in results]
+
+
+def test_types_filter(lake):
+    got = recall("Biscuit puppy", "t", k=10, lake=lake, types=["Fact"])
+    assert _ids(got) == ["f_m1"]
+
+
+def test_time_range_keeps_what_overlaps_it(lake):
+    got = _ids(recall("Biscuit puppy", "t", k=10, lake=lake, time_range=(datetime(2023, 7, 1), None)))
+    assert "ep_j1" in got and "ent_biscuit" in got          # Biscuit's span (May–July) overlaps July
+    assert not {"ep_m1", "ep_m2", "f_m1"} & set(got)
+    got = _ids(recall("Biscuit puppy", "t", k=10, lake=lake,
+                      time_range=(datetime(2023, 5, 1), datetime(2023, 5, 31))))
+    assert "ep_j1" not in got and "ent_contest" not in got and "ep_m1" in got
+
+
+def test_as_of_sees_only_what_was_known_then_even_through_the_graph(lake):
+    before = _ids(recall("Biscuit", "t", k=10, expand_depth=2, lake=lake, as_of=datetime(2023, 6, 1)))
+    assert "ep_m1" in before
+    # July's turn and the contest entity (reachable from Biscuit in two hops) did not exist yet
+    assert not {"ep_j1", "ent_contest"} & set(before)
+    # Biscuit was first seen in May, so the entity itself is known
+    assert "ent_biscuit" in before
+    after = _ids(recall("Biscuit", "t", k=10, expand_depth=2, lake=lake, as_of=datetime(2023, 8, 1)))
+    assert {"ep_j1", "ent_contest"} <= set(after)
+
+
+def test_aware_datetimes_are_read_as_utc(lake):
+    aware = datetime(2023, 6, 1, tzinfo=timezone(timedelta(hours=8)))
+    assert _ids(recall("Biscuit", "t", k=10, lake=lake, as_of=aware)) == \
+        _ids(recall("Biscuit", "t", k=10, lake=lake, as_of=datetime(2023, 5, 31, 16, 0)))
+
+
+def test_bad_filters_are_errors(lake):
+    with pytest.raises(ValueError):
+        recall("Biscuit", "t", lake=lake, time_range=(JULY, MAY))
+    with pytest.raises(ValueError):
+        recall("Biscuit", "t", lake=lake, expand_depth=-1)
+    with pytest.raises(ValueError):
+        recall("Biscuit", "t", lake=lake, budget_tokens=-5)
+
+
+def test_mmr_lets_a_second_line_in_before_a_duplicate_of_the_first(lake):
+    plain = recall("adopted puppy Biscuit", "t", k=3, lake=lake, config=RecallConfig(mmr_lambda=1.0))
+    mmr = recall("adopted puppy Biscuit", "t", k=3, lake=lake)
+    # by score alone the Episode and the Fact of the same line both make the top 3
+    assert {"ep_m1", "f_m1"} <= set(_ids(plain))
+    # MMR keeps the first of them and fills the slot with another line
+    assert len({"ep_m1", "f_m1"} & set(_ids(mmr))) == 1
+    assert _ids(mmr)[0] == _ids(plain)[0]
+
+
+def test_budget_packing_fits_the_budget_and_keeps_the_best(lake):
+    full = recall("Biscuit puppy", "t", k=10, lake=lake)
+    costs = [result_tokens(r) for r in full]
+    assert costs[0] == estimate_tokens(full[0].title) + estimate_tokens(full[0].text) + \
+        sum(estimate_tokens(c.excerpt) for c in full[0].citations) > 0
+    budget = sum(costs[:2]) + 1
+    packed = recall("Biscuit puppy", "t", k=10, lake=lake, budget_tokens=budget)
+    assert packed and len(packed) < len(full)
+    assert sum(result_tokens(r) for r in packed) <= budget
+    # at least half the best total score any subset within the budget reaches (the knapsack 2-approximation)
+    best = max(sum(full[i].score for i in range(len(full)) if mask >> i & 1)
+               for mask in range(1 << len(full))
+               if sum(costs[i] for i in range(len(full)) if mask >> i & 1) <= budget)
+    assert sum(r.score for r in packed) >= best / 2
+    assert recall("Biscuit puppy", "t", k=10, lake=lake, budget_tokens=0) == []
+    # results keep score order
+    assert [r.score for r in packed] == sorted((r.score for r in packed), reverse=True)
+
+
+def test_estimate_tokens():
+    assert estimate_tokens("") == 0
+    assert estimate_tokens("小明在公园") == 5
+    assert estimate_tokens("abcdefgh") == 2
+    assert estimate_tokens("去gym了") == 2 + 1
