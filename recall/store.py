@@ -127,6 +127,27 @@ class TenantReader:
         with self._lock:
             return self.con.execute(sql, [*column_params, self.tenant, *params]).fetchall()
 
+    def scoped(self, body: str, params: Sequence[Any] = (), *,
+               tables: Sequence[str] = ("nodes", "edges")) -> list[tuple]:
+        """Rows of `body`, a SELECT in which each name of `tables` means this tenant's rows of that table.
+
+        The statement run is `WITH t AS (SELECT * FROM t WHERE tenant = ?), … body`: the
+        CTEs shadow the tables, so joins, subqueries and window functions in `body`
+        see no other tenant's rows. `body` may open with its own `WITH` (not `WITH
+        RECURSIVE`); its CTEs follow the tenant ones. `params` bind the `?` of `body`.
+        """
+        for table in tables:
+            if not _IDENT.match(table):
+                raise ValueError(f"bad table name {table!r}")
+        ctes = ", ".join(f"{t} AS (SELECT * FROM {t} WHERE tenant = ?)" for t in tables)
+        body = body.strip()
+        head = re.match(r"(?i)with\s+", body)
+        if head and re.match(r"(?i)recursive\b", body[head.end():]):
+            raise ValueError("scoped() does not take WITH RECURSIVE")
+        sql = f"WITH {ctes}, {body[head.end():]}" if head else f"WITH {ctes} {body}"
+        with self._lock:
+            return self.con.execute(sql, [*([self.tenant] * len(tables)), *params]).fetchall()
+
     def close(self) -> None:
         self.con.close()
 

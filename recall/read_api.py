@@ -1,0 +1,614 @@
+"""Read API (seed 001 Layers A–C, SPEC §7): immutable views of one tenant's memory graph.
+
+Open a session per tenant, `with ReadApi.open(lake, "demo") as api: ...`. Every
+SQL read goes through the session's `TenantReader` (tenant-filtered in SQL) and
+every neighbourhood through the tenant's own igraph file, so nothing another
+tenant wrote can come back. Views are frozen dataclasses whose collections are
+tuples and `MappingProxyType`s; each call builds them afresh.
+
+Seed 001 wrote this API for a JS store; its notions map onto our tables so:
+  level episodic | semantic     node `category` episode | fact, core (Episode when null)
+  archived                      `status` set to anything but 'active' or 'open' (a Task's live state)
+  seq / timeline order          coalesce(time_start, first_seen) ascending, nulls last, then id
+  parent / children             DERIVED_FROM: a Fact is a child of the Episode it came from
+  internal edges                DERIVED_FROM (seed: contains / semantic_contains)
+  hierarchical compression      Episodes; every other type is 'none'
+Unknown or blank ids give None (single views) or empty tuples; unknown type names
+filter to nothing; malformed arguments raise ReadApiError(BAD_ARGS, ...).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any, Collection, Iterable, Mapping, Sequence
+
+from r2g.schema import EDGE_TYPES, EDGES, NODE_TYPES, NODES
+from raw_store.lake import Lake
+from recall.engine import query_keywords
+from recall.store import TenantGraph, TenantInfo, TenantReader, load_graph, node_docs_table, tenant_reader
+
+# Error codes, named as in seed 001 (compactNodes' argument errors).
+BAD_ARGS = "BAD_ARGS"
+
+DERIVED_FROM = "DERIVED_FROM"
+INTERNAL_EDGE_TYPES = frozenset({DERIVED_FROM})
+LIVE_STATUS = ("active", "open")
+LEVELS = ("episodic", "semantic")
+DIRECTIONS = ("in", "out", "both")
+GROUP_BY = ("conversation", "concept")
+TABLE_NAME = "nodes"
+
+# Compression defaults for compactionCandidates: seed 001 names threshold, fanIn, maxDepth and
+# keepRecentLeaves but gives no values; these are what Luker's read API (the seed's host) fills in
+# for a type that sets none of them.
+COMPACTION_THRESHOLD = 6
+COMPACTION_FAN_IN = 3
+COMPACTION_MAX_DEPTH = 6
+COMPACTION_KEEP_RECENT_LEAVES = 0
+
+
+class ReadApiError(ValueError):
+    """A rejected argument: `code` is one of this module's error codes (BAD_ARGS)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """One node. `fields` holds every other NODES column except tenant (lists as tuples)."""
+    id: str
+    type: str
+    level: str                     # 'episodic' | 'semantic'
+    title: str
+    time: datetime | None          # timeline position: time_start, else first_seen
+    archived: bool
+    parent_ids: tuple[str, ...]    # nodes this one is DERIVED_FROM
+    children_ids: tuple[str, ...]  # nodes DERIVED_FROM this one, archived ones included
+    fields: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class EdgeView:
+    """One stored edge as written by R2G (dst may be a RawChunk id for DERIVED_FROM)."""
+    id: str
+    src: str
+    dst: str
+    type: str
+    weight: float | None           # R2G-4 weight of the stored edge, not a projection count
+    confidence: float | None
+
+
+@dataclass(frozen=True)
+class NeighborView:
+    node: NodeView
+    edge_type: str
+    direction: str                 # 'out': source -> node; 'in': node -> source
+
+
+@dataclass(frozen=True)
+class RelationCount:
+    relation: str
+    direction: str
+    count: int
+
+
+@dataclass(frozen=True)
+class SampleNeighbor:
+    id: str
+    type: str
+    title: str
+    to_time: datetime | None
+
+
+@dataclass(frozen=True)
+class EdgeSummary:
+    degree: int
+    relations: tuple[RelationCount, ...]
+    sample_neighbors: tuple[SampleNeighbor, ...]
+
+
+@dataclass(frozen=True)
+class NodeBrief:
+    id: str
+    level: str
+    type: str
+    table_name: str
+    title: str
+    summary: str
+    key_values: Mapping[str, Any]  # the type's primary-key columns that have a value
+    row_values: Mapping[str, Any]  # every other column with a value (raw_refs left out: cite via recall)
+    time: datetime | None
+    child_count: int               # active children
+    edge_summary: EdgeSummary | None
+
+
+@dataclass(frozen=True)
+class RankedView:
+    node: NodeView
+    score: float                   # matched query tokens / query tokens (porter stems)
+    bm25: float
+    score_mode: str = "keyword"
+
+
+@dataclass(frozen=True)
+class CompactionGroup:
+    key: str                       # the conversation or Concept id the children share
+    depth: int                     # rollup depth of the children (0: Episodes)
+    child_ids: tuple[str, ...]
+    fan_in: int
+
+
+@dataclass(frozen=True)
+class NodeTypeSpec:
+    type: str
+    table_name: str
+    table_columns: tuple[str, ...]
+    required_columns: tuple[str, ...]
+    primary_key_columns: tuple[str, ...]
+    level: str
+    compression_mode: str          # 'hierarchical' | 'none'
+
+
+@dataclass(frozen=True)
+class SchemaView:
+    node_columns: tuple[str, ...]
+    edge_columns: tuple[str, ...]
+    node_types: tuple[NodeTypeSpec, ...]
+    edge_types: tuple[str, ...]
+    internal_edge_types: tuple[str, ...]
+
+
+_COMMON_REQUIRED = ("id", "tenant", "type", "title", "status", "provenance")
+# type -> (columns R2G always fills beyond the common ones, natural-key columns its id is hashed from;
+# aliases too where a type keeps them, so that names can be matched). Source: r2g/extract.py.
+_TYPE_COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "Episode": (("text", "raw_refs", "conv_id", "msg_id"), ("conv_id", "msg_id")),
+    "Entity": (("subtype", "aliases", "mentions"), ("subtype", "title", "aliases")),
+    "Fact": (("text", "raw_refs", "predicate_norm", "negation", "conv_id", "msg_id"),
+             ("predicate_norm", "negation", "modality", "time_start")),
+    "Preference": (("subtype", "text", "raw_refs", "negation"), ("speaker", "subtype", "text")),
+    "Task": (("subtype", "text", "raw_refs"), ("speaker", "subtype", "text", "time_start")),
+    "Concept": (("subtype", "keywords"), ("title", "aliases")),
+    "Meta": ((), ("subtype", "title")),
+}
+_HIERARCHICAL = frozenset({"Episode"})
+
+SCHEMA = SchemaView(
+    node_columns=tuple(NODES.names),
+    edge_columns=tuple(EDGES.names),
+    node_types=tuple(
+        NodeTypeSpec(type=t, table_name=TABLE_NAME, table_columns=tuple(NODES.names),
+                     required_columns=_COMMON_REQUIRED + _TYPE_COLUMNS[t][0],
+                     primary_key_columns=_TYPE_COLUMNS[t][1],
+                     level="episodic" if t == "Episode" else "semantic",
+                     compression_mode="hierarchical" if t in _HIERARCHICAL else "none")
+        for t in NODE_TYPES),
+    edge_types=tuple(EDGE_TYPES),
+    internal_edge_types=tuple(sorted(INTERNAL_EDGE_TYPES)),
+)
+_SPECS = {s.type: s for s in SCHEMA.node_types}
+
+# SQL over the alias `n` of the tenant's nodes.
+_TIME = "coalesce(n.time_start, n.first_seen)"
+_LEVEL = ("CASE WHEN coalesce(n.category, CASE WHEN n.type = 'Episode' THEN 'episode' END) = 'episode' "
+          "THEN 'episodic' ELSE 'semantic' END")
+_LIVE = "coalesce(n.status, 'active') IN ('active', 'open')"
+_TIMELINE = "t ASC NULLS LAST, n.id ASC"
+_VIEW_COLUMNS = tuple(c for c in NODES.names if c != "tenant")
+_VIEW_SELECT = (
+    f"SELECT {', '.join(f'n.{c}' for c in _VIEW_COLUMNS)}, {_TIME} AS t, {_LEVEL} AS level, "
+    "(SELECT list_sort(list_distinct(list(e.dst))) FROM edges e JOIN nodes p ON p.id = e.dst "
+    f" WHERE e.type = '{DERIVED_FROM}' AND e.src = n.id) AS parents, "
+    "(SELECT list_sort(list_distinct(list(e.src))) FROM edges e "
+    f" WHERE e.type = '{DERIVED_FROM}' AND e.dst = n.id) AS children "
+    "FROM nodes n"
+)
+_TOP_LEVEL = frozenset({"id", "type", "title"})
+_NOT_IN_BRIEF = frozenset({"id", "type", "title", "text", "raw_refs"})
+
+
+def _freeze(value: Any) -> Any:
+    """A deep read-only copy: mappings become MappingProxyType, lists tuples."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _node_view(row: tuple) -> NodeView:
+    values = dict(zip(_VIEW_COLUMNS, row))
+    t, level, parents, children = row[len(_VIEW_COLUMNS):]
+    status = values["status"]
+    return NodeView(id=values["id"], type=values["type"], level=level, title=values["title"] or "", time=t,
+                    archived=status is not None and status not in LIVE_STATUS,
+                    parent_ids=tuple(parents or ()), children_ids=tuple(children or ()),
+                    fields=_freeze({k: v for k, v in values.items() if k not in _TOP_LEVEL}))
+
+
+def _timeline_key(view: NodeView) -> tuple:
+    return (view.time is None, view.time or datetime.min, view.id)
+
+
+def _recency_order(views: Iterable[NodeView]) -> list[NodeView]:
+    """Newest first (ties by id), undated last."""
+    by_id = sorted(views, key=lambda v: v.id)
+    dated = sorted((v for v in by_id if v.time is not None), key=lambda v: v.time, reverse=True)
+    return dated + [v for v in by_id if v.time is None]
+
+
+def _blank(node_id: Any) -> bool:
+    return not isinstance(node_id, str) or not node_id.strip()
+
+
+def _names(arg: Iterable[str] | None, what: str) -> tuple[str, ...] | None:
+    """A names filter: None or empty → no filter; a bare string is a caller bug, not a collection."""
+    if arg is None:
+        return None
+    if isinstance(arg, str):
+        raise ReadApiError(BAD_ARGS, f"{what} must be a collection of names, not the string {arg!r}")
+    names = tuple(arg)
+    if not all(isinstance(x, str) for x in names):
+        raise ReadApiError(BAD_ARGS, f"{what} must hold strings")
+    return names or None
+
+
+def _count(value: Any, what: str, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ReadApiError(BAD_ARGS, f"{what} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _choice(value: Any, what: str, allowed: Sequence[str]) -> str:
+    if value not in allowed:
+        raise ReadApiError(BAD_ARGS, f"{what} must be one of {', '.join(allowed)}; got {value!r}")
+    return value
+
+
+class ReadApi:
+    """One tenant's read session over the lake's current index; use as a context manager."""
+
+    def __init__(self, reader: TenantReader, info: TenantInfo | None, graph: TenantGraph | None) -> None:
+        self._reader = reader
+        self._info = info
+        self._graph = graph
+
+    @classmethod
+    def open(cls, lake: Lake, tenant: str) -> ReadApi:
+        """A session on `tenant` (ValueError when blank; IndexNotBuilt when the lake has no index).
+
+        A tenant the index does not hold gets a session whose reads are all empty.
+        """
+        if not isinstance(tenant, str) or not tenant.strip():
+            raise ValueError("tenant is required")
+        reader = tenant_reader(lake, tenant)
+        try:
+            info = reader.info()
+            graph = load_graph(lake, info.slug) if info is not None else None
+        except BaseException:
+            reader.close()
+            raise
+        return cls(reader, info, graph)
+
+    @property
+    def tenant(self) -> str:
+        return self._reader.tenant
+
+    def close(self) -> None:
+        self._reader.close()
+
+    def __enter__(self) -> ReadApi:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # Layer A: data access
+
+    def list_nodes(self, *, types: Collection[str] | None = None, levels: Collection[str] | None = None,
+                   active_only: bool = True, time_from: datetime | None = None,
+                   time_to: datetime | None = None) -> tuple[NodeView, ...]:
+        """Nodes in timeline order (time ascending, undated last, then id); archived ones only if not active_only.
+
+        time_from / time_to bound the timeline time inclusively (undated nodes drop out).
+        """
+        types = _names(types, "types")
+        levels = _names(levels, "levels")
+        for level in levels or ():
+            _choice(level, "levels", LEVELS)
+        where, params = ["TRUE"], []
+        if types is not None:
+            where.append("n.type IN (SELECT unnest(?::VARCHAR[]))")
+            params.append(list(types))
+        if levels is not None:
+            where.append(f"{_LEVEL} IN (SELECT unnest(?::VARCHAR[]))")
+            params.append(list(levels))
+        if active_only:
+            where.append(_LIVE)
+        if time_from is not None:
+            where.append(f"{_TIME} >= ?")
+            params.append(time_from)
+        if time_to is not None:
+            where.append(f"{_TIME} <= ?")
+            params.append(time_to)
+        return self._scan(" AND ".join(where), params)
+
+    def get_node(self, node_id: str) -> NodeView | None:
+        """The node, archived or not; None for a blank id or one this tenant does not have."""
+        if _blank(node_id):
+            return None
+        return self._views([node_id]).get(node_id)
+
+    def list_edges(self, *, src: str | None = None, dst: str | None = None, types: Collection[str] | None = None,
+                   exclude_internal: bool = False) -> tuple[EdgeView, ...]:
+        """Stored edges ordered by (src, type, dst, id); exclude_internal drops DERIVED_FROM."""
+        types = _names(types, "types")
+        where, params = ["TRUE"], []
+        for column, value in (("src", src), ("dst", dst)):
+            if value is None:
+                continue
+            if _blank(value):
+                return ()
+            where.append(f"e.{column} = ?")
+            params.append(value)
+        if types is not None:
+            where.append("e.type IN (SELECT unnest(?::VARCHAR[]))")
+            params.append(list(types))
+        if exclude_internal:
+            where.append("e.type NOT IN (SELECT unnest(?::VARCHAR[]))")
+            params.append(sorted(INTERNAL_EDGE_TYPES))
+        rows = self._reader.scoped(
+            f"SELECT e.id, e.src, e.dst, e.type, e.weight, e.confidence FROM edges e "
+            f"WHERE {' AND '.join(where)} ORDER BY e.src, e.type, e.dst, e.id", params)
+        return tuple(EdgeView(*r) for r in rows)
+
+    def get_schema(self) -> SchemaView:
+        """NODES / EDGES columns, node and edge types, and per node type its required and key columns."""
+        return SCHEMA
+
+    # Layer B: topology
+
+    def get_neighbors(self, node_id: str, *, edge_types: Collection[str] | None = None,
+                      direction: str = "both") -> tuple[NeighborView, ...]:
+        """Active neighbours over graph edges, one per (neighbour, edge type, direction).
+
+        Ordered by the neighbour's timeline position, then edge type, then direction.
+        """
+        edge_types = _names(edge_types, "edge_types")
+        _choice(direction, "direction", DIRECTIONS)
+        if _blank(node_id):
+            return ()
+        hits = dict.fromkeys((u, et, d) for _, u, et, d in self._edges_at([node_id], direction, edge_types))
+        views = self._views({u for u, _, _ in hits})
+        out = [NeighborView(views[u], et, d) for u, et, d in hits if u in views and not views[u].archived]
+        out.sort(key=lambda nb: (_timeline_key(nb.node), nb.edge_type, nb.direction))
+        return tuple(out)
+
+    def get_descendants(self, node_id: str, *, active_only: bool = True,
+                        max_depth: int | None = None) -> tuple[NodeView, ...]:
+        """Nodes DERIVED_FROM this one, transitively, breadth first (each depth in timeline order).
+
+        The node itself is not included; an archived child is left out with what lies
+        below it unless active_only is False. max_depth None is unlimited.
+        """
+        if max_depth is not None:
+            _count(max_depth, "max_depth")
+        if _blank(node_id):
+            return ()
+        seen, frontier, out, depth = {node_id}, [node_id], [], 0
+        while frontier and (max_depth is None or depth < max_depth):
+            depth += 1
+            found = {u for _, u, _, _ in self._edges_at(frontier, "in", (DERIVED_FROM,))} - seen
+            seen |= found
+            level = sorted((v for v in self._views(found).values() if not (active_only and v.archived)),
+                           key=_timeline_key)
+            out.extend(level)
+            frontier = [v.id for v in level]
+        return tuple(out)
+
+    def expand_from_seeds(self, seed_ids: Iterable[str], *, hops: int = 1, edge_types: Collection[str] | None = None,
+                          include_children: bool = True, exclude_internal: bool = False,
+                          within: Collection[str] | None = None) -> tuple[NodeView, ...]:
+        """The seeds, then what each hop of a breadth-first drill reaches (each hop in timeline order).
+
+        A hop follows graph edges both ways (edge_types filters them) and, with
+        include_children, also adds the DERIVED_FROM children of the frontier.
+        exclude_internal keeps DERIVED_FROM out of both. Archived nodes are never
+        reached; `within` limits the reached nodes to a set. Every known seed is kept
+        (an archived one is not expanded from); unknown or blank seeds are dropped.
+        """
+        if isinstance(seed_ids, str):
+            raise ReadApiError(BAD_ARGS, "seed_ids must be a collection of ids, not a string")
+        _count(hops, "hops")
+        edge_types = _names(edge_types, "edge_types")
+        allowed = None if within is None else set(_names(within, "within") or ())
+        seeds = [s for s in dict.fromkeys(seed_ids) if not _blank(s)]
+        known = self._views(seeds)
+        out = [known[s] for s in seeds if s in known]
+        seen = {v.id for v in out}
+        frontier = [v.id for v in out if not v.archived]
+        for _ in range(hops):
+            if not frontier:
+                break
+            found = []
+            if include_children and not exclude_internal:
+                found += [u for _, u, _, _ in self._edges_at(frontier, "in", (DERIVED_FROM,))]
+            skip = INTERNAL_EDGE_TYPES if exclude_internal else frozenset()
+            found += [u for _, u, et, _ in self._edges_at(frontier, "both", edge_types) if et not in skip]
+            fresh = {u for u in found if u not in seen and (allowed is None or u in allowed)}
+            seen |= fresh
+            level = sorted((v for v in self._views(fresh).values() if not v.archived), key=_timeline_key)
+            out.extend(level)
+            frontier = [v.id for v in level]
+        return tuple(out)
+
+    # Layer C: recall primitives
+
+    def keyword_search(self, query: str, *, types: Collection[str] | None = None,
+                       k: int = 20) -> tuple[RankedView, ...]:
+        """Active nodes whose FTS document shares query tokens, best first, at most k.
+
+        score = distinct query stems found in the node / distinct query stems (title,
+        text and keywords; porter stems; Chinese segmented by jieba; stop-words out);
+        ties by BM25, then id. An empty or stop-word-only query gives ().
+        """
+        types = _names(types, "types")
+        _count(k, "k")
+        keywords = query_keywords(query) if isinstance(query, str) else []
+        if not keywords or k == 0 or self._info is None or not self._info.n_nodes:
+            return ()
+        docs = node_docs_table(self._info.slug)
+        type_filter, params = "", [keywords, " ".join(keywords)]
+        if types is not None:
+            type_filter = "AND d.type IN (SELECT unnest(?::VARCHAR[]))"
+            params.append(list(types))
+        rows = self._reader.scoped(
+            "WITH q AS (SELECT list_distinct(list_transform(?::VARCHAR[], w -> stem(w, 'porter'))) AS stems), "
+            f"hits AS (SELECT id, type, doc, fts_main_{docs}.match_bm25(id, ?) AS bm25 FROM {docs}) "
+            "SELECT d.id, len(list_intersect(list_transform(string_split(d.doc, ' '), w -> stem(w, 'porter')), "
+            "q.stems)) / len(q.stems) AS score, d.bm25 "
+            f"FROM hits d, q WHERE d.bm25 IS NOT NULL {type_filter} "
+            f"AND d.id IN (SELECT n.id FROM nodes n WHERE {_LIVE}) "
+            "ORDER BY score DESC, d.bm25 DESC, d.id LIMIT ?",
+            [*params, k], tables=("nodes", docs))
+        views = self._views([r[0] for r in rows])
+        return tuple(RankedView(views[i], float(score), float(bm25)) for i, score, bm25 in rows if i in views)
+
+    def find_by_name(self, query: str, *, types: Collection[str] | None = None) -> tuple[NodeView, ...]:
+        """Active nodes whose title or an alias contains `query` (case-insensitive), in timeline order.
+
+        An empty or blank query gives ().
+        """
+        types = _names(types, "types")
+        if _blank(query):
+            return ()
+        q = query.strip().lower()
+        where = (f"{_LIVE} AND (contains(lower(n.title), ?) "
+                 "OR len(list_filter(coalesce(n.aliases, []), a -> contains(lower(a), ?))) > 0)")
+        params: list = [q, q]
+        if types is not None:
+            where += " AND n.type IN (SELECT unnest(?::VARCHAR[]))"
+            params.append(list(types))
+        return self._scan(where, params)
+
+    def get_edge_summary(self, node_id: str, *, edge_types: Collection[str] | None = None,
+                         limit: int = 8) -> EdgeSummary:
+        """Degree, (relation, direction) counts and up to `limit` distinct neighbours, most recent first.
+
+        Counts graph edges to active nodes only. Never None: an unknown or blank id
+        gives a zero summary.
+        """
+        edge_types = _names(edge_types, "edge_types")
+        _count(limit, "limit")
+        if _blank(node_id):
+            return EdgeSummary(0, (), ())
+        hits = self._edges_at([node_id], "both", edge_types)
+        views = self._views({u for _, u, _, _ in hits})
+        live = [(u, et, d) for _, u, et, d in hits if u in views and not views[u].archived]
+        counts: dict[tuple[str, str], int] = {}
+        for _, et, d in live:
+            counts[(et, d)] = counts.get((et, d), 0) + 1
+        relations = tuple(RelationCount(et, d, c) for (et, d), c in
+                          sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+        recent = _recency_order({u: views[u] for u, _, _ in live}.values())[:limit]
+        sample = tuple(SampleNeighbor(v.id, v.type, v.title, v.time) for v in recent)
+        return EdgeSummary(len(live), relations, sample)
+
+    def get_node_brief(self, node_id: str, *, include_edge_summary: bool = True,
+                       edge_summary_limit: int = 8) -> NodeBrief | None:
+        """The node as one candidate row (key / row values, summary, child count, edge summary).
+
+        None for a blank, unknown or archived id.
+        """
+        _count(edge_summary_limit, "edge_summary_limit")
+        view = self.get_node(node_id)
+        if view is None or view.archived:
+            return None
+        spec = _SPECS.get(view.type)
+        keys = spec.primary_key_columns if spec else ()
+        values = {"title": view.title, **view.fields}
+        present = {c: v for c, v in values.items() if v is not None and v != "" and v != ()}
+        children = self._views(view.children_ids)
+        return NodeBrief(
+            id=view.id, level=view.level, type=view.type, table_name=TABLE_NAME, title=view.title,
+            summary=view.fields.get("text") or "",
+            key_values=MappingProxyType({c: present[c] for c in keys if c in present}),
+            row_values=MappingProxyType({c: v for c, v in present.items() if c not in keys and c not in _NOT_IN_BRIEF}),
+            time=view.time, child_count=sum(1 for c in children.values() if not c.archived),
+            edge_summary=self.get_edge_summary(view.id, limit=edge_summary_limit) if include_edge_summary else None)
+
+    def compaction_candidates(self, node_type: str, depth: int = 0, *, group_by: str = "conversation",
+                              threshold: int = COMPACTION_THRESHOLD, fan_in: int = COMPACTION_FAN_IN,
+                              max_depth: int = COMPACTION_MAX_DEPTH,
+                              keep_recent_leaves: int = COMPACTION_KEEP_RECENT_LEAVES) -> tuple[CompactionGroup, ...]:
+        """Groups of `fan_in` active nodes ready to be rolled up into one summary node (no LLM).
+
+        Candidates share a conversation (group_by="conversation") or an ABOUT Concept
+        (group_by="concept"; an Episode about two topics may then sit in two groups).
+        Per shared key: timeline order, the newest keep_recent_leaves left out, nothing
+        when fewer than `threshold` remain, else consecutive runs of fan_in (a short
+        tail waits). () when node_type is unknown or not hierarchical (only Episode
+        is), or depth >= max_depth; our graph holds no rollups yet, so depth > 0 is ().
+        """
+        _count(depth, "depth")
+        _choice(group_by, "group_by", GROUP_BY)
+        _count(threshold, "threshold", 1)
+        _count(fan_in, "fan_in", 2)
+        _count(max_depth, "max_depth", 1)
+        _count(keep_recent_leaves, "keep_recent_leaves")
+        spec = _SPECS.get(node_type)
+        if spec is None or spec.compression_mode != "hierarchical" or depth >= max_depth or depth > 0:
+            return ()
+        if group_by == "conversation":
+            pool = (f"SELECT n.id, n.conv_id AS key, {_TIME} AS t FROM nodes n "
+                    f"WHERE n.type = ? AND {_LIVE} AND n.conv_id IS NOT NULL")
+        else:
+            pool = (f"SELECT n.id, e.dst AS key, {_TIME} AS t FROM nodes n JOIN edges e ON e.src = n.id "
+                    f"AND e.type = 'ABOUT' WHERE n.type = ? AND {_LIVE} "
+                    f"AND e.dst IN (SELECT c.id FROM nodes c WHERE c.type = 'Concept')")
+        rows = self._reader.scoped(
+            f"WITH pool AS ({pool}), ranked AS ("
+            " SELECT id, key, t, row_number() OVER (PARTITION BY key ORDER BY t ASC NULLS LAST, id) - 1 AS pos,"
+            "  count(*) OVER (PARTITION BY key) - ? AS kept FROM pool) "
+            "SELECT key, pos // ? AS g, list(id ORDER BY pos) AS ids, min(t) AS t0 FROM ranked "
+            "WHERE pos < kept AND kept >= ? GROUP BY key, g HAVING count(*) = ? "
+            "ORDER BY t0 ASC NULLS LAST, key, g",
+            [node_type, keep_recent_leaves, fan_in, threshold, fan_in])
+        return tuple(CompactionGroup(key, depth, tuple(ids), len(ids)) for key, _, ids, _ in rows)
+
+    # internals
+
+    def _scan(self, where: str, params: Sequence[Any]) -> tuple[NodeView, ...]:
+        rows = self._reader.scoped(f"{_VIEW_SELECT} WHERE {where} ORDER BY {_TIMELINE}", params)
+        return tuple(_node_view(r) for r in rows)
+
+    def _views(self, ids: Iterable[str]) -> dict[str, NodeView]:
+        """Views by id, this tenant's only (unknown ids are absent)."""
+        ids = list(ids)
+        if not ids:
+            return {}
+        return {v.id: v for v in self._scan("n.id IN (SELECT unnest(?::VARCHAR[]))", [ids])}
+
+    def _edges_at(self, node_ids: Iterable[str], direction: str,
+                  edge_types: Collection[str] | None) -> list[tuple[str, str, str, str]]:
+        """(node, neighbour, edge type, direction) for each graph edge at the nodes (direction seen from node)."""
+        tg = self._graph
+        if tg is None:
+            return []
+        g, wanted = tg.graph, None if edge_types is None else frozenset(edge_types)
+        modes = ("out", "in") if direction == "both" else (direction,)
+        out = []
+        for node_id in node_ids:
+            v = tg.index.get(node_id)
+            if v is None:
+                continue
+            for mode in modes:
+                for e in g.es[g.incident(v, mode=mode)]:
+                    u = e.target if mode == "out" else e.source
+                    if u != v and (wanted is None or e["type"] in wanted):
+                        out.append((node_id, g.vs[u]["name"], e["type"], mode))
+        return out
