@@ -56,7 +56,17 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--depth", type=int, default=1, help="graph expansion depth (0–2)")
     r.add_argument("--json", action="store_true", help="print the results as JSON")
     r.add_argument("--trace", action="store_true", help="print every recall stage with its timing")
+    r.add_argument("--types", nargs="+", metavar="TYPE", help="only these node types (Episode Fact Entity … RawChunk)")
+    r.add_argument("--since", metavar="DATE", help="only memories of this date/time or later (ISO-8601)")
+    r.add_argument("--until", metavar="DATE", help="only memories up to this date (a bare date: its whole day)")
+    r.add_argument("--as-of", metavar="DATE", help="only what was known then")
+    r.add_argument("--budget-tokens", type=int, metavar="N", help="fit results and citations into N tokens")
     r.set_defaults(func=cmd_recall)
+
+    t = sub.add_parser("tools", help="print the search_memories tool definition, or run one call of it")
+    t.add_argument("arguments", nargs="?", help="a call's JSON arguments, e.g. '{\"query\": \"puppy\"}'")
+    t.add_argument("--tenant", help="the tenant a call searches (required with arguments)")
+    t.set_defaults(func=cmd_tools)
 
     s = sub.add_parser("sql", help="run SQL on lake/memory.duckdb (read-only)")
     s.add_argument("query")
@@ -101,8 +111,12 @@ def cmd_recall(args: argparse.Namespace, lake: Lake) -> int:
     if not 0 <= args.depth <= 2:
         raise UserError("--depth must be 0, 1 or 2")
     trace: list | None = [] if args.trace else None
+    since, until, as_of = (_when(v, flag, end) for v, flag, end in (
+        (args.since, "--since", False), (args.until, "--until", True), (args.as_of, "--as-of", True)))
     try:
-        results = recall(args.query, args.tenant, k=args.k, expand_depth=args.depth, lake=lake, trace=trace)
+        results = recall(args.query, args.tenant, k=args.k, expand_depth=args.depth, lake=lake, trace=trace,
+                         types=args.types, time_range=(since, until) if since or until else None, as_of=as_of,
+                         budget_tokens=args.budget_tokens)
     except IndexNotBuilt as e:
         raise UserError(f"{e} (run `memctl materialize` first)") from None
     except ValueError as e:
@@ -125,6 +139,28 @@ def cmd_recall(args: argparse.Namespace, lake: Lake) -> int:
             where = " ".join(x for x in (c.conv_id, c.msg_id, c.speaker, c.ts) if x)
             print(f"      ↳ {where}: \"{c.excerpt}\"")
     return 0
+
+
+def _when(value: str | None, flag: str, end_of_day: bool):
+    from recall.tools import ToolArgumentError, parse_when
+
+    try:
+        return parse_when(value, flag, end_of_day)
+    except ToolArgumentError as e:
+        raise UserError(str(e)) from None
+
+
+def cmd_tools(args: argparse.Namespace, lake: Lake) -> int:
+    from recall.tools import SEARCH_MEMORIES, search_memories
+
+    if args.arguments is None:
+        print(json.dumps([SEARCH_MEMORIES], ensure_ascii=False, indent=2))
+        return 0
+    if not args.tenant:
+        raise UserError("--tenant is required to run a call")
+    out = search_memories(args.arguments, tenant=args.tenant, lake=lake)
+    print(json.dumps(out, ensure_ascii=False, indent=2))
+    return 1 if "error" in out else 0
 
 
 def cmd_sql(args: argparse.Namespace, lake: Lake) -> int:

@@ -74,3 +74,38 @@ def _loose(schema: pa.Schema, rows: list[dict]) -> pa.Schema:
     """The schema restricted to the columns the rows use (write_table fills the rest with nulls)."""
     used = {k for r in rows for k in r}
     return pa.schema([f for f in schema if f.name in used])
+
+
+MAY = datetime(2023, 5, 8, 10, 0)
+JULY = datetime(2023, 7, 20, 10, 0)
+
+
+def puppy_lake(root) -> Lake:
+    """Tenant "t": Ann's puppy Biscuit — two May turns (an Episode and a Fact of the same line), one July turn."""
+    b = LakeBuilder(root)
+    may = b.conversation("t", "c-may", [
+        ("m1", "Ann", "I adopted a puppy named Biscuit at the shelter."),
+        ("m2", "Ann", "Biscuit chewed my hiking boots today."),
+    ], start=MAY)
+    july = b.conversation("t", "c-july", [
+        ("j1", "Ann", "Biscuit won the puppy agility contest at the park."),
+    ], start=JULY)
+    b.node("t", "ep_m1", "Episode", "Ann: adopted a puppy", "adopted a puppy named Biscuit at the shelter",
+           ("adopt", "puppy", "biscuit", "shelter"), (may["m1"],), MAY, first_seen=MAY, last_seen=MAY)
+    # the same line as ep_m1, read as a Fact: overlapping bytes
+    b.node("t", "f_m1", "Fact", "Ann adopt puppy", "adopted a puppy named Biscuit",
+           ("adopt", "puppy", "biscuit"), ({**may["m1"], "length": 28},), MAY, first_seen=MAY, last_seen=MAY)
+    b.node("t", "ep_m2", "Episode", "Ann: Biscuit chewed boots", "Biscuit chewed my hiking boots",
+           ("biscuit", "chew", "boots", "puppy"), (may["m2"],), MAY + timedelta(minutes=1),
+           first_seen=MAY + timedelta(minutes=1), last_seen=MAY + timedelta(minutes=1))
+    b.node("t", "ep_j1", "Episode", "Ann: Biscuit won agility", "Biscuit won the puppy agility contest",
+           ("biscuit", "puppy", "agility", "contest"), (july["j1"],), JULY, first_seen=JULY, last_seen=JULY)
+    b.node("t", "ent_biscuit", "Entity", "Biscuit", subtype="PERSON", first_seen=MAY, last_seen=JULY,
+           raw_refs=[may["m1"]])
+    b.node("t", "ent_contest", "Entity", "agility contest", subtype="MISC", first_seen=JULY, last_seen=JULY,
+           raw_refs=[july["j1"]])
+    b.edge("t", "ep_m1", "ent_biscuit", "MENTIONS", 0.95)
+    b.edge("t", "ep_j1", "ent_biscuit", "MENTIONS", 0.95)
+    b.edge("t", "ep_j1", "ent_contest", "MENTIONS", 0.95)
+    b.edge("t", "f_m1", "ep_m1", "DERIVED_FROM", 1.0)
+    return b.write()

@@ -134,6 +134,29 @@ def test_cli_recall_json_contract(lake) -> None:
     assert any(c["excerpt"] == EN_LINE and c["speaker"] == "Melanie" for c in cites)
 
 
+def test_cli_recall_filters_and_the_search_memories_tool(lake) -> None:
+    lk, _ = lake
+    facts = _memctl(lk, "recall", "Xiaoming football", "--tenant", "demo", "--types", "Fact", "--json",
+                    "--budget-tokens", "300")
+    assert facts.returncode == 0, facts.stderr
+    got = json.loads(facts.stdout)
+    assert got and {r["type"] for r in got} == {"Fact"}
+    # nothing of the sample logs is dated in 1999
+    old = _memctl(lk, "recall", "Xiaoming football", "--tenant", "demo", "--until", "1999-12-31", "--json")
+    assert old.returncode == 0 and json.loads(old.stdout) == []
+    bad = _memctl(lk, "recall", "football", "--tenant", "demo", "--since", "last Tuesday")
+    assert bad.returncode == 2 and "ISO-8601" in bad.stderr and "Traceback" not in bad.stderr
+    tools = _memctl(lk, "tools")
+    assert json.loads(tools.stdout)[0]["function"]["name"] == "search_memories"
+    call = _memctl(lk, "tools", '{"query": "Where did Xiaoming play football?", "max_results": 3}',
+                   "--tenant", "demo")
+    assert call.returncode == 0, call.stderr
+    cites = [c for r in json.loads(call.stdout)["results"] for c in r["citations"]]
+    assert any(c["excerpt"] == EN_LINE for c in cites)
+    refused = _memctl(lk, "tools", '{"query": "x", "max_results": 0}', "--tenant", "demo")
+    assert refused.returncode == 1 and json.loads(refused.stdout)["error"]["code"] == "BAD_ARGS"
+
+
 def test_cli_sql_stats_and_clear_errors(lake, tmp_path: Path) -> None:
     lk, _ = lake
     out = _memctl(lk, "sql", "SELECT count(*) AS n FROM nodes WHERE tenant = 'demo'", "--json")
