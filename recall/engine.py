@@ -6,8 +6,14 @@ Stages (each reported in `trace`):
   raw        W5 raw fallback: BM25 over raw passages when node seeds are weak
              or the query holds code-like tokens (hex, UUID, URL, path, error code)
   expand     Stage C: 0..expand_depth hops on the tenant's igraph, hubs not expanded
-  score      λ1*bm25 + λ3*graph + λ4*recency, top k
+  score      λ1*bm25 + λ3*graph + λ4*weight(node) (importance, log frequency, recency), filters applied
+  mmr        de-duplication: results citing the same bytes or words as a better one go last
   cite       raw_refs → sha-verified excerpts from the raw store
+  budget     (with budget_tokens) the results that fit the token budget with the most score
+
+Degradation (seed 004 §18): RecallConfig.graph_enabled / bm25_enabled / raw_fallback switch
+a stage off; a tenant graph that is missing or unreadable drops stage C and says so in the
+trace; recall still answers from what is left.
 """
 from __future__ import annotations
 
@@ -72,11 +78,20 @@ DEFAULT_TAU_DAYS: Mapping[str, float] = {
 class RecallConfig:
     """Knobs of the recall pipeline; defaults follow seed 004 App. A, renormalised without vectors.
 
-    λ1=0.2, λ3=0.3, λ4=0.1 over their sum 0.6 (λ2, vectors, is off).
+    score = λ1*BM25 + λ3*graph + λ4*weight(node): λ1=0.2, λ3=0.3, λ4=0.1 over their sum 0.6
+    (λ2, vectors, is off). weight(node) is seed 004 §6.1's α*importance +
+    β*log(1+frequency) + γ*exp(-Δt/τ_type) + δ*|sentiment|, divided by α+β+γ+δ so it
+    stays in [0, 1] (log frequency is scaled to 1 at frequency_cap). The seed's user
+    feedback and staleness terms wait for the feedback records of consolidation.
     """
     lambda_bm25: float = 0.2 / 0.6
     lambda_graph: float = 0.3 / 0.6
-    lambda_recency: float = 0.1 / 0.6
+    lambda_weight: float = 0.1 / 0.6
+    weight_importance: float = 0.4     # α
+    weight_frequency: float = 0.2      # β
+    weight_recency: float = 0.4        # γ
+    weight_emotion: float = 0.0        # δ (R2G leaves sentiment empty so far)
+    frequency_cap: int = 10
     seed_limit: int = 50
     expand_edge_types: frozenset[str] | None = None          # None: every edge type in the graph
     edge_type_weight: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_EDGE_TYPE_WEIGHT))
@@ -253,10 +268,16 @@ def _recall(reader: TenantReader, lake: Lake, keywords: list[str], code_like: bo
         raw_hits = _normalise(reader.raw_bm25(info, q, cfg.raw_limit))
     tr.stage("raw", len(raw_hits), trigger=trigger if cfg.raw_fallback else "off")
 
-    graph = load_graph(lake, info.slug) if cfg.graph_enabled else None
+    graph, graph_state = None, "off"
+    if cfg.graph_enabled:
+        try:
+            graph = load_graph(lake, info.slug)
+            graph_state = "ok" if graph is not None else "missing"
+        except Exception as e:  # noqa: BLE001 — any unreadable graph file degrades recall to stage A (seed 004 §18)
+            graph_state = f"unreadable: {type(e).__name__}"
     graph_scores, evidence = _expand(graph, seeds, expand_depth, cfg, filters.as_of) \
         if graph is not None else ({}, {})
-    tr.stage("expand", len(graph_scores), depth=expand_depth, graph=graph is not None, method=cfg.graph_method)
+    tr.stage("expand", len(graph_scores), depth=expand_depth, graph=graph_state, method=cfg.graph_method)
 
     ranked = _score(reader, info, seeds, graph_scores, evidence, filters, cfg)
     citer = Citer(reader, _raw_store(lake))
@@ -390,6 +411,19 @@ def _recency(t: datetime | None, newest: datetime | None, tau_days: float) -> fl
     return math.exp(-days / tau_days)
 
 
+def node_weight(importance: float | None, frequency: int | None, recency: float, sentiment: float | None,
+                cfg: RecallConfig) -> float:
+    """Seed 004 §6.1 weight(node) in [0, 1]; an unknown importance counts 0.5, an unknown frequency 1."""
+    total = cfg.weight_importance + cfg.weight_frequency + cfg.weight_recency + cfg.weight_emotion
+    if total <= 0:
+        return 0.0
+    imp = 0.5 if importance is None else min(1.0, max(0.0, importance))
+    freq = min(1.0, math.log1p(max(1, frequency or 1)) / math.log1p(max(1, cfg.frequency_cap)))
+    emotion = min(1.0, abs(sentiment)) if sentiment is not None else 0.0
+    return (cfg.weight_importance * imp + cfg.weight_frequency * freq + cfg.weight_recency * recency
+            + cfg.weight_emotion * emotion) / total
+
+
 def _score(reader: TenantReader, info: TenantInfo, seeds: Mapping[str, float], graph_scores: Mapping[str, float],
            evidence: Mapping[str, list[dict]], filters: Filters,
            cfg: RecallConfig) -> list[tuple[RecallResult, list[RawRef]]]:
@@ -404,8 +438,9 @@ def _score(reader: TenantReader, info: TenantInfo, seeds: Mapping[str, float], g
         bm25 = seeds.get(nid, 0.0)
         graph = graph_scores.get(nid, 0.0)
         rec = _recency(_node_time(row), info.newest, cfg.tau_days.get(row["type"], cfg.default_tau_days))
-        breakdown = {"bm25": bm25, "graph": graph, "recency": rec}
-        score = cfg.lambda_bm25 * bm25 + cfg.lambda_graph * graph + cfg.lambda_recency * rec
+        weight = node_weight(row.get("importance"), row.get("frequency"), rec, row.get("sentiment"), cfg)
+        breakdown = {"bm25": bm25, "graph": graph, "weight": weight, "recency": rec}
+        score = cfg.lambda_bm25 * bm25 + cfg.lambda_graph * graph + cfg.lambda_weight * weight
         r = RecallResult(node_id=nid, type=row["type"], title=row["title"] or "", text=row["text"] or "",
                          score=score, breakdown=breakdown, citations=[], evidence=list(evidence.get(nid, [])))
         out.append((r, as_refs(row["raw_refs"])))
@@ -436,9 +471,10 @@ def _raw_results(citer: Citer, raw_hits: Mapping[str, float], keywords: Sequence
         refs = [m["piece"] for _, _, m in scored]
         chunk_ts = max((m["ts"] for _, _, m in scored if m["ts"] is not None), default=None)
         rec = _recency(chunk_ts, info.newest, cfg.tau_days.get("RawChunk", cfg.default_tau_days))
-        breakdown = {"bm25": bm25, "graph": 0.0, "recency": rec}
+        weight = node_weight(None, len(scored), rec, None, cfg)
+        breakdown = {"bm25": bm25, "graph": 0.0, "weight": weight, "recency": rec}
         r = RecallResult(node_id=raw_id, type="RawChunk", title=f"raw passage {raw_id}", text="",
-                         score=cfg.lambda_bm25 * bm25 + cfg.lambda_recency * rec, breakdown=breakdown,
+                         score=cfg.lambda_bm25 * bm25 + cfg.lambda_weight * weight, breakdown=breakdown,
                          citations=[], evidence=[])
         out.append((r, refs))
     return out

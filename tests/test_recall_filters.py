@@ -1,6 +1,7 @@
 """recall() filters (types, time range, as-of), MMR de-duplication and token-budget packing."""
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -94,3 +95,67 @@ def test_estimate_tokens():
     assert estimate_tokens("小明在公园") == 5
     assert estimate_tokens("abcdefgh") == 2
     assert estimate_tokens("去gym了") == 2 + 1
+
+
+# ---------------------------------------------------------------- degradation matrix (seed 004 §18)
+
+def _stages(trace: list) -> dict[str, dict]:
+    return {t["stage"]: t for t in trace}
+
+
+def test_degradation_all_stages(lake):
+    trace: list = []
+    got = recall("Biscuit agility", "t", k=10, lake=lake, trace=trace)
+    st = _stages(trace)
+    assert st["seeds"]["n"] > 0 and st["expand"]["detail"]["graph"] == "ok" and st["expand"]["n"] > 0
+    assert any(r.breakdown["graph"] > 0 for r in got)
+
+
+def test_degradation_graph_switched_off_keyword_and_weight_only(lake):
+    trace: list = []
+    got = recall("Biscuit agility", "t", k=10, lake=lake, trace=trace, config=RecallConfig(graph_enabled=False))
+    assert got and all(r.breakdown["graph"] == 0 for r in got)
+    assert _stages(trace)["expand"]["detail"]["graph"] == "off"
+    assert "ep_j1" in _ids(got)
+
+
+@pytest.mark.parametrize("damage", ["missing", "unreadable"])
+def test_degradation_graph_under_maintenance(lake, damage):
+    for p in lake.graph_dir.glob("*.pkl"):
+        if damage == "missing":
+            p.unlink()
+        else:
+            p.write_bytes(b"not a pickle")
+    trace: list = []
+    got = recall("Biscuit agility", "t", k=10, lake=lake, trace=trace)
+    assert "ep_j1" in _ids(got) and all(r.breakdown["graph"] == 0 for r in got)
+    assert _stages(trace)["expand"]["detail"]["graph"].startswith(damage)
+    assert all(r.citations for r in got if r.type != "Entity")
+
+
+def test_degradation_keyword_index_off_raw_passages_answer(lake):
+    trace: list = []
+    got = recall("agility contest", "t", k=10, lake=lake, trace=trace, config=RecallConfig(bm25_enabled=False))
+    assert _stages(trace)["raw"]["detail"]["trigger"] == "few_seeds"
+    assert got and got[0].type == "RawChunk"
+    assert any("agility contest" in c.excerpt for c in got[0].citations)
+
+
+def test_degradation_nothing_left_is_an_empty_answer_not_an_error(lake):
+    cfg = RecallConfig(bm25_enabled=False, raw_fallback=False)
+    assert recall("agility contest", "t", k=10, lake=lake, config=cfg) == []
+
+
+def test_node_weight_follows_seed_004_6_1():
+    from recall.engine import node_weight
+
+    cfg = RecallConfig()
+    assert node_weight(1.0, 10, 1.0, None, cfg) == pytest.approx(1.0)
+    assert node_weight(0.0, 1, 0.0, None, cfg) == pytest.approx(0.2 * (math.log1p(1) / math.log1p(10)))
+    # more important, more frequent, more recent: more weight
+    assert node_weight(0.9, 1, 0.5, None, cfg) > node_weight(0.3, 1, 0.5, None, cfg)
+    assert node_weight(0.5, 8, 0.5, None, cfg) > node_weight(0.5, 1, 0.5, None, cfg)
+    assert node_weight(0.5, 1, 0.9, None, cfg) > node_weight(0.5, 1, 0.1, None, cfg)
+    assert node_weight(None, None, 0.0, None, cfg) == node_weight(0.5, 1, 0.0, None, cfg)
+    emo = RecallConfig(weight_emotion=0.2)
+    assert node_weight(0.5, 1, 0.5, -0.9, emo) > node_weight(0.5, 1, 0.5, 0.0, emo)
