@@ -57,6 +57,8 @@ _CODE_TOKEN = re.compile(
 
 # Node types extracted from one turn: their raw_refs point into the turn they came from.
 TURN_LEVEL = frozenset({"Episode", "Fact", "Preference", "Task"})
+# Node types gathered over many turns: their raw_refs are sample mentions.
+AGGREGATE = frozenset({"Entity", "Concept"})
 
 DEFAULT_EDGE_TYPE_WEIGHT: Mapping[str, float] = {
     # Seed 004 App. A for the types it names; role and mention edges tie a Fact/Episode
@@ -103,6 +105,10 @@ class RecallConfig:
     tau_days: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_TAU_DAYS))
     default_tau_days: float = 90.0
     max_citations: int = 3
+    aggregate_citations: int = 1       # citations of an Entity/Concept result (the lines the query matched)
+    # score multiplier per node type: an entity or topic card is context for the lines that answer a question,
+    # so it ranks below a line that matches as well
+    type_prior: Mapping[str, float] = field(default_factory=lambda: {"Entity": 0.5, "Concept": 0.5})
     max_evidence: int = 5
     raw_fallback: bool = True
     raw_min_seeds: int = 3             # fewer node seeds than this → also search raw passages
@@ -291,9 +297,21 @@ def _recall(reader: TenantReader, lake: Lake, keywords: list[str], code_like: bo
     # are mentions anywhere): an Entity result cites those mentions first.
     matched = [ref for r, refs in ranked if r.breakdown["bm25"] > 0 and r.type in TURN_LEVEL for ref in refs]
     citer.prefetch([*matched, *(ref for _, refs in top for ref in refs)])
-    prefer = {key for ref in matched if (key := citer.message_key(ref)) is not None}
+    rank: dict[tuple[str, str], int] = {}
+    for ref in matched:
+        key = citer.message_key(ref)
+        if key is not None:
+            rank.setdefault(key, len(rank))
+    prefer = set(rank)
     for result, refs in top:
-        result.citations = citer.cite_all(refs, cfg.max_citations, prefer)
+        cap = cfg.max_citations
+        if result.type in AGGREGATE:
+            # an entity/topic card cites the best-ranked line where the query's words were said about it (else
+            # one sample mention): its other mentions are no evidence for this query and would crowd out lines
+            matched_refs = sorted((r for r in refs if citer.message_key(r) in prefer),
+                                  key=lambda r: rank[citer.message_key(r)])
+            refs, cap = (matched_refs, cfg.aggregate_citations) if matched_refs else (refs, 1)
+        result.citations = citer.cite_all(refs, cap, prefer)
     tr.stage("cite", sum(len(r.citations) for r, _ in top), failures=citer.failures[:5])
     results = [r for r, _ in top]
     if budget_tokens is not None:
@@ -440,7 +458,8 @@ def _score(reader: TenantReader, info: TenantInfo, seeds: Mapping[str, float], g
         rec = _recency(_node_time(row), info.newest, cfg.tau_days.get(row["type"], cfg.default_tau_days))
         weight = node_weight(row.get("importance"), row.get("frequency"), rec, row.get("sentiment"), cfg)
         breakdown = {"bm25": bm25, "graph": graph, "weight": weight, "recency": rec}
-        score = cfg.lambda_bm25 * bm25 + cfg.lambda_graph * graph + cfg.lambda_weight * weight
+        score = (cfg.lambda_bm25 * bm25 + cfg.lambda_graph * graph + cfg.lambda_weight * weight) \
+            * cfg.type_prior.get(row["type"], 1.0)
         r = RecallResult(node_id=nid, type=row["type"], title=row["title"] or "", text=row["text"] or "",
                          score=score, breakdown=breakdown, citations=[], evidence=list(evidence.get(nid, [])))
         out.append((r, as_refs(row["raw_refs"])))

@@ -211,5 +211,14 @@ def test_entity_cites_the_mention_the_query_matched_first(tmp_path):
            (r["m2"],), T0)
     b.edge("t", "ep2", "ent", "MENTIONS")
     lake = b.write()
-    ent = next(x for x in recall("Luna agility contest", "t", k=5, lake=lake) if x.node_id == "ent")
-    assert [c.msg_id for c in ent.citations] == ["m2", "m1"]
+    results = recall("Luna agility contest", "t", k=5, lake=lake)
+    ent = next(x for x in results if x.node_id == "ent")
+    # only the line the query matched: the cat line is no evidence for this query
+    assert [c.msg_id for c in ent.citations] == ["m2"]
+    # the line itself ranks above the entity card that merely names Luna
+    assert [x.node_id for x in results].index("ep2") < [x.node_id for x in results].index("ent")
+    wide = recall("Luna agility contest", "t", k=5, lake=lake, config=RecallConfig(aggregate_citations=3))
+    assert [c.msg_id for c in next(x for x in wide if x.node_id == "ent").citations] == ["m2"]
+    # asked about something no line holds, the card cites one sample mention
+    only = recall("Luna", "t", k=5, lake=lake, types=["Entity"])
+    assert len(only[0].citations) == 1
