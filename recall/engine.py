@@ -2,6 +2,7 @@
 
 Stages (each reported in `trace`):
   keywords   search tokens of the query minus stop-words (jieba for Chinese)
+  analyze    intent, stated times (resolved against the newest memory), names matched to Entities
   seeds      Stage A: BM25 over the tenant's node FTS index
   raw        W5 raw fallback: BM25 over raw passages when node seeds are weak
              or the query holds code-like tokens (hex, UUID, URL, path, error code)
@@ -32,28 +33,11 @@ from r2g.tokens import search_tokens
 from raw_store.cas import RawStore
 from raw_store.lake import Lake
 from recall.citations import Citation, Citer, RawRef, as_refs
+from recall.query import QueryAnalysis, analyze, has_code_token, query_keywords
 from recall.store import TenantGraph, TenantInfo, TenantReader, load_graph, tenant_reader
 
 __all__ = ["Citation", "Filters", "RecallConfig", "RecallResult", "recall", "ranked_turns", "query_keywords",
            "estimate_tokens", "result_tokens"]
-
-# English function words: they only dilute a query (DuckDB's FTS drops them from documents too).
-EN_STOPWORDS = frozenset("""
-a about above after again against all am an and any are as at be because been before being below between
-both but by can could did do does doing down during each few for from further had has have having he her
-here hers herself him himself his how i if in into is it its itself just me more most my myself no nor not
-now of off on once only or other our ours ourselves out over own same she should so some such than that the
-their theirs them themselves then there these they this those through to too under until up very was we
-were what when where which while who whom why will with would you your yours yourself yourselves also ever
-s t d ll m re ve y don didn doesn isn wasn weren haven hasn hadn won wouldn shouldn couldn
-""".split())
-
-# Query tokens that are better found verbatim in raw text than in extracted nodes (seed 004 W5).
-_CODE_TOKEN = re.compile(
-    r"0x[0-9a-fA-F]+|\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
-    r"|https?://\S+|[A-Za-z]:\\\S*|(?:^|\s)/\w[\w./-]*|\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b|\b\w+\.(?:sys|dll|exe|py|js|log)\b"
-    r"|\b\d{5,}\b"
-)
 
 # Node types extracted from one turn: their raw_refs point into the turn they came from.
 TURN_LEVEL = frozenset({"Episode", "Fact", "Preference", "Task"})
@@ -109,6 +93,11 @@ class RecallConfig:
     # score multiplier per node type: an entity or topic card is context for the lines that answer a question,
     # so it ranks below a line that matches as well
     type_prior: Mapping[str, float] = field(default_factory=lambda: {"Entity": 0.5, "Concept": 0.5})
+    # query analysis (recall.query): seeds for the entities a question names, and boosts
+    named_entity_seed: float = 0.5
+    time_match_boost: float = 0.5      # × (1 + this) for a memory inside a time the question states
+    intent_type_boost: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: {
+        "preference": {"Preference": 1.5}})
     max_evidence: int = 5
     raw_fallback: bool = True
     raw_min_seeds: int = 3             # fewer node seeds than this → also search raw passages
@@ -137,19 +126,6 @@ class RecallResult:
             "score": round(self.score, 6), "breakdown": {k: round(v, 6) for k, v in self.breakdown.items()},
             "citations": [c.to_json() for c in self.citations], "evidence": [dict(e) for e in self.evidence],
         }
-
-
-def query_keywords(query: str) -> list[str]:
-    """Search keywords of a query: search tokens minus English/Chinese stop-words, first occurrence order."""
-    out: list[str] = []
-    for tok in search_tokens(query):
-        if tok not in EN_STOPWORDS and tok not in out:
-            out.append(tok)
-    return out
-
-
-def has_code_token(query: str) -> bool:
-    return _CODE_TOKEN.search(query) is not None
 
 
 class _Trace:
@@ -252,20 +228,27 @@ def recall(query: str, tenant: str, k: int = 10, expand_depth: int = 1, *, lake:
         return []
     reader = tenant_reader(lake, tenant)
     try:
-        return _recall(reader, lake, keywords, code_like, k, expand_depth, filters, budget_tokens, cfg, tr)
+        return _recall(reader, lake, query, keywords, code_like, k, expand_depth, filters, budget_tokens, cfg, tr)
     finally:
         reader.close()
 
 
-def _recall(reader: TenantReader, lake: Lake, keywords: list[str], code_like: bool, k: int, expand_depth: int,
-            filters: Filters, budget_tokens: int | None, cfg: RecallConfig, tr: _Trace) -> list[RecallResult]:
+def _recall(reader: TenantReader, lake: Lake, query: str, keywords: list[str], code_like: bool, k: int,
+            expand_depth: int, filters: Filters, budget_tokens: int | None, cfg: RecallConfig,
+            tr: _Trace) -> list[RecallResult]:
     info = reader.info()
     if info is None:
         tr.stage("seeds", 0, reason="tenant not in index")
         return []
     q = " ".join(keywords)
+    # relative times ("last week", 上周) mean the conversation's last week: anchored at the newest memory
+    analysis = analyze(query, info.newest)
+    named = _named_entities(reader, analysis.names) if cfg.bm25_enabled else []
+    tr.stage("analyze", len(named), **analysis.to_json(), entities=named)
 
     seeds = _normalise(reader.node_bm25(info, q, cfg.seed_limit)) if cfg.bm25_enabled else {}
+    for eid in named:   # a named entity seeds the expansion even where BM25 ranked it low
+        seeds[eid] = max(seeds.get(eid, 0.0), cfg.named_entity_seed)
     tr.stage("seeds", len(seeds), top=[(i, round(s, 4)) for i, s in list(seeds.items())[:5]])
 
     raw_hits: dict[str, float] = {}
@@ -285,7 +268,7 @@ def _recall(reader: TenantReader, lake: Lake, keywords: list[str], code_like: bo
         if graph is not None else ({}, {})
     tr.stage("expand", len(graph_scores), depth=expand_depth, graph=graph_state, method=cfg.graph_method)
 
-    ranked = _score(reader, info, seeds, graph_scores, evidence, filters, cfg)
+    ranked = _score(reader, info, seeds, graph_scores, evidence, filters, analysis, cfg)
     citer = Citer(reader, _raw_store(lake))
     ranked += _raw_results(citer, raw_hits, keywords, info, cfg, filters)
     ranked.sort(key=lambda pair: (-pair[0].score, pair[0].node_id))
@@ -442,8 +425,33 @@ def node_weight(importance: float | None, frequency: int | None, recency: float,
             + cfg.weight_emotion * emotion) / total
 
 
+def _named_entities(reader: TenantReader, names: Sequence[str]) -> list[str]:
+    """Ids of the tenant's Entities whose title or an alias is one of `names` (case-insensitive), by id."""
+    if not names:
+        return []
+    low = [n.lower() for n in names]
+    rows = reader.select("nodes", "id", "type = 'Entity' AND (lower(title) IN (SELECT unnest(?::VARCHAR[])) "
+                         "OR list_has_any(list_transform(aliases, a -> lower(a)), ?::VARCHAR[]))",
+                         [low, low], order="id")
+    return [r[0] for r in rows]
+
+
+def _query_boost(row: Mapping, analysis: QueryAnalysis, cfg: RecallConfig) -> float:
+    """Score multiplier from the query analysis: a memory inside a time the question states; a preference for
+    a what-does-X-like question; a Fact with a resolved time for a when-question."""
+    boost = 1.0
+    if analysis.times:
+        lo = row.get("time_start") or row.get("first_seen")
+        hi = row.get("time_end") or row.get("last_seen") or lo
+        if lo is not None and any(lo < t.end and hi >= t.start for t in analysis.times):
+            boost *= 1.0 + cfg.time_match_boost
+    if analysis.intent is not None:
+        boost *= cfg.intent_type_boost.get(analysis.intent, {}).get(row["type"], 1.0)
+    return boost
+
+
 def _score(reader: TenantReader, info: TenantInfo, seeds: Mapping[str, float], graph_scores: Mapping[str, float],
-           evidence: Mapping[str, list[dict]], filters: Filters,
+           evidence: Mapping[str, list[dict]], filters: Filters, analysis: QueryAnalysis,
            cfg: RecallConfig) -> list[tuple[RecallResult, list[RawRef]]]:
     """Candidates (seeds ∪ reached) that pass the filters, with their score breakdown and the raw_refs to cite."""
     ids = list(dict.fromkeys([*seeds, *graph_scores]))
@@ -459,7 +467,7 @@ def _score(reader: TenantReader, info: TenantInfo, seeds: Mapping[str, float], g
         weight = node_weight(row.get("importance"), row.get("frequency"), rec, row.get("sentiment"), cfg)
         breakdown = {"bm25": bm25, "graph": graph, "weight": weight, "recency": rec}
         score = (cfg.lambda_bm25 * bm25 + cfg.lambda_graph * graph + cfg.lambda_weight * weight) \
-            * cfg.type_prior.get(row["type"], 1.0)
+            * cfg.type_prior.get(row["type"], 1.0) * _query_boost(row, analysis, cfg)
         r = RecallResult(node_id=nid, type=row["type"], title=row["title"] or "", text=row["text"] or "",
                          score=score, breakdown=breakdown, citations=[], evidence=list(evidence.get(nid, [])))
         out.append((r, as_refs(row["raw_refs"])))
