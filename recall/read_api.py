@@ -26,7 +26,8 @@ from typing import Any, Collection, Iterable, Mapping, Sequence
 from r2g.schema import EDGE_TYPES, EDGES, NODE_TYPES, NODES
 from raw_store.lake import Lake
 from recall.engine import query_keywords
-from recall.store import TenantGraph, TenantInfo, TenantReader, load_graph, node_docs_table, tenant_reader
+from recall.store import (IDS, TenantGraph, TenantInfo, TenantReader, id_param, load_graph, node_docs_table,
+                          tenant_reader)
 
 # Error codes, named as in seed 001 (compactNodes' argument errors).
 BAD_ARGS = "BAD_ARGS"
@@ -591,7 +592,7 @@ class ReadApi:
         ids = list(ids)
         if not ids:
             return {}
-        return {v.id: v for v in self._scan("n.id IN (SELECT unnest(?::VARCHAR[]))", [ids])}
+        return {v.id: v for v in self._scan(f"n.id IN (SELECT {IDS})", [id_param(ids)])}
 
     def _edges_at(self, node_ids: Iterable[str], direction: str,
                   edge_types: Collection[str] | None) -> list[tuple[str, str, str, str]]:
