@@ -55,6 +55,8 @@ from typing import Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.machine import cpu_busy_seconds  # noqa: E402
+
 from r2g.nlp import (NlpCache, chinese, clear_hmm_memo, english, pipeline_for, shutdown_workers,  # noqa: E402
                      hmm_memo_stats, single_thread_blas, worker_pool)
 from r2g.pipeline import annotate_messages, partition_graph  # noqa: E402
@@ -396,17 +398,6 @@ def pipeline(paths: list[Path], workers: int, mode: str, root: Path,
 
 
 # ---------------------------------------------------------------- runs
-
-def cpu_busy_seconds() -> float | None:
-    """Machine-wide busy CPU-seconds since boot (Linux /proc/stat), to tell a clean run from a shared one."""
-    try:
-        with open("/proc/stat", encoding="ascii") as f:
-            vals = [int(x) for x in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = vals[3] + (vals[4] if len(vals) > 4 else 0)
-    return (sum(vals[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
 
 @dataclass
 class Run:

@@ -66,6 +66,8 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.machine import cpu_busy_seconds  # noqa: E402
+
 from r2g.ids import edge_ids, stable_id  # noqa: E402
 from r2g.schema import EDGES, NODES  # noqa: E402
 from r2g.tokens import search_tokens  # noqa: E402
@@ -758,17 +760,6 @@ def recall_code_id() -> str:
 
 def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # Linux: KiB
-
-
-def cpu_busy_seconds() -> float | None:
-    """Machine-wide busy CPU-seconds since boot (Linux /proc/stat): tells a clean run from a shared one."""
-    try:
-        with open("/proc/stat", encoding="ascii") as f:
-            vals = [int(x) for x in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = vals[3] + (vals[4] if len(vals) > 4 else 0)
-    return (sum(vals[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def _own_cpu_seconds() -> float:
