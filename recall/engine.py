@@ -242,7 +242,7 @@ def _recall(reader: TenantReader, lake: Lake, query: str, keywords: list[str], c
         return []
     q = " ".join(keywords)
     # relative times ("last week", 上周) mean the conversation's last week: anchored at the newest memory
-    analysis = analyze(query, info.newest)
+    analysis = analyze(query, info.newest, keywords)
     named = _named_entities(reader, analysis.names) if cfg.bm25_enabled else []
     tr.stage("analyze", len(named), **analysis.to_json(), entities=named)
 

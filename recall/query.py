@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Sequence
 
 from r2g.time_norm import TimeValue, find_times
 from r2g.tokens import has_han, search_tokens
@@ -76,8 +77,9 @@ def has_code_token(query: str) -> bool:
     return _CODE_TOKEN.search(query) is not None
 
 
-def analyze(query: str, anchor: datetime | None = None) -> QueryAnalysis:
-    """The analysis of `query`; relative times resolve against `anchor` (None: absolute dates only)."""
+def analyze(query: str, anchor: datetime | None = None, keywords: Sequence[str] | None = None) -> QueryAnalysis:
+    """The analysis of `query`; relative times resolve against `anchor` (None: absolute dates only).
+    `keywords`: query_keywords(query) when the caller has them already."""
     lang = "zh" if has_han(query) else "en"
     times = tuple(m.value for m in find_times(query, lang, anchor)
                   if m.value is not None and m.value.granularity != "recurring")
@@ -90,4 +92,5 @@ def analyze(query: str, anchor: datetime | None = None) -> QueryAnalysis:
         name = " ".join(_POSSESSIVE.sub("", w) for w in words)
         if name and name.lower() not in EN_STOPWORDS and name not in names:
             names.append(name)
-    return QueryAnalysis(tuple(query_keywords(query)), has_code_token(query), intent, times, tuple(names))
+    kw = query_keywords(query) if keywords is None else keywords
+    return QueryAnalysis(tuple(kw), has_code_token(query), intent, times, tuple(names))
