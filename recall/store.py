@@ -203,8 +203,10 @@ class TenantReader:
         cols = ["conv_id", "msg_id", "seq", "speaker", "ts", "text", "raw_id", "offset", "length", "raw_refs"]
         rows = self.select(
             "messages", ", ".join(f'"{c}"' for c in cols),
-            f"raw_id IN (SELECT {IDS}) "
-            "OR list_has_any(string_split(?, chr(31)), list_transform(raw_refs, lambda r: r.raw_id))",
+            # a message split over chunks is found by its other pieces too; the length test first keeps the
+            # list lambda off the (many) one-piece messages
+            f"raw_id IN (SELECT {IDS}) OR (len(raw_refs) > 1 AND "
+            "list_has_any(string_split(?, chr(31)), list_transform(raw_refs, lambda r: r.raw_id)))",
             [id_param(raw_ids), id_param(raw_ids)], order="conv_id, seq")
         return [dict(zip(cols, r)) for r in rows]
 
