@@ -222,3 +222,21 @@ def test_entity_cites_the_mention_the_query_matched_first(tmp_path):
     # asked about something no line holds, the card cites one sample mention
     only = recall("Luna", "t", k=5, lake=lake, types=["Entity"])
     assert len(only[0].citations) == 1
+
+
+@pytest.mark.parametrize("query", ["lgbtq support group", "support", "painted sunrise lake", "小明 足球 公园",
+                                   "dinosaurs camping kids", "nothing matches this", "the and of"])
+def test_bm25_over_postings_ranks_exactly_like_duckdbs_match_bm25(lake, query):
+    from recall.store import node_docs_table, raw_docs_table, tenant_reader
+
+    reader = tenant_reader(lake, "alice")
+    try:
+        info = reader.info()
+        for table, n in ((node_docs_table(info.slug), info.n_nodes), (raw_docs_table(info.slug), info.n_chunks)):
+            fast = reader._bm25(table, n, query, 50)
+            ref = reader._bm25_macro(table, query, 50)
+            assert [i for i, _ in fast] == [i for i, _ in sorted(ref, key=lambda x: (-round(x[1], 9), x[0]))]
+            assert [s for _, s in fast] == pytest.approx(sorted((s for _, s in ref), reverse=True), abs=1e-9)
+            assert all(i.startswith(("ep", "fact", "ent", "raw_")) for i, _ in fast)   # alice's rows only
+    finally:
+        reader.close()
