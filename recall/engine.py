@@ -268,7 +268,8 @@ def _recall(reader: TenantReader, lake: Lake, query: str, keywords: list[str], c
         if graph is not None else ({}, {})
     tr.stage("expand", len(graph_scores), depth=expand_depth, graph=graph_state, method=cfg.graph_method)
 
-    ranked = _score(reader, info, seeds, graph_scores, evidence, filters, analysis, cfg)
+    turn_of: dict[str, tuple[str, str]] = {}
+    ranked = _score(reader, info, seeds, graph_scores, evidence, filters, analysis, cfg, turn_of)
     citer = Citer(reader, _raw_store(lake))
     ranked += _raw_results(citer, raw_hits, keywords, info, cfg, filters)
     ranked.sort(key=lambda pair: (-pair[0].score, pair[0].node_id))
@@ -277,14 +278,18 @@ def _recall(reader: TenantReader, lake: Lake, query: str, keywords: list[str], c
     tr.stage("mmr", len(top), pool=min(len(ranked), max(k, cfg.mmr_pool)), mmr_lambda=cfg.mmr_lambda)
 
     # Messages the query matched through a turn-level node (not an Entity, whose refs
-    # are mentions anywhere): an Entity result cites those mentions first.
-    matched = [ref for r, refs in ranked if r.breakdown["bm25"] > 0 and r.type in TURN_LEVEL for ref in refs]
-    citer.prefetch([*matched, *(ref for _, refs in top for ref in refs)])
+    # are mentions anywhere), best first: an Entity result cites those mentions first. A node
+    # row names its message (conv_id, msg_id); only rows that do not are looked up through
+    # their refs, so the raw store is read for the results' chunks alone.
+    matched = [(r.node_id, refs) for r, refs in ranked if r.breakdown["bm25"] > 0 and r.type in TURN_LEVEL]
+    citer.prefetch([*(ref for nid, refs in matched if nid not in turn_of for ref in refs),
+                    *(ref for _, refs in top for ref in refs)])
     rank: dict[tuple[str, str], int] = {}
-    for ref in matched:
-        key = citer.message_key(ref)
-        if key is not None:
-            rank.setdefault(key, len(rank))
+    for nid, refs in matched:
+        keys = [turn_of[nid]] if nid in turn_of else [citer.message_key(ref) for ref in refs]
+        for key in keys:
+            if key is not None:
+                rank.setdefault(key, len(rank))
     prefer = set(rank)
     for result, refs in top:
         cap = cfg.max_citations
@@ -452,8 +457,9 @@ def _query_boost(row: Mapping, analysis: QueryAnalysis, cfg: RecallConfig) -> fl
 
 def _score(reader: TenantReader, info: TenantInfo, seeds: Mapping[str, float], graph_scores: Mapping[str, float],
            evidence: Mapping[str, list[dict]], filters: Filters, analysis: QueryAnalysis,
-           cfg: RecallConfig) -> list[tuple[RecallResult, list[RawRef]]]:
-    """Candidates (seeds ∪ reached) that pass the filters, with their score breakdown and the raw_refs to cite."""
+           cfg: RecallConfig, turn_of: dict[str, tuple[str, str]]) -> list[tuple[RecallResult, list[RawRef]]]:
+    """Candidates (seeds ∪ reached) that pass the filters, with their score breakdown and the raw_refs to cite;
+    fills `turn_of` with the (conv_id, msg_id) of the turn-level candidates whose rows name it."""
     ids = list(dict.fromkeys([*seeds, *graph_scores]))
     rows = reader.nodes(ids)
     out = []
@@ -471,6 +477,8 @@ def _score(reader: TenantReader, info: TenantInfo, seeds: Mapping[str, float], g
         r = RecallResult(node_id=nid, type=row["type"], title=row["title"] or "", text=row["text"] or "",
                          score=score, breakdown=breakdown, citations=[], evidence=list(evidence.get(nid, [])))
         out.append((r, as_refs(row["raw_refs"])))
+        if row["type"] in TURN_LEVEL and row.get("conv_id") is not None and row.get("msg_id") is not None:
+            turn_of[nid] = (row["conv_id"], row["msg_id"])
     return out
 
 
