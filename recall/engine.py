@@ -180,9 +180,7 @@ class Filters:
             return False
         if not self.known(row.get("first_seen")):
             return False
-        lo = row.get("time_start") or row.get("first_seen")
-        hi = row.get("time_end") or row.get("last_seen") or lo
-        return self.in_range(lo, hi)
+        return self.in_range(*_node_span(row))
 
     def message(self, ts: datetime | None) -> bool:
         return self.known(ts) and self.in_range(ts, ts)
@@ -405,6 +403,12 @@ def _ppr(g, seed_v: Mapping[int, float], used_edges: set[int], etypes: list, ewe
     return {v: pr[local[v]] for v in vs}
 
 
+def _node_span(row: Mapping) -> tuple[datetime | None, datetime | None]:
+    """The time a memory covers: [time_start or first_seen, time_end or last_seen] (one end may stand for both)."""
+    lo = row.get("time_start") or row.get("first_seen")
+    return lo, row.get("time_end") or row.get("last_seen") or lo
+
+
 def _node_time(row: Mapping) -> datetime | None:
     return row.get("time_start") or row.get("last_seen") or row.get("first_seen")
 
@@ -446,8 +450,7 @@ def _query_boost(row: Mapping, analysis: QueryAnalysis, cfg: RecallConfig) -> fl
     a what-does-X-like question; a Fact with a resolved time for a when-question."""
     boost = 1.0
     if analysis.times:
-        lo = row.get("time_start") or row.get("first_seen")
-        hi = row.get("time_end") or row.get("last_seen") or lo
+        lo, hi = _node_span(row)
         if lo is not None and any(lo < t.end and hi >= t.start for t in analysis.times):
             boost *= 1.0 + cfg.time_match_boost
     if analysis.intent is not None:

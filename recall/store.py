@@ -204,11 +204,6 @@ class TenantReader:
         with self._lock:
             return self.con.execute(sql, [query, self.tenant]).fetchall()
 
-    def _bm25_macro(self, table: str, query: str, limit: int) -> list[tuple[str, float]]:
-        """The same ranking through DuckDB's match_bm25 macro (the reference _bm25 is tested against)."""
-        return self.select(table, f"id, fts_main_{table}.match_bm25(id, ?) AS score", "score IS NOT NULL",
-                           column_params=[query], order="score DESC, id", limit=limit)
-
     def nodes(self, ids: Sequence[str]) -> dict[str, dict]:
         """Node rows by id (only this tenant's; unknown ids are absent)."""
         if not ids:
