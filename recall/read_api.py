@@ -462,22 +462,25 @@ class ReadApi:
         keywords = query_keywords(query) if isinstance(query, str) else []
         if not keywords or k == 0 or self._info is None or not self._info.n_nodes:
             return ()
+        # every node the FTS index matches, with its BM25 (the reader's postings-based scorer), then the share
+        # of query stems each one holds
+        bm25 = dict(self._reader.node_bm25(self._info, " ".join(keywords), self._info.n_nodes))
+        if not bm25:
+            return ()
         docs = node_docs_table(self._info.slug)
-        type_filter, params = "", [keywords, " ".join(keywords)]
+        type_filter, params = "", [keywords, id_param(list(bm25))]
         if types is not None:
             type_filter = "AND d.type IN (SELECT unnest(?::VARCHAR[]))"
             params.append(list(types))
         rows = self._reader.scoped(
-            "WITH q AS (SELECT list_distinct(list_transform(?::VARCHAR[], w -> stem(w, 'porter'))) AS stems), "
-            f"hits AS (SELECT id, type, doc, fts_main_{docs}.match_bm25(id, ?) AS bm25 FROM {docs}) "
+            "WITH q AS (SELECT list_distinct(list_transform(?::VARCHAR[], w -> stem(w, 'porter'))) AS stems) "
             "SELECT d.id, len(list_intersect(list_transform(string_split(d.doc, ' '), w -> stem(w, 'porter')), "
-            "q.stems)) / len(q.stems) AS score, d.bm25 "
-            f"FROM hits d, q WHERE d.bm25 IS NOT NULL {type_filter} "
-            f"AND d.id IN (SELECT n.id FROM nodes n WHERE {_LIVE}) "
-            "ORDER BY score DESC, d.bm25 DESC, d.id LIMIT ?",
-            [*params, k], tables=("nodes", docs))
+            f"q.stems)) / len(q.stems) AS score FROM {docs} d, q WHERE d.id IN (SELECT {IDS}) {type_filter} "
+            f"AND d.id IN (SELECT n.id FROM nodes n WHERE {_LIVE})",
+            params, tables=("nodes", docs))
+        rows = sorted(rows, key=lambda r: (-r[1], -bm25[r[0]], r[0]))[:k]
         views = self._views([r[0] for r in rows])
-        return tuple(RankedView(views[i], float(score), float(bm25)) for i, score, bm25 in rows if i in views)
+        return tuple(RankedView(views[i], float(score), float(bm25[i])) for i, score in rows if i in views)
 
     def find_by_name(self, query: str, *, types: Collection[str] | None = None) -> tuple[NodeView, ...]:
         """Active nodes whose title or an alias contains `query` (case-insensitive), in timeline order.
