@@ -1,4 +1,4 @@
-"""`memctl` command line: materialize, recall, sql, stats, ui.
+"""`memctl` command line: materialize, recall, sql, stats, verify, ui.
 
 User mistakes end in one clear line on stderr and exit code 2, never a traceback.
 Dagster is imported only by the commands that run it, so `recall`/`sql` start fast.
@@ -70,12 +70,21 @@ def _parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("sql", help="run SQL on lake/memory.duckdb (read-only)")
     s.add_argument("query")
+    s.add_argument("--tenant", help="see only this tenant's rows (a sandbox that cannot reach other tenants)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_sql)
 
     st = sub.add_parser("stats", help="row counts per table and tenant, rejects by reason")
     st.add_argument("--json", action="store_true")
     st.set_defaults(func=cmd_stats)
+
+    v = sub.add_parser("verify", help="re-hash the raw store; quarantine corrupt blobs (never served again)")
+    v.add_argument("--tenant", help="only this tenant's blobs")
+    v.add_argument("--sample", type=int, metavar="N", help="check a random sample of N blobs instead of all")
+    v.add_argument("--seed", type=int, default=0, help="seed of the sample")
+    v.add_argument("--dry-run", action="store_true", help="report only: move nothing")
+    v.add_argument("--json", action="store_true")
+    v.set_defaults(func=cmd_verify)
 
     u = sub.add_parser("ui", help="open the Dagster lineage UI on this lake")
     u.add_argument("--port", type=int, default=3000)
@@ -166,11 +175,13 @@ def cmd_tools(args: argparse.Namespace, lake: Lake) -> int:
 def cmd_sql(args: argparse.Namespace, lake: Lake) -> int:
     import duckdb
 
-    from recall.store import connect
+    from recall.store import connect, tenant_sql
 
     if not lake.duckdb_path.exists():
         raise UserError(f"no index at {lake.duckdb_path} (run `memctl materialize` first)")
-    con = connect(lake.duckdb_path, read_only=True)
+    if args.tenant is not None and not args.tenant.strip():
+        raise UserError("--tenant must not be empty")
+    con = tenant_sql(lake, args.tenant) if args.tenant else connect(lake.duckdb_path, read_only=True)
     try:
         rel = con.sql(args.query)
         if rel is None:
@@ -185,6 +196,31 @@ def cmd_sql(args: argparse.Namespace, lake: Lake) -> int:
     else:
         _print_rows(cols, rows)
     return 0
+
+
+def cmd_verify(args: argparse.Namespace, lake: Lake) -> int:
+    from jobs.integrity import verify_store
+
+    if args.sample is not None and args.sample < 1:
+        raise UserError("--sample must be at least 1")
+    if not lake.raw.is_dir():
+        raise UserError(f"no raw store at {lake.raw} (run `memctl materialize` first)")
+    out = verify_store(lake, args.tenant, sample=args.sample, seed=args.seed, quarantine=not args.dry_run)
+    r = out.report
+    if args.json:
+        print(json.dumps({"total": r.total, "checked": r.checked, "corrupt": r.corrupt,
+                          "partial": r.partial + out.leftovers,
+                          "quarantined": r.quarantined, "reingest": out.invalidated}, ensure_ascii=False, indent=2))
+    else:
+        print(f"raw store: {out.summary}")
+        for p in r.corrupt:
+            where = "quarantined" if r.quarantined else "left in place (--dry-run)"
+            print(f"  corrupt  {p['path']}  ({p['problem']}; {where})")
+        for rel in r.partial + out.leftovers:
+            print(f"  partial  {rel}  ({'removed' if r.quarantined else 'left in place'})")
+        if out.invalidated:
+            print("  `memctl materialize` re-ingests: " + ", ".join(out.invalidated))
+    return 0 if r.ok else 1
 
 
 def cmd_stats(args: argparse.Namespace, lake: Lake) -> int:

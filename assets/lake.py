@@ -5,12 +5,14 @@ import dagster as dg
 from assets.ingest import file_chunks, file_graph
 from assets.metadata import table_metadata
 from assets.resources import LakeResource
-from jobs.integrity import orphan_edges, unresolved_raw_refs
+from jobs.integrity import orphan_edges, unresolved_raw_refs, verify_store
 from r2g.link import with_fact_links
 from r2g.merge import merge_graph
 from r2g.schema import EDGES, NODES
-from raw_store.lake import collect_parts, read_table, union_sorted, value_counts, write_table
+from raw_store.lake import collect_parts, lake_fingerprint, read_table, union_sorted, value_counts, write_table
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS
+
+VERIFY_SAMPLE = 256
 
 
 def _check(name: str, outcome, asset: str | None = None) -> dg.AssetCheckResult:
@@ -20,16 +22,29 @@ def _check(name: str, outcome, asset: str | None = None) -> dg.AssetCheckResult:
                                          "examples": dg.MetadataValue.json(outcome.examples)})
 
 
-@dg.asset(group_name="lake", deps=[file_chunks], kinds={"parquet"}, owners=["team:memory"])
+@dg.asset(group_name="lake", deps=[file_chunks], kinds={"parquet"}, owners=["team:memory"],
+          check_specs=[dg.AssetCheckSpec("raw_store_verified", asset="raw_chunks",
+                                         description=f"A sample of {VERIFY_SAMPLE} stored blobs re-hash to their "
+                                                     "sha256; corrupt ones are quarantined and their files "
+                                                     "re-ingested on the next run.")])
 def raw_chunks(lake: LakeResource) -> dg.MaterializeResult:
     """Manifest of every RawChunk in the zstd CAS (id, sha256, path, conversation, offsets)."""
     lk = lake.get()
     table = union_sorted(collect_parts(lk, "raw_chunks", RAW_CHUNKS), RAW_CHUNKS,
                          ["tenant", "id", "source_file", "seq"], unique=["tenant", "id"])
     write_table(table, lk.table("raw_chunks"), RAW_CHUNKS)
-    return dg.MaterializeResult(metadata={**table_metadata(table, ["id", "tenant", "conv_id", "len_bytes", "path"]),
-                                          "stored_bytes": sum(table.column("stored_bytes").to_pylist()),
-                                          "raw_bytes": sum(table.column("len_bytes").to_pylist())})
+    # a different sample each time the lake changes, the same one on a re-run of the same lake
+    verified = verify_store(lk, sample=VERIFY_SAMPLE, seed=int(lake_fingerprint(lk)[:8], 16))
+    report = verified.report
+    return dg.MaterializeResult(
+        metadata={**table_metadata(table, ["id", "tenant", "conv_id", "len_bytes", "path"]),
+                  "stored_bytes": sum(table.column("stored_bytes").to_pylist()),
+                  "raw_bytes": sum(table.column("len_bytes").to_pylist())},
+        check_results=[dg.AssetCheckResult(
+            check_name="raw_store_verified", passed=report.ok,
+            metadata={"summary": verified.summary, "checked": report.checked, "stored": report.total,
+                      "corrupt": dg.MetadataValue.json(report.corrupt[:20]),
+                      "reingest": dg.MetadataValue.json(verified.invalidated)})])
 
 
 @dg.asset(group_name="lake", deps=[file_chunks, raw_chunks], kinds={"parquet"}, owners=["team:memory"],

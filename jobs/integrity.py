@@ -9,6 +9,10 @@ from dataclasses import dataclass, field
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.parquet as pq
+
+from raw_store.cas import RawStore, VerifyReport, raw_id_for
+from raw_store.lake import Lake, part_dirs, read_manifest, write_manifest
 
 
 @dataclass
@@ -65,6 +69,49 @@ def unresolved_raw_refs(table: pa.Table, raw_chunks: pa.Table) -> CheckOutcome:
     )
     return _outcome(refs.height, bad)
 
+
+@dataclass
+class StoreVerification:
+    report: VerifyReport
+    invalidated: list[str]   # partitions whose chunks were quarantined: the next materialize re-ingests them
+    leftovers: list[str]     # temp files a killed run left in lake/ (tables and indexes are swapped in whole)
+
+    @property
+    def summary(self) -> str:
+        r = self.report
+        text = f"{len(r.corrupt)} corrupt of {r.checked} blobs checked ({r.total} stored)"
+        if r.partial or self.leftovers:
+            text += f", {len(r.partial) + len(self.leftovers)} partial writes of killed runs"
+        if self.invalidated:
+            text += f"; {len(self.invalidated)} file(s) will be re-ingested"
+        return text
+
+
+def verify_store(lake: Lake, tenant: str | None = None, *, sample: int | None = None, seed: int = 0,
+                 quarantine: bool = True) -> StoreVerification:
+    """Re-hash the raw store (all blobs or a sample); quarantine corrupt ones and mark the partitions
+    that stored them stale, so the next materialization re-puts their bytes from the inbox (repair)."""
+    report = RawStore(lake.root).verify(tenant, sample=sample, seed=seed, quarantine=quarantine)
+    invalidated: list[str] = []
+    bad = {p["sha256"] for p in report.corrupt}
+    if quarantine and bad:
+        bad_ids = {raw_id_for(sha) for sha in bad}
+        for d in part_dirs(lake):
+            ids: set[str] = set()
+            for name, column in (("raw_chunks", "id"), ("rejects", "raw_id")):
+                path = d / f"{name}.parquet"
+                if path.exists():
+                    ids.update(pq.read_table(path, columns=[column]).column(column).to_pylist())
+            if ids & bad_ids:
+                manifest = read_manifest(d)
+                write_manifest(d, {**manifest, "graph_sha256": None})
+                invalidated.append(manifest.get("partition_key", d.name))
+    leftovers = sorted(p.relative_to(lake.root).as_posix() for p in lake.lake.rglob(".*.tmp")) \
+        if lake.lake.is_dir() else []
+    if quarantine:
+        for rel in leftovers:
+            (lake.root / rel).unlink(missing_ok=True)
+    return StoreVerification(report, sorted(invalidated), leftovers)
 
 
 def agent_coverage(messages: pa.Table, nodes: pa.Table, edges: pa.Table) -> tuple[float, int]:

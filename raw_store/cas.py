@@ -10,6 +10,8 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
+import random
 import re
 import threading
 from collections import OrderedDict
@@ -19,9 +21,10 @@ from pathlib import Path, PurePosixPath
 import zstandard
 
 from raw_store.errors import BlobCorrupt, BlobForgotten, BlobMissing
-from raw_store.lake import write_bytes_atomic
+from raw_store.lake import fsync_dir, write_bytes_atomic
 
 ZSTD_LEVEL = 3
+QUARANTINE = "quarantine"  # corrupt blobs found by `verify`, moved here under their store path
 UNDATED = "0000/00/00"   # folder of blobs without a day (e.g. rejected bytes)
 _SAFE_TENANT = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _HASHED_TENANT = re.compile(r"t_[0-9a-f]{16}")
@@ -37,6 +40,19 @@ class BlobRef:
     path: str          # posix, relative to the data root
     len_bytes: int     # uncompressed
     stored_bytes: int  # compressed size on disk
+
+
+@dataclass
+class VerifyReport:
+    total: int                # blobs in the store (of the tenant)
+    checked: int              # blobs re-hashed (all, or the sample)
+    corrupt: list[dict]       # [{path, sha256, problem}]
+    partial: list[str]        # temp files of interrupted writes (never blobs)
+    quarantined: bool         # whether corrupt blobs were moved away and partial files removed
+
+    @property
+    def ok(self) -> bool:
+        return not self.corrupt
 
 
 def raw_id_for(sha256: str) -> str:
@@ -171,6 +187,8 @@ class RawStore:
         try:
             blob = full.read_bytes()
         except FileNotFoundError as exc:
+            if self.quarantine_path(path).exists():
+                raise BlobCorrupt(f"{path}: quarantined as corrupt by verify") from exc
             raise BlobMissing(path) from exc
         try:
             data = _decompress(blob)
@@ -188,23 +206,59 @@ class RawStore:
             raise ValueError(f"excerpt [{offset}, {offset + length}) outside blob of {len(data)} bytes")
         return data[offset:offset + length]
 
-    def verify(self, tenant: str | None = None) -> list[dict]:
-        """Re-hash every blob (of one tenant, or all); returns [{path, sha256, problem}] for bad ones."""
+    def verify(self, tenant: str | None = None, *, sample: int | None = None, seed: int = 0,
+               quarantine: bool = False) -> "VerifyReport":
+        """Re-hash the blobs of one tenant (or all): every blob, or a seeded random `sample` of them.
+
+        A blob that does not decode to its sha256 is reported and, with `quarantine`, moved to
+        quarantine/ (reads then raise BlobCorrupt; putting the same bytes again repairs it).
+        Temp files a killed writer left beside the blobs are partial writes: never blobs, never
+        served; with `quarantine` they are removed.
+        """
         base = self.root / "raw"
         folders = [base / tenant_dir(tenant)] if tenant is not None else sorted(p for p in base.glob("*") if p.is_dir())
-        problems = []
+        blobs: list[Path] = []
+        partial: list[str] = []
         for folder in folders:
-            for full in sorted(folder.rglob("raw_*.blob.zst")):
-                sha = full.name.removeprefix("raw_").removesuffix(".blob.zst")
-                rel = full.relative_to(self.root).as_posix()
-                try:
-                    ok = _verified(full.read_bytes(), sha)
-                    problem = None if ok else "sha256 mismatch"
-                except zstandard.ZstdError as exc:
-                    problem = f"zstd: {exc}"
-                if problem:
-                    problems.append({"path": rel, "sha256": sha, "problem": problem})
-        return problems
+            blobs.extend(sorted(folder.rglob("raw_*.blob.zst")))
+            partial.extend(p.relative_to(self.root).as_posix() for p in sorted(folder.rglob(".raw_*.tmp")))
+        total = len(blobs)
+        if sample is not None and sample < total:
+            blobs = sorted(random.Random(seed).sample(blobs, sample))
+        problems = []
+        for full in blobs:
+            sha = full.name.removeprefix("raw_").removesuffix(".blob.zst")
+            rel = full.relative_to(self.root).as_posix()
+            try:
+                problem = None if _verified(full.read_bytes(), sha) else "sha256 mismatch"
+            except zstandard.ZstdError as exc:
+                problem = f"zstd: {exc}"
+            except FileNotFoundError:
+                continue  # deleted (forgotten) while we walked
+            if problem:
+                problems.append({"path": rel, "sha256": sha, "problem": problem})
+        if quarantine:
+            for p in problems:
+                self._quarantine(p["path"])
+            for rel in partial:
+                (self.root / rel).unlink(missing_ok=True)
+        return VerifyReport(total=total, checked=len(blobs), corrupt=problems, partial=partial,
+                            quarantined=quarantine)
+
+    def quarantine_path(self, path: str) -> Path:
+        return self.root / QUARANTINE / path
+
+    def _quarantine(self, path: str) -> None:
+        """Move a corrupt blob out of the store (kept for inspection), so it is never served."""
+        dest = self.quarantine_path(path)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(self.root / path, dest)
+        fsync_dir(dest.parent)
+        fsync_dir((self.root / path).parent)
+        with self._lock:
+            cached = self._cache.pop(path, None)
+            if cached is not None:
+                self._cache_bytes -= len(cached)
 
     def _remember(self, path: str, data: bytes) -> None:
         if len(data) > _CACHE_BYTES // 4:

@@ -68,11 +68,11 @@ def test_flipped_byte_is_reported_not_served(store: RawStore) -> None:
     full.write_bytes(bytes(blob))
     with pytest.raises(BlobCorrupt):
         RawStore(store.root).read("alice", ref.path, ref.sha256)   # fresh store: no cache
-    assert [p["path"] for p in store.verify("alice")] == [ref.path]
+    assert [p["path"] for p in store.verify("alice").corrupt] == [ref.path]
     assert store.verify() == store.verify("alice")
     # putting the same bytes again repairs the blob
     store.put("alice", b"hello world, " * 50, DAY)
-    assert store.verify() == []
+    assert store.verify().corrupt == []
     assert RawStore(store.root).read("alice", ref.path, ref.sha256) == b"hello world, " * 50
 
 
@@ -81,7 +81,7 @@ def test_garbage_file_is_corrupt(store: RawStore) -> None:
     (store.root / ref.path).write_bytes(b"not zstd at all")
     with pytest.raises(BlobCorrupt):
         RawStore(store.root).read("alice", ref.path, ref.sha256)
-    assert store.verify()[0]["problem"].startswith("zstd")
+    assert store.verify().corrupt[0]["problem"].startswith("zstd")
 
 
 def test_missing_blob(store: RawStore) -> None:
@@ -181,3 +181,41 @@ def test_empty_blob(store: RawStore) -> None:
     ref = store.put("alice", b"")
     assert ref.len_bytes == 0
     assert store.read("alice", ref.path, ref.sha256) == b""
+
+
+def test_verify_quarantines_corrupt_blobs_and_put_repairs_them(store: RawStore) -> None:
+    good = store.put("alice", b"fine bytes", DAY)
+    bad = store.put("alice", b"soon broken", DAY)
+    store.read("alice", bad.path, bad.sha256)                      # now in the read cache
+    (store.root / bad.path).write_bytes(b"\x28\xb5\x2f\xfd garbage")
+    report = store.verify(quarantine=True)
+    assert (report.total, report.checked, report.ok) == (2, 2, False)
+    assert [p["path"] for p in report.corrupt] == [bad.path]
+    assert not (store.root / bad.path).exists() and store.quarantine_path(bad.path).exists()
+    # never served again, not even from the cache
+    with pytest.raises(BlobCorrupt, match="quarantined"):
+        store.read("alice", bad.path, bad.sha256)
+    assert store.read("alice", good.path, good.sha256) == b"fine bytes"
+    assert store.verify().ok
+    store.put("alice", b"soon broken", DAY)                        # re-ingesting the source repairs it
+    assert store.read("alice", bad.path, bad.sha256) == b"soon broken"
+
+
+def test_verify_sample_is_seeded_and_bounded(store: RawStore) -> None:
+    for i in range(20):
+        store.put("alice", f"blob {i}".encode(), DAY)
+    a, b = store.verify(sample=5, seed=7), store.verify(sample=5, seed=7)
+    assert (a.total, a.checked) == (20, 5) and a == b
+    assert store.verify(sample=50).checked == 20
+
+
+def test_verify_removes_partial_writes_left_by_a_killed_writer(store: RawStore) -> None:
+    ref = store.put("alice", b"whole", DAY)
+    folder = (store.root / ref.path).parent
+    partial = folder / f".raw_{'ab' * 32}.blob.zst.k1lled.tmp"
+    partial.write_bytes(b"\x28\xb5\x2f")                          # half a zstd frame
+    report = store.verify("alice")
+    assert report.partial == [partial.relative_to(store.root).as_posix()] and report.ok
+    assert partial.exists()                                         # reported only, until asked to clean
+    assert store.verify("alice", quarantine=True).partial and not partial.exists()
+    assert store.verify("alice").partial == []

@@ -53,7 +53,10 @@ def test_blocking_checks_declared() -> None:
     checks = {(c.asset_key.to_user_string(), c.name): c for a in defs.assets for c in a.check_specs}
     assert {("file_chunks", "conservation"), ("edges", "no_orphan_edges"),
             ("nodes", "raw_refs_resolve"), ("messages", "raw_refs_resolve")} <= set(checks)
-    assert all(c.blocking for c in checks.values())
+    # a corrupt blob is quarantined and its file re-ingested next run: report it, do not stop the lake
+    advisory = {("raw_chunks", "raw_store_verified")}
+    assert advisory <= set(checks)
+    assert all(c.blocking == (key not in advisory) for key, c in checks.items())
 
 
 def test_jobs_and_sensors() -> None:
