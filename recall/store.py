@@ -270,6 +270,36 @@ def load_graph(lake: Lake, slug: str) -> TenantGraph | None:
     return tg
 
 
+def tenant_sql(lake: Lake, tenant: str) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB holding only `tenant`'s rows of every tenant-keyed table (nodes, edges, messages,
+    raw_chunks, rejects, tombstones, tenants, node_docs, raw_docs), for ad-hoc SQL by or for one tenant.
+
+    The rows are copied out of the index and the index detached; then file access and extension loading
+    are switched off and the configuration locked, so no statement can ATTACH the index again or read
+    the lake's Parquet: other tenants' data is unreachable, not just filtered. (Memory: one tenant's tables.)
+    """
+    if not tenant:
+        raise ValueError("tenant is required")
+    path = lake.duckdb_path
+    if not path.exists():
+        raise IndexNotBuilt(f"no DuckDB index at {path}")
+    con = duckdb.connect(":memory:", config=DUCKDB_CONFIG)
+    con.execute(f"ATTACH '{_sql_str(str(path))}' AS src (READ_ONLY)")
+    slugs = {r[0] for r in con.execute("SELECT slug FROM src.main.tenants").fetchall()}
+    tables = [r[0] for r in con.execute(
+        "SELECT DISTINCT table_name FROM duckdb_columns() WHERE database_name = 'src' AND schema_name = 'main' "
+        "AND column_name = 'tenant' ORDER BY 1").fetchall()]
+    for table in tables:
+        # per-tenant FTS document tables (…_<slug>) are the index's internals, not the lake's tables
+        if not _IDENT.match(table) or any(table.endswith("_" + slug) for slug in slugs):
+            continue
+        con.execute(f"CREATE TABLE {table} AS SELECT * FROM src.main.{table} WHERE tenant = ?", [tenant])
+    con.execute("DETACH src")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+    return con
+
+
 _CONS: dict[Path, tuple[int, int, duckdb.DuckDBPyConnection]] = {}
 _CONS_LOCK = threading.Lock()
 

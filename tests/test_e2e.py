@@ -173,6 +173,11 @@ def test_cli_sql_stats_and_clear_errors(lake, tmp_path: Path) -> None:
     assert "Traceback" not in missing.stderr
     unknown = _memctl(lk, "recall", "football", "--tenant", "nobody")
     assert unknown.returncode == 2 and "unknown tenant 'nobody'" in unknown.stderr
+    # --tenant: a sandbox holding only that tenant's rows, with no way back to the shared index
+    scoped = _memctl(lk, "sql", "SELECT DISTINCT tenant FROM nodes", "--json", "--tenant", "research")
+    assert scoped.returncode == 0 and json.loads(scoped.stdout) == [{"tenant": "research"}]
+    escape = _memctl(lk, "sql", f"ATTACH '{lk.duckdb_path}' AS x", "--tenant", "research")
+    assert escape.returncode == 2 and "Permission" in escape.stderr
 
 
 def test_citations_quote_the_whole_line_and_highlight_the_node_span(lake) -> None:
