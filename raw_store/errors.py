@@ -15,6 +15,7 @@ E_TS_PARSE = "E_TS_PARSE"              # a timestamp is present but cannot be pa
 E_TS_MISSING = "E_TS_MISSING"          # the format requires a timestamp and none is given
 E_TEXT_EMPTY = "E_TEXT_EMPTY"          # a message with no text
 E_MSG_TOO_LARGE = "E_MSG_TOO_LARGE"    # a message above MAX_MESSAGE_BYTES
+E_NO_MESSAGES = "E_NO_MESSAGES"        # a file of a known format holds no message record (header only)
 
 REASONS: dict[str, str] = {
     E_READ_UTF8: "invalid UTF-8",
@@ -28,6 +29,7 @@ REASONS: dict[str, str] = {
     E_TS_MISSING: "missing timestamp",
     E_TEXT_EMPTY: "empty message text",
     E_MSG_TOO_LARGE: "message too large",
+    E_NO_MESSAGES: "no messages in the file",
 }
 
 

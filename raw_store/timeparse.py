@@ -37,9 +37,14 @@ _PATTERNS = [
     re.compile(rf"^(?P<y>\d{{4}})[-/.](?P<m>\d{{1,2}})[-/.](?P<d>\d{{1,2}})(?:[ T]+{_CLOCK})?$", re.I),
 ]
 
-# WhatsApp-style "1/2/24, 10:00:00 AM" / "02.01.2024, 10:00": month first unless the first number exceeds 12.
+# WhatsApp-style "1/2/24, 10:00:00 AM" / "02.01.2024, 10:00" / "15-06-2023 20:04": the caller says which
+# number is the day (a WhatsApp reader decides once per file); unsaid, month first unless the first exceeds 12.
 _NUMERIC_DMY = re.compile(
-    rf"^(?P<a>\d{{1,2}})[/.](?P<b>\d{{1,2}})[/.](?P<y>\d{{2}}|\d{{4}}),?\s+{_CLOCK}$", re.I)
+    rf"^(?P<a>\d{{1,2}})[/.\-](?P<b>\d{{1,2}})[/.\-](?P<y>\d{{2}}|\d{{4}}),?\s+{_CLOCK}$", re.I)
+
+# SillyTavern's humanized dates: "2023-6-15 @20h 4m 12s 345ms", "2023-06-15@20h04m12s"
+_HUMANIZED = re.compile(r"^(?P<y>\d{4})-(?P<m>\d{1,2})-(?P<d>\d{1,2})\s*@\s*(?P<h>\d{1,2})h\s*(?P<mi>\d{1,2})m"
+                        r"(?:\s*(?P<s>\d{1,2})s)?(?:\s*(?P<ms>\d{1,3})\s*ms)?$", re.I)
 
 _EPOCH_STR = re.compile(r"^-?\d+(?:\.\d+)?$")
 
@@ -76,7 +81,7 @@ def _naive_utc(d: dt.datetime) -> dt.datetime:
     return d.astimezone(dt.timezone.utc).replace(tzinfo=None)
 
 
-def _parse_str(s: str) -> dt.datetime:
+def _parse_str(s: str, dayfirst: bool | None) -> dt.datetime:
     if _EPOCH_STR.match(s):
         return _from_epoch(float(s))
     iso = s[:-1] + "+00:00" if s[-1:] in "Zz" else s
@@ -100,17 +105,25 @@ def _parse_str(s: str) -> dt.datetime:
         a, b, y = int(m.group("a")), int(m.group("b")), int(m.group("y"))
         if y < 100:
             y += 2000
-        month, day = (b, a) if a > 12 else (a, b)
+        day_first = a > 12 if dayfirst is None else dayfirst
+        month, day = (b, a) if day_first else (a, b)
         return dt.datetime(y, month, day, *_clock(m))
+    m = _HUMANIZED.match(s)
+    if m:
+        ms = int(m.group("ms") or 0)
+        return dt.datetime(int(m.group("y")), int(m.group("m")), int(m.group("d")), int(m.group("h")),
+                           int(m.group("mi")), int(m.group("s") or 0), ms * 1000)
     raise ValueError(f"unrecognised timestamp: {s[:80]!r}")
 
 
-def parse_ts(value: object) -> dt.datetime | None:
+def parse_ts(value: object, *, dayfirst: bool | None = None) -> dt.datetime | None:
     """Parse a chat-log timestamp to a naive datetime (zone-aware values converted to UTC).
 
     Accepts ISO 8601, "YYYY/MM/DD hh:mm", epoch s/ms/us (numbers or digit strings),
-    LoCoMo "1:56 pm on 8 May, 2023", "May 8, 2023 1:56 pm", "8 May 2023", WhatsApp
-    "1/2/24, 10:00 AM". None or blank → None; anything else → ValueError.
+    LoCoMo "1:56 pm on 8 May, 2023", "May 8, 2023 1:56 pm" (also "8:04pm"), "8 May 2023",
+    WhatsApp "1/2/24, 10:00 AM" / "15.06.23, 20:04", SillyTavern "2023-6-15 @20h 4m 12s 345ms".
+    `dayfirst` orders the numeric WhatsApp form (True: D/M, False: M/D, None: M/D unless
+    the first number exceeds 12). None or blank → None; anything else → ValueError.
     """
     if value is None:
         return None
@@ -130,7 +143,7 @@ def parse_ts(value: object) -> dt.datetime | None:
         if not s:
             return None
         try:
-            return _parse_str(s)
+            return _parse_str(s, dayfirst)
         except (OverflowError, ArithmeticError) as exc:
             raise ValueError(f"timestamp out of range: {s[:80]!r}") from exc
     raise ValueError(f"not a timestamp: {type(value).__name__}")

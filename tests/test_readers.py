@@ -106,9 +106,13 @@ def test_detect_fixture_formats(fixture: str, fmt: str) -> None:
 
 def test_detect_unknown_and_other_jsonl() -> None:
     assert detect_format(b"just some prose without any speaker\nmore prose\n", "a.txt") == "unknown"
-    assert detect_format(b'{"name": "x", "is_user": true, "mes": "hi"}\n{"name": "y", "mes": "yo"}\n', "a.jsonl") == "unknown"
+    # SillyTavern message lines are read (tests/test_formats.py); a JSONL of some other app's shape is not
+    assert detect_format(b'{"name": "x", "is_user": true, "mes": "hi"}\n{"name": "y", "mes": "yo"}\n', "a.jsonl") \
+        == "sillytavern_jsonl"
+    assert detect_format(b'{"event": "click", "x": 1}\n{"event": "key", "k": "a"}\n', "a.jsonl") == "unknown"
     assert detect_format(b"", "a.txt") == "unknown"
-    assert set(FORMATS) == {"canonical_jsonl", "transcript", "locomo_json"}
+    assert set(FORMATS) == {"canonical_jsonl", "transcript", "locomo_json", "sillytavern_jsonl", "chatgpt_json",
+                            "whatsapp", "qq"}
 
 
 # -- canonical JSONL -------------------------------------------------------------------------------
@@ -170,12 +174,13 @@ def test_transcript_fixture() -> None:
 
 def test_transcript_variants() -> None:
     data = ("Alice：你好，今天去公园了吗？\n"
-            "1/2/24, 10:00 - Bob: WhatsApp style\n"
+            "[1/2/24, 10:00:00 AM] Bob: bracketed numeric stamp\n"
             "[1:56 pm on 8 May, 2023] Carol: locomo stamp\n"
             "bot: beep\n"
-            "Alice: see https://example.com/a:b\n").encode()
+            "Alice: see https://example.com/a:b\n"
+            "1/2/24, 10:00 - Bob: a lone WhatsApp line\n").encode()
     r = read_bytes(data, "x.txt", DEFAULT_TENANT)
-    assert r.rejects == []
+    assert r.format == "transcript"
     assert [m.speaker for m in r.messages] == ["Alice", "Bob", "Carol", "bot", "Alice"]
     assert r.messages[0].text == "你好，今天去公园了吗？"
     assert r.messages[1].ts == dt.datetime(2024, 1, 2, 10)
@@ -183,6 +188,8 @@ def test_transcript_variants() -> None:
     assert r.messages[3].role == "assistant"
     assert r.messages[4].text == "see https://example.com/a:b"
     assert {m.conv_id for m in r.messages} == {"x"}
+    # the `date, time - Name:` prefix belongs to the whatsapp reader (a file mostly of such lines)
+    assert _reasons(r) == [(6, E.E_LINE_PARSE)]
 
 
 def test_transcript_empty_text_and_orphan_continuation() -> None:
@@ -347,3 +354,12 @@ _JSON_VALUES = st.recursive(
 def test_fuzz_locomo_shapes_never_raise(doc: object) -> None:
     data = json.dumps(doc).encode()
     _check_invariants(data, read_bytes(data, "fuzz.json", "t"))
+
+
+def test_loose_files_take_the_configured_tenant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    inbox = tmp_path / "inbox"
+    monkeypatch.setenv("MEMCTL_TENANT", "acme")
+    assert tenant_for(inbox / "x.txt", inbox) == "acme"
+    assert tenant_for(inbox / "alice" / "x.txt", inbox) == "alice"     # a tenant folder always wins
+    monkeypatch.setenv("MEMCTL_TENANT", "  ")
+    assert tenant_for(inbox / "x.txt", inbox) == DEFAULT_TENANT
