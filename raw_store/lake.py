@@ -25,6 +25,11 @@ import pyarrow.parquet as pq
 DEFAULT_TENANT = "default"
 
 
+def default_tenant() -> str:
+    """The tenant of files directly in the inbox (not in an inbox/<tenant>/ folder): $MEMCTL_TENANT, else "default"."""
+    return os.environ.get("MEMCTL_TENANT", "").strip() or DEFAULT_TENANT
+
+
 def data_root() -> Path:
     """The data directory: $MEMCTL_DATA, else ./data."""
     return Path(os.environ.get("MEMCTL_DATA") or "data").resolve()
@@ -292,9 +297,16 @@ def value_counts(table: pa.Table, column: str) -> dict[str, int]:
 
 
 def stale_partitions(lake: Lake, files: dict[str, InboxFile]) -> dict[str, str]:
-    """{partition key: sha256} of the inbox `files` whose graph part is missing or built from other bytes."""
-    return {key: f.sha256 for key, f in files.items()
-            if read_manifest(lake.part_dir(key)).get("graph_sha256") != f.sha256}
+    """{partition key: sha256} of the inbox `files` whose graph part is missing, built from other bytes, or
+    filed under another tenant (a loose file after $MEMCTL_TENANT changed)."""
+    from raw_store.readers import tenant_for
+
+    out = {}
+    for key, f in files.items():
+        m = read_manifest(lake.part_dir(key))
+        if m.get("graph_sha256") != f.sha256 or m.get("tenant", "") not in ("", tenant_for(f.path, lake.inbox)):
+            out[key] = f.sha256
+    return out
 
 
 def outdated_stages(lake: Lake, files: dict[str, InboxFile], nlp_version: str,

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.integrity import conservation, orphan_edges, unresolved_raw_refs
+from jobs.integrity import conservation, lake_conservation, orphan_edges, unresolved_raw_refs
 from r2g.schema import EDGES, NODES
+from raw_store.cas import RawStore
 from raw_store.lake import (Lake, part_id, partition_key_for, read_manifest, read_table, scan_inbox, union_sorted,
                             write_bytes_atomic, write_manifest, write_table)
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS
@@ -114,8 +115,44 @@ def test_unresolved_raw_refs_checks_bounds_and_tenant() -> None:
     assert unresolved_raw_refs(bad, chunks).failures == 2
 
 
-def test_conservation() -> None:
+def test_conservation(tmp_path: Path) -> None:
     msgs = pa.Table.from_pylist([{"text": "a"}, {"text": "b"}], schema=MESSAGES)
     rej = pa.Table.from_pylist([{"reason": "E_JSON_PARSE"}], schema=REJECTS)
     assert conservation(3, msgs, rej).passed
     assert not conservation(4, msgs, rej).passed
+    blank = pa.Table.from_pylist([{"text": "a"}, {"text": "  "}], schema=MESSAGES)
+    assert conservation(3, blank, rej).examples == [{"empty_message": 1}]
+    # with the store: a reject whose bytes are not in the CAS is a loss
+    store = RawStore(tmp_path)
+    ref = store.put("t", b"{broken")
+    kept = pa.Table.from_pylist([{"tenant": "t", "raw_path": ref.path, "length": 7, "line": 2}], schema=REJECTS)
+    assert conservation(3, msgs, kept, store).passed
+    (tmp_path / ref.path).unlink()
+    lost = conservation(3, msgs, kept, RawStore(tmp_path))   # a fresh store: nothing cached
+    assert not lost.passed and lost.examples[0]["reject_bytes_lost"] == ref.path
+
+
+def test_lake_conservation_sums_the_partitions(tmp_path: Path) -> None:
+    lake = Lake(tmp_path)
+    for key, n in (("a/x.txt", 2), ("b/y.txt", 1)):
+        write_manifest(lake.part_dir(key), {"partition_key": key, "source_file": key, "n_input": n})
+    msgs = pa.Table.from_pylist([{"text": "a"}, {"text": "b"}], schema=MESSAGES)
+    rej = pa.Table.from_pylist([{"reason": "E_JSON_PARSE"}], schema=REJECTS)
+    assert lake_conservation(lake, msgs, rej).passed
+    assert not lake_conservation(lake, msgs.slice(0, 1), rej).passed
+
+
+def test_a_loose_file_is_stale_when_the_default_tenant_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from raw_store.lake import stale_partitions
+
+    lake = Lake(tmp_path)
+    (lake.inbox / "alice").mkdir(parents=True)
+    (lake.inbox / "loose.txt").write_text("Ann: hi\n", "utf-8")
+    (lake.inbox / "alice" / "x.txt").write_text("Ann: hi\n", "utf-8")
+    files = scan_inbox(lake.inbox)
+    for key, f in files.items():
+        write_manifest(lake.part_dir(key), {"graph_sha256": f.sha256,
+                                            "tenant": "alice" if key.startswith("alice/") else "default"})
+    assert stale_partitions(lake, files) == {}
+    monkeypatch.setenv("MEMCTL_TENANT", "acme")
+    assert list(stale_partitions(lake, files)) == ["loose.txt"]
