@@ -5,7 +5,7 @@ import dagster as dg
 from assets.ingest import file_chunks, file_graph
 from assets.metadata import table_metadata
 from assets.resources import LakeResource
-from jobs.integrity import orphan_edges, unresolved_raw_refs, verify_store
+from jobs.integrity import lake_conservation, orphan_edges, unresolved_raw_refs, verify_store
 from r2g.link import with_fact_links
 from r2g.merge import merge_graph
 from r2g.schema import EDGES, NODES
@@ -63,15 +63,20 @@ def messages(lake: LakeResource) -> dg.MaterializeResult:
         check_results=[_check("raw_refs_resolve", outcome)])
 
 
-@dg.asset(group_name="lake", deps=[file_chunks], kinds={"parquet"}, owners=["team:memory"])
+@dg.asset(group_name="lake", deps=[file_chunks, messages], kinds={"parquet"}, owners=["team:memory"],
+          check_specs=[dg.AssetCheckSpec("conservation", asset="rejects", blocking=True,
+                                         description="Lake-wide: the records every file read = messages + "
+                                                     "rejects rows (the merge drops and duplicates nothing).")])
 def rejects(lake: LakeResource) -> dg.MaterializeResult:
     """Input that could not be read, with a coded reason and the CAS id of its bytes (nothing is lost)."""
     lk = lake.get()
     table = union_sorted(collect_parts(lk, "rejects", REJECTS), REJECTS,
                          ["tenant", "source_file", "line", "byte_offset"])
     write_table(table, lk.table("rejects"), REJECTS)
+    outcome = lake_conservation(lk, read_table(lk.table("messages"), MESSAGES), read_table(lk.table("rejects"), REJECTS))
     return dg.MaterializeResult(metadata={**table_metadata(table, ["source_file", "line", "reason", "detail"]),
-                                          "by_reason": dg.MetadataValue.json(value_counts(table, "reason"))})
+                                          "by_reason": dg.MetadataValue.json(value_counts(table, "reason"))},
+                                check_results=[_check("conservation", outcome)])
 
 
 @dg.multi_asset(
