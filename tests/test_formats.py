@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from raw_store import errors as E
@@ -21,9 +21,10 @@ from raw_store.cas import RawStore
 from raw_store.ingest import ingest_bytes
 from raw_store.readers import FORMATS, ReadResult, detect_format, read_bytes
 from raw_store.timeparse import parse_ts
+from fuzzing import fuzz_settings
 
 FIXTURES = Path(__file__).parent / "fixtures" / "raw"
-FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = fuzz_settings(60)
 LRM, NNBSP = "\u200e", "\u202f"
 NEW_FIXTURES = ["sillytavern.jsonl", "chatgpt_conversations.json", "whatsapp_ios.txt", "whatsapp_android.txt", "qq.txt"]
 

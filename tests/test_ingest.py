@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from raw_store import errors as E
@@ -18,6 +18,7 @@ from raw_store import schema
 from raw_store.cas import RawStore
 from raw_store.ingest import IngestResult, ingest_bytes, ingest_file
 from raw_store.lake import read_table, write_table
+from fuzzing import fuzz_settings
 
 FIXTURES = Path(__file__).parent / "fixtures" / "raw"
 
@@ -188,7 +189,7 @@ _LINES = st.sampled_from([
 
 
 @given(st.lists(_LINES, min_size=1, max_size=30))
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@fuzz_settings(40)
 def test_fuzz_ingest_conserves_and_cites(lines: list[str]) -> None:
     with tempfile.TemporaryDirectory() as d:
         store = RawStore(Path(d))

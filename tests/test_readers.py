@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from raw_store import errors as E
@@ -14,9 +14,10 @@ from raw_store.lake import DEFAULT_TENANT
 from raw_store.readers import (FORMATS, MAX_MESSAGE_BYTES, ReadResult, default_conv_id, detect_format, read_bytes,
                                read_file, tenant_for)
 from raw_store.timeparse import parse_ts
+from fuzzing import fuzz_settings
 
 FIXTURES = Path(__file__).parent / "fixtures" / "raw"
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = fuzz_settings(150)
 
 
 def _fixture(name: str) -> bytes:
