@@ -267,6 +267,22 @@ class _Builder:
         self.messages.append(Message(tenant, conv_id, msg_id, seq, speaker, role, ts, text, caption,
                                      self.source_file, line, self.format))
 
+    def record(self, p: _Pending, raw: bytes, *, conv_id: str, speaker: str, role: str,
+               stamp: Callable[[], datetime | None], text: str) -> None:
+        """A finished multi-line record (`raw`: its bytes): a message, or a reject when `stamp()` raises
+        ValueError or the text is empty or too large."""
+        try:
+            ts = stamp()
+        except ValueError as exc:
+            self.reject(p.line, p.offset, E.E_TS_PARSE, str(exc)[:200], raw)
+            return
+        problem = _text_problem(text)
+        if problem:
+            self.reject(p.line, p.offset, problem[0], problem[1], raw)
+            return
+        self.message(tenant=self.tenant, conv_id=conv_id, msg_id=f"L{p.line}", speaker=speaker, role=role,
+                     ts=ts, text=text, caption=None, line=p.line)
+
     def reject(self, line: int, byte_offset: int, reason: str, detail: str, raw: bytes) -> None:
         self.rejects.append(Reject(self.tenant, self.source_file, line, byte_offset, reason, detail, raw, self.format))
 
@@ -940,19 +956,10 @@ def _read_whatsapp(lines: _Lines, source_file: str, tenant: str, conv: str) -> R
             return
         p, pending = pending, None
         more, raw = p.trimmed()
-        try:
-            ts = _wa_ts(p.head, dayfirst)
-        except ValueError as exc:
-            b.reject(p.line, p.offset, E.E_TS_PARSE, str(exc)[:200], raw)
-            return
         sender, first = _wa_split(p.head.group("rest"))
         text = "\n".join([first, *more]).strip().lstrip(_WA_MARKS).strip()
-        problem = _text_problem(text)
-        if problem:
-            b.reject(p.line, p.offset, problem[0], problem[1], raw)
-            return
-        b.message(tenant=tenant, conv_id=conv, msg_id=f"L{p.line}", speaker=sender or "system",
-                  role="user" if sender else "system", ts=ts, text=text, caption=None, line=p.line)
+        b.record(p, raw, conv_id=conv, speaker=sender or "system", role="user" if sender else "system",
+                 stamp=lambda: _wa_ts(p.head, dayfirst), text=text)
 
     for no, off, raw, s, head in matched:
         if s is None:
@@ -1001,19 +1008,8 @@ def _read_qq(lines: _Lines, source_file: str, tenant: str, default_conv: str) ->
         if not nick:
             b.reject(p.line, p.offset, E.E_LINE_PARSE, "message header without a nickname", raw)
             return
-        try:
-            ts = parse_ts(f"{p.head.group('date')} {p.head.group('time')}")
-        except ValueError as exc:
-            b.reject(p.line, p.offset, E.E_TS_PARSE, str(exc)[:200], raw)
-            return
-        text = "\n".join(more).strip()
-        problem = _text_problem(text)
-        if problem:
-            b.reject(p.line, p.offset, problem[0], problem[1], raw)
-            return
-        b.message(tenant=tenant, conv_id=conv, msg_id=f"L{p.line}", speaker=nick,
-                  role="system" if p.head.group("qq") == _QQ_SYSTEM_ID else "user", ts=ts, text=text,
-                  caption=None, line=p.line)
+        b.record(p, raw, conv_id=conv, speaker=nick, role="system" if p.head.group("qq") == _QQ_SYSTEM_ID else "user",
+                 stamp=lambda: parse_ts(f"{p.head.group('date')} {p.head.group('time')}"), text="\n".join(more).strip())
 
     for no, off, raw, s in lines:
         if s is None:
