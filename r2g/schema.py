@@ -14,7 +14,7 @@ EDGE_TYPES = (
     "TEMPORAL_NEXT", "MENTIONS",
     "AGENT", "PATIENT", "LOCATION", "TIME", "MANNER", "INSTRUMENT", "RECIPIENT", "CAUSE", "BENEFICIARY",
     "ABOUT", "SUPPORTS", "CONTRADICTS", "SAME_AS", "DERIVED_FROM", "SIMILAR_TO",
-    "VERSION_NEXT", "ACTIVE_OF", "CAUSES", "CAUSED_BY", "REFERS_TO",
+    "VERSION_NEXT", "ACTIVE_OF", "CAUSES", "CAUSED_BY", "REFERS_TO", "SEMANTIC_CONTAINS",
 )
 
 # Edges from a Fact (or Preference/Task) to the Entity filling one of its roles.
@@ -54,6 +54,14 @@ NODES = pa.schema([
     ("modality", pa.string()),          # Fact: can/should/want/plan/maybe or null
     ("aliases", pa.list_(pa.string())),
     ("mentions", pa.int64()),           # Entity: number of mentions
+    # -- set by consolidation (jobs/), null straight out of R2G --------------------------------
+    ("weight", pa.float64()),           # current memory weight after decay and feedback (seed 003)
+    ("activation", pa.int64()),         # counted uses: recall hits and feedback, after the 2 h cooldown
+    ("feedback", pa.float64()),         # net explicit feedback (upvote/downvote/boost), capped per day
+    ("pinned", pa.bool_()),             # pinned by feedback: never decays or archives
+    ("valid_since", TS),                # Fact versions: when this version became true
+    ("valid_until", TS),                # … and when the next version replaced it (null: current)
+    ("pii", pa.list_(pa.string())),     # PII kinds found in its text: email, phone, id_card, card
 ])
 
 EDGES = pa.schema([
