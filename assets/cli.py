@@ -1,4 +1,4 @@
-"""`memctl` command line: materialize, recall, sql, stats, verify, ui.
+"""`memctl` command line: materialize, recall, sql, stats, forget, verify, ui.
 
 User mistakes end in one clear line on stderr and exit code 2, never a traceback.
 Dagster is imported only by the commands that run it, so `recall`/`sql` start fast.
@@ -77,6 +77,20 @@ def _parser() -> argparse.ArgumentParser:
     st = sub.add_parser("stats", help="row counts per table and tenant, rejects by reason")
     st.add_argument("--json", action="store_true")
     st.set_defaults(func=cmd_stats)
+
+    f = sub.add_parser("forget", help="forget a node, conversation, speaker, topic, time window or a whole tenant")
+    f.add_argument("--tenant", required=True)
+    which = f.add_mutually_exclusive_group(required=True)
+    which.add_argument("--node", metavar="ID", help="one node (an Episode takes its turn with it)")
+    which.add_argument("--conv", metavar="ID", help="every message of a conversation")
+    which.add_argument("--speaker", metavar="NAME", help="every message by a speaker (case-insensitive)")
+    which.add_argument("--topic", metavar="CONCEPT_ID", help="a Concept and every memory ABOUT it")
+    which.add_argument("--from", dest="start", metavar="DATE", help="every message from this time (with --to)")
+    which.add_argument("--all", action="store_true", help="the whole tenant")
+    f.add_argument("--to", dest="end", metavar="DATE", help="end of the time window (a bare date: its whole day)")
+    f.add_argument("--reason", default="", help="recorded in the audit and the tombstones")
+    f.add_argument("--quiet", action="store_true", help="no progress bar")
+    f.set_defaults(func=cmd_forget)
 
     v = sub.add_parser("verify", help="re-hash the raw store; quarantine corrupt blobs (never served again)")
     v.add_argument("--tenant", help="only this tenant's blobs")
@@ -195,6 +209,53 @@ def cmd_sql(args: argparse.Namespace, lake: Lake) -> int:
         print(json.dumps([dict(zip(cols, r)) for r in rows], ensure_ascii=False, default=str, indent=2))
     else:
         _print_rows(cols, rows)
+    return 0
+
+
+def cmd_forget(args: argparse.Namespace, lake: Lake) -> int:
+    from datetime import datetime, timezone
+
+    from assets.run import materialize
+    from jobs.forget import forget_dir, resolve, save_request
+    from jobs.schema import AUDIT
+    from raw_store.lake import read_table
+
+    if args.end and not args.start:
+        raise UserError("--to goes with --from")
+    scope, value = next((s, v) for s, v in (("node", args.node), ("conv", args.conv), ("speaker", args.speaker),
+                                            ("topic", args.topic), ("window", args.start), ("all", args.all)) if v)
+    start = _when(args.start, "--from", end_of_day=False) if scope == "window" else None
+    end = _when(args.end, "--to", end_of_day=True) if scope == "window" else None
+    if scope == "window" and start and end and end < start:
+        raise UserError("--to is before --from")
+    if not lake.duckdb_path.exists():
+        raise UserError(f"no index at {lake.duckdb_path} (run `memctl materialize` first)")
+    if args.tenant not in _known_tenants(lake) and not (lake.inbox / args.tenant).is_dir():
+        raise UserError(f"unknown tenant {args.tenant!r}")
+    now = datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
+    try:
+        request = resolve(lake, args.tenant, scope, value if scope in ("node", "conv", "speaker", "topic") else None,
+                          start=start, end=end, reason=args.reason, requested_at=now)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    if (forget_dir(lake) / f"{request.id}.json").exists():
+        print(f"already requested: {request.id} (re-applying)")
+    else:
+        save_request(lake, request)
+    summary = materialize(lake, progress=not args.quiet)
+    if not summary.ok:
+        for key, msg in summary.failed.items():
+            print(f"memctl: file {key!r} failed: {msg}", file=sys.stderr)
+        print(f"memctl: forget {request.id} is recorded but the rebuild failed: {summary.lake_failed}; "
+              "run `memctl materialize` again", file=sys.stderr)
+        return 1
+    row = next((r for r in read_table(lake.table("audit"), AUDIT).to_pylist() if r["request_id"] == request.id), None)
+    if row is None:
+        print(f"memctl: forget {request.id} left no audit row", file=sys.stderr)
+        return 1
+    print(f"forgot {request.id} ({scope}{' ' + str(row['value']) if row['value'] else ''}, tenant {args.tenant}): "
+          f"{row['messages']} messages, {len(row['nodes'])} nodes, {row['edges']} edges, "
+          f"{len(row['blobs'])} raw blobs deleted")
     return 0
 
 

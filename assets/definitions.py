@@ -4,12 +4,12 @@ import dagster as dg
 
 from assets.indexes import indexes
 from assets.ingest import file_annotations, file_chunks, file_graph
-from assets.lake import graph_tables, messages, raw_chunks, rejects
+from assets.lake import forgetting, graph_tables, messages, raw_chunks, rejects
 from assets.resources import LakeResource
 from assets.sensors import INGEST_JOB, LAKE_JOB, inbox_sensor, lake_sensor
 
 FILE_ASSETS = [file_chunks, file_annotations, file_graph]
-LAKE_ASSETS = [raw_chunks, messages, rejects, graph_tables, indexes]
+LAKE_ASSETS = [raw_chunks, messages, rejects, graph_tables, forgetting, indexes]
 
 ingest_file_job = dg.define_asset_job(
     INGEST_JOB, selection=dg.AssetSelection.assets(*FILE_ASSETS),

@@ -3,13 +3,17 @@
 import dagster as dg
 
 from assets.resources import LakeResource
+from jobs.schema import AUDIT
 from raw_store.lake import lake_fingerprint, write_lake_state
 from recall.index import build_indexes
+
+# Lake tables of jobs/ that the DuckDB file carries for SQL (recall reads only its own).
+SQL_TABLES = {"audit": AUDIT}
 
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec("memory_duckdb", group_name="indexes", deps=["nodes", "edges", "messages", "raw_chunks", "rejects"],
+        dg.AssetSpec("memory_duckdb", group_name="indexes", deps=["nodes", "edges", "messages", "raw_chunks", "rejects", "audit", "tombstones"],
                      kinds={"duckdb"}, owners=["team:memory"],
                      description="lake/memory.duckdb: SQL tables over the lake plus BM25 full-text indexes per tenant."),
         dg.AssetSpec("graph_index", group_name="indexes", deps=["nodes", "edges"], kinds={"python"},
@@ -21,7 +25,7 @@ def indexes(lake: LakeResource):
     """Rebuild both recall indexes into temp files and swap them in, so readers see old or new, never half."""
     lk = lake.get()
     fingerprint = lake_fingerprint(lk)  # the partition set the tables were just merged from
-    stats = build_indexes(lk)
+    stats = build_indexes(lk, SQL_TABLES)
     write_lake_state(lk, fingerprint)
     graphs = stats["graphs"]
     yield dg.MaterializeResult(asset_key="memory_duckdb", metadata={

@@ -4,6 +4,7 @@ import dagster as dg
 
 from assets.metadata import table_metadata
 from assets.resources import LakeResource
+from jobs.forget import ForgetRules, forget_version, load_requests
 from jobs.integrity import conservation
 from r2g.extract import build_graph
 from r2g.nlp import PIPELINE_VERSION, NlpCache
@@ -14,7 +15,7 @@ from raw_store.ingest import ingest_file
 from raw_store.readers import tenant_for
 from raw_store.lake import (read_manifest, read_table, resolve_partition, value_counts, write_manifest,
                             write_table)
-from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS
+from raw_store.schema import FORGOTTEN, MESSAGES, RAW_CHUNKS, REJECTS
 
 inbox_files = dg.DynamicPartitionsDefinition(name="inbox_files")
 
@@ -35,26 +36,30 @@ def file_chunks(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mat
     if source is None:
         raise dg.Failure(f"inbox file for partition {context.partition_key!r} is gone")
     store = RawStore(lk.root)
-    res = ingest_file(source.path, lk.inbox, store)
+    requests = load_requests(lk)
+    res = ingest_file(source.path, lk.inbox, store, ForgetRules(requests))
     part = lk.part_dir(context.partition_key)
     write_table(res.messages, part / "messages.parquet", MESSAGES)
     write_table(res.raw_chunks, part / "raw_chunks.parquet", RAW_CHUNKS)
     write_table(res.rejects, part / "rejects.parquet", REJECTS)
+    write_table(res.forgotten, part / "forgotten.parquet", FORGOTTEN)
     previous = read_manifest(part)
     write_manifest(part, {
         "partition_key": context.partition_key, "source_file": res.source_file,
         "source_sha256": res.source_sha256, "format": res.format, "n_input": res.n_input,
         "tenant": tenant_for(source.path, lk.inbox),
+        "forgotten": res.forgotten.num_rows, "forget_version": forget_version(requests),
         "messages": res.messages.num_rows, "rejects": res.rejects.num_rows,
         # the graph part stays valid only if it was built from these same bytes
         "graph_sha256": previous.get("graph_sha256") if previous.get("source_sha256") == res.source_sha256 else None,
     })
     # checked on what landed on disk, not on what was meant to
     check = conservation(res.n_input, read_table(part / "messages.parquet", MESSAGES),
-                         read_table(part / "rejects.parquet", REJECTS), store)
+                         read_table(part / "rejects.parquet", REJECTS), store, forgotten=res.forgotten.num_rows)
     return dg.MaterializeResult(
         metadata={**table_metadata(res.messages, ["conv_id", "msg_id", "speaker", "ts", "lang", "text"]),
                   "format": res.format, "chunks": res.raw_chunks.num_rows, "rejects": res.rejects.num_rows,
+                  "forgotten": res.forgotten.num_rows,
                   "rejects_by_reason": dg.MetadataValue.json(value_counts(res.rejects, "reason")),
                   "source_sha256": res.source_sha256},
         check_results=[dg.AssetCheckResult(check_name="conservation", passed=check.passed,

@@ -5,12 +5,15 @@ import dagster as dg
 from assets.ingest import file_chunks, file_graph
 from assets.metadata import table_metadata
 from assets.resources import LakeResource
-from jobs.integrity import lake_conservation, orphan_edges, unresolved_raw_refs, verify_store
+from jobs.forget import ForgetRules, collect, load_requests, tombstones
+from jobs.integrity import (forgotten_stay_forgotten, lake_conservation, orphan_edges, unresolved_raw_refs,
+                            verify_store)
+from jobs.schema import AUDIT
 from r2g.link import with_fact_links
 from r2g.merge import merge_graph
 from r2g.schema import EDGES, NODES
 from raw_store.lake import collect_parts, lake_fingerprint, read_table, union_sorted, value_counts, write_table
-from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS
+from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS, TOMBSTONES
 
 VERIFY_SAMPLE = 256
 
@@ -100,6 +103,8 @@ def graph_tables(lake: LakeResource):
     files), then link Facts across the whole lake: SAME_AS, SUPPORTS, CONTRADICTS."""
     lk = lake.get()
     nodes, edges = merge_graph(collect_parts(lk, "nodes", NODES), collect_parts(lk, "edges", EDGES))
+    # node / topic forget requests: those nodes and every edge touching them are not merged back
+    nodes, edges = ForgetRules(load_requests(lk)).drop_nodes(nodes, edges)
     edges = with_fact_links(nodes, edges)  # SAME_AS / SUPPORTS / CONTRADICTS across files and conversations
     write_table(nodes, lk.table("nodes"), NODES)
     write_table(edges, lk.table("edges"), EDGES)
@@ -112,3 +117,34 @@ def graph_tables(lake: LakeResource):
         "by_type": dg.MetadataValue.json(value_counts(edges, "type"))})
     yield _check("no_orphan_edges", orphan_edges(nodes, edges, chunks), asset="edges")
     yield _check("raw_refs_resolve", unresolved_raw_refs(nodes, chunks), asset="nodes")
+
+
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec("audit", group_name="lake", deps=["nodes", "edges", "messages", "raw_chunks", "rejects"],
+                     kinds={"parquet"}, owners=["team:memory"],
+                     description="One row per forget request: the node ids, edges, index entries and raw blobs it "
+                                 "removed (the deletion proof)."),
+        dg.AssetSpec("tombstones", group_name="lake", deps=["audit"], kinds={"parquet"}, owners=["team:memory"],
+                     description="One row per raw blob deleted by forgetting: when and why (the blob is gone)."),
+    ],
+    check_specs=[dg.AssetCheckSpec("forgotten_stay_forgotten", asset="audit", blocking=True,
+                                   description="No node a forget request removed is back, and no edge "
+                                               "points at a forgotten node.")],
+)
+def forgetting(lake: LakeResource):
+    """Carry out the forget requests after the lake is rebuilt without what they cover: delete the raw blobs
+    nothing cites any more (tombstoned), purge the NLP cache, and write the audit rows."""
+    lk = lake.get()
+    requests = load_requests(lk)
+    audit = collect(lk, requests)
+    write_table(audit, lk.table("audit"), AUDIT)
+    tombs = tombstones(lk)
+    write_table(tombs, lk.table("tombstones"), TOMBSTONES)
+    outcome = forgotten_stay_forgotten(audit, read_table(lk.table("nodes"), NODES),
+                                       read_table(lk.table("edges"), EDGES))
+    yield dg.MaterializeResult(asset_key="audit", metadata={
+        **table_metadata(audit, ["request_id", "tenant", "scope", "value", "messages", "edges"]),
+        "requests": len(requests)})
+    yield dg.MaterializeResult(asset_key="tombstones", metadata=table_metadata(tombs, ["raw_id", "tenant", "reason"]))
+    yield _check("forgotten_stay_forgotten", outcome, asset="audit")

@@ -55,6 +55,7 @@ def materialize(lake: Lake, progress: bool = True) -> MaterializeSummary:
     from assets.definitions import FILE_ASSETS, LAKE_ASSETS
     from assets.ingest import inbox_files
     from assets.resources import LakeResource
+    from jobs.forget import forget_version, load_requests
     from r2g.nlp import PIPELINE_VERSION
     from r2g.pipeline import graph_version
 
@@ -66,7 +67,7 @@ def materialize(lake: Lake, progress: bool = True) -> MaterializeSummary:
         new = sorted(set(files) - set(instance.get_dynamic_partitions(inbox_files.name)))
         if new:
             instance.add_dynamic_partitions(inbox_files.name, new)
-        stale = stale_partitions(lake, files)
+        stale = stale_partitions(lake, files, forget_version(load_requests(lake)))
         for key in tqdm(sorted(stale), desc="files", unit="file", disable=not progress or not stale):
             result = dg.materialize(FILE_ASSETS, partition_key=key, instance=instance, resources=resources,
                                     run_config=QUIET, raise_on_error=False,

@@ -3,6 +3,7 @@
 import dagster as dg
 
 from assets.ingest import inbox_files
+from jobs.forget import forget_version, load_requests
 from raw_store.lake import Lake, lake_fingerprint, lake_is_current, scan_inbox, stale_partitions
 
 INGEST_JOB = "ingest_file"
@@ -15,9 +16,12 @@ def inbox_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
     lake = Lake.from_env()
     files = scan_inbox(lake.inbox)
     new = sorted(set(files) - set(context.instance.get_dynamic_partitions(inbox_files.name)))
-    stale = stale_partitions(lake, files)
+    version = forget_version(load_requests(lake))
+    stale = stale_partitions(lake, files, version)
+    # a new forget request re-runs every file once: its version is part of the run key
+    suffix = f"@{version}" if version else ""
     return dg.SensorResult(
-        run_requests=[dg.RunRequest(partition_key=k, run_key=f"{k}@{sha}") for k, sha in sorted(stale.items())],
+        run_requests=[dg.RunRequest(partition_key=k, run_key=f"{k}@{sha}{suffix}") for k, sha in sorted(stale.items())],
         dynamic_partitions_requests=[inbox_files.build_add_request(new)] if new else [],
     )
 
@@ -26,7 +30,7 @@ def inbox_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
 def lake_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
     """Rebuild lake-wide tables and indexes once the set of completed file partitions changes."""
     lake = Lake.from_env()
-    if stale_partitions(lake, scan_inbox(lake.inbox)):
+    if stale_partitions(lake, scan_inbox(lake.inbox), forget_version(load_requests(lake))):
         return dg.SkipReason("file partitions still pending")
     if lake_is_current(lake):
         return dg.SkipReason("lake is up to date")

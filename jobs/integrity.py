@@ -33,15 +33,17 @@ def _outcome(checked: int, bad: pl.DataFrame) -> CheckOutcome:
                         examples=bad.head(5).to_dicts())
 
 
-def conservation(n_input: int, messages: pa.Table, rejects: pa.Table, store: RawStore | None = None) -> CheckOutcome:
-    """Every input record is an accepted message or a kept reject: n_input == messages + rejects, every
-    message has text and, given the `store`, every reject's bytes read back from the CAS whole.
+def conservation(n_input: int, messages: pa.Table, rejects: pa.Table, store: RawStore | None = None,
+                 forgotten: int = 0) -> CheckOutcome:
+    """Every input record is an accepted message, a kept reject or forgotten on request: n_input == messages +
+    rejects + forgotten, every message has text and, given the `store`, every reject's bytes read back whole.
 
     Pass the tables as read back from disk: the check is then about what landed, not what was meant to.
     """
     bad: list[dict] = []
-    if n_input != messages.num_rows + rejects.num_rows:
-        bad.append({"input": n_input, "accepted": messages.num_rows, "rejected": rejects.num_rows})
+    if n_input != messages.num_rows + rejects.num_rows + forgotten:
+        bad.append({"input": n_input, "accepted": messages.num_rows, "rejected": rejects.num_rows,
+                    "forgotten": forgotten})
     texts = messages.column("text").to_pylist() if messages.num_rows else []
     bad.extend({"empty_message": i} for i, t in enumerate(texts) if not (t or "").strip())
     if store is not None:
@@ -58,11 +60,13 @@ def conservation(n_input: int, messages: pa.Table, rejects: pa.Table, store: Raw
 
 def lake_conservation(lake: Lake, messages: pa.Table, rejects: pa.Table) -> CheckOutcome:
     """The lake-wide tables hold every record the file partitions read: sum of the manifests' n_input ==
-    messages + rejects rows (nothing dropped or duplicated by the merge)."""
-    per_part = [(read_manifest(d).get("source_file"), read_manifest(d).get("n_input") or 0) for d in part_dirs(lake)]
-    n_input = sum(n for _, n in per_part)
-    bad = [] if n_input == messages.num_rows + rejects.num_rows else [
-        {"input": n_input, "files": len(per_part), "accepted": messages.num_rows, "rejected": rejects.num_rows}]
+    messages + rejects rows + records forgotten on request (nothing dropped or duplicated by the merge)."""
+    manifests = [read_manifest(d) for d in part_dirs(lake)]
+    n_input = sum(m.get("n_input") or 0 for m in manifests)
+    forgotten = sum(m.get("forgotten") or 0 for m in manifests)
+    bad = [] if n_input == messages.num_rows + rejects.num_rows + forgotten else [
+        {"input": n_input, "files": len(manifests), "accepted": messages.num_rows, "rejected": rejects.num_rows,
+         "forgotten": forgotten}]
     return CheckOutcome(passed=not bad, checked=n_input, failures=len(bad), examples=bad)
 
 
@@ -138,6 +142,22 @@ def verify_store(lake: Lake, tenant: str | None = None, *, sample: int | None = 
         for rel in leftovers:
             (lake.root / rel).unlink(missing_ok=True)
     return StoreVerification(report, sorted(invalidated), leftovers)
+
+
+def forgotten_stay_forgotten(audit: pa.Table, nodes: pa.Table, edges: pa.Table) -> CheckOutcome:
+    """No node an audit row says was removed is in the graph again, and no edge touches one."""
+    gone = pl.from_arrow(audit.select(["tenant", "request_id", "nodes"])).explode("nodes").drop_nulls("nodes")
+    gone = gone.rename({"nodes": "id"})
+    n = pl.from_arrow(nodes.select(["tenant", "id"]))
+    e = pl.from_arrow(edges.select(["tenant", "id", "src", "dst"]))
+    back = gone.join(n, on=["tenant", "id"], how="semi").with_columns(pl.lit("node back").alias("problem"))
+    touching = pl.concat([
+        e.join(gone, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi"),
+        e.join(gone, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi"),
+    ]).unique(subset=["id"], maintain_order=True).select(["tenant", "id"]).with_columns(
+        pl.lit("edge to a forgotten node").alias("problem"))
+    bad = pl.concat([back.select(["tenant", "id", "problem"]), touching])
+    return _outcome(gone.height, bad)
 
 
 def agent_coverage(messages: pa.Table, nodes: pa.Table, edges: pa.Table) -> tuple[float, int]:

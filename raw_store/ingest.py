@@ -7,19 +7,28 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Protocol
 
 import pyarrow as pa
 
 from raw_store import schema
 from raw_store.cas import RawStore
 from raw_store.chunker import Chunk, chunk_conversation
-from raw_store.readers import Message, ReadResult, read_bytes, source_file_for, tenant_for
+from raw_store.readers import Message, ReadResult, Reject, read_bytes, source_file_for, tenant_for
 from raw_store.text import detect_lang
 
 MIME = "text/plain; charset=utf-8"
+
+
+class Forget(Protocol):
+    """Forget requests as ingest filters (jobs.forget.ForgetRules): the id of the request covering a record."""
+
+    def message(self, m: Message) -> str | None: ...
+
+    def reject(self, r: Reject) -> str | None: ...
 
 
 @dataclass
@@ -31,16 +40,23 @@ class IngestResult:
     raw_chunks: pa.Table  # schema.RAW_CHUNKS, sorted by (tenant, conv_id, seq)
     rejects: pa.Table     # schema.REJECTS, sorted by (line, byte_offset)
     n_input: int          # messages read + rejected records (for the conservation check)
+    forgotten: pa.Table = field(default_factory=schema.FORGOTTEN.empty_table)  # dropped by a forget request
 
 
-def ingest_file(path: Path, inbox: Path, store: RawStore) -> IngestResult:
+def ingest_file(path: Path, inbox: Path, store: RawStore, forget: Forget | None = None) -> IngestResult:
     """Ingest one inbox file; tenant from its first folder, source_file relative to the inbox."""
-    return ingest_bytes(Path(path).read_bytes(), source_file_for(path, inbox), tenant_for(path, inbox), store)
+    return ingest_bytes(Path(path).read_bytes(), source_file_for(path, inbox), tenant_for(path, inbox), store, forget)
 
 
-def ingest_bytes(data: bytes, source_file: str, tenant: str, store: RawStore) -> IngestResult:
-    """Read, chunk and store one file's bytes; rejected bytes are stored too (undated), never lost."""
+def ingest_bytes(data: bytes, source_file: str, tenant: str, store: RawStore,
+                 forget: Forget | None = None) -> IngestResult:
+    """Read, chunk and store one file's bytes; rejected bytes are stored too (undated), never lost.
+
+    Records a `forget` request covers are dropped before anything is stored (they are counted in
+    n_input and listed in `forgotten` by request id and text hash, never by text)."""
     read = read_bytes(data, source_file, tenant)
+    n_input = len(read.messages) + len(read.rejects)
+    forgotten_rows = _forget(read, forget) if forget else []
     message_rows, chunk_rows = _chunk_and_store(read, store)
     reject_rows = _reject_rows(read, store)
     return IngestResult(
@@ -50,8 +66,30 @@ def ingest_bytes(data: bytes, source_file: str, tenant: str, store: RawStore) ->
         messages=_table(message_rows, schema.MESSAGES, ["tenant", "conv_id", "seq"]),
         raw_chunks=_table(chunk_rows, schema.RAW_CHUNKS, ["tenant", "conv_id", "seq"]),
         rejects=_table(reject_rows, schema.REJECTS, ["line", "byte_offset"]),
-        n_input=len(read.messages) + len(read.rejects),
+        n_input=n_input,
+        forgotten=_table(forgotten_rows, schema.FORGOTTEN, ["line", "request_id"]),
     )
+
+
+def _forget(read: ReadResult, forget: Forget) -> list[dict]:
+    """Drop (in place) the messages and rejects a forget request covers; their rows for the `forgotten` table."""
+    rows, kept_msgs, kept_rejects = [], [], []
+    for m in read.messages:
+        rid = forget.message(m)
+        if rid is None:
+            kept_msgs.append(m)
+        else:
+            rows.append({"tenant": m.tenant, "source_file": m.source_file, "line": m.line, "request_id": rid,
+                         "text_sha": hashlib.sha256(m.text.encode("utf-8")).hexdigest()})
+    for r in read.rejects:
+        rid = forget.reject(r)
+        if rid is None:
+            kept_rejects.append(r)
+        else:
+            rows.append({"tenant": r.tenant, "source_file": r.source_file, "line": r.line, "request_id": rid,
+                         "text_sha": None})
+    read.messages[:], read.rejects[:] = kept_msgs, kept_rejects
+    return rows
 
 
 def _table(rows: list[dict], sch: pa.Schema, keys: list[str]) -> pa.Table:

@@ -296,15 +296,17 @@ def value_counts(table: pa.Table, column: str) -> dict[str, int]:
     return {str(d["values"]): int(d["counts"]) for d in sorted(counts, key=lambda d: (-d["counts"], str(d["values"])))}
 
 
-def stale_partitions(lake: Lake, files: dict[str, InboxFile]) -> dict[str, str]:
-    """{partition key: sha256} of the inbox `files` whose graph part is missing, built from other bytes, or
-    filed under another tenant (a loose file after $MEMCTL_TENANT changed)."""
+def stale_partitions(lake: Lake, files: dict[str, InboxFile], forget_version: str = "") -> dict[str, str]:
+    """{partition key: sha256} of the inbox `files` whose graph part is missing, built from other bytes,
+    filed under another tenant (a loose file after $MEMCTL_TENANT changed) or under another set of forget
+    requests (`forget_version`, jobs.forget.forget_version)."""
     from raw_store.readers import tenant_for
 
     out = {}
     for key, f in files.items():
         m = read_manifest(lake.part_dir(key))
-        if m.get("graph_sha256") != f.sha256 or m.get("tenant", "") not in ("", tenant_for(f.path, lake.inbox)):
+        if (m.get("graph_sha256") != f.sha256 or m.get("tenant", "") not in ("", tenant_for(f.path, lake.inbox))
+                or m.get("forget_version", "") != forget_version):
             out[key] = f.sha256
     return out
 

@@ -81,3 +81,13 @@ TOMBSTONES = pa.schema([
     ("deleted_at", pa.timestamp("us", tz="UTC")),
     ("reason", pa.string()),
 ])
+
+# What ingest dropped because a forget request covers it (jobs/forget.py): the request and the text's
+# hash, so caches can be purged and the audit can count — never the text itself.
+FORGOTTEN = pa.schema([
+    ("tenant", pa.string()),
+    ("source_file", pa.string()),
+    ("line", pa.int64()),
+    ("request_id", pa.string()),
+    ("text_sha", pa.string()),      # null for a dropped reject
+])

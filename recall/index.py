@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from typing import Mapping
 from pathlib import Path
 
 import igraph
@@ -46,16 +47,17 @@ def node_doc(title: str | None, text: str | None, keywords: list[str] | None) ->
     return segment_for_fts(" ".join([title or "", text or "", " ".join(keywords or [])]))
 
 
-def build_indexes(lake: Lake) -> dict:
+def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = None) -> dict:
     """Rebuild lake.duckdb_path and lake.graph_dir/<slug>.pkl from the lake's Parquet tables.
 
-    Returns stats: {"tables": {name: rows}, "tenants": n, "node_docs": n, "raw_docs": n,
-    "graphs": {tenant: {"vertices", "edges"}}, "seconds": s}. A missing Parquet file
-    loads as an empty table with its schema.
+    `extra_tables` ({name: schema}) are copied into the DuckDB file too, for SQL (the consolidation
+    tables of jobs/; recall itself reads only TABLES). Returns stats: {"tables": {name: rows},
+    "tenants": n, "node_docs": n, "raw_docs": n, "graphs": {tenant: {"vertices", "edges"}}, "seconds": s}.
+    A missing Parquet file loads as an empty table with its schema.
     """
     t0 = time.perf_counter()
     lake.lake.mkdir(parents=True, exist_ok=True)
-    tables = {name: read_table(lake.table(name), schema) for name, schema in TABLES.items()}
+    tables = {name: read_table(lake.table(name), schema) for name, schema in {**TABLES, **(extra_tables or {})}.items()}
     tenants = _tenants(tables)
     graphs = _write_graphs(lake, tables["nodes"], tables["edges"], tenants)
     stats = _write_duckdb(lake, tables, tenants)

@@ -22,13 +22,14 @@ def test_asset_graph_snapshot() -> None:
     graph = defs.resolve_asset_graph()
     assert _keys(graph.get_all_asset_keys()) == {
         "file_chunks", "file_annotations", "file_graph",
-        "raw_chunks", "messages", "rejects", "nodes", "edges", "memory_duckdb", "graph_index",
+        "raw_chunks", "messages", "rejects", "nodes", "edges", "audit", "tombstones", "memory_duckdb", "graph_index",
     }
     deps = {k.to_user_string(): _keys(graph.get(k).parent_keys) for k in graph.get_all_asset_keys()}
     assert deps["file_annotations"] == {"file_chunks"}
     assert deps["file_graph"] == {"file_annotations"}
     assert {"file_graph", "raw_chunks"} <= deps["nodes"]
-    assert {"nodes", "edges"} <= deps["memory_duckdb"]
+    assert {"nodes", "edges", "audit", "tombstones"} <= deps["memory_duckdb"]
+    assert {"nodes", "edges", "messages", "raw_chunks", "rejects"} <= deps["audit"]
 
 
 def test_file_assets_are_dynamically_partitioned_and_lake_assets_are_not() -> None:
