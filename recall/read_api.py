@@ -10,8 +10,9 @@ Seed 001 wrote this API for a JS store; its notions map onto our tables so:
   level episodic | semantic     node `category` episode | fact, core (Episode when null)
   archived                      `status` set to anything but 'active' or 'open' (a Task's live state)
   seq / timeline order          coalesce(time_start, first_seen) ascending, nulls last, then id
-  parent / children             DERIVED_FROM: a Fact is a child of the Episode it came from
-  internal edges                DERIVED_FROM (seed: contains / semantic_contains)
+  parent / children             DERIVED_FROM (a Fact is a child of the Episode it came from) and
+                                SEMANTIC_CONTAINS (a rollup summary is the parent of the Episodes it holds)
+  internal edges                DERIVED_FROM, SEMANTIC_CONTAINS (seed: contains / semantic_contains)
   hierarchical compression      Episodes; every other type is 'none'
 Unknown or blank ids give None (single views) or empty tuples; unknown type names
 filter to nothing; malformed arguments raise ReadApiError(BAD_ARGS, ...).
@@ -32,8 +33,9 @@ from recall.store import (IDS, TenantGraph, TenantInfo, TenantReader, id_param, 
 # Error codes, named as in seed 001 (compactNodes' argument errors).
 BAD_ARGS = "BAD_ARGS"
 
-DERIVED_FROM = "DERIVED_FROM"
-INTERNAL_EDGE_TYPES = frozenset({DERIVED_FROM})
+DERIVED_FROM = "DERIVED_FROM"          # child → parent
+SEMANTIC_CONTAINS = "SEMANTIC_CONTAINS"  # parent (rollup) → child
+INTERNAL_EDGE_TYPES = frozenset({DERIVED_FROM, SEMANTIC_CONTAINS})
 LIVE_STATUS = ("active", "open")
 LEVELS = ("episodic", "semantic")
 DIRECTIONS = ("in", "out", "both")
@@ -202,10 +204,13 @@ _TIMELINE = "t ASC NULLS LAST, n.id ASC"
 _VIEW_COLUMNS = tuple(c for c in NODES.names if c != "tenant")
 _VIEW_SELECT = (
     f"SELECT {', '.join(f'n.{c}' for c in _VIEW_COLUMNS)}, {_TIME} AS t, {_LEVEL} AS level, "
-    "(SELECT list_sort(list_distinct(list(e.dst))) FROM edges e JOIN nodes p ON p.id = e.dst "
-    f" WHERE e.type = '{DERIVED_FROM}' AND e.src = n.id) AS parents, "
-    "(SELECT list_sort(list_distinct(list(e.src))) FROM edges e "
-    f" WHERE e.type = '{DERIVED_FROM}' AND e.dst = n.id) AS children "
+    "(SELECT list_sort(list_distinct(list(CASE WHEN e.type = 'DERIVED_FROM' THEN e.dst ELSE e.src END))) "
+    "FROM edges e JOIN nodes p ON p.id = CASE WHEN e.type = 'DERIVED_FROM' THEN e.dst ELSE e.src END "
+    f" WHERE (e.type = '{DERIVED_FROM}' AND e.src = n.id) OR (e.type = '{SEMANTIC_CONTAINS}' AND e.dst = n.id)) "
+    "AS parents, "
+    "(SELECT list_sort(list_distinct(list(CASE WHEN e.type = 'DERIVED_FROM' THEN e.src ELSE e.dst END))) "
+    f"FROM edges e WHERE (e.type = '{DERIVED_FROM}' AND e.dst = n.id) "
+    f" OR (e.type = '{SEMANTIC_CONTAINS}' AND e.src = n.id)) AS children "
     "FROM nodes n"
 )
 _TOP_LEVEL = frozenset({"id", "type", "title"})
@@ -553,10 +558,11 @@ class ReadApi:
 
         Candidates share a conversation (group_by="conversation") or an ABOUT Concept
         (group_by="concept"; an Episode about two topics may then sit in two groups).
-        Per shared key: timeline order, the newest keep_recent_leaves left out, nothing
-        when fewer than `threshold` remain, else consecutive runs of fan_in (a short
-        tail waits). () when node_type is unknown or not hierarchical (only Episode
-        is), or depth >= max_depth; our graph holds no rollups yet, so depth > 0 is ().
+        Per shared key: timeline order, the newest keep_recent_leaves left out (at depth 0),
+        nothing when fewer than `threshold` remain, else consecutive runs of fan_in (a
+        short tail waits). Only roots are candidates (nodes no rollup holds yet); depth 0
+        means the leaves, depth d the rollups (jobs.rollup) d levels above them. () when
+        node_type is unknown or not hierarchical (only Episode is), or depth >= max_depth.
         """
         _count(depth, "depth")
         _choice(group_by, "group_by", GROUP_BY)
@@ -565,15 +571,23 @@ class ReadApi:
         _count(max_depth, "max_depth", 1)
         _count(keep_recent_leaves, "keep_recent_leaves")
         spec = _SPECS.get(node_type)
-        if spec is None or spec.compression_mode != "hierarchical" or depth >= max_depth or depth > 0:
+        if spec is None or spec.compression_mode != "hierarchical" or depth >= max_depth:
             return ()
+        at_depth = self._rollup_depths(depth)
+        if at_depth is not None and not at_depth:
+            return ()
+        level = (f"n.id IN (SELECT {IDS})" if at_depth is not None
+                 else "coalesce(n.subtype, '') <> 'rollup'")
+        roots = f"n.id NOT IN (SELECT e.dst FROM edges e WHERE e.type = '{SEMANTIC_CONTAINS}')"
         if group_by == "conversation":
             pool = (f"SELECT n.id, n.conv_id AS key, {_TIME} AS t FROM nodes n "
-                    f"WHERE n.type = ? AND {_LIVE} AND n.conv_id IS NOT NULL")
+                    f"WHERE n.type = ? AND {_LIVE} AND n.conv_id IS NOT NULL AND {level} AND {roots}")
         else:
             pool = (f"SELECT n.id, e.dst AS key, {_TIME} AS t FROM nodes n JOIN edges e ON e.src = n.id "
-                    f"AND e.type = 'ABOUT' WHERE n.type = ? AND {_LIVE} "
+                    f"AND e.type = 'ABOUT' WHERE n.type = ? AND {_LIVE} AND {level} AND {roots} "
                     f"AND e.dst IN (SELECT c.id FROM nodes c WHERE c.type = 'Concept')")
+        params = [node_type, *([id_param(sorted(at_depth))] if at_depth is not None else []),
+                  keep_recent_leaves if depth == 0 else 0, fan_in, threshold, fan_in]
         rows = self._reader.scoped(
             f"WITH pool AS ({pool}), ranked AS ("
             " SELECT id, key, t, row_number() OVER (PARTITION BY key ORDER BY t ASC NULLS LAST, id) - 1 AS pos,"
@@ -581,10 +595,28 @@ class ReadApi:
             "SELECT key, pos // ? AS g, list(id ORDER BY pos) AS ids, min(t) AS t0 FROM ranked "
             "WHERE pos < kept AND kept >= ? GROUP BY key, g HAVING count(*) = ? "
             "ORDER BY t0 ASC NULLS LAST, key, g",
-            [node_type, keep_recent_leaves, fan_in, threshold, fan_in])
+            params)
         return tuple(CompactionGroup(key, depth, tuple(ids), len(ids)) for key, _, ids, _ in rows)
 
     # internals
+
+    def _rollup_depths(self, depth: int) -> set[str] | None:
+        """Ids of the rollups `depth` levels above the leaves (None for depth 0: the leaves, by subtype)."""
+        if depth == 0:
+            return None
+        children: dict[str, list[str]] = {}
+        for src, dst in self._reader.scoped(f"SELECT e.src, e.dst FROM edges e WHERE e.type = '{SEMANTIC_CONTAINS}'"):
+            children.setdefault(src, []).append(dst)
+        memo: dict[str, int] = {}
+
+        def level(node: str, guard: int = 0) -> int:
+            if node not in children or guard > COMPACTION_MAX_DEPTH * 4:
+                return 0
+            if node not in memo:
+                memo[node] = 1 + max(level(c, guard + 1) for c in children[node])
+            return memo[node]
+
+        return {p for p in children if level(p) == depth}
 
     def _scan(self, where: str, params: Sequence[Any]) -> tuple[NodeView, ...]:
         rows = self._reader.scoped(f"{_VIEW_SELECT} WHERE {where} ORDER BY {_TIMELINE}", params)

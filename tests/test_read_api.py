@@ -263,7 +263,7 @@ def test_get_schema_matches_table_schemas(api):
     schema = api.get_schema()
     assert schema.node_columns == tuple(NODES.names) and schema.edge_columns == tuple(EDGES.names)
     assert [s.type for s in schema.node_types] == list(NODE_TYPES) and schema.edge_types == EDGE_TYPES
-    assert schema.internal_edge_types == ("DERIVED_FROM",)
+    assert schema.internal_edge_types == ("DERIVED_FROM", "SEMANTIC_CONTAINS")
     for spec in schema.node_types:
         assert {"id", "tenant", "type", "title"} <= set(spec.required_columns) <= set(NODES.names)
         assert set(spec.primary_key_columns) <= set(NODES.names) and spec.table_columns == tuple(NODES.names)
