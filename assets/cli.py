@@ -61,6 +61,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--until", metavar="DATE", help="only memories up to this date (a bare date: its whole day)")
     r.add_argument("--as-of", metavar="DATE", help="only what was known then")
     r.add_argument("--budget-tokens", type=int, metavar="N", help="fit results and citations into N tokens")
+    r.add_argument("--no-log", action="store_true",
+                   help="do not record the hits (they feed the memories' access feedback at the next consolidation)")
     r.set_defaults(func=cmd_recall)
 
     t = sub.add_parser("tools", help="print the search_memories tool definition, or run one call of it")
@@ -127,6 +129,7 @@ def cmd_materialize(args: argparse.Namespace, lake: Lake) -> int:
 
 def cmd_recall(args: argparse.Namespace, lake: Lake) -> int:
     from recall.engine import recall
+    from recall.hits import log_hits
     from recall.store import IndexNotBuilt
 
     if not args.query.strip():
@@ -149,6 +152,8 @@ def cmd_recall(args: argparse.Namespace, lake: Lake) -> int:
             detail = stage.get("detail")
             print(f"[trace] {stage['stage']:<12} {stage['ms']:8.1f} ms  n={stage.get('n', '')}"
                   + (f"  {detail}" if detail else ""), file=sys.stderr)
+    if not args.no_log:
+        log_hits(lake, args.tenant, [r.node_id for r in results], args.query)
     if args.json:
         print(json.dumps([r.to_json() for r in results], ensure_ascii=False, indent=2))
         return 0

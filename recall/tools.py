@@ -16,6 +16,7 @@ import jsonschema
 
 from raw_store.lake import Lake
 from recall.engine import recall
+from recall.hits import log_hits
 from recall.store import IndexNotBuilt
 
 # Seed 000's memory types (events, facts, relations, opinions) → node types; English names accepted too.
@@ -120,9 +121,11 @@ def parse_arguments(arguments: Mapping[str, Any] | str) -> dict[str, Any]:
     }
 
 
-def search_memories(arguments: Mapping[str, Any] | str, *, tenant: str, lake: Lake | None = None) -> dict:
+def search_memories(arguments: Mapping[str, Any] | str, *, tenant: str, lake: Lake | None = None,
+                    log: bool = True) -> dict:
     """Run one search_memories call for `tenant`: {"results": [...]} (RecallResult.to_json each, best first),
-    or {"error": {"code": "BAD_ARGS" | "NO_INDEX", "message": …}}."""
+    or {"error": {"code": "BAD_ARGS" | "NO_INDEX", "message": …}}. The memories returned are logged as hits
+    (recall.hits) unless `log` is False: an agent using a memory is access feedback."""
     if not tenant:
         raise ValueError("tenant is required")   # the host's mistake, not the model's
     try:
@@ -134,4 +137,6 @@ def search_memories(arguments: Mapping[str, Any] | str, *, tenant: str, lake: La
         results = recall(query, tenant, lake=lake, **kw)
     except IndexNotBuilt as e:
         return {"error": {"code": "NO_INDEX", "message": str(e)}}
+    if log:
+        log_hits(lake or Lake.from_env(), tenant, [r.node_id for r in results], query)
     return {"results": [r.to_json() for r in results]}
