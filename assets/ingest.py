@@ -5,13 +5,14 @@ import dagster as dg
 from assets.metadata import table_metadata
 from assets.resources import LakeResource
 from jobs.forget import ForgetRules, forget_version, load_requests
+from jobs.inbox import ingest_inbox_file
 from jobs.integrity import conservation
+from jobs.schema import FEEDBACK
 from r2g.extract import build_graph
 from r2g.nlp import PIPELINE_VERSION, NlpCache
 from r2g.pipeline import annotate_messages, annotations_from_table, annotations_table, graph_version
 from r2g.schema import ANNOTATIONS, EDGES, NODES
 from raw_store.cas import RawStore
-from raw_store.ingest import ingest_file
 from raw_store.readers import tenant_for
 from raw_store.lake import (read_manifest, read_table, resolve_partition, value_counts, write_manifest,
                             write_table)
@@ -37,8 +38,9 @@ def file_chunks(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mat
         raise dg.Failure(f"inbox file for partition {context.partition_key!r} is gone")
     store = RawStore(lk.root)
     requests = load_requests(lk)
-    res = ingest_file(source.path, lk.inbox, store, ForgetRules(requests))
+    res, feedback = ingest_inbox_file(source.path, lk.inbox, store, ForgetRules(requests))
     part = lk.part_dir(context.partition_key)
+    write_table(feedback, part / "feedback.parquet", FEEDBACK)
     write_table(res.messages, part / "messages.parquet", MESSAGES)
     write_table(res.raw_chunks, part / "raw_chunks.parquet", RAW_CHUNKS)
     write_table(res.rejects, part / "rejects.parquet", REJECTS)
@@ -48,18 +50,19 @@ def file_chunks(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mat
         "partition_key": context.partition_key, "source_file": res.source_file,
         "source_sha256": res.source_sha256, "format": res.format, "n_input": res.n_input,
         "tenant": tenant_for(source.path, lk.inbox),
-        "forgotten": res.forgotten.num_rows, "forget_version": forget_version(requests),
+        "forgotten": res.forgotten.num_rows, "forget_version": forget_version(requests), "routed": res.routed,
         "messages": res.messages.num_rows, "rejects": res.rejects.num_rows,
         # the graph part stays valid only if it was built from these same bytes
         "graph_sha256": previous.get("graph_sha256") if previous.get("source_sha256") == res.source_sha256 else None,
     })
     # checked on what landed on disk, not on what was meant to
     check = conservation(res.n_input, read_table(part / "messages.parquet", MESSAGES),
-                         read_table(part / "rejects.parquet", REJECTS), store, forgotten=res.forgotten.num_rows)
+                         read_table(part / "rejects.parquet", REJECTS), store, forgotten=res.forgotten.num_rows,
+                         routed=res.routed)
     return dg.MaterializeResult(
         metadata={**table_metadata(res.messages, ["conv_id", "msg_id", "speaker", "ts", "lang", "text"]),
                   "format": res.format, "chunks": res.raw_chunks.num_rows, "rejects": res.rejects.num_rows,
-                  "forgotten": res.forgotten.num_rows,
+                  "forgotten": res.forgotten.num_rows, "routed_records": res.routed,
                   "rejects_by_reason": dg.MetadataValue.json(value_counts(res.rejects, "reason")),
                   "source_sha256": res.source_sha256},
         check_results=[dg.AssetCheckResult(check_name="conservation", passed=check.passed,

@@ -34,16 +34,16 @@ def _outcome(checked: int, bad: pl.DataFrame) -> CheckOutcome:
 
 
 def conservation(n_input: int, messages: pa.Table, rejects: pa.Table, store: RawStore | None = None,
-                 forgotten: int = 0) -> CheckOutcome:
+                 forgotten: int = 0, routed: int = 0) -> CheckOutcome:
     """Every input record is an accepted message, a kept reject or forgotten on request: n_input == messages +
     rejects + forgotten, every message has text and, given the `store`, every reject's bytes read back whole.
 
     Pass the tables as read back from disk: the check is then about what landed, not what was meant to.
     """
     bad: list[dict] = []
-    if n_input != messages.num_rows + rejects.num_rows + forgotten:
+    if n_input != messages.num_rows + rejects.num_rows + forgotten + routed:
         bad.append({"input": n_input, "accepted": messages.num_rows, "rejected": rejects.num_rows,
-                    "forgotten": forgotten})
+                    "forgotten": forgotten, "routed": routed})
     texts = messages.column("text").to_pylist() if messages.num_rows else []
     bad.extend({"empty_message": i} for i, t in enumerate(texts) if not (t or "").strip())
     if store is not None:
@@ -64,9 +64,10 @@ def lake_conservation(lake: Lake, messages: pa.Table, rejects: pa.Table) -> Chec
     manifests = [read_manifest(d) for d in part_dirs(lake)]
     n_input = sum(m.get("n_input") or 0 for m in manifests)
     forgotten = sum(m.get("forgotten") or 0 for m in manifests)
-    bad = [] if n_input == messages.num_rows + rejects.num_rows + forgotten else [
+    routed = sum(m.get("routed") or 0 for m in manifests)   # agent ops and feedback records: their own tables
+    bad = [] if n_input == messages.num_rows + rejects.num_rows + forgotten + routed else [
         {"input": n_input, "files": len(manifests), "accepted": messages.num_rows, "rejected": rejects.num_rows,
-         "forgotten": forgotten}]
+         "forgotten": forgotten, "routed": routed}]
     return CheckOutcome(passed=not bad, checked=n_input, failures=len(bad), examples=bad)
 
 

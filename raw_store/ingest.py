@@ -41,6 +41,7 @@ class IngestResult:
     rejects: pa.Table     # schema.REJECTS, sorted by (line, byte_offset)
     n_input: int          # messages read + rejected records (for the conservation check)
     forgotten: pa.Table = field(default_factory=schema.FORGOTTEN.empty_table)  # dropped by a forget request
+    routed: int = 0       # records of a non-chat file (agent ops, feedback) that went to their own tables
 
 
 def ingest_file(path: Path, inbox: Path, store: RawStore, forget: Forget | None = None) -> IngestResult:
@@ -69,6 +70,28 @@ def ingest_bytes(data: bytes, source_file: str, tenant: str, store: RawStore,
         n_input=n_input,
         forgotten=_table(forgotten_rows, schema.FORGOTTEN, ["line", "request_id"]),
     )
+
+
+def ingest_records(data: bytes, source_file: str, tenant: str, store: RawStore, fmt: str, accepted: int,
+                   rejects: list[Reject], mime: str | None = None) -> IngestResult:
+    """A non-chat inbox file (agent ops, feedback) whose `accepted` records go to their own tables: its rejects
+    are stored like any input's; with `mime`, the whole file is kept as one RawChunk, which its records cite."""
+    chunk_rows = []
+    if mime is not None:
+        ref = store.put(tenant, data, day=None)
+        chunk_rows.append({
+            "id": ref.raw_id, "sha256": ref.sha256, "tenant": tenant, "conv_id": f"{fmt}:{source_file}", "seq": 0,
+            "path": ref.path, "len_bytes": ref.len_bytes, "stored_bytes": ref.stored_bytes, "mime": mime,
+            "created_at": None, "ts": None, "ts_end": None, "speaker": [], "role": [], "lang": None,
+            "source_file": source_file, "n_messages": 0, "offsets": [],
+            "text": data.decode("utf-8", errors="replace"),
+        })
+    read = ReadResult(fmt, [], list(rejects))
+    return IngestResult(
+        format=fmt, source_file=source_file, source_sha256=hashlib.sha256(data).hexdigest(),
+        messages=schema.MESSAGES.empty_table(), raw_chunks=_table(chunk_rows, schema.RAW_CHUNKS, ["tenant", "conv_id", "seq"]),
+        rejects=_table(_reject_rows(read, store), schema.REJECTS, ["line", "byte_offset"]),
+        n_input=accepted + len(rejects), routed=accepted)
 
 
 def _forget(read: ReadResult, forget: Forget) -> list[dict]:

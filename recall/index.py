@@ -123,6 +123,9 @@ def _fill(con, tables: dict[str, pa.Table], tenants: list[str]) -> dict:
     con.unregister("_src")
 
     chunks = tables["raw_chunks"]
+    # passages are chat text; an agent ops file kept whole for its citations is not a passage to search
+    mime = chunks.column("mime")
+    chunks = chunks.filter(pc.or_kleene(pc.is_null(mime), pc.starts_with(mime, "text/plain")))
     raw = pa.table({
         "tenant": chunks.column("tenant"),
         "id": chunks.column("id"),

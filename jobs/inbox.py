@@ -1,0 +1,36 @@
+"""What an inbox file is, and its ingest: a chat log (raw_store readers), an agent ops batch (jobs.ops) or a
+feedback file (jobs.feedback). Ops and feedback records go to their own tables, not to `messages`; an ops
+file's bytes are kept whole as one RawChunk, which the memories it creates cite."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from jobs.feedback import looks_like_feedback, parse_feedback
+from jobs.forget import ForgetRules
+from jobs.ops import looks_like_ops, parse_ops
+from jobs.schema import FEEDBACK
+from raw_store.cas import RawStore
+from raw_store.ingest import IngestResult, ingest_bytes, ingest_records
+from raw_store.readers import source_file_for, tenant_for
+
+OPS_FORMAT = "agent_ops"
+OPS_MIME = "application/x-ndjson; memctl=agent_ops"
+
+
+def ingest_inbox_file(path: Path, inbox: Path, store: RawStore,
+                      forget: ForgetRules | None = None) -> tuple[IngestResult, pa.Table]:
+    """(the file's ingest tables, its FEEDBACK rows — empty unless it is a feedback file)."""
+    data = Path(path).read_bytes()
+    source_file, tenant = source_file_for(path, inbox), tenant_for(path, inbox)
+    text = data.decode("utf-8", errors="replace")
+    if looks_like_ops(text.splitlines()):
+        ops, bad = parse_ops(data, source_file, tenant)
+        # every line is an op record: applied or rejected at consolidation (ops_applied / ops_rejected)
+        return ingest_records(data, source_file, tenant, store, OPS_FORMAT, len(ops) + len(bad), [],
+                              mime=OPS_MIME), FEEDBACK.empty_table()
+    if looks_like_feedback(data):
+        rows, rejects = parse_feedback(data, source_file, tenant)
+        return ingest_records(data, source_file, tenant, store, "feedback_jsonl", rows.num_rows, rejects), rows
+    return ingest_bytes(data, source_file, tenant, store, forget), FEEDBACK.empty_table()
