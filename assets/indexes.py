@@ -3,17 +3,21 @@
 import dagster as dg
 
 from assets.resources import LakeResource
-from jobs.schema import AUDIT
+from jobs.schema import (AUDIT, COLD_EDGES, COMMUNITIES, FEEDBACK, OPS_APPLIED, OPS_REJECTED, PROMOTIONS,
+                         REVIEW_QUEUE)
 from raw_store.lake import lake_fingerprint, write_lake_state
 from recall.index import build_indexes
 
 # Lake tables of jobs/ that the DuckDB file carries for SQL (recall reads only its own).
-SQL_TABLES = {"audit": AUDIT}
+SQL_TABLES = {"audit": AUDIT, "communities": COMMUNITIES, "promotions": PROMOTIONS, "review_queue": REVIEW_QUEUE,
+              "cold_edges": COLD_EDGES, "feedback": FEEDBACK, "ops_applied": OPS_APPLIED, "ops_rejected": OPS_REJECTED}
 
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec("memory_duckdb", group_name="indexes", deps=["nodes", "edges", "messages", "raw_chunks", "rejects", "audit", "tombstones"],
+        dg.AssetSpec("memory_duckdb", group_name="indexes", deps=["nodes", "edges", "messages", "raw_chunks", "rejects", "audit", "tombstones",
+                           "communities", "promotions", "review_queue", "cold_edges", "feedback", "ops_applied",
+                           "ops_rejected"],
                      kinds={"duckdb"}, owners=["team:memory"],
                      description="lake/memory.duckdb: SQL tables over the lake plus BM25 full-text indexes per tenant."),
         dg.AssetSpec("graph_index", group_name="indexes", deps=["nodes", "edges"], kinds={"python"},

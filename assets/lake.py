@@ -1,5 +1,7 @@
 """Lake-wide tables: the union of every file partition, deduplicated and deterministically ordered."""
 
+import json
+
 import dagster as dg
 
 from assets.ingest import file_chunks, file_graph
@@ -22,7 +24,8 @@ def _check(name: str, outcome, asset: str | None = None) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(check_name=name, passed=outcome.passed, asset_key=asset,
                                metadata={"summary": outcome.summary, "checked": outcome.checked,
                                          "failures": outcome.failures,
-                                         "examples": dg.MetadataValue.json(outcome.examples)})
+                                         "examples": dg.MetadataValue.json(
+                                             json.loads(json.dumps(outcome.examples, default=str)))})
 
 
 @dg.asset(group_name="lake", deps=[file_chunks], kinds={"parquet"}, owners=["team:memory"],
@@ -84,18 +87,14 @@ def rejects(lake: LakeResource) -> dg.MaterializeResult:
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec("nodes", group_name="lake", deps=[file_graph, raw_chunks], kinds={"parquet"},
+        dg.AssetSpec("r2g_nodes", group_name="lake", deps=[file_graph, raw_chunks], kinds={"parquet"},
                      owners=["team:memory"],
-                     description="Memory-graph nodes (Episode, Entity, Fact, Preference, …) merged across files."),
-        dg.AssetSpec("edges", group_name="lake", deps=[file_graph, raw_chunks], kinds={"parquet"},
+                     description="R2G's nodes (Episode, Entity, Fact, Preference, …) merged across files, before "
+                                 "consolidation."),
+        dg.AssetSpec("r2g_edges", group_name="lake", deps=[file_graph, raw_chunks], kinds={"parquet"},
                      owners=["team:memory"],
-                     description="Typed, weighted memory-graph edges (roles, MENTIONS, TEMPORAL_NEXT, DERIVED_FROM, …)."),
-    ],
-    check_specs=[
-        dg.AssetCheckSpec("no_orphan_edges", asset="edges", blocking=True,
-                          description="Every edge endpoint is a node (or a RawChunk for DERIVED_FROM)."),
-        dg.AssetCheckSpec("raw_refs_resolve", asset="nodes", blocking=True,
-                          description="Every node raw_ref lies inside a stored RawChunk."),
+                     description="R2G's typed edges merged across files, with SAME_AS / SUPPORTS / CONTRADICTS "
+                                 "between Facts of the whole lake."),
     ],
 )
 def graph_tables(lake: LakeResource):
@@ -106,17 +105,14 @@ def graph_tables(lake: LakeResource):
     # node / topic forget requests: those nodes and every edge touching them are not merged back
     nodes, edges = ForgetRules(load_requests(lk)).drop_nodes(nodes, edges)
     edges = with_fact_links(nodes, edges)  # SAME_AS / SUPPORTS / CONTRADICTS across files and conversations
-    write_table(nodes, lk.table("nodes"), NODES)
-    write_table(edges, lk.table("edges"), EDGES)
-    chunks = read_table(lk.table("raw_chunks"), RAW_CHUNKS)
-    yield dg.MaterializeResult(asset_key="nodes", metadata={
+    write_table(nodes, lk.table("r2g_nodes"), NODES)
+    write_table(edges, lk.table("r2g_edges"), EDGES)
+    yield dg.MaterializeResult(asset_key="r2g_nodes", metadata={
         **table_metadata(nodes, ["type", "subtype", "title", "text"]),
         "by_type": dg.MetadataValue.json(value_counts(nodes, "type"))})
-    yield dg.MaterializeResult(asset_key="edges", metadata={
+    yield dg.MaterializeResult(asset_key="r2g_edges", metadata={
         **table_metadata(edges, ["type", "src", "dst", "weight"]),
         "by_type": dg.MetadataValue.json(value_counts(edges, "type"))})
-    yield _check("no_orphan_edges", orphan_edges(nodes, edges, chunks), asset="edges")
-    yield _check("raw_refs_resolve", unresolved_raw_refs(nodes, chunks), asset="nodes")
 
 
 @dg.multi_asset(

@@ -1,5 +1,6 @@
 """The lake resource: where $MEMCTL_DATA lives, resolved at run time."""
 
+from datetime import datetime
 from pathlib import Path
 
 import dagster as dg
@@ -11,6 +12,10 @@ class LakeResource(dg.ConfigurableResource):
     """Root of the memctl data directory (inbox, raw store, lake, caches); empty = $MEMCTL_DATA or ./data."""
 
     data_root: str = ""
+    as_of: str = ""   # consolidation date (ISO); empty: $MEMCTL_AS_OF, else the newest message time
+
+    def as_of_datetime(self) -> datetime | None:
+        return datetime.fromisoformat(self.as_of) if self.as_of.strip() else None
 
     def get(self) -> Lake:
         return Lake(Path(self.data_root).resolve()) if self.data_root else Lake.from_env()

@@ -90,7 +90,7 @@ def materialize(lake: Lake, progress: bool = True) -> MaterializeSummary:
                 summary.failed[key] = _failure_message(result)
         if summary.ran or summary.rederived or not lake_is_current(lake):
             result = dg.materialize([*FILE_ASSETS, *LAKE_ASSETS],
-                                    selection=dg.AssetSelection.groups("lake", "indexes"),
+                                    selection=dg.AssetSelection.groups("lake", "consolidation", "indexes"),
                                     instance=instance, resources=resources, run_config=QUIET, raise_on_error=False)
             if result.success:
                 summary.lake_rebuilt = True

@@ -33,6 +33,7 @@ PROMOTIONS = pa.schema([
     ("to_status", pa.string()),
     ("reason", pa.string()),            # e.g. age>=7d, topic_repetition>=3, confidence>=0.8, decay<0.2
     ("at", TS),                         # the as_of of the run that made the change
+    ("provenance", pa.string()),
 ])
 
 REVIEW_QUEUE = pa.schema([
@@ -43,6 +44,7 @@ REVIEW_QUEUE = pa.schema([
     ("scores", pa.list_(pa.float64())),
     ("reason", pa.string()),
     ("created_at", TS),
+    ("provenance", pa.string()),
 ])
 
 # Edges sparsification moved out of the hot graph (seed 004 §22.1): kept, never lost.

@@ -257,8 +257,10 @@ def union_sorted(tables: list[pa.Table], schema: pa.Schema, sort_keys: list[str]
 
 
 def lake_fingerprint(lake: Lake) -> str:
-    """A hash of every complete partition's (key, source sha): changes iff the lake-wide tables must."""
+    """A hash of every complete partition's (key, source sha) and of the consolidation date asked for
+    ($MEMCTL_AS_OF): changes iff the lake-wide tables must."""
     h = hashlib.sha256()
+    h.update(f"as_of={os.environ.get('MEMCTL_AS_OF', '').strip()}\n".encode())
     for d in part_dirs(lake):
         m = read_manifest(d)
         h.update(f"{d.name}\x1f{m.get('source_sha256')}\x1f{m.get('graph_sha256')}\x1f{m.get('graph_version')}\n"

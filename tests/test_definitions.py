@@ -22,12 +22,15 @@ def test_asset_graph_snapshot() -> None:
     graph = defs.resolve_asset_graph()
     assert _keys(graph.get_all_asset_keys()) == {
         "file_chunks", "file_annotations", "file_graph",
-        "raw_chunks", "messages", "rejects", "nodes", "edges", "audit", "tombstones", "memory_duckdb", "graph_index",
+        "raw_chunks", "messages", "rejects", "r2g_nodes", "r2g_edges",
+        "nodes", "edges", "communities", "promotions", "review_queue", "cold_edges", "feedback", "ops_applied",
+        "ops_rejected", "audit", "tombstones", "memory_duckdb", "graph_index",
     }
     deps = {k.to_user_string(): _keys(graph.get(k).parent_keys) for k in graph.get_all_asset_keys()}
     assert deps["file_annotations"] == {"file_chunks"}
     assert deps["file_graph"] == {"file_annotations"}
-    assert {"file_graph", "raw_chunks"} <= deps["nodes"]
+    assert {"file_graph", "raw_chunks"} <= deps["r2g_nodes"]
+    assert {"r2g_nodes", "r2g_edges", "messages"} <= deps["nodes"] == deps["promotions"]
     assert {"nodes", "edges", "audit", "tombstones"} <= deps["memory_duckdb"]
     assert {"nodes", "edges", "messages", "raw_chunks", "rejects"} <= deps["audit"]
 
@@ -46,7 +49,7 @@ def test_every_asset_has_a_description_group_and_owner() -> None:
     for key in graph.get_all_asset_keys():
         node = graph.get(key)
         assert node.description, key
-        assert node.group_name in {"ingest", "lake", "indexes"}, key
+        assert node.group_name in {"ingest", "lake", "consolidation", "indexes"}, key
         assert node.owners == ["team:memory"], key
 
 
@@ -64,6 +67,20 @@ def test_jobs_and_sensors() -> None:
     assert defs.resolve_job_def("ingest_file").partitions_def.name == "inbox_files"
     assert defs.resolve_job_def("build_lake") is not None
     assert {s.name for s in defs.sensors} == {"inbox_sensor", "lake_sensor"}
+    [schedule] = defs.schedules
+    assert schedule.name == "daily_consolidation" and schedule.job_name == "build_lake"
+    assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+
+
+def test_the_daily_schedule_consolidates_as_of_its_day() -> None:
+    import datetime as dt
+
+    from assets.consolidation import daily_consolidation
+
+    context = dg.build_schedule_context(scheduled_execution_time=dt.datetime(2026, 11, 23, 3, 0, tzinfo=dt.timezone.utc))
+    request = daily_consolidation(context)
+    assert request.run_key == "consolidate@2026-11-23"
+    assert request.run_config == {"resources": {"lake": {"config": {"as_of": "2026-11-23"}}}}
 
 
 def test_dg_check_defs_passes(tmp_path: Path) -> None:

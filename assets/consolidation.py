@@ -1,0 +1,133 @@
+"""Consolidation assets: the R2G graph → the maintained graph (`nodes`, `edges`) and its side tables, plus the
+daily schedule that re-runs it as of each day (decay and promotion move with time, not only with input)."""
+
+import dagster as dg
+
+from assets.lake import _check
+from assets.metadata import table_metadata
+from assets.resources import LakeResource
+from assets.sensors import LAKE_JOB
+from jobs.consolidate import ConsolidationConfig, Previous, concat, consolidate, default_as_of
+from jobs.feedback import read_hits
+from jobs.forget import ForgetRules, load_requests
+from jobs.inbox import OPS_FORMAT
+from jobs.integrity import orphan_edges, unresolved_raw_refs
+from jobs.ops import read_batch
+from jobs.schema import (COLD_EDGES, COMMUNITIES, FEEDBACK, OPS_APPLIED, OPS_REJECTED, PROMOTIONS,
+                         REVIEW_QUEUE)
+from jobs.tiers import tiers_monotone
+from jobs.versions import one_active_per_chain
+from r2g.schema import EDGES, NODES
+from raw_store.cas import RawStore
+from raw_store.lake import (Lake, collect_parts, part_dirs, read_manifest, read_table, value_counts,
+                            write_table)
+from raw_store.schema import MESSAGES, RAW_CHUNKS
+
+_SIDE = {"communities": COMMUNITIES, "promotions": PROMOTIONS, "review_queue": REVIEW_QUEUE,
+         "cold_edges": COLD_EDGES, "feedback": FEEDBACK, "ops_applied": OPS_APPLIED, "ops_rejected": OPS_REJECTED}
+_DESCRIPTIONS = {
+    "nodes": "The memory graph's nodes: R2G's, agent-made, topic Concepts and rollups, each with its tier, "
+             "category, weight and status as of the run.",
+    "edges": "The memory graph's typed, weighted edges after versioning, topics, rollups and degree caps.",
+    "communities": "Leiden topics over entity co-occurrence: members, label, modularity, the Concept standing for each.",
+    "promotions": "Every tier / category / status change: node, from, to, reason, as of when.",
+    "review_queue": "Near-tie contradictions and decayed facts waiting for a person (or an agent) to decide.",
+    "cold_edges": "Edges moved out of the hot graph (degree caps, deleted links): kept, never lost.",
+    "feedback": "Recall hits and inbox feedback (pin, upvote, downvote, …) that move memory weights.",
+    "ops_applied": "Agent write-ops applied (create_memory, link_memories, seed 001 ops), with what they made.",
+    "ops_rejected": "Agent write-ops refused, with the seed's error code (BAD_ARGS, NOT_FOUND, …).",
+}
+
+
+def ops_batches(lake: Lake, at) -> list:
+    """Every agent ops file of the inbox, parsed from its bytes in the CAS (the RawChunk its memories cite)."""
+    store, batches = RawStore(lake.root), []
+    for d in part_dirs(lake):
+        manifest = read_manifest(d)
+        if manifest.get("format") != OPS_FORMAT:
+            continue
+        for chunk in read_table(d / "raw_chunks.parquet", RAW_CHUNKS).to_pylist():
+            data = store.read(chunk["tenant"], chunk["path"], chunk["sha256"])
+            batches.append(read_batch(data, chunk["source_file"], chunk["tenant"], at))
+    return batches
+
+
+def _recall_resolver(lake: Lake):
+    """link_memories' free-text descriptions → the best memory recall finds in the current index (None if none)."""
+    from recall.engine import recall
+    from recall.store import IndexNotBuilt
+
+    def resolve(tenant: str, text: str) -> str | None:
+        try:
+            hits = recall(text, tenant, k=1, lake=lake)
+        except (IndexNotBuilt, ValueError):
+            return None
+        return hits[0].node_id if hits and hits[0].type != "RawChunk" else None
+
+    return resolve
+
+
+@dg.multi_asset(
+    specs=[dg.AssetSpec(name, group_name="consolidation", kinds={"parquet"}, owners=["team:memory"],
+                        description=_DESCRIPTIONS[name],
+                        deps=["r2g_nodes", "r2g_edges", "messages", "raw_chunks"])
+           for name in ("nodes", "edges", *_SIDE)],
+    check_specs=[
+        dg.AssetCheckSpec("no_orphan_edges", asset="edges", blocking=True,
+                          description="Every edge endpoint is a node (or a RawChunk for DERIVED_FROM)."),
+        dg.AssetCheckSpec("raw_refs_resolve", asset="nodes", blocking=True,
+                          description="Every node raw_ref lies inside a stored RawChunk."),
+        dg.AssetCheckSpec("one_active_per_chain", asset="edges", blocking=True,
+                          description="Each fact version chain has exactly one ACTIVE_OF, on its newest version."),
+        dg.AssetCheckSpec("tiers_monotone", asset="promotions", blocking=True,
+                          description="Tiers only move up with age unless a promotion's reason says otherwise."),
+    ],
+)
+def consolidation(context: dg.AssetExecutionContext, lake: LakeResource):
+    """Versions, topics, rollups, PII flags, tiers and decay, degree caps and agent ops over the R2G graph,
+    as of the configured date (default: the newest message)."""
+    lk = lake.get()
+    messages = read_table(lk.table("messages"), MESSAGES)
+    feedback = collect_parts(lk, "feedback", FEEDBACK) + [read_hits(lk)]
+    feedback = concat(feedback, FEEDBACK)
+    previous = Previous(*(read_table(lk.table(n), s) if lk.table(n).exists() else None
+                          for n, s in (("nodes", NODES), ("communities", COMMUNITIES),
+                                       ("promotions", PROMOTIONS), ("review_queue", REVIEW_QUEUE))))
+    as_of = lake.as_of_datetime() or default_as_of(messages, previous.promotions)
+    result = consolidate(read_table(lk.table("r2g_nodes"), NODES), read_table(lk.table("r2g_edges"), EDGES),
+                         feedback=feedback, ops=ops_batches(lk, as_of), previous=previous, as_of=as_of,
+                         forget=ForgetRules(load_requests(lk)), resolve=_recall_resolver(lk),
+                         config=ConsolidationConfig.from_env())
+    # promotions accumulate: written first, so a crash before `nodes` re-derives the same rows (deduplicated)
+    tables = {"promotions": result.promotions, "communities": result.communities,
+              "review_queue": result.review_queue, "cold_edges": result.cold_edges, "feedback": feedback,
+              "ops_applied": result.ops_applied, "ops_rejected": result.ops_rejected,
+              "edges": result.edges, "nodes": result.nodes}
+    for name, table in tables.items():
+        write_table(table, lk.table(name), {**_SIDE, "nodes": NODES, "edges": EDGES}[name])
+    chunks = read_table(lk.table("raw_chunks"), RAW_CHUNKS)
+    context.log.info(f"consolidation as of {as_of:%Y-%m-%d %H:%M}: {result.stats}")
+    yield dg.MaterializeResult(asset_key="nodes", metadata={
+        **table_metadata(result.nodes, ["type", "tier", "category", "weight", "title"]),
+        "by_type": dg.MetadataValue.json(value_counts(result.nodes, "type")),
+        "by_tier": dg.MetadataValue.json(value_counts(result.nodes, "tier")),
+        "by_status": dg.MetadataValue.json(value_counts(result.nodes, "status")),
+        "as_of": as_of.isoformat()})
+    yield dg.MaterializeResult(asset_key="edges", metadata={
+        **table_metadata(result.edges, ["type", "src", "dst", "weight"]),
+        "by_type": dg.MetadataValue.json(value_counts(result.edges, "type"))})
+    for name in _SIDE:
+        yield dg.MaterializeResult(asset_key=name, metadata=table_metadata(tables[name]))
+    yield _check("no_orphan_edges", orphan_edges(result.nodes, result.edges, chunks), asset="edges")
+    yield _check("raw_refs_resolve", unresolved_raw_refs(result.nodes, chunks), asset="nodes")
+    yield _check("one_active_per_chain", one_active_per_chain(result.nodes, result.edges), asset="edges")
+    yield _check("tiers_monotone", tiers_monotone(result.nodes, result.promotions), asset="promotions")
+
+
+@dg.schedule(job_name=LAKE_JOB, cron_schedule="0 3 * * *", default_status=dg.DefaultScheduleStatus.RUNNING,
+             description="Daily consolidation: decay, promotion and topics as of the day, even with no new input.")
+def daily_consolidation(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
+    day = context.scheduled_execution_time.date().isoformat()
+    return dg.RunRequest(run_key=f"consolidate@{day}",
+                         run_config={"resources": {"lake": {"config": {"as_of": day}}}},
+                         tags={"memctl/as_of": day})

@@ -1,0 +1,183 @@
+"""Consolidation: the R2G graph → the maintained memory graph (SPEC §8, §9), as one pure function.
+
+    agent write-ops (jobs.ops)            agent-made memories and links join the graph
+    → fact versions (jobs.versions)       VERSION_NEXT chains, ACTIVE_OF, CONTRADICTS by prio, review queue
+    → communities (jobs.communities)      Leiden topics → Concept nodes + ABOUT edges
+    → rollups (jobs.rollup)               Episodes of a conversation rolled up under summary parents
+    → PII flags (jobs.pii)                flags on nodes; optional redaction of the graph text
+    → tiers (jobs.tiers)                  tier / category / weight / status as of `as_of`, promotions
+    → sparsification (jobs.sparsify)      per-type degree caps; capped edges to the cold table
+    → forget (jobs.forget)                nodes a request names, even ones consolidation made, stay out
+
+Deterministic: the same graph, feedback, ops, previous state and `as_of` give the same tables. Nothing
+is lost: capped edges go to `cold_edges`, decayed memories are archived (still citable), not dropped.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Callable, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from jobs.communities import CommunityConfig, detect_communities
+from jobs.forget import ForgetRules
+from jobs.ops import OpsBatch, apply_ops
+from jobs.pii import flag_nodes
+from jobs.rollup import RollupConfig, rollup_episodes
+from jobs.schema import COLD_EDGES, COMMUNITIES, OPS_APPLIED, OPS_REJECTED, PROMOTIONS, REVIEW_QUEUE
+from jobs.sparsify import SparsifyConfig, sparsify
+from jobs.tiers import TierConfig, promote
+from jobs.versions import VersionConfig, version_facts
+from r2g.schema import EDGES, NODES
+from raw_store.lake import conform
+
+
+@dataclass(frozen=True)
+class ConsolidationConfig:
+    communities: CommunityConfig = field(default_factory=CommunityConfig)
+    versions: VersionConfig = field(default_factory=VersionConfig)
+    rollup: RollupConfig = field(default_factory=RollupConfig)
+    tiers: TierConfig = field(default_factory=TierConfig)
+    sparsify: SparsifyConfig = field(default_factory=SparsifyConfig)
+    redact_pii: bool = False      # $MEMCTL_REDACT_PII=1: PII replaced in the graph text (the raw store keeps its bytes)
+
+    @classmethod
+    def from_env(cls) -> ConsolidationConfig:
+        return cls(redact_pii=os.environ.get("MEMCTL_REDACT_PII", "").strip().lower() in ("1", "true", "yes"))
+
+
+@dataclass
+class Previous:
+    """The last run's outputs: stable community ids, sticky tiers, accumulated promotions and review items."""
+    nodes: pa.Table | None = None
+    communities: pa.Table | None = None
+    promotions: pa.Table | None = None
+    review_queue: pa.Table | None = None
+
+
+@dataclass
+class ConsolidationResult:
+    nodes: pa.Table          # NODES
+    edges: pa.Table          # EDGES
+    communities: pa.Table    # COMMUNITIES
+    promotions: pa.Table     # PROMOTIONS (this run's rows appended to the previous ones)
+    review_queue: pa.Table   # REVIEW_QUEUE
+    cold_edges: pa.Table     # COLD_EDGES
+    ops_applied: pa.Table    # OPS_APPLIED
+    ops_rejected: pa.Table   # OPS_REJECTED
+    stats: dict = field(default_factory=dict)
+
+
+def default_as_of(messages: pa.Table, promotions: pa.Table | None = None) -> datetime:
+    """$MEMCTL_AS_OF, else the newest message time of the lake: decay "as of what we last heard", so the
+    same inbox always gives the same tables (a daily schedule passes its own date instead). Never earlier
+    than the last run's date (`promotions`): forgetting the newest messages must not turn the clock back."""
+    env = os.environ.get("MEMCTL_AS_OF", "").strip()
+    if env:
+        return datetime.fromisoformat(env).replace(tzinfo=None)
+    stamps = [pc.max(messages.column("ts")).as_py() if messages.num_rows else None,
+              pc.max(promotions.column("at")).as_py() if promotions is not None and promotions.num_rows else None]
+    return max((t for t in stamps if t is not None), default=datetime(1970, 1, 1))
+
+
+def consolidate(nodes: pa.Table, edges: pa.Table, *, feedback: pa.Table, ops: Sequence[OpsBatch],
+                previous: Previous, as_of: datetime, forget: ForgetRules | None = None,
+                resolve: Callable[[str, str], str | None] | None = None,
+                config: ConsolidationConfig | None = None) -> ConsolidationResult:
+    """The consolidated graph and its side tables (see the module doc for the order of the steps)."""
+    cfg = config or ConsolidationConfig()
+    stats: dict = {"as_of": as_of.isoformat()}
+    nodes, edges = conform(nodes, NODES), conform(edges, EDGES)
+
+    applied, rejected = [], []
+    deleted_links = COLD_EDGES.empty_table()   # link_delete moves an edge here: kept, never lost
+    for batch in sorted(ops, key=lambda b: (b.tenant, b.source_file, b.batch_id)):
+        res = apply_ops(nodes, edges, batch.ops, batch.batch_id, batch.at, resolve or _no_resolve,
+                        cold_edges=deleted_links)
+        nodes, edges, deleted_links = res.nodes, res.edges, conform(res.cold_edges, COLD_EDGES)
+        applied.append(res.applied)
+        rejected.append(res.rejected)
+    ops_applied = concat(applied, OPS_APPLIED)
+    ops_rejected = concat(rejected + [b.parse_rejects for b in ops], OPS_REJECTED)
+
+    versions = version_facts(nodes, edges, cfg.versions)
+    nodes, edges = versions.nodes, versions.edges
+
+    comm = detect_communities(nodes, edges, previous.communities, cfg.communities)
+    topics = _without_orphaned_topics(comm.nodes, nodes, previous.communities)
+    nodes, edges = concat([nodes, topics], NODES), concat([edges, comm.edges], EDGES)
+
+    roll = rollup_episodes(nodes, edges, cfg.rollup)
+    nodes, edges = concat([nodes, roll.nodes], NODES), concat([edges, roll.edges], EDGES)
+
+    nodes = flag_nodes(nodes, redact_text=cfg.redact_pii)
+
+    tiers = promote(nodes, feedback, previous.nodes, as_of, cfg.tiers, edges=edges)
+    nodes = tiers.nodes
+
+    sparse = sparsify(nodes, edges, as_of, cfg.sparsify)
+    edges = sparse.edges
+
+    if forget:
+        nodes, edges = forget.drop_nodes(nodes, edges)
+
+    promotions = concat([previous.promotions, tiers.promotions], PROMOTIONS) if previous.promotions is not None \
+        else conform(tiers.promotions, PROMOTIONS)
+    promotions = _dedup_sorted(promotions, ["tenant", "node_id", "at", "to_tier", "to_category", "to_status"])
+    review = _dedup_sorted(concat([versions.review_queue, tiers.review], REVIEW_QUEUE), ["tenant", "id"])
+
+    stats.update({"ops_applied": ops_applied.num_rows, "ops_rejected": ops_rejected.num_rows,
+                  "communities": comm.communities.num_rows, "rollups": roll.nodes.num_rows,
+                  "promotions": tiers.promotions.num_rows, "review": review.num_rows,
+                  "cold_edges": sparse.cold.num_rows})
+    return ConsolidationResult(
+        nodes=_sorted(nodes, NODES), edges=_sorted(edges, EDGES),
+        communities=conform(comm.communities, COMMUNITIES), promotions=promotions, review_queue=review,
+        cold_edges=_sorted(concat([deleted_links, sparse.cold], COLD_EDGES), COLD_EDGES),
+        ops_applied=ops_applied, ops_rejected=ops_rejected, stats=stats)
+
+
+def _without_orphaned_topics(concepts: pa.Table, nodes: pa.Table, previous: pa.Table | None) -> pa.Table:
+    """A retired community's Concept is kept (archived) only while all its former members still exist: its label
+    names them, so once one is forgotten (or gone with its file) the Concept goes too."""
+    if previous is None or previous.num_rows == 0 or concepts.num_rows == 0:
+        return concepts
+    live = set(zip(nodes.column("tenant").to_pylist(), nodes.column("id").to_pylist()))
+    orphaned = {(r["tenant"], r["concept_id"]) for r in previous.select(["tenant", "concept_id", "members"]).to_pylist()
+                if any((r["tenant"], m) not in live for m in r["members"] or ())}
+    keep = [(t, i) not in orphaned or s != "archived" for t, i, s in zip(
+        concepts.column("tenant").to_pylist(), concepts.column("id").to_pylist(), concepts.column("status").to_pylist())]
+    return concepts.filter(pa.array(keep, pa.bool_()))
+
+
+def _no_resolve(tenant: str, text: str) -> str | None:
+    return None
+
+
+def concat(tables: Sequence[pa.Table | None], schema: pa.Schema) -> pa.Table:
+    """The non-empty tables conformed to `schema` and concatenated (an empty table of it when none)."""
+    parts = [conform(t, schema) for t in tables if t is not None and t.num_rows]
+    return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def _sorted(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    table = conform(table, schema)
+    return table.take(pc.sort_indices(table, sort_keys=[("tenant", "ascending"), ("id", "ascending")]))
+
+
+def _dedup_sorted(table: pa.Table, keys: list[str]) -> pa.Table:
+    """One row per key (the first in sort order), sorted by the keys: accumulating tables stay idempotent."""
+    if table.num_rows == 0:
+        return table
+    table = table.take(pc.sort_indices(table, sort_keys=[(k, "ascending") for k in keys]))
+    rows, seen = [], set()
+    for r in table.to_pylist():
+        key = tuple(r[k] for k in keys)
+        if key not in seen:
+            seen.add(key)
+            rows.append(r)
+    return pa.Table.from_pylist(rows, schema=table.schema)
+
