@@ -52,21 +52,6 @@ def ops_batches(lake: Lake, at) -> list:
     return batches
 
 
-def _recall_resolver(lake: Lake):
-    """link_memories' free-text descriptions → the best memory recall finds in the current index (None if none)."""
-    from recall.engine import recall
-    from recall.store import IndexNotBuilt
-
-    def resolve(tenant: str, text: str) -> str | None:
-        try:
-            hits = recall(text, tenant, k=1, lake=lake)
-        except (IndexNotBuilt, ValueError):
-            return None
-        return hits[0].node_id if hits and hits[0].type != "RawChunk" else None
-
-    return resolve
-
-
 @dg.multi_asset(
     specs=[dg.AssetSpec(name, group_name="consolidation", kinds={"parquet"}, owners=["team:memory"],
                         description=_DESCRIPTIONS[name],
@@ -96,7 +81,7 @@ def consolidation(context: dg.AssetExecutionContext, lake: LakeResource):
     as_of = lake.as_of_datetime() or default_as_of(messages, previous.promotions)
     result = consolidate(read_table(lk.table("r2g_nodes"), NODES), read_table(lk.table("r2g_edges"), EDGES),
                          feedback=feedback, ops=ops_batches(lk, as_of), previous=previous, as_of=as_of,
-                         forget=ForgetRules(load_requests(lk)), resolve=_recall_resolver(lk),
+                         forget=ForgetRules(load_requests(lk)),
                          config=ConsolidationConfig.from_env())
     # promotions accumulate: written first, so a crash before `nodes` re-derives the same rows (deduplicated)
     tables = {"promotions": result.promotions, "communities": result.communities,

@@ -14,9 +14,11 @@ is lost: capped edges go to `cold_edges`, decayed memories are archived (still c
 """
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from datetime import datetime
+from pathlib import Path
 from typing import Callable, Sequence
 
 import pyarrow as pa
@@ -46,7 +48,31 @@ class ConsolidationConfig:
 
     @classmethod
     def from_env(cls) -> ConsolidationConfig:
-        return cls(redact_pii=os.environ.get("MEMCTL_REDACT_PII", "").strip().lower() in ("1", "true", "yes"))
+        """Defaults, overridden by the JSON file at $MEMCTL_CONSOLIDATION ({"tiers": {"short_days": 5}, "sparsify":
+        {"default_cap": 64}, "redact_pii": true, …}: any field of the step configs) and $MEMCTL_REDACT_PII=1."""
+        cfg, path = cls(), os.environ.get("MEMCTL_CONSOLIDATION", "").strip()
+        if path:
+            cfg = cfg.with_overrides(json.loads(Path(path).read_text("utf-8")))
+        if os.environ.get("MEMCTL_REDACT_PII", "").strip().lower() in ("1", "true", "yes"):
+            cfg = replace(cfg, redact_pii=True)
+        return cfg
+
+    def with_overrides(self, overrides: dict) -> ConsolidationConfig:
+        """A copy with `overrides` applied: {step: {field: value}} and top-level fields; unknown names raise
+        ValueError (a typo in a config file must not be silently ignored)."""
+        changes: dict = {}
+        for name, value in overrides.items():
+            if name not in {f.name for f in fields(self)}:
+                raise ValueError(f"unknown consolidation setting {name!r}")
+            current = getattr(self, name)
+            if is_dataclass(current):
+                known = {f.name: f for f in fields(current)}
+                unknown = set(value) - set(known)
+                if unknown:
+                    raise ValueError(f"unknown {name} setting(s): {', '.join(sorted(unknown))}")
+                value = replace(current, **{k: _like(getattr(current, k), v) for k, v in value.items()})
+            changes[name] = value
+        return replace(self, **changes)
 
 
 @dataclass
@@ -94,8 +120,9 @@ def consolidate(nodes: pa.Table, edges: pa.Table, *, feedback: pa.Table, ops: Se
 
     applied, rejected = [], []
     deleted_links = COLD_EDGES.empty_table()   # link_delete moves an edge here: kept, never lost
+    resolve = resolve or (keyword_resolver(nodes) if ops else None)
     for batch in sorted(ops, key=lambda b: (b.tenant, b.source_file, b.batch_id)):
-        res = apply_ops(nodes, edges, batch.ops, batch.batch_id, batch.at, resolve or _no_resolve,
+        res = apply_ops(nodes, edges, batch.ops, batch.batch_id, batch.at, resolve,
                         cold_edges=deleted_links)
         nodes, edges, deleted_links = res.nodes, res.edges, conform(res.cold_edges, COLD_EDGES)
         applied.append(res.applied)
@@ -124,9 +151,10 @@ def consolidate(nodes: pa.Table, edges: pa.Table, *, feedback: pa.Table, ops: Se
     if forget:
         nodes, edges = forget.drop_nodes(nodes, edges)
 
-    promotions = concat([previous.promotions, tiers.promotions], PROMOTIONS) if previous.promotions is not None \
-        else conform(tiers.promotions, PROMOTIONS)
-    promotions = _dedup_sorted(promotions, ["tenant", "node_id", "at", "to_tier", "to_category", "to_status"])
+    # the history in the order it happened: earlier runs' rows first (several runs may share an as_of)
+    promotions = _first_of_each(concat([previous.promotions, tiers.promotions], PROMOTIONS),
+                                ["tenant", "node_id", "at", "from_tier", "to_tier", "from_category", "to_category",
+                                 "from_status", "to_status"])
     review = _dedup_sorted(concat([versions.review_queue, tiers.review], REVIEW_QUEUE), ["tenant", "id"])
 
     stats.update({"ops_applied": ops_applied.num_rows, "ops_rejected": ops_rejected.num_rows,
@@ -138,6 +166,15 @@ def consolidate(nodes: pa.Table, edges: pa.Table, *, feedback: pa.Table, ops: Se
         communities=conform(comm.communities, COMMUNITIES), promotions=promotions, review_queue=review,
         cold_edges=_sorted(concat([deleted_links, sparse.cold], COLD_EDGES), COLD_EDGES),
         ops_applied=ops_applied, ops_rejected=ops_rejected, stats=stats)
+
+
+def _like(current: object, value: object) -> object:
+    """A JSON value in the shape of the field it replaces (lists → tuples, mappings of lists → of tuples)."""
+    if isinstance(current, tuple) and isinstance(value, list):
+        return tuple(value)
+    if isinstance(current, frozenset) and isinstance(value, list):
+        return frozenset(value)
+    return value
 
 
 def _without_orphaned_topics(concepts: pa.Table, nodes: pa.Table, previous: pa.Table | None) -> pa.Table:
@@ -153,8 +190,30 @@ def _without_orphaned_topics(concepts: pa.Table, nodes: pa.Table, previous: pa.T
     return concepts.filter(pa.array(keep, pa.bool_()))
 
 
-def _no_resolve(tenant: str, text: str) -> str | None:
-    return None
+def keyword_resolver(nodes: pa.Table, min_share: float = 0.5) -> Callable[[str, str], str | None]:
+    """link_memories' free-text descriptions → a memory of the graph being consolidated, by recall's own query
+    analysis (keywords: stop-words out, jieba for Chinese, stems) against each memory's title, text and keywords.
+    The best share of the description's keywords wins (≥ min_share), then importance, then id. Unlike a recall
+    over the last built index, it sees this run's graph, so the result depends on the input alone."""
+    from recall.query import query_keywords
+
+    by_tenant: dict[str, list[tuple[str, float, set[str]]]] = {}
+    cols = nodes.select(["tenant", "id", "type", "title", "text", "keywords", "importance", "status"]).to_pylist()
+    for r in cols:
+        if r["type"] in ("Entity", "Concept") or (r["status"] or "active") not in ("active", "open"):
+            continue
+        words = set(query_keywords(" ".join([r["title"] or "", r["text"] or "", *(r["keywords"] or [])])))
+        by_tenant.setdefault(r["tenant"], []).append((r["id"], r["importance"] or 0.0, words))
+
+    def resolve(tenant: str, text: str) -> str | None:
+        wanted = set(query_keywords(text))
+        if not wanted:
+            return None
+        best = min(((-len(wanted & words) / len(wanted), -imp, nid) for nid, imp, words in by_tenant.get(tenant, ())),
+                   default=None)
+        return best[2] if best and -best[0] >= min_share else None
+
+    return resolve
 
 
 def concat(tables: Sequence[pa.Table | None], schema: pa.Schema) -> pa.Table:
@@ -166,6 +225,18 @@ def concat(tables: Sequence[pa.Table | None], schema: pa.Schema) -> pa.Table:
 def _sorted(table: pa.Table, schema: pa.Schema) -> pa.Table:
     table = conform(table, schema)
     return table.take(pc.sort_indices(table, sort_keys=[("tenant", "ascending"), ("id", "ascending")]))
+
+
+def _first_of_each(table: pa.Table, keys: list[str]) -> pa.Table:
+    """The first row of each key, in table order: re-deriving rows already recorded (a re-run, a crash between
+    writes) adds nothing."""
+    seen: set = set()
+    keep = []
+    for row in table.select(keys).to_pylist():
+        key = tuple(row[k] for k in keys)
+        keep.append(key not in seen)
+        seen.add(key)
+    return table.filter(pa.array(keep, pa.bool_())) if table.num_rows else table
 
 
 def _dedup_sorted(table: pa.Table, keys: list[str]) -> pa.Table:

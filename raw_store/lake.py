@@ -72,6 +72,10 @@ class Lake:
         return self.root / "cache"
 
     @property
+    def feedback(self) -> Path:
+        return self.root / "feedback"
+
+    @property
     def dagster_home(self) -> Path:
         return self.root / "dagster_home"
 
@@ -256,11 +260,22 @@ def union_sorted(tables: list[pa.Table], schema: pa.Schema, sort_keys: list[str]
     return table
 
 
+CONSOLIDATION_ENV = ("MEMCTL_AS_OF", "MEMCTL_REDACT_PII", "MEMCTL_CONSOLIDATION")
+
+
 def lake_fingerprint(lake: Lake) -> str:
-    """A hash of every complete partition's (key, source sha) and of the consolidation date asked for
-    ($MEMCTL_AS_OF): changes iff the lake-wide tables must."""
+    """A hash of every complete partition's (key, source sha), of the consolidation settings ($MEMCTL_AS_OF,
+    $MEMCTL_REDACT_PII, the $MEMCTL_CONSOLIDATION file) and of the access feedback logged since (recall hits):
+    changes iff the lake-wide tables must."""
     h = hashlib.sha256()
-    h.update(f"as_of={os.environ.get('MEMCTL_AS_OF', '').strip()}\n".encode())
+    for name in CONSOLIDATION_ENV:
+        h.update(f"{name}={os.environ.get(name, '').strip()}\n".encode())
+    settings = os.environ.get("MEMCTL_CONSOLIDATION", "").strip()
+    if settings and Path(settings).is_file():
+        h.update(hashlib.sha256(Path(settings).read_bytes()).digest())
+    if lake.feedback.is_dir():
+        for p in sorted(lake.feedback.rglob("*.jsonl")):
+            h.update(f"{p.relative_to(lake.feedback).as_posix()}\x1f{p.stat().st_size}\n".encode())
     for d in part_dirs(lake):
         m = read_manifest(d)
         h.update(f"{d.name}\x1f{m.get('source_sha256')}\x1f{m.get('graph_sha256')}\x1f{m.get('graph_version')}\n"

@@ -17,11 +17,8 @@ from typing import Iterable
 from raw_store.cas import tenant_dir
 from raw_store.lake import Lake
 
-HITS_DIR = "feedback/hits"
-
-
 def hits_dir(lake: Lake) -> Path:
-    return lake.root / HITS_DIR
+    return lake.feedback / "hits"
 
 
 def log_hits(lake: Lake, tenant: str, node_ids: Iterable[str], query: str, at: datetime | None = None) -> int:

@@ -1,0 +1,160 @@
+"""Consolidation end to end through `memctl materialize`: agent ops from the inbox, access feedback (an inbox
+feedback file and recall hits), PII flags and redaction, sparsification caps from a settings file, rollups, and
+the consolidation tables in DuckDB — on the sample logs plus a few files of their own.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from assets.cli import main
+from jobs.consolidate import ConsolidationConfig
+from jobs.schema import COLD_EDGES, FEEDBACK, OPS_APPLIED, OPS_REJECTED
+from r2g.schema import EDGES, NODES
+from raw_store.lake import Lake, read_table
+from recall.engine import recall
+from recall.read_api import ReadApi
+from recall.store import tenant_sql
+
+ROOT = Path(__file__).resolve().parent.parent
+EMAIL = "ann.lee@example.com"
+CONTACT = f"Ann: You can always email me at {EMAIL} about the garden plans.\n"
+OPS = [
+    {"tool": "create_memory", "ref": "m1", "ts": "2024-03-05T09:00:00",
+     "arguments": {"subject": "小明", "memory_type": "事件", "topic": "参加", "object": "足球俱乐部"}},
+    {"tool": "link_memories", "arguments": {"source_memory_description": {"ref": "m1"},
+                                             "target_memory_description": "小明在公园里踢足球",
+                                             "relation_type": "基于"}},
+    {"tool": "create_memory", "arguments": {"subject": "小明", "memory_type": "心情", "topic": "x", "object": "y"}},
+]
+
+
+def _cli(*args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main(list(args))
+    return rc, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("consolidation") / "data"
+    shutil.copytree(ROOT / "data" / "inbox", root / "inbox")
+    (root / "inbox" / "demo" / "contact.txt").write_text(CONTACT, "utf-8")
+    (root / "inbox" / "demo" / "agent_ops.jsonl").write_text(
+        "".join(json.dumps(op, ensure_ascii=False) + "\n" for op in OPS), "utf-8")
+    settings = root.parent / "consolidation.json"
+    settings.write_text(json.dumps({"sparsify": {"default_cap": 3}}), "utf-8")
+    saved = {k: os.environ.get(k) for k in ("MEMCTL_DATA", "DAGSTER_HOME", "MEMCTL_CONSOLIDATION", "MEMCTL_REDACT_PII")}
+    os.environ.update(MEMCTL_DATA=str(root), DAGSTER_HOME=str(root / "dagster_home"),
+                      MEMCTL_CONSOLIDATION=str(settings), MEMCTL_REDACT_PII="1")
+    lk = Lake(root)
+    try:
+        assert _cli("--data", str(root), "materialize", "--quiet")[0] == 0
+        yield lk
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _nodes(lake: Lake) -> list[dict]:
+    return read_table(lake.table("nodes"), NODES).to_pylist()
+
+
+def test_agent_ops_from_the_inbox_are_applied_and_cited(lake: Lake) -> None:
+    applied = read_table(lake.table("ops_applied"), OPS_APPLIED).to_pylist()
+    rejected = read_table(lake.table("ops_rejected"), OPS_REJECTED).to_pylist()
+    assert [(r["op_index"], r["op"]) for r in applied] == [(1, "create_memory"), (2, "link_memories")]
+    assert [(r["op_index"], r["code"]) for r in rejected] == [(3, "BAD_ARGS")]      # 心情 is no memory type
+    made = applied[0]["target_ids"][0]
+    node = next(n for n in _nodes(lake) if n["id"] == made)
+    assert node["tenant"] == "demo" and "足球俱乐部" in node["title"]
+    # link_memories found the football memory from its description, through recall
+    link = json.loads(applied[1]["result"])
+    target = next(n for n in _nodes(lake) if n["id"] == link["target"])
+    assert "踢足球" in (target["title"] + (target["text"] or ""))
+    assert any(e["type"] == "SUPPORTS" and e["src"] == made for e in read_table(lake.table("edges"), EDGES).to_pylist())
+    # the memory cites the op line in the ops file, byte-exact
+    [hit] = [r for r in recall("足球俱乐部", "demo", k=5, lake=lake) if r.node_id == made]
+    assert hit.citations and hit.citations[0].verified and '"create_memory"' in hit.citations[0].excerpt
+
+
+def test_pii_is_flagged_and_redacted_in_the_graph_but_not_in_the_raw_store(lake: Lake) -> None:
+    flagged = [n for n in _nodes(lake) if n["pii"]]
+    assert flagged and all("email" in n["pii"] for n in flagged)
+    assert not [n for n in _nodes(lake) if EMAIL in (n["title"] or "") + (n["text"] or "")]
+    assert any("[EMAIL]" in (n["text"] or "") + (n["title"] or "") for n in flagged)
+    # the citation still quotes the original line: the raw store is the record, the graph text is redacted
+    cited = [c.excerpt for r in recall("email garden plans", "demo", k=5, lake=lake) for c in r.citations]
+    assert any(EMAIL in x for x in cited)
+
+
+def test_degree_caps_from_the_settings_file_move_edges_to_the_cold_table(lake: Lake) -> None:
+    cold = read_table(lake.table("cold_edges"), COLD_EDGES).to_pylist()
+    edges = read_table(lake.table("edges"), EDGES).to_pylist()
+    assert cold and all(c["reason"].startswith("degree_cap") for c in cold)
+    assert not {c["id"] for c in cold} & {e["id"] for e in edges}
+    per = {}
+    for e in edges:
+        if e["type"] not in ("DERIVED_FROM", "TEMPORAL_NEXT", "VERSION_NEXT", "ACTIVE_OF", "SEMANTIC_CONTAINS"):
+            per[(e["src"], e["type"])] = per.get((e["src"], e["type"]), 0) + 1
+    assert max(per.values()) <= 3
+
+
+def test_long_conversations_are_rolled_up(lake: Lake) -> None:
+    rollups = [n for n in _nodes(lake) if n["subtype"] == "rollup"]
+    assert rollups and all(n["type"] == "Episode" and n["text"] for n in rollups)
+    contains = [e for e in read_table(lake.table("edges"), EDGES).to_pylist() if e["type"] == "SEMANTIC_CONTAINS"]
+    children = {e["dst"] for e in contains}
+    with ReadApi.open(lake, "demo") as api:
+        groups = api.compaction_candidates("Episode")
+        assert not children & {c for g in groups for c in g.child_ids}          # rolled-up turns are not offered again
+        parent = next(r for r in rollups if r["tenant"] == "demo")
+        assert set(api.get_node(parent["id"]).children_ids) >= {e["dst"] for e in contains if e["src"] == parent["id"]}
+
+
+def test_feedback_and_recall_hits_change_the_memory(lake: Lake) -> None:
+    pref = next(n for n in _nodes(lake) if n["type"] == "Preference" and "中文" in n["title"])
+    assert not pref["pinned"]
+    (lake.inbox / "demo" / "feedback.jsonl").write_text(json.dumps(
+        {"feedback": "pin", "node_id": pref["id"], "at": "2024-03-03T10:00:00"}) + "\n", "utf-8")
+    for _ in range(2):
+        assert _cli("--data", str(lake.root), "recall", "以后优先用中文回答", "--tenant", "demo")[0] == 0
+    rc, out = _cli("--data", str(lake.root), "materialize", "--quiet")
+    assert rc == 0 and "lake rebuilt: yes" in out
+    after = next(n for n in _nodes(lake) if n["id"] == pref["id"])
+    assert after["pinned"] and after["category"] == "core"
+    feedback = read_table(lake.table("feedback"), FEEDBACK).to_pylist()
+    assert {f["kind"] for f in feedback if f["node_id"] == pref["id"]} >= {"pin", "hit"}
+    # a recall without new hits leaves the lake as it is
+    rc, out = _cli("--data", str(lake.root), "materialize", "--quiet")
+    assert "lake rebuilt: no" in out
+
+
+def test_consolidation_tables_are_in_duckdb_per_tenant(lake: Lake) -> None:
+    con = tenant_sql(lake, "demo")
+    try:
+        for table in ("communities", "promotions", "review_queue", "cold_edges", "feedback", "ops_applied",
+                      "ops_rejected", "audit"):
+            assert {r[0] for r in con.execute(f"SELECT DISTINCT tenant FROM {table}").fetchall()} <= {"demo"}, table
+        assert con.execute("SELECT count(*) FROM promotions").fetchone()[0] > 0
+    finally:
+        con.close()
+
+
+def test_settings_overrides_are_checked() -> None:
+    cfg = ConsolidationConfig().with_overrides({"tiers": {"short_days": 5}, "redact_pii": True})
+    assert cfg.tiers.short_days == 5 and cfg.redact_pii
+    with pytest.raises(ValueError, match="unknown tiers setting"):
+        ConsolidationConfig().with_overrides({"tiers": {"shortdays": 5}})
+    with pytest.raises(ValueError, match="unknown consolidation setting"):
+        ConsolidationConfig().with_overrides({"teirs": {}})
