@@ -82,7 +82,7 @@ def normalise_evidence(raw: list, known: set[str]) -> list[str]:
     return valid
 
 
-def build_lake(data: list[dict], root: Path) -> tuple[Lake, dict]:
+def build_lake(data: list[dict], root: Path, consolidated: bool = False) -> tuple[Lake, dict]:
     """Ingest every sample as its own tenant, run R2G, merge, write the tables, build the indexes."""
     lake = Lake(root)
     store = RawStore(root)
@@ -108,6 +108,16 @@ def build_lake(data: list[dict], root: Path) -> tuple[Lake, dict]:
     t = time.perf_counter()
     nodes, edges = merge_graph(parts["nodes"], parts["edges"])
     timings["merge"] += time.perf_counter() - t
+    if consolidated:   # what `memctl materialize` serves: versions, topics, rollups, tiers, caps
+        from jobs.consolidate import ConsolidationConfig, Previous, consolidate, default_as_of
+        from jobs.schema import FEEDBACK
+
+        t = time.perf_counter()
+        messages = pa.concat_tables(parts["messages"])
+        res = consolidate(nodes, edges, feedback=FEEDBACK.empty_table(), ops=[], previous=Previous(),
+                          as_of=default_as_of(messages), config=ConsolidationConfig.from_env())
+        nodes, edges = res.nodes, res.edges
+        timings["consolidate"] = time.perf_counter() - t
     for name, table, schema in (("messages", pa.concat_tables(parts["messages"]), MESSAGES),
                                 ("raw_chunks", pa.concat_tables(parts["raw_chunks"]), RAW_CHUNKS),
                                 ("rejects", pa.concat_tables(parts["rejects"]), REJECTS),
@@ -223,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--k", type=int, nargs="+", default=[5, 10])
     ap.add_argument("--expand-depth", type=int, default=1)
     ap.add_argument("--keep", type=Path, default=None, help="build the lake here and keep it (default: a temp dir)")
+    ap.add_argument("--consolidated", action="store_true",
+                    help="recall over the consolidated graph (as `memctl materialize` builds it), not R2G's alone")
     args = ap.parse_args(argv)
     ks = sorted(set(args.k) | {5, 10})
 
@@ -230,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="memctl-locomo-") as tmp:
         root = args.keep or Path(tmp)
         t = time.perf_counter()
-        lake, stats = build_lake(data, root)
+        lake, stats = build_lake(data, root, consolidated=args.consolidated)
         print(f"lake built in {time.perf_counter() - t:.1f}s: {json.dumps(stats['tables'])} "
               f"timings={stats['timings']}")
         result = evaluate(data, lake, ks, args.expand_depth)

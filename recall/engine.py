@@ -92,7 +92,9 @@ class RecallConfig:
     aggregate_citations: int = 1       # citations of an Entity/Concept result (the lines the query matched)
     # score multiplier per node type: an entity or topic card is context for the lines that answer a question,
     # so it ranks below a line that matches as well
-    type_prior: Mapping[str, float] = field(default_factory=lambda: {"Entity": 0.5, "Concept": 0.5})
+    # ("Type/subtype" first): a rollup summary is a card over the turns it holds, like a topic
+    type_prior: Mapping[str, float] = field(default_factory=lambda: {"Entity": 0.5, "Concept": 0.5,
+                                                                     "Episode/rollup": 0.5})
     # query analysis (recall.query): seeds for the entities a question names, and boosts
     named_entity_seed: float = 0.5
     time_match_boost: float = 0.5      # × (1 + this) for a memory inside a time the question states
@@ -267,7 +269,8 @@ def _recall(reader: TenantReader, lake: Lake, query: str, keywords: list[str], c
     tr.stage("expand", len(graph_scores), depth=expand_depth, graph=graph_state, method=cfg.graph_method)
 
     turn_of: dict[str, tuple[str, str]] = {}
-    ranked = _score(reader, info, seeds, graph_scores, evidence, filters, analysis, cfg, turn_of)
+    cards: set[str] = set()
+    ranked = _score(reader, info, seeds, graph_scores, evidence, filters, analysis, cfg, turn_of, cards)
     citer = Citer(reader, _raw_store(lake))
     ranked += _raw_results(citer, raw_hits, keywords, info, cfg, filters)
     ranked.sort(key=lambda pair: (-pair[0].score, pair[0].node_id))
@@ -279,7 +282,8 @@ def _recall(reader: TenantReader, lake: Lake, query: str, keywords: list[str], c
     # are mentions anywhere), best first: an Entity result cites those mentions first. A node
     # row names its message (conv_id, msg_id); only rows that do not are looked up through
     # their refs, so the raw store is read for the results' chunks alone.
-    matched = [(r.node_id, refs) for r, refs in ranked if r.breakdown["bm25"] > 0 and r.type in TURN_LEVEL]
+    matched = [(r.node_id, refs) for r, refs in ranked
+               if r.breakdown["bm25"] > 0 and r.type in TURN_LEVEL and r.node_id not in cards]
     citer.prefetch([*(ref for nid, refs in matched if nid not in turn_of for ref in refs),
                     *(ref for _, refs in top for ref in refs)])
     rank: dict[tuple[str, str], int] = {}
@@ -291,7 +295,7 @@ def _recall(reader: TenantReader, lake: Lake, query: str, keywords: list[str], c
     prefer = set(rank)
     for result, refs in top:
         cap = cfg.max_citations
-        if result.type in AGGREGATE:
+        if result.type in AGGREGATE or result.node_id in cards:
             # an entity/topic card cites the best-ranked line where the query's words were said about it (else
             # one sample mention): its other mentions are no evidence for this query and would crowd out lines
             matched_refs = sorted((r for r in refs if citer.message_key(r) in prefer),
@@ -460,9 +464,11 @@ def _query_boost(row: Mapping, analysis: QueryAnalysis, cfg: RecallConfig) -> fl
 
 def _score(reader: TenantReader, info: TenantInfo, seeds: Mapping[str, float], graph_scores: Mapping[str, float],
            evidence: Mapping[str, list[dict]], filters: Filters, analysis: QueryAnalysis,
-           cfg: RecallConfig, turn_of: dict[str, tuple[str, str]]) -> list[tuple[RecallResult, list[RawRef]]]:
+           cfg: RecallConfig, turn_of: dict[str, tuple[str, str]],
+           cards: set[str]) -> list[tuple[RecallResult, list[RawRef]]]:
     """Candidates (seeds ∪ reached) that pass the filters, with their score breakdown and the raw_refs to cite;
-    fills `turn_of` with the (conv_id, msg_id) of the turn-level candidates whose rows name it."""
+    fills `turn_of` with the (conv_id, msg_id) of the turn-level candidates whose rows name it, and `cards`
+    with the rollup summaries (cited like entity and topic cards)."""
     ids = list(dict.fromkeys([*seeds, *graph_scores]))
     rows = reader.nodes(ids)
     out = []
@@ -476,11 +482,14 @@ def _score(reader: TenantReader, info: TenantInfo, seeds: Mapping[str, float], g
         weight = node_weight(row.get("importance"), row.get("frequency"), rec, row.get("sentiment"), cfg)
         breakdown = {"bm25": bm25, "graph": graph, "weight": weight, "recency": rec}
         score = (cfg.lambda_bm25 * bm25 + cfg.lambda_graph * graph + cfg.lambda_weight * weight) \
-            * cfg.type_prior.get(row["type"], 1.0) * _query_boost(row, analysis, cfg)
+            * cfg.type_prior.get(f"{row['type']}/{row.get('subtype')}", cfg.type_prior.get(row["type"], 1.0)) \
+            * _query_boost(row, analysis, cfg)
         r = RecallResult(node_id=nid, type=row["type"], title=row["title"] or "", text=row["text"] or "",
                          score=score, breakdown=breakdown, citations=[], evidence=list(evidence.get(nid, [])))
         out.append((r, as_refs(row["raw_refs"])))
-        if row["type"] in TURN_LEVEL and row.get("conv_id") is not None and row.get("msg_id") is not None:
+        if row.get("subtype") == "rollup":
+            cards.add(nid)
+        elif row["type"] in TURN_LEVEL and row.get("conv_id") is not None and row.get("msg_id") is not None:
             turn_of[nid] = (row["conv_id"], row["msg_id"])
     return out
 

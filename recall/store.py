@@ -208,8 +208,8 @@ class TenantReader:
         """Node rows by id (only this tenant's; unknown ids are absent)."""
         if not ids:
             return {}
-        cols = ["id", "type", "title", "text", "time_start", "time_end", "first_seen", "last_seen", "raw_refs",
-                "conv_id", "msg_id", "speaker", "status", "importance", "frequency", "sentiment"]
+        cols = ["id", "type", "subtype", "title", "text", "time_start", "time_end", "first_seen", "last_seen",
+                "raw_refs", "conv_id", "msg_id", "speaker", "status", "importance", "frequency", "sentiment"]
         rows = self.select("nodes", ", ".join(cols), f"id IN (SELECT {IDS})", [id_param(ids)])
         return {r[0]: dict(zip(cols, r)) for r in rows}
 

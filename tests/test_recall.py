@@ -224,6 +224,23 @@ def test_entity_cites_the_mention_the_query_matched_first(tmp_path):
     assert len(only[0].citations) == 1
 
 
+def test_a_rollup_summary_is_cited_like_a_card(tmp_path):
+    b = LakeBuilder(tmp_path)
+    r = b.conversation("t", "c", [("m1", "A", "We planned the garden."), ("m2", "B", "The tomatoes need stakes."),
+                                  ("m3", "A", "Luis brings the stakes on Friday.")])
+    b.node("t", "ep3", "Episode", "Luis stakes Friday", "Luis brings the stakes on Friday", ("stakes", "friday"),
+           (r["m3"],), T0, conv_id="c", msg_id="m3")
+    b.node("t", "roll", "Episode", "garden · tomatoes · stakes", "We planned the garden. The tomatoes need stakes. "
+           "Luis brings the stakes on Friday.", ("garden", "tomatoes", "stakes"), (r["m1"], r["m2"], r["m3"]), T0,
+           subtype="rollup")
+    lake = b.write()
+    results = recall("stakes Friday", "t", k=5, lake=lake)
+    ids = [x.node_id for x in results]
+    roll = next(x for x in results if x.node_id == "roll")
+    # the summary cites the one line the query matched, not all the turns it holds, and ranks below that line
+    assert [c.msg_id for c in roll.citations] == ["m3"] and ids.index("ep3") < ids.index("roll")
+
+
 @pytest.mark.parametrize("query", ["lgbtq support group", "support", "painted sunrise lake", "小明 足球 公园",
                                    "dinosaurs camping kids", "nothing matches this", "the and of"])
 def test_bm25_over_postings_ranks_exactly_like_duckdbs_match_bm25(lake, query):
