@@ -96,22 +96,21 @@ def ingest_records(data: bytes, source_file: str, tenant: str, store: RawStore, 
 
 def _forget(read: ReadResult, forget: Forget) -> list[dict]:
     """Drop (in place) the messages and rejects a forget request covers; their rows for the `forgotten` table."""
-    rows, kept_msgs, kept_rejects = [], [], []
-    for m in read.messages:
-        rid = forget.message(m)
-        if rid is None:
-            kept_msgs.append(m)
-        else:
-            rows.append({"tenant": m.tenant, "source_file": m.source_file, "line": m.line, "request_id": rid,
-                         "text_sha": hashlib.sha256(m.text.encode("utf-8")).hexdigest()})
-    for r in read.rejects:
-        rid = forget.reject(r)
-        if rid is None:
-            kept_rejects.append(r)
-        else:
-            rows.append({"tenant": r.tenant, "source_file": r.source_file, "line": r.line, "request_id": rid,
-                         "text_sha": None})
-    read.messages[:], read.rejects[:] = kept_msgs, kept_rejects
+    rows: list[dict] = []
+
+    def kept(records: list, covering, text_sha) -> list:
+        out = []
+        for rec in records:
+            rid = covering(rec)
+            if rid is None:
+                out.append(rec)
+            else:
+                rows.append({"tenant": rec.tenant, "source_file": rec.source_file, "line": rec.line,
+                             "request_id": rid, "text_sha": text_sha(rec)})
+        return out
+
+    read.messages[:] = kept(read.messages, forget.message, lambda m: hashlib.sha256(m.text.encode("utf-8")).hexdigest())
+    read.rejects[:] = kept(read.rejects, forget.reject, lambda r: None)
     return rows
 
 

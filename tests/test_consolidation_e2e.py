@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -51,19 +50,13 @@ def lake(tmp_path_factory: pytest.TempPathFactory):
         "".join(json.dumps(op, ensure_ascii=False) + "\n" for op in OPS), "utf-8")
     settings = root.parent / "consolidation.json"
     settings.write_text(json.dumps({"sparsify": {"default_cap": 3}}), "utf-8")
-    saved = {k: os.environ.get(k) for k in ("MEMCTL_DATA", "DAGSTER_HOME", "MEMCTL_CONSOLIDATION", "MEMCTL_REDACT_PII")}
-    os.environ.update(MEMCTL_DATA=str(root), DAGSTER_HOME=str(root / "dagster_home"),
-                      MEMCTL_CONSOLIDATION=str(settings), MEMCTL_REDACT_PII="1")
-    lk = Lake(root)
-    try:
+    with pytest.MonkeyPatch.context() as env:
+        for k, v in (("MEMCTL_DATA", str(root)), ("DAGSTER_HOME", str(root / "dagster_home")),
+                     ("MEMCTL_CONSOLIDATION", str(settings)), ("MEMCTL_REDACT_PII", "1")):
+            env.setenv(k, v)
+        lk = Lake(root)
         assert _cli("--data", str(root), "materialize", "--quiet")[0] == 0
         yield lk
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _nodes(lake: Lake) -> list[dict]:

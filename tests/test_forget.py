@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import shutil
 import sqlite3
 from datetime import datetime
@@ -70,17 +69,12 @@ def lake(tmp_path_factory: pytest.TempPathFactory):
     shutil.copytree(ROOT / "data" / "inbox", root / "inbox")
     (root / "inbox" / "demo" / "trip.jsonl").write_text(
         "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in EXTRA), "utf-8")
-    saved = {k: os.environ.get(k) for k in ("MEMCTL_DATA", "DAGSTER_HOME")}
-    os.environ["MEMCTL_DATA"] = str(root)
-    os.environ["DAGSTER_HOME"] = str(root / "dagster_home")
-    lk = Lake(root)
-    assert _cli(lk, "materialize", "--quiet")[0] == 0
-    yield lk
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("MEMCTL_DATA", str(root))
+        env.setenv("DAGSTER_HOME", str(root / "dagster_home"))
+        lk = Lake(root)
+        assert _cli(lk, "materialize", "--quiet")[0] == 0
+        yield lk
 
 
 def test_forget_a_conversation(lake: Lake) -> None:

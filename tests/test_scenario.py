@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -49,24 +48,18 @@ def _snapshot(lake: Lake) -> dict:
 def days(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("scenario") / "data"
     (root / "inbox" / "sim").mkdir(parents=True)
-    saved = {k: os.environ.get(k) for k in ("MEMCTL_DATA", "DAGSTER_HOME", "MEMCTL_AS_OF")}
-    os.environ.update(MEMCTL_DATA=str(root), DAGSTER_HOME=str(root / "dagster_home"))
     lake, snaps = Lake(root), {}
-    try:
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("MEMCTL_DATA", str(root))
+        env.setenv("DAGSTER_HOME", str(root / "dagster_home"))
         for as_of, files in STEPS:
             for name in files:
                 shutil.copyfile(SCENARIO / name, root / "inbox" / "sim" / name)
-            os.environ["MEMCTL_AS_OF"] = as_of
+            env.setenv("MEMCTL_AS_OF", as_of)
             rc, out = _cli(lake, "materialize", "--quiet")
             assert rc == 0, out
             snaps[as_of[:10]] = _snapshot(lake)
         yield lake, snaps
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _node(snap: dict, type_: str, title: str) -> dict:
@@ -141,7 +134,7 @@ def test_tiers_move_with_age_and_promotions_record_it(days) -> None:
     assert len(snaps["2024-05-10"]["promotions"]) >= len(snaps["2024-04-21"]["promotions"])
 
 
-def test_a_forget_request_is_fully_honoured(days) -> None:
+def test_a_forget_request_is_fully_honoured(days, monkeypatch: pytest.MonkeyPatch) -> None:
     lake, snaps = days
     bergen = _node(snaps["2024-05-10"], "Fact", "Bob live Bergen")
     rc, out = _cli(lake, "forget", "--tenant", "sim", "--speaker", "Cat", "--reason", "Cat asked", "--quiet")
@@ -154,6 +147,6 @@ def test_a_forget_request_is_fully_honoured(days) -> None:
     [row] = read_table(lake.table("audit"), AUDIT).to_pylist()
     assert row["scope"] == "speaker" and row["messages"] == 1 and bergen["id"] in row["nodes"] and row["blobs"]
     # and the next day's run does not bring it back
-    os.environ["MEMCTL_AS_OF"] = "2024-05-11T00:00:00"
+    monkeypatch.setenv("MEMCTL_AS_OF", "2024-05-11T00:00:00")
     assert _cli(lake, "materialize", "--quiet")[0] == 0
     assert bergen["id"] not in _snapshot(lake)["nodes"]
