@@ -2,9 +2,12 @@
 daily schedule that re-runs it as of each day (decay and promotion move with time, not only with input)."""
 
 import dagster as dg
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from assets.lake import _check
-from assets.metadata import table_metadata
+from assets.metadata import (RunChanges, bar_chart_png, degree_chart_png, degrees, png_markdown, table_change,
+                             table_metadata, tier_flow_png)
 from assets.resources import LakeResource
 from assets.sensors import LAKE_JOB
 from jobs.consolidate import ConsolidationConfig, Previous, concat, consolidate, default_as_of
@@ -19,8 +22,8 @@ from jobs.tiers import tiers_monotone
 from jobs.versions import one_active_per_chain
 from r2g.schema import EDGES, NODES
 from raw_store.cas import RawStore
-from raw_store.lake import (Lake, collect_parts, part_dirs, read_manifest, read_table, value_counts,
-                            write_table)
+from raw_store.lake import (PART_MANIFEST, Lake, collect_parts, part_dirs, read_manifest, read_table,
+                            value_counts, write_table)
 from raw_store.schema import MESSAGES, RAW_CHUNKS
 
 _SIDE = {"communities": COMMUNITIES, "promotions": PROMOTIONS, "review_queue": REVIEW_QUEUE,
@@ -37,6 +40,26 @@ _DESCRIPTIONS = {
     "ops_applied": "Agent write-ops applied (create_memory, link_memories, seed 001 ops), with what they made.",
     "ops_rejected": "Agent write-ops refused, with the seed's error code (BAD_ARGS, NOT_FOUND, …).",
 }
+
+
+def previous_edges(lake: Lake) -> pa.Table | None:
+    """The last run's edge keys and raw_refs, read before `edges` is overwritten: only for "what changed"."""
+    path = lake.table("edges")
+    return pq.read_table(path, columns=["tenant", "id", "raw_refs"]) if path.exists() else None
+
+
+def run_changes(lake: Lake, previous_nodes: pa.Table | None, previous_edges: pa.Table | None, nodes: pa.Table,
+                edges: pa.Table, messages: pa.Table, forget_requests: int) -> RunChanges:
+    """This build vs the previous one (call before the tables are overwritten): a file counts as ingested when
+    its partition manifest changed after the previous `nodes` table was written."""
+    built = lake.table("nodes").stat().st_mtime if lake.table("nodes").exists() else None
+    manifests = [(read_manifest(d), (d / PART_MANIFEST).stat().st_mtime) for d in part_dirs(lake)]
+    fresh = [m for m, mtime in manifests if built is None or mtime > built]
+    return RunChanges(files=len(manifests), files_ingested=len(fresh), messages=messages.num_rows,
+                      messages_ingested=sum(m.get("messages") or 0 for m in fresh),
+                      nodes=table_change(previous_nodes, nodes), edges=table_change(previous_edges, edges),
+                      forget_requests=forget_requests,
+                      messages_forgotten=sum(m.get("forgotten") or 0 for m, _ in manifests))
 
 
 def ops_batches(lake: Lake, at) -> list:
@@ -79,10 +102,12 @@ def consolidation(context: dg.AssetExecutionContext, lake: LakeResource):
                           for n, s in (("nodes", NODES), ("communities", COMMUNITIES),
                                        ("promotions", PROMOTIONS), ("review_queue", REVIEW_QUEUE))))
     as_of = lake.as_of_datetime() or default_as_of(messages, previous.promotions)
+    requests = load_requests(lk)
     result = consolidate(read_table(lk.table("r2g_nodes"), NODES), read_table(lk.table("r2g_edges"), EDGES),
                          feedback=feedback, ops=ops_batches(lk, as_of), previous=previous, as_of=as_of,
-                         forget=ForgetRules(load_requests(lk)),
+                         forget=ForgetRules(requests),
                          config=ConsolidationConfig.from_env())
+    changes = run_changes(lk, previous.nodes, previous_edges(lk), result.nodes, result.edges, messages, len(requests))
     # promotions accumulate: written first, so a crash before `nodes` re-derives the same rows (deduplicated)
     tables = {"promotions": result.promotions, "communities": result.communities,
               "review_queue": result.review_queue, "cold_edges": result.cold_edges, "feedback": feedback,
@@ -92,17 +117,24 @@ def consolidation(context: dg.AssetExecutionContext, lake: LakeResource):
         write_table(table, lk.table(name), {**_SIDE, "nodes": NODES, "edges": EDGES}[name])
     chunks = read_table(lk.table("raw_chunks"), RAW_CHUNKS)
     context.log.info(f"consolidation as of {as_of:%Y-%m-%d %H:%M}: {result.stats}")
+    node_types, edge_types = value_counts(result.nodes, "type"), value_counts(result.edges, "type")
     yield dg.MaterializeResult(asset_key="nodes", metadata={
         **table_metadata(result.nodes, ["type", "tier", "category", "weight", "title"]),
-        "by_type": dg.MetadataValue.json(value_counts(result.nodes, "type")),
+        "node_types_chart": png_markdown(bar_chart_png(node_types, "Node types", "nodes"), "node types"),
+        "by_type": dg.MetadataValue.json(node_types),
         "by_tier": dg.MetadataValue.json(value_counts(result.nodes, "tier")),
         "by_status": dg.MetadataValue.json(value_counts(result.nodes, "status")),
+        **changes.metadata(),
         "as_of": as_of.isoformat()})
     yield dg.MaterializeResult(asset_key="edges", metadata={
         **table_metadata(result.edges, ["type", "src", "dst", "weight"]),
-        "by_type": dg.MetadataValue.json(value_counts(result.edges, "type"))})
+        "edge_types_chart": png_markdown(bar_chart_png(edge_types, "Edge types", "edges"), "edge types"),
+        "degree_chart": png_markdown(degree_chart_png(degrees(result.nodes, result.edges)), "degree distribution"),
+        "by_type": dg.MetadataValue.json(edge_types)})
+    charts = {"promotions": {"tier_flow_chart": png_markdown(
+        tier_flow_png(result.promotions, value_counts(result.nodes, "tier")), "tier flow")}}
     for name in _SIDE:
-        yield dg.MaterializeResult(asset_key=name, metadata=table_metadata(tables[name]))
+        yield dg.MaterializeResult(asset_key=name, metadata={**table_metadata(tables[name]), **charts.get(name, {})})
     yield _check("no_orphan_edges", orphan_edges(result.nodes, result.edges, chunks), asset="edges")
     yield _check("raw_refs_resolve", unresolved_raw_refs(result.nodes, chunks), asset="nodes")
     yield _check("one_active_per_chain", one_active_per_chain(result.nodes, result.edges), asset="edges")

@@ -5,7 +5,7 @@ import json
 import dagster as dg
 
 from assets.ingest import file_chunks, file_graph
-from assets.metadata import table_metadata
+from assets.metadata import RED, bar_chart_png, png_markdown, table_metadata
 from assets.resources import LakeResource
 from jobs.forget import ForgetRules, collect, load_requests, tombstones
 from jobs.integrity import (forgotten_stay_forgotten, lake_conservation, orphan_edges, unresolved_raw_refs,
@@ -80,8 +80,12 @@ def rejects(lake: LakeResource) -> dg.MaterializeResult:
                          ["tenant", "source_file", "line", "byte_offset"])
     write_table(table, lk.table("rejects"), REJECTS)
     outcome = lake_conservation(lk, read_table(lk.table("messages"), MESSAGES), read_table(lk.table("rejects"), REJECTS))
+    by_reason = value_counts(table, "reason")
+    chart = bar_chart_png(by_reason, "Rejects by reason", "rejected records", colour=RED,
+                          empty="no rejects: every input record was read")
     return dg.MaterializeResult(metadata={**table_metadata(table, ["source_file", "line", "reason", "detail"]),
-                                          "by_reason": dg.MetadataValue.json(value_counts(table, "reason"))},
+                                          "rejects_chart": png_markdown(chart, "rejects by reason"),
+                                          "by_reason": dg.MetadataValue.json(by_reason)},
                                 check_results=[_check("conservation", outcome)])
 
 

@@ -1,6 +1,11 @@
-"""`memctl ui` starts the Dagster lineage UI on loopback with DAGSTER_HOME under $MEMCTL_DATA."""
+"""`memctl ui` starts the Dagster lineage UI on loopback with DAGSTER_HOME under $MEMCTL_DATA, and a person
+opening it (headless Chromium) sees the asset graph, a materialization's metadata with its chart, and a check.
+
+Screenshots go to $MEMCTL_ARTIFACTS/ui (default: test-artifacts/ui, gitignored), kept after the run.
+"""
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -9,7 +14,11 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pyarrow.parquet as pq
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
 def _free_port() -> int:
@@ -18,33 +27,140 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_memctl_ui_serves_the_asset_graph(tmp_path: Path) -> None:
+def _graphql(port: int, query: str) -> dict:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    return json.loads(urllib.request.urlopen(req, timeout=5).read())
+
+
+@pytest.fixture(scope="module")
+def ui(tmp_path_factory: pytest.TempPathFactory):
+    """The sample inbox materialized into a temp $MEMCTL_DATA, then `memctl ui` on a free loopback port."""
+    data = tmp_path_factory.mktemp("ui") / "data"
+    shutil.copytree(ROOT / "data" / "inbox", data / "inbox")
+    env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}   # default: $MEMCTL_DATA/dagster_home
+    env["MEMCTL_DATA"] = str(data)
+    subprocess.run([sys.executable, "-m", "assets.cli", "materialize", "--quiet"], cwd=ROOT, env=env, check=True,
+                   capture_output=True, timeout=300)
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
-    env["MEMCTL_DATA"] = str(tmp_path / "data")
     proc = subprocess.Popen([sys.executable, "-m", "assets.cli", "ui", "--port", str(port)], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.time() + 120
-        body = None
+        deadline, body = time.time() + 120, None
         while time.time() < deadline and proc.poll() is None:
             try:
-                query = json.dumps({"query": "{ assetNodes { assetKey { path } groupName } }"}).encode()
-                req = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=query,
-                                             headers={"Content-Type": "application/json"})
-                body = json.loads(urllib.request.urlopen(req, timeout=5).read())
+                body = _graphql(port, "{ assetNodes { assetKey { path } groupName } }")
                 if body.get("data", {}).get("assetNodes"):
                     break
             except (OSError, ValueError):
                 pass
             time.sleep(1)
         assert body and body.get("data"), proc.stdout.read1().decode(errors="replace") if proc.poll() is not None else body
-        keys = {"/".join(n["assetKey"]["path"]) for n in body["data"]["assetNodes"]}
-        assert {"file_chunks", "nodes", "edges", "memory_duckdb"} <= keys
-        assert (tmp_path / "data" / "dagster_home" / "dagster.yaml").exists()
+        yield port, data, body
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_memctl_ui_serves_the_asset_graph(ui) -> None:
+    port, data, body = ui
+    keys = {"/".join(n["assetKey"]["path"]) for n in body["data"]["assetNodes"]}
+    assert {"file_chunks", "nodes", "edges", "memory_duckdb"} <= keys
+    assert (data / "dagster_home" / "dagster.yaml").exists()
+
+
+def _artifacts() -> Path:
+    out = Path(os.environ.get("MEMCTL_ARTIFACTS") or ROOT / "test-artifacts") / "ui"
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _browser():
+    """Playwright driving the system Chromium (no browser download); missing ones fail in CI, skip elsewhere."""
+    missing = None
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        missing = "playwright is not installed (pip install -e '.[dev]')"
+    if missing is None and not Path(CHROMIUM).exists():
+        missing = "no chromium (apt-get install -y chromium)"
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(missing)
+        pytest.skip(missing)
+    return sync_playwright()
+
+
+@pytest.mark.ui
+def test_a_person_sees_assets_metadata_charts_and_checks(ui) -> None:
+    port, data, _ = ui
+    base, shots = f"http://127.0.0.1:{port}", _artifacts()
+    _graphql(port, "mutation { setNuxSeen }")   # the one-time "join the community" dialog would cover the page
+    n_nodes = pq.read_metadata(data / "lake" / "nodes.parquet").num_rows
+    with _browser() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.set_default_timeout(30_000)
+
+        def visit(path: str, ready: str) -> None:
+            page.goto(base + path)
+            page.get_by_text(ready, exact=True).first.wait_for()
+            page.wait_for_load_state("networkidle")
+
+        def shot(name: str) -> None:
+            page.screenshot(path=str(shots / f"{name}.png"), animations="disabled")  # dialogs fully faded in
+
+        def chart(row: str, alt: str, name: str) -> None:
+            """Open a markdown metadata entry of the latest materialization; its PNG chart must be decoded."""
+            page.locator("tr", has_text=row).get_by_text("[Show Markdown]").first.click()
+            img = page.get_by_role("dialog").locator(f"img[alt='{alt}'][src^='data:image/png']")
+            img.wait_for()
+            page.wait_for_function("i => i.complete && i.naturalWidth > 0", arg=img.element_handle())
+            assert img.evaluate("i => [i.naturalWidth, i.naturalHeight]") == [600, 300]
+            shot(name)
+            page.get_by_role("button", name="Close").click()
+            page.get_by_role("dialog").wait_for(state="detached")
+
+        try:
+            # the asset catalog lists every group's assets
+            visit("/assets", "file_chunks")
+            for key in ("file_chunks", "nodes", "edges", "memory_duckdb", "promotions"):
+                assert page.get_by_text(key, exact=True).count(), key
+            shot("01_catalog")
+
+            # the lineage around `nodes`: from the lake tables to the indexes, grouped
+            visit("/assets/nodes?view=lineage", "r2g_nodes")
+            for key in ("nodes", "r2g_nodes", "graph_index", "memory_duckdb"):
+                assert page.get_by_text(key, exact=True).count(), key
+            shot("02_lineage_nodes")
+
+            # the latest materialization: row count, what changed (small markdown shows inline), node-type chart
+            visit("/assets/nodes?view=events", "node_types_chart")
+            assert page.locator("tr", has_text="dagster/row_count").first.inner_text().split()[-1] == str(n_nodes)
+            changed = page.locator("tr", has_text="what_changed").first
+            changed.get_by_text("What changed in this run").wait_for()
+            changed.scroll_into_view_if_needed()
+            shot("03_nodes_what_changed")
+            chart("node_types_chart", "node types", "04_nodes_node_types_chart")
+
+            visit("/assets/edges?view=events", "degree_chart")
+            chart("edge_types_chart", "edge types", "05_edges_edge_types_chart")
+            chart("degree_chart", "degree distribution", "06_edges_degree_chart")
+            visit("/assets/promotions?view=events", "tier_flow_chart")
+            chart("tier_flow_chart", "tier flow", "07_promotions_tier_flow_chart")
+            visit("/assets/rejects?view=events", "rejects_chart")
+            chart("rejects_chart", "rejects by reason", "08_rejects_chart")
+
+            # a blocking check and its result
+            visit("/assets/edges?view=checks", "no_orphan_edges")
+            page.get_by_text("Passed", exact=True).first.wait_for()
+            assert page.get_by_text("This is a blocking asset check", exact=False).count()
+            shot("09_edges_check_no_orphan_edges")
+        except Exception:
+            shot("failure")
+            raise
+        finally:
+            browser.close()
