@@ -110,10 +110,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def cmd_materialize(args: argparse.Namespace, lake: Lake) -> int:
-    from assets.run import materialize
+    from assets.run import ExecutorConfig, materialize
 
     if not lake.inbox.is_dir():
         raise UserError(f"no inbox at {lake.inbox} (drop chat logs there, or set MEMCTL_DATA)")
+    try:
+        ExecutorConfig.from_env()
+    except ValueError as e:
+        raise UserError(str(e)) from None
     summary = materialize(lake, progress=not args.quiet)
     print(f"inbox files: {summary.files}  ingested now: {len(summary.ran)}  "
           + (f"re-derived (code changed): {len(summary.rederived)}  " if summary.rederived else "")

@@ -6,18 +6,79 @@ older NLP pipeline or older R2G rules re-runs only from that stage (a rule chang
 rebuilds the graph from the stored annotations, without NLP); then, if any partition changed (or the lake was never built), one
 run rebuilds the lake-wide tables and the indexes. Runs are recorded in the Dagster
 instance at $DAGSTER_HOME (default $MEMCTL_DATA/dagster_home), so the UI shows them.
+
+Where the runs execute is configuration ($MEMCTL_EXECUTOR), not code:
+- `in_process` (default): one run after the other in this process.
+- `dask`: on a dask.distributed cluster — a LocalCluster of $MEMCTL_WORKERS worker
+  processes (default 2) on loopback, or the scheduler at $MEMCTL_DASK_SCHEDULER. Every
+  file's run is one dask task, all submitted at once, so files run in parallel on
+  different workers; the lake-wide run follows as one run on the dagster-dask executor
+  (each of its steps a dask task). docs/scaling.md describes a multi-machine setup.
 """
 from __future__ import annotations
 
+import logging
 import os
 import shutil
-from dataclasses import dataclass, field
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from raw_store.lake import Lake, lake_is_current, outdated_stages, scan_inbox, stale_partitions
 
+if TYPE_CHECKING:   # Dagster and dask load only when a materialization runs
+    from dagster import DagsterInstance, JobDefinition
+    from dagster._core.instance.ref import InstanceRef
+    from distributed import Client, WorkerPlugin
+
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 _TEMPLATE = Path(__file__).resolve().parent.parent / "data" / "dagster_home" / "dagster.yaml"
+EXECUTORS = ("in_process", "dask")
+IN_PROCESS = "in-process"   # FileOutcome.worker of a run executed by this process
+WORKER_TAG = "memctl/worker"  # Dagster run tag of a file run on dask: "<worker address> pid=<pid>"
+
+
+@dataclass(frozen=True)
+class ExecutorConfig:
+    """Where `materialize` runs: $MEMCTL_EXECUTOR, $MEMCTL_WORKERS, $MEMCTL_DASK_SCHEDULER."""
+
+    kind: str = "in_process"
+    workers: int = 2          # LocalCluster worker processes (ignored with a scheduler address)
+    scheduler: str = ""       # tcp://host:port of a running dask scheduler; empty: start a LocalCluster
+
+    @classmethod
+    def from_env(cls) -> ExecutorConfig:
+        kind = os.environ.get("MEMCTL_EXECUTOR", "").strip().lower().replace("-", "_") or "in_process"
+        if kind not in EXECUTORS:
+            raise ValueError(f"MEMCTL_EXECUTOR={kind!r}: expected one of {', '.join(EXECUTORS)}")
+        raw = os.environ.get("MEMCTL_WORKERS", "").strip() or "2"
+        if not raw.isdigit() or int(raw) < 1:
+            raise ValueError(f"MEMCTL_WORKERS={raw!r}: expected a whole number ≥ 1")
+        return cls(kind=kind, workers=int(raw), scheduler=os.environ.get("MEMCTL_DASK_SCHEDULER", "").strip())
+
+
+@dataclass(frozen=True)
+class FileRun:
+    """One partition's run: all per-file assets, or only `stages` (re-derivation after a code change)."""
+
+    key: str
+    tags: dict[str, str]
+    stages: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class FileOutcome:
+    key: str
+    ok: bool
+    message: str        # the failure's last line; "" on success
+    worker: str         # dask worker address and pid, or IN_PROCESS
+    started: float      # wall clock (time.time()) on the executing machine
+    finished: float
 
 
 @dataclass
@@ -28,6 +89,8 @@ class MaterializeSummary:
     failed: dict[str, str] = field(default_factory=dict)
     lake_rebuilt: bool = False
     lake_failed: str | None = None
+    executor: str = "in_process"
+    placements: dict[str, FileOutcome] = field(default_factory=dict)   # partition → where and when it ran
 
     @property
     def ok(self) -> bool:
@@ -47,56 +110,197 @@ def prepare_dagster_home(lake: Lake) -> Path:
     return home
 
 
-def materialize(lake: Lake, progress: bool = True) -> MaterializeSummary:
-    """Run the per-file assets for every stale inbox file, then the lake-wide assets if anything changed."""
+def materialize(lake: Lake, progress: bool = True, executor: ExecutorConfig | None = None) -> MaterializeSummary:
+    """Run the per-file assets for every stale inbox file, then the lake-wide assets if anything changed.
+
+    `executor`: where the runs execute (default: ExecutorConfig.from_env()); the tables are the same bytes either way.
+    """
     import dagster as dg
     from tqdm import tqdm
 
-    from assets.definitions import FILE_ASSETS, LAKE_ASSETS
     from assets.ingest import inbox_files
-    from assets.resources import LakeResource
     from jobs.forget import forget_version, load_requests
     from r2g.nlp import PIPELINE_VERSION
     from r2g.pipeline import graph_version
 
+    executor = executor or ExecutorConfig.from_env()
     prepare_dagster_home(lake)
     files = scan_inbox(lake.inbox)  # hashes every file once; the rest works from this
-    summary = MaterializeSummary(files=len(files))
-    resources = {"lake": LakeResource(data_root=str(lake.root))}
+    summary = MaterializeSummary(files=len(files), executor=executor.kind)
     with dg.DagsterInstance.get() as instance:
         new = sorted(set(files) - set(instance.get_dynamic_partitions(inbox_files.name)))
         if new:
             instance.add_dynamic_partitions(inbox_files.name, new)
         stale = stale_partitions(lake, files, forget_version(load_requests(lake)))
-        for key in tqdm(sorted(stale), desc="files", unit="file", disable=not progress or not stale):
-            result = dg.materialize(FILE_ASSETS, partition_key=key, instance=instance, resources=resources,
-                                    run_config=QUIET, raise_on_error=False,
-                                    tags={"memctl/source_sha256": stale[key]})
-            if result.success:
-                summary.ran.append(key)
-            else:
-                summary.failed[key] = _failure_message(result)
         # bytes unchanged but NLP or R2G code changed: re-run only the stages that code touches
         outdated = outdated_stages(lake, {k: f for k, f in files.items() if k not in stale},
                                    PIPELINE_VERSION, graph_version())
-        for key in tqdm(sorted(outdated), desc="re-derive", unit="file", disable=not progress or not outdated):
-            stages = ["file_annotations", "file_graph"] if outdated[key] == "annotations" else ["file_graph"]
-            result = dg.materialize(FILE_ASSETS, selection=stages, partition_key=key, instance=instance,
-                                    resources=resources, run_config=QUIET, raise_on_error=False,
-                                    tags={"memctl/rederive": outdated[key]})
-            if result.success:
-                summary.rederived.append(key)
-            else:
-                summary.failed[key] = _failure_message(result)
-        if summary.ran or summary.rederived or not lake_is_current(lake):
-            result = dg.materialize([*FILE_ASSETS, *LAKE_ASSETS],
-                                    selection=dg.AssetSelection.groups("lake", "consolidation", "indexes"),
-                                    instance=instance, resources=resources, run_config=QUIET, raise_on_error=False)
-            if result.success:
-                summary.lake_rebuilt = True
-            else:
-                summary.lake_failed = _failure_message(result)
+        runs = [FileRun(k, {"memctl/source_sha256": stale[k]}) for k in sorted(stale)]
+        runs += [FileRun(k, {"memctl/rederive": outdated[k]},
+                         ("file_annotations", "file_graph") if outdated[k] == "annotations" else ("file_graph",))
+                 for k in sorted(outdated)]
+        if not runs and lake_is_current(lake):
+            return summary   # nothing to do: no cluster started
+        with _engine(executor, lake, instance) as engine:
+            for outcome in tqdm(engine.files(runs), total=len(runs), desc="files", unit="file",
+                                disable=not progress or not runs):
+                summary.placements[outcome.key] = outcome
+                if not outcome.ok:
+                    summary.failed[outcome.key] = outcome.message
+            summary.ran = [r.key for r in runs if r.stages is None and r.key not in summary.failed]
+            summary.rederived = [r.key for r in runs if r.stages is not None and r.key not in summary.failed]
+            if summary.ran or summary.rederived or not lake_is_current(lake):
+                summary.lake_failed = engine.lake()
+                summary.lake_rebuilt = summary.lake_failed is None
     return summary
+
+
+# ------------------------------------------------------------------ in-process
+
+def run_file(instance: DagsterInstance, lake_root: str, run: FileRun) -> FileOutcome:
+    """Materialize one partition's per-file assets with Dagster's in-process executor (here or in a dask worker)."""
+    import dagster as dg
+
+    from assets.definitions import FILE_ASSETS
+    from assets.resources import LakeResource
+
+    started = time.time()
+    result = dg.materialize(FILE_ASSETS, selection=list(run.stages) if run.stages else None,
+                            partition_key=run.key, instance=instance,
+                            resources={"lake": LakeResource(data_root=lake_root)}, run_config=QUIET,
+                            raise_on_error=False, tags=run.tags)
+    return FileOutcome(run.key, result.success, "" if result.success else _failure_message(result),
+                       IN_PROCESS, started, time.time())
+
+
+class _InProcess:
+    """Every run in this process, one after the other."""
+
+    def __init__(self, lake: Lake, instance: DagsterInstance) -> None:
+        self.lake_root, self.instance = str(lake.root), instance
+
+    def files(self, runs: list[FileRun]) -> Iterator[FileOutcome]:
+        for run in runs:
+            yield run_file(self.instance, self.lake_root, run)
+
+    def lake(self) -> str | None:
+        import dagster as dg
+
+        from assets.definitions import FILE_ASSETS, LAKE_ASSETS
+        from assets.resources import LakeResource
+
+        result = dg.materialize([*FILE_ASSETS, *LAKE_ASSETS],
+                                selection=dg.AssetSelection.groups("lake", "consolidation", "indexes"),
+                                instance=self.instance, resources={"lake": LakeResource(data_root=self.lake_root)},
+                                run_config=QUIET, raise_on_error=False)
+        return None if result.success else _failure_message(result)
+
+
+# ------------------------------------------------------------------ dask
+
+@cache
+def dask_job(name: str) -> JobDefinition:
+    """Job `name` of memctl's one Definitions with dagster-dask as executor (the reconstructor every worker calls)."""
+    import dagster as dg
+    from dagster_dask import dask_executor
+
+    from assets.definitions import defs
+
+    return dg.Definitions.merge(defs, dg.Definitions(executor=dask_executor)).resolve_job_def(name)
+
+
+def _worker_environ(lake: Lake) -> dict[str, str]:
+    """The MEMCTL_* settings a worker must share with this process, so it builds the same bytes."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("MEMCTL_")}
+    # one process per worker: annotate in the worker itself (a daemonic worker may not fork a pool anyway)
+    return {**env, "MEMCTL_DATA": str(lake.root), "MEMCTL_NLP_WORKERS": "1"}
+
+
+def _environ_plugin(env: dict[str, str]) -> WorkerPlugin:
+    from distributed import WorkerPlugin
+
+    class MemctlEnviron(WorkerPlugin):
+        """Sets this materialization's MEMCTL_* environment in every worker (and drops stale ones)."""
+
+        name = "memctl-environ"
+
+        def setup(self, worker) -> None:
+            for k in [k for k in os.environ if k.startswith("MEMCTL_") and k not in env]:
+                del os.environ[k]
+            os.environ.update(env)
+
+    return MemctlEnviron()
+
+
+def _file_task(instance_ref: InstanceRef, lake_root: str, run: FileRun) -> FileOutcome:
+    """A dask task: one partition's run, executed in the worker, recorded in the shared Dagster instance."""
+    import dagster as dg
+    from distributed import get_worker
+
+    worker = f"{get_worker().address} pid={os.getpid()}"
+    with dg.DagsterInstance.from_ref(instance_ref) as instance:   # the run's tags say where it ran (UI, audits)
+        outcome = run_file(instance, lake_root, replace(run, tags={**run.tags, WORKER_TAG: worker}))
+    return replace(outcome, worker=worker)
+
+
+class _OnDask:
+    """File runs as concurrent dask tasks; the lake run on the dagster-dask executor, steps as dask tasks."""
+
+    def __init__(self, client: Client, address: str, lake: Lake, instance: DagsterInstance) -> None:
+        self.client, self.address, self.lake_root, self.instance = client, address, str(lake.root), instance
+
+    def files(self, runs: list[FileRun]) -> Iterator[FileOutcome]:
+        from distributed import as_completed
+
+        ref = self.instance.get_ref()
+        # a unique key per run: dask treats equal keys as one computation, even across clients
+        futures = {self.client.submit(_file_task, ref, self.lake_root, run, key=f"memctl-file-{uuid.uuid4().hex}",
+                                      pure=False, retries=0): run for run in runs}
+        for future in as_completed(futures):
+            run = futures[future]
+            try:
+                yield future.result()
+            except Exception as e:   # the worker died or the task could not run: that file failed, the rest go on
+                yield FileOutcome(run.key, False, f"dask task failed: {type(e).__name__}: {e}", "", 0.0, 0.0)
+
+    def lake(self) -> str | None:
+        import dagster as dg
+
+        from assets.sensors import LAKE_JOB
+
+        run_config = {**QUIET, "execution": {"config": {"cluster": {"existing": {"address": self.address}}}},
+                      "resources": {"lake": {"config": {"data_root": self.lake_root}}}}
+        job = dg.build_reconstructable_job("assets.run", "dask_job", reconstructable_args=(LAKE_JOB,))
+        result = dg.execute_job(job, self.instance, run_config=run_config)
+        return None if result.success else _failure_message(result)
+
+
+@contextmanager
+def _engine(config: ExecutorConfig, lake: Lake, instance: DagsterInstance) -> Iterator[_InProcess | _OnDask]:
+    """The runner for `config`; with dask, a client on the configured scheduler or on a LocalCluster it owns."""
+    if config.kind == "in_process":
+        yield _InProcess(lake, instance)
+        return
+    import dask
+    from distributed import Client, LocalCluster
+
+    cluster = None
+    if not config.scheduler:
+        # processes, one thread each (Dagster steps are not thread-safe), loopback only; no dashboard, and the
+        # scheduler's health/metrics endpoint on a free port (its default 8787 may be taken). The workers'
+        # statistical profiler samples every 10 ms: it cost ~20 % of the CPU of an NLP-bound file run.
+        with dask.config.set({"distributed.worker.profile.enabled": False}):
+            cluster = LocalCluster(n_workers=config.workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                   dashboard_address=None, scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                                   silence_logs=logging.ERROR)
+    address = config.scheduler or cluster.scheduler_address
+    try:
+        with Client(address) as client:
+            client.register_plugin(_environ_plugin(_worker_environ(lake)))
+            yield _OnDask(client, address, lake, instance)
+    finally:
+        if cluster is not None:
+            cluster.close()
 
 
 def _failure_message(result) -> str:
