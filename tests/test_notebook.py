@@ -122,3 +122,21 @@ def test_the_duckdb_query_counts_the_lake(executed) -> None:
     entities = nodes.filter(pl.col("type") == "Entity")
     assert len(top_entities) == min(5, entities.height)
     assert int(top_entities[0]["mentions"]) == entities["mentions"].max()
+
+
+def test_a_persons_facts_are_drawn_on_a_timeline(executed) -> None:
+    nb, _, lake = executed
+    outputs = _outputs(nb, "timeline")
+    images = [o for o in outputs if "image/png" in o.get("data", {})]
+    assert len(images) == 1
+    [table] = _tables(outputs)
+    nodes = pl.read_parquet(lake.table("nodes")).filter(pl.col("tenant") == "demo")
+    edges = pl.read_parquet(lake.table("edges")).filter(pl.col("tenant") == "demo")
+    # the person with the most statements of their own: every one of them, in time order
+    agents = edges.filter(pl.col("type") == "AGENT").join(
+        nodes.filter(pl.col("type").is_in(["Fact", "Preference"])).select("id"), left_on="src", right_on="id")
+    top = agents.group_by("dst").len().sort(["len", "dst"], descending=[True, False])
+    assert len(table) == top["len"].max() >= 3
+    said = [row["said"] for row in table]
+    assert said == sorted(said)
+    assert {row["tier"] for row in table} <= {"short", "mid", "long"}
