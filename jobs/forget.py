@@ -33,8 +33,8 @@ import pyarrow.parquet as pq
 from jobs.schema import AUDIT
 from r2g.ids import stable_id
 from r2g.schema import EDGES, NODES
-from raw_store.cas import RawStore
-from raw_store.lake import Lake, read_table, write_bytes_atomic, write_table
+from raw_store.cas import RawStore, raw_id_for, tenant_dir
+from raw_store.lake import Lake, collect_parts, read_table, write_bytes_atomic, write_table
 from raw_store.readers import Message, Reject
 from raw_store.schema import FORGOTTEN, MESSAGES, RAW_CHUNKS, REJECTS, TOMBSTONES
 
@@ -244,30 +244,35 @@ def collect(lake: Lake, requests: Iterable[ForgetRequest]) -> pa.Table:
     chunks = read_table(lake.table("raw_chunks"), RAW_CHUNKS)
     rejects = read_table(lake.table("rejects"), REJECTS)
     messages = read_table(lake.table("messages"), MESSAGES)
+    forgotten = _forgotten_rows(lake)
+    audited = {r["request_id"]: r for r in read_table(lake.table("audit"), AUDIT).to_pylist()}
+    cited: dict[str, set[str]] = {}                      # per tenant, read once for all its requests
+    paths: dict[str, dict[str, list[tuple[str, str]]]] = {}
     rows = []
     for req in sorted(requests, key=lambda r: r.id):
-        cited = _cited(req.tenant, nodes, chunks, rejects)
-        paths = _blob_paths(lake, req.tenant)
+        if req.tenant not in cited:
+            cited[req.tenant] = _cited(req.tenant, nodes, chunks, rejects)
+            paths[req.tenant] = _blob_paths(lake, req.tenant)
         deleted = []
         for raw_id in req.blobs:
-            if raw_id in cited:
+            if raw_id in cited[req.tenant]:
                 continue
-            for path, sha in paths.get(raw_id, ()):
+            for path, sha in paths[req.tenant].pop(raw_id, ()):
                 store.delete(req.tenant, path, sha, reason=f"forget {req.id}: {req.reason}".strip(),
                              at=req.requested_at)
                 deleted.append(raw_id)
-        if req.blobs and deleted:
-            _purge_nlp_cache(lake, req, messages)
+        if deleted:
+            _purge_nlp_cache(lake, req, messages, forgotten)
         before = _snapshot(lake, req)
         now_nodes = set(_ids_of(nodes, req.tenant, "id"))
         now_edges = set(_ids_of(edges, req.tenant, "id"))
         gone_nodes = sorted(before.get("node", set()) - now_nodes)
         gone_edges = before.get("edge", set()) - now_edges
-        previous = _previous_audit(lake, req.id)
+        previous = audited.get(req.id)
         rows.append({
             "request_id": req.id, "tenant": req.tenant, "scope": req.scope, "value": req.value,
             "window_start": req.start, "window_end": req.end, "reason": req.reason, "requested_at": req.requested_at,
-            "messages": previous["messages"] if previous and not before else _forgotten_messages(lake, req),
+            "messages": previous["messages"] if previous and not before else _forgotten_messages(forgotten, req),
             "nodes": previous["nodes"] if previous and not before else gone_nodes,
             "edges": previous["edges"] if previous and not before else len(gone_edges),
             "blobs": sorted(set(deleted) | set(previous["blobs"] if previous else ())),
@@ -291,8 +296,6 @@ def _cited(tenant: str, nodes: pa.Table, chunks: pa.Table, rejects: pa.Table) ->
 
 def _blob_paths(lake: Lake, tenant: str) -> dict[str, list[tuple[str, str]]]:
     """raw_id → [(store path, sha256)] of the tenant's blobs on disk (a chunk may exist under several days)."""
-    from raw_store.cas import raw_id_for, tenant_dir
-
     out: dict[str, list[tuple[str, str]]] = {}
     base = lake.raw / tenant_dir(tenant)
     for full in sorted(base.rglob("raw_*.blob.zst")) if base.is_dir() else ():
@@ -312,33 +315,23 @@ def _snapshot(lake: Lake, req: ForgetRequest) -> dict[str, set[str]]:
     return out
 
 
-def _previous_audit(lake: Lake, request_id: str) -> dict | None:
-    t = read_table(lake.table("audit"), AUDIT)
-    rows = [r for r in t.to_pylist() if r["request_id"] == request_id]
-    return rows[0] if rows else None
-
-
 def _forgotten_rows(lake: Lake) -> pa.Table:
     """What every partition dropped at ingest (request id and text hash per message; never the text)."""
-    from raw_store.lake import collect_parts
-
     parts = collect_parts(lake, "forgotten", FORGOTTEN)
     return pa.concat_tables(parts) if parts else FORGOTTEN.empty_table()
 
 
-def _forgotten_messages(lake: Lake, req: ForgetRequest) -> int:
-    t = _forgotten_rows(lake)
+def _forgotten_messages(t: pa.Table, req: ForgetRequest) -> int:
     return int(pc.sum(pc.and_(pc.equal(t.column("request_id"), req.id), pc.is_valid(t.column("text_sha")))).as_py()
                or 0) if t.num_rows else 0
 
 
-def _purge_nlp_cache(lake: Lake, req: ForgetRequest, messages: pa.Table) -> None:
+def _purge_nlp_cache(lake: Lake, req: ForgetRequest, messages: pa.Table, t: pa.Table) -> None:
     """Drop cached annotations of texts only forgotten messages had (a kept message with the same text keeps it)."""
     path = lake.cache / "nlp.sqlite"
     if not path.exists():
         return
     kept = set(messages.column("text_sha").to_pylist()) if messages.num_rows else set()
-    t = _forgotten_rows(lake)
     forgotten = {sha for rid, sha in zip(t.column("request_id").to_pylist(), t.column("text_sha").to_pylist())
                  if rid == req.id and sha}
     doomed = sorted(forgotten - kept)
@@ -352,7 +345,6 @@ def _purge_nlp_cache(lake: Lake, req: ForgetRequest, messages: pa.Table) -> None
                 con.execute(f"DELETE FROM annotations WHERE sha IN ({','.join('?' * len(part))})", part)
     finally:
         con.close()
-
 
 
 def tombstones(lake: Lake) -> pa.Table:

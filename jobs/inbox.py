@@ -17,6 +17,7 @@ from raw_store.readers import source_file_for, tenant_for
 
 OPS_FORMAT = "agent_ops"
 OPS_MIME = "application/x-ndjson; memctl=agent_ops"
+_SNIFF = 1 << 16
 
 
 def ingest_inbox_file(path: Path, inbox: Path, store: RawStore,
@@ -24,13 +25,16 @@ def ingest_inbox_file(path: Path, inbox: Path, store: RawStore,
     """(the file's ingest tables, its FEEDBACK rows — empty unless it is a feedback file)."""
     data = Path(path).read_bytes()
     source_file, tenant = source_file_for(path, inbox), tenant_for(path, inbox)
-    text = data.decode("utf-8", errors="replace")
-    if looks_like_ops(text.splitlines()):
+    # sniff the head only: both detectors look at the first non-blank lines, and a chat log may be 50 MB
+    head = data[:_SNIFF]
+    if len(data) > _SNIFF:
+        head = head[:head.rfind(b"\n") + 1] or head      # no half line at the end of the sample
+    if looks_like_ops(head.decode("utf-8", errors="replace").splitlines()):
         ops, bad = parse_ops(data, source_file, tenant)
         # every line is an op record: applied or rejected at consolidation (ops_applied / ops_rejected)
         return ingest_records(data, source_file, tenant, store, OPS_FORMAT, len(ops) + len(bad), [],
                               mime=OPS_MIME), FEEDBACK.empty_table()
-    if looks_like_feedback(data):
+    if looks_like_feedback(head):
         rows, rejects = parse_feedback(data, source_file, tenant)
         return ingest_records(data, source_file, tenant, store, "feedback_jsonl", rows.num_rows, rejects), rows
     return ingest_bytes(data, source_file, tenant, store, forget), FEEDBACK.empty_table()
