@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from raw_store.lake import Lake
+from raw_store.lake import Lake, lake_root
 
 
 class UserError(Exception):
@@ -23,10 +23,16 @@ class UserError(Exception):
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.data:
-        os.environ["MEMCTL_DATA"] = str(Path(args.data).resolve())
-    lake = Lake.from_env()
     try:
+        if args.data:
+            os.environ["MEMCTL_DATA"] = str(lake_root(args.data))
+        lake = Lake.from_env()
+    except ValueError as e:   # e.g. $MEMCTL_STORAGE_OPTIONS that is not JSON
+        print(f"memctl: {e}", file=sys.stderr)
+        return 2
+    try:
+        if lake.remote and args.func in (cmd_recall, cmd_tools, cmd_sql, cmd_forget) and not getattr(args, "parquet", 0):
+            _refresh_index(lake)
         return args.func(args, lake)
     except UserError as e:
         print(f"memctl: {e}", file=sys.stderr)
@@ -73,6 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sql", help="run SQL on lake/memory.duckdb (read-only)")
     s.add_argument("query")
     s.add_argument("--tenant", help="see only this tenant's rows (a sandbox that cannot reach other tenants)")
+    s.add_argument("--parquet", action="store_true",
+                   help="query the lake's Parquet tables where they lie (local or object storage), not the index")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_sql)
 
@@ -107,6 +115,14 @@ def _parser() -> argparse.ArgumentParser:
     u.add_argument("--host", default="127.0.0.1")
     u.set_defaults(func=cmd_ui)
     return p
+
+
+def _refresh_index(lake: Lake) -> None:
+    """A lake on object storage: bring this machine's index cache up to the lake's tables first."""
+    from recall.index import ensure_index
+
+    if ensure_index(lake):
+        print(f"memctl: index cache rebuilt from {lake.lake} at {lake.index_dir}", file=sys.stderr)
 
 
 def cmd_materialize(args: argparse.Namespace, lake: Lake) -> int:
@@ -198,13 +214,18 @@ def cmd_tools(args: argparse.Namespace, lake: Lake) -> int:
 def cmd_sql(args: argparse.Namespace, lake: Lake) -> int:
     import duckdb
 
-    from recall.store import connect, tenant_sql
+    from recall.store import connect, lake_sql, tenant_sql
 
-    if not lake.duckdb_path.exists():
-        raise UserError(f"no index at {lake.duckdb_path} (run `memctl materialize` first)")
     if args.tenant is not None and not args.tenant.strip():
         raise UserError("--tenant must not be empty")
-    con = tenant_sql(lake, args.tenant) if args.tenant else connect(lake.duckdb_path, read_only=True)
+    if args.parquet:
+        if args.tenant:
+            raise UserError("--parquet reads every tenant's rows: it does not combine with --tenant")
+        con = lake_sql(lake)
+    elif not lake.duckdb_path.exists():
+        raise UserError(f"no index at {lake.duckdb_path} (run `memctl materialize` first)")
+    else:
+        con = tenant_sql(lake, args.tenant) if args.tenant else connect(lake.duckdb_path, read_only=True)
     try:
         rel = con.sql(args.query)
         if rel is None:
@@ -328,17 +349,15 @@ def _known_tenants(lake: Lake) -> set[str]:
 
 
 def _stats(lake: Lake) -> dict:
-    import pyarrow.parquet as pq
-
-    from raw_store.lake import value_counts
+    from raw_store.lake import read_parquet, value_counts
 
     out: dict = {"data": str(lake.root), "tables": {}}
     for name in ("raw_chunks", "messages", "nodes", "edges", "rejects"):
-        path = lake.table(name)
-        if not path.exists():
+        try:
+            t = read_parquet(lake.table(name))
+        except FileNotFoundError:
             continue
-        t = pq.read_table(path, columns=[c for c in ("tenant", "type", "reason")
-                                         if c in pq.read_schema(path).names])
+        t = t.select([c for c in ("tenant", "type", "reason") if c in t.column_names])
         entry = {"rows": t.num_rows, "by_tenant": value_counts(t, "tenant")}
         if name in ("nodes", "edges"):
             entry["by_type"] = value_counts(t, "type")

@@ -3,7 +3,6 @@ daily schedule that re-runs it as of each day (decay and promotion move with tim
 
 import dagster as dg
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from assets.lake import _check
 from assets.metadata import (RunChanges, bar_chart_png, degree_chart_png, degrees, png_markdown, table_change,
@@ -22,7 +21,7 @@ from jobs.tiers import tiers_monotone
 from jobs.versions import one_active_per_chain
 from r2g.schema import EDGES, NODES
 from raw_store.cas import RawStore
-from raw_store.lake import (PART_MANIFEST, Lake, collect_parts, part_dirs, read_manifest, read_table,
+from raw_store.lake import (PART_MANIFEST, Lake, collect_parts, part_dirs, read_manifest, read_parquet, read_table,
                             value_counts, write_table)
 from raw_store.schema import MESSAGES, RAW_CHUNKS
 
@@ -44,8 +43,10 @@ _DESCRIPTIONS = {
 
 def previous_edges(lake: Lake) -> pa.Table | None:
     """The last run's edge keys and raw_refs, read before `edges` is overwritten: only for "what changed"."""
-    path = lake.table("edges")
-    return pq.read_table(path, columns=["tenant", "id", "raw_refs"]) if path.exists() else None
+    try:
+        return read_parquet(lake.table("edges"), columns=["tenant", "id", "raw_refs"])
+    except FileNotFoundError:
+        return None
 
 
 def run_changes(lake: Lake, previous_nodes: pa.Table | None, previous_edges: pa.Table | None, nodes: pa.Table,

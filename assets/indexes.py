@@ -3,14 +3,8 @@
 import dagster as dg
 
 from assets.resources import LakeResource
-from jobs.schema import (AUDIT, COLD_EDGES, COMMUNITIES, FEEDBACK, OPS_APPLIED, OPS_REJECTED, PROMOTIONS,
-                         REVIEW_QUEUE)
 from raw_store.lake import lake_fingerprint, write_lake_state
-from recall.index import build_indexes
-
-# Lake tables of jobs/ that the DuckDB file carries for SQL (recall reads only its own).
-SQL_TABLES = {"audit": AUDIT, "communities": COMMUNITIES, "promotions": PROMOTIONS, "review_queue": REVIEW_QUEUE,
-              "cold_edges": COLD_EDGES, "feedback": FEEDBACK, "ops_applied": OPS_APPLIED, "ops_rejected": OPS_REJECTED}
+from recall.index import SQL_TABLES, build_indexes
 
 
 @dg.multi_asset(

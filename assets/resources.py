@@ -1,7 +1,6 @@
 """The lake resource: where $MEMCTL_DATA lives, resolved at run time."""
 
 from datetime import datetime
-from pathlib import Path
 
 import dagster as dg
 
@@ -18,4 +17,4 @@ class LakeResource(dg.ConfigurableResource):
         return datetime.fromisoformat(self.as_of) if self.as_of.strip() else None
 
     def get(self) -> Lake:
-        return Lake(Path(self.data_root).resolve()) if self.data_root else Lake.from_env()
+        return Lake.at(self.data_root) if self.data_root else Lake.from_env()

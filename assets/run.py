@@ -29,7 +29,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from raw_store.lake import Lake, lake_is_current, outdated_stages, scan_inbox, stale_partitions
+from raw_store.lake import (Lake, lake_fingerprint, lake_is_current, outdated_stages, read_lake_state, scan_inbox,
+                            stale_partitions)
 
 if TYPE_CHECKING:   # Dagster and dask load only when a materialization runs
     from dagster import DagsterInstance, JobDefinition
@@ -122,6 +123,7 @@ def materialize(lake: Lake, progress: bool = True, executor: ExecutorConfig | No
     from jobs.forget import forget_version, load_requests
     from r2g.nlp import PIPELINE_VERSION
     from r2g.pipeline import graph_version
+    from recall.index import ensure_index
 
     executor = executor or ExecutorConfig.from_env()
     prepare_dagster_home(lake)
@@ -141,6 +143,9 @@ def materialize(lake: Lake, progress: bool = True, executor: ExecutorConfig | No
                  for k in sorted(outdated)]
         if not runs and lake_is_current(lake):
             return summary   # nothing to do: no cluster started
+        if not runs and lake.remote and read_lake_state(lake) == lake_fingerprint(lake):
+            ensure_index(lake)   # tables current (another machine built them): only this machine's index cache
+            return summary
         with _engine(executor, lake, instance) as engine:
             for outcome in tqdm(engine.files(runs), total=len(runs), desc="files", unit="file",
                                 disable=not progress or not runs):

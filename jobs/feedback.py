@@ -10,7 +10,6 @@ The anti-abuse rules (2 h cooldown, +1.0 a day) belong to jobs.tiers, which read
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pyarrow as pa
 
@@ -88,7 +87,7 @@ def read_hits(lake: Lake) -> pa.Table:
     """FEEDBACK rows (kind "hit") of every recall hit log; unreadable lines are skipped (a log is best effort)."""
     rows = []
     base = hits_dir(lake)
-    for path in sorted(base.glob("*/*.jsonl")) if base.is_dir() else ():
+    for path in sorted(base.glob("*/*.jsonl"), key=lambda p: p.parts) if base.is_dir() else ():
         for no, line in enumerate(path.read_bytes().split(b"\n"), start=1):
             try:
                 obj = json.loads(line)
@@ -98,6 +97,6 @@ def read_hits(lake: Lake) -> pa.Table:
             if not isinstance(obj, dict) or at is None or path.parent.name != tenant_dir(str(obj.get("tenant"))):
                 continue
             rows.append({"tenant": obj["tenant"], "node_id": str(obj.get("node_id")), "kind": "hit", "at": at,
-                         "source": "recall", "source_file": Path(path).relative_to(lake.root).as_posix(),
+                         "source": "recall", "source_file": path.relative_to(lake.root).as_posix(),
                          "line": no, "query": obj.get("query")})
     return pa.Table.from_pylist(rows, schema=FEEDBACK)

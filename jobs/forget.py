@@ -28,13 +28,12 @@ from typing import Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from jobs.schema import AUDIT
 from r2g.ids import stable_id
 from r2g.schema import EDGES, NODES
 from raw_store.cas import RawStore, raw_id_for, tenant_dir
-from raw_store.lake import Lake, collect_parts, read_table, write_bytes_atomic, write_table
+from raw_store.lake import Lake, collect_parts, read_parquet, read_table, write_bytes_atomic, write_table
 from raw_store.readers import Message, Reject
 from raw_store.schema import FORGOTTEN, MESSAGES, RAW_CHUNKS, REJECTS, TOMBSTONES
 
@@ -298,7 +297,7 @@ def _blob_paths(lake: Lake, tenant: str) -> dict[str, list[tuple[str, str]]]:
     """raw_id → [(store path, sha256)] of the tenant's blobs on disk (a chunk may exist under several days)."""
     out: dict[str, list[tuple[str, str]]] = {}
     base = lake.raw / tenant_dir(tenant)
-    for full in sorted(base.rglob("raw_*.blob.zst")) if base.is_dir() else ():
+    for full in sorted(base.rglob("raw_*.blob.zst"), key=lambda p: p.parts) if base.is_dir() else ():
         sha = full.name.removeprefix("raw_").removesuffix(".blob.zst")
         out.setdefault(raw_id_for(sha), []).append((full.relative_to(lake.root).as_posix(), sha))
     return out
@@ -306,9 +305,10 @@ def _blob_paths(lake: Lake, tenant: str) -> dict[str, list[tuple[str, str]]]:
 
 def _snapshot(lake: Lake, req: ForgetRequest) -> dict[str, set[str]]:
     path = forget_dir(lake) / f"{req.id}{_SNAPSHOT}"
-    if not path.exists():
+    try:
+        t = read_parquet(path)
+    except FileNotFoundError:
         return {}
-    t = pq.read_table(path)
     out: dict[str, set[str]] = {}
     for kind, i in zip(t.column("kind").to_pylist(), t.column("id").to_pylist()):
         out.setdefault(kind, set()).add(i)
@@ -350,7 +350,7 @@ def _purge_nlp_cache(lake: Lake, req: ForgetRequest, messages: pa.Table, t: pa.T
 def tombstones(lake: Lake) -> pa.Table:
     """The TOMBSTONES table: one row per forgotten blob, from the tombstone files beside where they were."""
     rows = []
-    for path in sorted(lake.raw.rglob("raw_*.tomb")) if lake.raw.is_dir() else ():
+    for path in sorted(lake.raw.rglob("raw_*.tomb"), key=lambda p: p.parts) if lake.raw.is_dir() else ():
         t = json.loads(path.read_text("utf-8"))
         rows.append({**t, "deleted_at": datetime.fromisoformat(t["deleted_at"])})
     return pa.Table.from_pylist(rows, schema=TOMBSTONES)

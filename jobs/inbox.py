@@ -12,6 +12,7 @@ from jobs.forget import ForgetRules
 from jobs.ops import looks_like_ops, parse_ops
 from jobs.schema import FEEDBACK
 from raw_store.cas import RawStore
+from raw_store.lake import as_path
 from raw_store.ingest import IngestResult, ingest_bytes, ingest_records
 from raw_store.readers import source_file_for, tenant_for
 
@@ -23,7 +24,7 @@ _SNIFF = 1 << 16
 def ingest_inbox_file(path: Path, inbox: Path, store: RawStore,
                       forget: ForgetRules | None = None) -> tuple[IngestResult, pa.Table]:
     """(the file's ingest tables, its FEEDBACK rows — empty unless it is a feedback file)."""
-    data = Path(path).read_bytes()
+    data = as_path(path).read_bytes()
     source_file, tenant = source_file_for(path, inbox), tenant_for(path, inbox)
     # sniff the head only: both detectors look at the first non-blank lines, and a chat log may be 50 MB
     head = data[:_SNIFF]

@@ -9,11 +9,10 @@ from dataclasses import dataclass, field
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from raw_store.cas import RawStore, VerifyReport, raw_id_for
 from raw_store.errors import RawStoreError
-from raw_store.lake import Lake, part_dirs, read_manifest, write_manifest
+from raw_store.lake import Lake, part_dirs, read_manifest, read_parquet, write_manifest
 
 
 @dataclass
@@ -130,18 +129,21 @@ def verify_store(lake: Lake, tenant: str | None = None, *, sample: int | None = 
         for d in part_dirs(lake):
             ids: set[str] = set()
             for name, column in (("raw_chunks", "id"), ("rejects", "raw_id")):
-                path = d / f"{name}.parquet"
-                if path.exists():
-                    ids.update(pq.read_table(path, columns=[column]).column(column).to_pylist())
+                try:
+                    ids.update(read_parquet(d / f"{name}.parquet", columns=[column]).column(column).to_pylist())
+                except FileNotFoundError:
+                    pass
             if ids & bad_ids:
                 manifest = read_manifest(d)
                 write_manifest(d, {**manifest, "graph_sha256": None})
                 invalidated.append(manifest.get("partition_key", d.name))
-    leftovers = sorted(p.relative_to(lake.root).as_posix() for p in lake.lake.rglob(".*.tmp")) \
-        if lake.lake.is_dir() else []
+    # temp files of killed writers: beside the tables (a local lake) and the indexes (always local)
+    folders = [(lake.root, lake.lake)] + ([(lake.local, lake.index_dir)] if lake.remote else [])
+    found = [(base, p) for base, folder in folders if folder.is_dir() for p in folder.rglob(".*.tmp")]
+    leftovers = sorted(p.relative_to(base).as_posix() for base, p in found)
     if quarantine:
-        for rel in leftovers:
-            (lake.root / rel).unlink(missing_ok=True)
+        for _, p in found:
+            p.unlink(missing_ok=True)
     return StoreVerification(report, sorted(invalidated), leftovers)
 
 

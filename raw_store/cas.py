@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 import zstandard
 
 from raw_store.errors import BlobCorrupt, BlobForgotten, BlobMissing
-from raw_store.lake import fsync_dir, write_bytes_atomic
+from raw_store.lake import as_path, fsync_dir, is_remote, write_bytes_atomic
 
 ZSTD_LEVEL = 3
 QUARANTINE = "quarantine"  # corrupt blobs found by `verify`, moved here under their store path
@@ -86,7 +86,7 @@ class RawStore:
     """The CAS under `data_root/raw`; `path`s handed out and accepted are relative to `data_root`."""
 
     def __init__(self, data_root: Path) -> None:
-        self.root = Path(data_root)
+        self.root = as_path(data_root)   # a local folder, or a UPath on object storage
         self._cache: OrderedDict[str, bytes] = OrderedDict()
         self._cache_bytes = 0
         self._lock = threading.Lock()
@@ -216,7 +216,8 @@ class RawStore:
         served; with `quarantine` they are removed.
         """
         base = self.root / "raw"
-        folders = [base / tenant_dir(tenant)] if tenant is not None else sorted(p for p in base.glob("*") if p.is_dir())
+        folders = ([base / tenant_dir(tenant)] if tenant is not None
+                   else sorted((p for p in base.glob("*") if p.is_dir()), key=lambda p: p.name))
         blobs: list[Path] = []
         partial: list[str] = []
         for folder in folders:
@@ -251,10 +252,13 @@ class RawStore:
     def _quarantine(self, path: str) -> None:
         """Move a corrupt blob out of the store (kept for inspection), so it is never served."""
         dest = self.quarantine_path(path)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(self.root / path, dest)
-        fsync_dir(dest.parent)
-        fsync_dir((self.root / path).parent)
+        if is_remote(dest):
+            (self.root / path).rename(dest)   # copy, then delete the source object
+        else:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(self.root / path, dest)
+            fsync_dir(dest.parent)
+            fsync_dir((self.root / path).parent)
         with self._lock:
             cached = self._cache.pop(path, None)
             if cached is not None:

@@ -9,15 +9,24 @@
       lake/graph/<tenant>.pkl     igraph index per tenant
       cache/nlp.sqlite            NLP annotations keyed by text hash + pipeline version
       dagster_home/               Dagster instance (runs show in the lineage UI)
+
+$MEMCTL_DATA may be an fsspec URL (`s3://bucket/prefix`, options in $MEMCTL_STORAGE_OPTIONS as JSON).
+The durable lake — inbox, raw store, Parquet tables, partitions, forget requests, feedback — then
+lives in object storage, addressed as a `upath.UPath`; what must be a local file (the DuckDB and
+igraph indexes, the NLP cache, the Dagster instance) lives in a local cache folder, `Lake.local`
+($MEMCTL_CACHE_DIR/<lake hash>, default ~/.cache/memctl/<lake hash>) and is rebuilt from the
+tables when it is missing or older than them.
 """
 from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -32,57 +41,117 @@ def default_tenant() -> str:
 
 def data_root() -> Path:
     """The data directory: $MEMCTL_DATA, else ./data."""
-    return Path(os.environ.get("MEMCTL_DATA") or "data").resolve()
+    return lake_root(os.environ.get("MEMCTL_DATA") or "data")
+
+
+def lake_root(location: str | os.PathLike) -> Any:
+    """The data directory at `location`: a local `Path`, or for a URL with another scheme than
+    file:// (s3://bucket/prefix, gs://…, memory://…) an fsspec-backed `upath.UPath` carrying the
+    $MEMCTL_STORAGE_OPTIONS (JSON, e.g. {"endpoint_url": …}; credentials come from the usual
+    environment of the backend, e.g. AWS_*)."""
+    s = str(location)
+    if "://" in s and not s.startswith("file://"):
+        from upath import UPath
+
+        # No listing cache: the inbox sensor and long-lived readers must see objects other machines wrote.
+        return UPath(s.rstrip("/"), **{"use_listings_cache": False, **storage_options()})
+    return Path(s.removeprefix("file://")).resolve()
+
+
+def storage_options() -> dict:
+    raw = os.environ.get("MEMCTL_STORAGE_OPTIONS", "").strip()
+    try:
+        opts = json.loads(raw) if raw else {}
+    except ValueError as exc:
+        raise ValueError(f"$MEMCTL_STORAGE_OPTIONS is not JSON: {exc}") from exc
+    if not isinstance(opts, dict):
+        raise ValueError("$MEMCTL_STORAGE_OPTIONS must be a JSON object")
+    return opts
+
+
+def is_remote(path: Any) -> bool:
+    """True for a location on object storage (a UPath of a non-local file system)."""
+    return not isinstance(path, PurePath)
+
+
+def as_path(path: Any) -> Any:
+    """`path` as a path object: remote locations stay UPaths, anything else becomes a `Path`."""
+    return path if is_remote(path) else Path(path)
+
+
+def local_cache_for(root: Any) -> Path:
+    """The local folder of a lake on object storage: $MEMCTL_CACHE_DIR (else ~/.cache/memctl) / lake hash."""
+    base = os.environ.get("MEMCTL_CACHE_DIR", "").strip()
+    base_dir = Path(base) if base else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memctl"
+    return (base_dir / ("lake_" + hashlib.sha256(str(root).encode("utf-8")).hexdigest()[:16])).resolve()
 
 
 @dataclass(frozen=True)
 class Lake:
-    root: Path
+    root: Any   # Path, or a UPath on object storage
 
     @classmethod
     def from_env(cls) -> "Lake":
         return cls(data_root())
 
+    @classmethod
+    def at(cls, location: str | os.PathLike) -> "Lake":
+        return cls(lake_root(location))
+
     @property
-    def inbox(self) -> Path:
+    def remote(self) -> bool:
+        return is_remote(self.root)
+
+    @property
+    def local(self) -> Path:
+        """Where this machine keeps the lake's local files: the root itself, or its cache folder when remote."""
+        return local_cache_for(self.root) if self.remote else self.root
+
+    @property
+    def inbox(self) -> Any:
         return self.root / "inbox"
 
     @property
-    def raw(self) -> Path:
+    def raw(self) -> Any:
         return self.root / "raw"
 
     @property
-    def lake(self) -> Path:
+    def lake(self) -> Any:
         return self.root / "lake"
 
     @property
-    def parts(self) -> Path:
+    def parts(self) -> Any:
         return self.lake / "parts"
 
     @property
+    def index_dir(self) -> Path:
+        """The indexes' folder (always local: DuckDB and igraph open files): lake/, or the cache's lake/."""
+        return self.local / "lake" if self.remote else self.lake
+
+    @property
     def duckdb_path(self) -> Path:
-        return self.lake / "memory.duckdb"
+        return self.index_dir / "memory.duckdb"
 
     @property
     def graph_dir(self) -> Path:
-        return self.lake / "graph"
+        return self.index_dir / "graph"
 
     @property
     def cache(self) -> Path:
-        return self.root / "cache"
+        return self.local / "cache"
 
     @property
-    def feedback(self) -> Path:
+    def feedback(self) -> Any:
         return self.root / "feedback"
 
     @property
     def dagster_home(self) -> Path:
-        return self.root / "dagster_home"
+        return self.local / "dagster_home"
 
-    def table(self, name: str) -> Path:
+    def table(self, name: str) -> Any:
         return self.lake / f"{name}.parquet"
 
-    def part_dir(self, partition_key: str) -> Path:
+    def part_dir(self, partition_key: str) -> Any:
         return self.parts / part_id(partition_key)
 
 
@@ -92,6 +161,8 @@ def part_id(partition_key: str) -> str:
 
 
 def fsync_dir(path: Path) -> None:
+    if is_remote(path):
+        return
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -104,7 +175,16 @@ def fsync_dir(path: Path) -> None:
 
 def write_bytes_atomic(path: Path, data: bytes) -> bool:
     """Write `data` to `path` via temp + fsync + rename. Returns False (and leaves
-    the file, and its mtime, untouched) when the file already holds exactly these bytes."""
+    the file, and its mtime, untouched) when the file already holds exactly these bytes.
+    On object storage one PUT replaces an object whole (never partly), so it is the rename."""
+    if is_remote(path):
+        try:
+            if path.stat().st_size == len(data) and path.read_bytes() == data:
+                return False
+        except FileNotFoundError:
+            pass
+        path.write_bytes(data)
+        return True
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         if path.stat().st_size == len(data) and path.read_bytes() == data:
@@ -143,9 +223,19 @@ def write_table(table: pa.Table, path: Path, schema: pa.Schema) -> bool:
 
 def read_table(path: Path, schema: pa.Schema) -> pa.Table:
     """Read a Parquet table written with `schema`; a missing file reads as empty."""
-    if not path.exists():
+    try:
+        return conform(read_parquet(path), schema)
+    except FileNotFoundError:
         return schema.empty_table()
-    return conform(pq.read_table(path), schema)
+
+
+def read_parquet(path: Any, columns: list[str] | None = None) -> pa.Table:
+    """A Parquet file as it is (local or on object storage: fetched whole, one GET); FileNotFoundError if none."""
+    if is_remote(path):
+        return pq.read_table(pa.BufferReader(path.read_bytes()), columns=columns)
+    if not Path(path).exists():
+        raise FileNotFoundError(path)
+    return pq.read_table(path, columns=columns)
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -190,15 +280,29 @@ def partition_key_for(rel: str) -> str:
 def scan_inbox(inbox: Path) -> dict[str, InboxFile]:
     """Every regular file under the inbox (hidden files and temp files skipped), keyed by partition key."""
     out: dict[str, InboxFile] = {}
-    if not inbox.is_dir():
-        return out
-    for path in sorted(inbox.rglob("*")):
-        rel = path.relative_to(inbox).as_posix()
-        if not path.is_file() or any(p.startswith(".") for p in rel.split("/")) or rel.endswith((".tmp", ".part")):
+    for rel, path, size in files_under(inbox):
+        if any(p.startswith(".") for p in rel.split("/")) or rel.endswith((".tmp", ".part")):
             continue
         key = partition_key_for(rel)
-        out[key] = InboxFile(key=key, path=path, sha256=file_sha256(path), size=path.stat().st_size)
+        out[key] = InboxFile(key=key, path=path, sha256=file_sha256(path), size=size)
     return out
+
+
+def files_under(folder: Any) -> list[tuple[str, Any, int]]:
+    """(posix path relative to `folder`, path, size) of every regular file below it, sorted; [] if no folder.
+    On object storage one listing call (no request per object)."""
+    if is_remote(folder):
+        try:
+            found = folder.fs.find(folder.path, detail=True)
+        except FileNotFoundError:
+            return []
+        base = folder.path.rstrip("/") + "/"
+        out = [(name[len(base):], folder.joinpath(*name[len(base):].split("/")), int(info.get("size") or 0))
+               for name, info in found.items() if info.get("type") == "file" and name.startswith(base)]
+        return sorted(out, key=lambda t: t[0])
+    if not folder.is_dir():
+        return []
+    return [(p.relative_to(folder).as_posix(), p, p.stat().st_size) for p in sorted(folder.rglob("*")) if p.is_file()]
 
 
 def resolve_partition(inbox: Path, key: str) -> InboxFile | None:
@@ -214,8 +318,6 @@ PART_MANIFEST = "manifest.json"
 
 def read_manifest(part_dir: Path) -> dict:
     """A partition's manifest (what was last ingested from which source bytes), {} if none."""
-    import json
-
     try:
         return json.loads((part_dir / PART_MANIFEST).read_text("utf-8"))
     except (FileNotFoundError, ValueError):
@@ -223,14 +325,14 @@ def read_manifest(part_dir: Path) -> dict:
 
 
 def write_manifest(part_dir: Path, manifest: dict) -> None:
-    import json
-
     write_bytes_atomic(part_dir / PART_MANIFEST,
                        json.dumps(manifest, sort_keys=True, ensure_ascii=False, indent=1).encode("utf-8"))
 
 
 def part_dirs(lake: Lake) -> list[Path]:
     """Partition folders in a stable order (by folder name, so file order never matters)."""
+    if is_remote(lake.parts):
+        return sorted({p.parent for p in lake.parts.glob(f"*/{PART_MANIFEST}")}, key=lambda p: p.name)
     if not lake.parts.is_dir():
         return []
     return sorted(p for p in lake.parts.iterdir() if p.is_dir() and (p / PART_MANIFEST).exists())
@@ -238,7 +340,13 @@ def part_dirs(lake: Lake) -> list[Path]:
 
 def collect_parts(lake: Lake, name: str, schema: pa.Schema) -> list[pa.Table]:
     """The `name` table of every partition (missing ones skipped)."""
-    return [read_table(d / f"{name}.parquet", schema) for d in part_dirs(lake) if (d / f"{name}.parquet").exists()]
+    out = []
+    for d in part_dirs(lake):
+        try:
+            out.append(conform(read_parquet(d / f"{name}.parquet"), schema))
+        except FileNotFoundError:
+            continue
+    return out
 
 
 def union_sorted(tables: list[pa.Table], schema: pa.Schema, sort_keys: list[str],
@@ -273,9 +381,9 @@ def lake_fingerprint(lake: Lake) -> str:
     settings = os.environ.get("MEMCTL_CONSOLIDATION", "").strip()
     if settings and Path(settings).is_file():
         h.update(hashlib.sha256(Path(settings).read_bytes()).digest())
-    if lake.feedback.is_dir():
-        for p in sorted(lake.feedback.rglob("*.jsonl")):
-            h.update(f"{p.relative_to(lake.feedback).as_posix()}\x1f{p.stat().st_size}\n".encode())
+    for rel, _, size in files_under(lake.feedback):
+        if rel.endswith(".jsonl"):
+            h.update(f"{rel}\x1f{size}\n".encode())
     for d in part_dirs(lake):
         m = read_manifest(d)
         h.update(f"{d.name}\x1f{m.get('source_sha256')}\x1f{m.get('graph_sha256')}\x1f{m.get('graph_version')}\n"
@@ -283,26 +391,51 @@ def lake_fingerprint(lake: Lake) -> str:
     return h.hexdigest()
 
 
-def _state_path(lake: Lake) -> Path:
+def _state_path(lake: Lake) -> Any:
     return lake.lake / "_state.json"
+
+
+def _index_state_path(lake: Lake) -> Path:
+    """The local index cache's own stamp (a lake on object storage; for a local lake it is _state.json)."""
+    return lake.index_dir / "_state.json"
+
+
+def read_lake_state(lake: Lake) -> str | None:
+    """The fingerprint the lake-wide tables were last built from (None: never built)."""
+    return _read_fingerprint(_state_path(lake))
+
+
+def _read_fingerprint(path: Any) -> str | None:
+    try:
+        return json.loads(path.read_text("utf-8")).get("fingerprint")
+    except (FileNotFoundError, ValueError, AttributeError):
+        return None
 
 
 def write_lake_state(lake: Lake, fingerprint: str) -> None:
     """Record which partition set the lake-wide tables and indexes were last built from."""
-    import json
+    data = json.dumps({"fingerprint": fingerprint}).encode("utf-8")
+    if lake.remote:
+        write_bytes_atomic(_index_state_path(lake), data)   # this machine's index cache is that build's
+    write_bytes_atomic(_state_path(lake), data)
 
-    write_bytes_atomic(_state_path(lake), json.dumps({"fingerprint": fingerprint}).encode("utf-8"))
+
+def write_index_state(lake: Lake, fingerprint: str) -> None:
+    """Record that this machine's index cache was built from the tables of `fingerprint` (remote lakes)."""
+    write_bytes_atomic(_index_state_path(lake), json.dumps({"fingerprint": fingerprint}).encode("utf-8"))
+
+
+def index_is_current(lake: Lake) -> bool:
+    """True when the indexes this process would open were built from the lake's current tables."""
+    if not lake.duckdb_path.exists():
+        return False
+    return not lake.remote or _read_fingerprint(_index_state_path(lake)) == read_lake_state(lake)
 
 
 def lake_is_current(lake: Lake) -> bool:
     """True when the lake-wide tables and indexes were built from the current set of partitions."""
-    import json
-
-    try:
-        state = json.loads(_state_path(lake).read_text("utf-8"))
-    except (FileNotFoundError, ValueError):
-        return False
-    return state.get("fingerprint") == lake_fingerprint(lake) and lake.duckdb_path.exists()
+    state = read_lake_state(lake)
+    return state is not None and state == lake_fingerprint(lake) and index_is_current(lake)
 
 
 def value_counts(table: pa.Table, column: str) -> dict[str, int]:

@@ -36,7 +36,7 @@ from pathlib import Path, PurePosixPath
 from typing import Callable
 
 from raw_store import errors as E
-from raw_store.lake import default_tenant
+from raw_store.lake import as_path, default_tenant, is_remote
 from raw_store.timeparse import parse_ts
 
 FORMATS = ("canonical_jsonl", "transcript", "locomo_json", "sillytavern_jsonl", "chatgpt_json", "whatsapp", "qq")
@@ -109,6 +109,11 @@ def tenant_for(path: Path, inbox: Path) -> str:
 
 
 def _relative(path: Path, inbox: Path) -> PurePosixPath | None:
+    if is_remote(path) or is_remote(inbox):
+        try:
+            return PurePosixPath(path.relative_to(inbox).as_posix())
+        except (ValueError, TypeError, AttributeError):
+            return None
     for p, base in ((Path(path), Path(inbox)), (Path(path).resolve(), Path(inbox).resolve())):
         try:
             return PurePosixPath(p.relative_to(base).as_posix())
@@ -120,7 +125,7 @@ def _relative(path: Path, inbox: Path) -> PurePosixPath | None:
 def source_file_for(path: Path, inbox: Path) -> str:
     """The file's posix path relative to the inbox (its bare name when outside the inbox)."""
     rel = _relative(path, inbox)
-    return rel.as_posix() if rel is not None else Path(path).name
+    return rel.as_posix() if rel is not None else as_path(path).name
 
 
 def default_conv_id(source_file: str, tenant: str) -> str:
@@ -361,7 +366,7 @@ def read_bytes(data: bytes, source_file: str, tenant: str) -> ReadResult:
 
 def read_file(path: Path, inbox: Path) -> ReadResult:
     """Read an inbox file; source_file is its posix path relative to the inbox, tenant its first folder."""
-    return read_bytes(Path(path).read_bytes(), source_file_for(path, inbox), tenant_for(path, inbox))
+    return read_bytes(as_path(path).read_bytes(), source_file_for(path, inbox), tenant_for(path, inbox))
 
 
 # -- canonical JSONL -----------------------------------------------------------------------------

@@ -19,7 +19,9 @@ import pyarrow.compute as pc
 
 from r2g.schema import EDGES, NODES
 from r2g.tokens import segment_for_fts
-from raw_store.lake import Lake, fsync_dir, read_table
+from jobs.schema import (AUDIT, COLD_EDGES, COMMUNITIES, FEEDBACK, OPS_APPLIED, OPS_REJECTED, PROMOTIONS,
+                         REVIEW_QUEUE)
+from raw_store.lake import Lake, fsync_dir, index_is_current, read_lake_state, read_table, write_index_state
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS, TOMBSTONES
 from recall.store import connect, graph_path, node_docs_table, raw_docs_table, tenant_slug
 
@@ -32,6 +34,11 @@ TABLES: dict[str, pa.Schema] = {
     "rejects": REJECTS,
     "tombstones": TOMBSTONES,
 }
+
+# Lake tables of jobs/ that the DuckDB file carries for SQL (recall reads only TABLES).
+SQL_TABLES: dict[str, pa.Schema] = {
+    "audit": AUDIT, "communities": COMMUNITIES, "promotions": PROMOTIONS, "review_queue": REVIEW_QUEUE,
+    "cold_edges": COLD_EDGES, "feedback": FEEDBACK, "ops_applied": OPS_APPLIED, "ops_rejected": OPS_REJECTED}
 
 # The default FTS ignore pattern '(\.|[^a-z])+' would delete every Han character, digit and
 # accented or non-Latin letter; documents are already jieba-segmented, so only what is not a
@@ -56,7 +63,7 @@ def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = Non
     A missing Parquet file loads as an empty table with its schema.
     """
     t0 = time.perf_counter()
-    lake.lake.mkdir(parents=True, exist_ok=True)
+    lake.index_dir.mkdir(parents=True, exist_ok=True)
     tables = {name: read_table(lake.table(name), schema) for name, schema in {**TABLES, **(extra_tables or {})}.items()}
     tenants = _tenants(tables)
     graphs = _write_graphs(lake, tables["nodes"], tables["edges"], tenants)
@@ -64,6 +71,20 @@ def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = Non
     stats["graphs"] = graphs
     stats["seconds"] = round(time.perf_counter() - t0, 3)
     return stats
+
+
+def ensure_index(lake: Lake) -> bool:
+    """A lake on object storage: (re)build this machine's index cache from the lake's Parquet tables when it
+    is missing or was built from other tables than the lake's current ones (another machine materialized
+    since). Returns True when it built. A local lake's indexes are built with its tables, by materialize."""
+    if not lake.remote or index_is_current(lake):
+        return False
+    state = read_lake_state(lake)
+    if state is None:
+        return False   # the tables were never built: nothing to index yet
+    build_indexes(lake, SQL_TABLES)
+    write_index_state(lake, state)
+    return True
 
 
 def _tenants(tables: dict[str, pa.Table]) -> list[str]:
@@ -80,7 +101,7 @@ def _active_nodes(nodes: pa.Table) -> pa.Table:
 
 
 def _write_duckdb(lake: Lake, tables: dict[str, pa.Table], tenants: list[str]) -> dict:
-    fd, tmp_name = tempfile.mkstemp(prefix=".memory.", suffix=".duckdb.tmp", dir=lake.lake)
+    fd, tmp_name = tempfile.mkstemp(prefix=".memory.", suffix=".duckdb.tmp", dir=lake.index_dir)
     os.close(fd)
     tmp = Path(tmp_name)
     tmp.unlink()  # DuckDB refuses to open an empty file as a database
@@ -94,7 +115,7 @@ def _write_duckdb(lake: Lake, tables: dict[str, pa.Table], tenants: list[str]) -
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, lake.duckdb_path)
-        fsync_dir(lake.lake)
+        fsync_dir(lake.index_dir)
     finally:
         for leftover in (tmp, Path(str(tmp) + ".wal")):
             leftover.unlink(missing_ok=True)

@@ -56,6 +56,24 @@ def fts_extension_path(version: str | None = None) -> str:
     raise ImportError(f"no fts.duckdb_extension for duckdb {version}; pip install 'duckdb=={version}' duckdb-ext-fts")
 
 
+def lake_sql(lake: Lake) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with one view per Parquet table of the lake, read where it lies: local files,
+    or on object storage through the lake's fsspec file system registered in DuckDB (no httpfs extension:
+    it cannot be downloaded here). Every tenant's rows: for operators, not for a tenant (see tenant_sql).
+    Each query reads the Parquet files again, so it sees the lake's tables as they are now."""
+    from raw_store.lake import files_under, is_remote
+
+    con = duckdb.connect(":memory:", config=DUCKDB_CONFIG)
+    if is_remote(lake.root):
+        con.register_filesystem(lake.root.fs)
+    for rel, path, _ in files_under(lake.lake):
+        name = rel.removesuffix(".parquet")
+        if "/" in rel or not rel.endswith(".parquet") or not _IDENT.match(name):
+            continue   # partitions (parts/…) and anything else that is no lake-wide table
+        con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{_sql_str(str(path))}')")
+    return con
+
+
 def connect(path: Path | str | None, read_only: bool) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with the fts extension loaded; `path=None` is an in-memory database.
 

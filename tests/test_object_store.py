@@ -1,0 +1,159 @@
+"""The lake on object storage: `MEMCTL_DATA=s3://bucket/prefix` against an S3 server on loopback (moto).
+
+The real CLI runs in subprocesses as two "machines" (two local cache folders) sharing one bucket:
+machine A materializes the sample inbox into S3; its tables and blobs must be the same bytes as a run
+on a local folder, and nothing durable may land on A's disk. Machine B then answers a recall with the
+cited line (building its own index cache from the Parquet tables in S3), finds the lake current, and
+sees a new inbox file, a forget request and a corrupt blob through the bucket alone.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.test_reliability import lake_fingerprint
+
+pytestmark = pytest.mark.objectstore
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "data" / "inbox"
+QUESTION = "Where did Xiaoming play football?"
+CITED = "Oh, and my neighbour Xiaoming played football in Riverside Park on Saturday."
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """(endpoint, boto3 client) of a moto S3 server on a free loopback port."""
+    moto_server = pytest.importorskip("moto.server")
+    boto3 = pytest.importorskip("boto3")
+    pytest.importorskip("s3fs")
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
+                          region_name="us-east-1")
+    try:
+        yield endpoint, client
+    finally:
+        server.stop()
+
+
+def _env(endpoint: str, data: str, cache: Path, host: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMCTL_", "DAGSTER_", "AWS_"))}
+    return {**env, "MEMCTL_DATA": data, "MEMCTL_CACHE_DIR": str(cache), "MEMCTL_HOST": host,
+            "MEMCTL_STORAGE_OPTIONS": json.dumps({"endpoint_url": endpoint, "key": "test", "secret": "test",
+                                                  "client_kwargs": {"region_name": "us-east-1"}}),
+            "MEMCTL_NLP_WORKERS": "1", "PYTHONHASHSEED": "0"}
+
+
+def _memctl(env: dict, *args: str, code: int = 0) -> subprocess.CompletedProcess:
+    out = subprocess.run([sys.executable, "-m", "assets.cli", *args], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == code, f"memctl {' '.join(args)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    return out
+
+
+def _objects(client, bucket: str, prefix: str) -> dict[str, bytes]:
+    out = {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for o in page.get("Contents", ()):
+            out[o["Key"][len(prefix):]] = client.get_object(Bucket=bucket, Key=o["Key"])["Body"].read()
+    return out
+
+
+def _s3_fingerprint(objects: dict[str, bytes]) -> dict[str, str]:
+    """The same view as tests.test_reliability.lake_fingerprint, over the bucket's objects."""
+    return {k: hashlib.sha256(v).hexdigest() for k, v in sorted(objects.items())
+            if (k.startswith("lake/") and k.endswith((".parquet", ".json")) and k != "lake/_state.json"
+                and not k.rsplit("/", 1)[-1].startswith("."))
+            or (k.startswith("raw/") and k.endswith(".blob.zst"))}
+
+
+@pytest.mark.timeout(900)
+def test_a_lake_on_s3_serves_two_machines(s3, tmp_path: Path) -> None:
+    endpoint, client = s3
+    bucket = "memctl-" + uuid.uuid4().hex[:8]
+    client.create_bucket(Bucket=bucket)
+    data = f"s3://{bucket}/team/lake"
+    for path in sorted(SAMPLES.rglob("*")):
+        if path.is_file():
+            client.put_object(Bucket=bucket, Key=f"team/lake/inbox/{path.relative_to(SAMPLES).as_posix()}",
+                              Body=path.read_bytes())
+    a = _env(endpoint, data, tmp_path / "cache_a", "machine-a")
+    b = _env(endpoint, data, tmp_path / "cache_b", "machine-b")
+
+    # Machine A materializes into the bucket; a local-folder run of the same inbox is the reference.
+    first = _memctl(a, "materialize", "--quiet")
+    assert "ingested now: 3" in first.stdout and "lake rebuilt: yes" in first.stdout
+    local = tmp_path / "local"
+    shutil.copytree(SAMPLES, local / "inbox")
+    _memctl({**a, "MEMCTL_DATA": str(local), "MEMCTL_CACHE_DIR": str(tmp_path / "unused")}, "materialize", "--quiet")
+    objects = _objects(client, bucket, "team/lake/")
+    reference = lake_fingerprint(local)
+    assert any(k.startswith("raw/") for k in reference) and "lake/nodes.parquet" in reference
+    assert _s3_fingerprint(objects) == reference
+
+    # Nothing durable on A's disk: only its index cache, NLP cache and Dagster instance.
+    (cache_a,) = (tmp_path / "cache_a").iterdir()
+    kept = {p.relative_to(cache_a).as_posix() for p in cache_a.rglob("*") if p.is_file()}
+    assert {"lake/memory.duckdb", "cache/nlp.sqlite"} <= kept
+    assert not [k for k in kept if k.endswith((".blob.zst", ".parquet")) or k.startswith(("inbox/", "raw/"))]
+    assert not (tmp_path / "unused").exists()
+
+    # Machine B: a recall builds B's index cache from the bucket's tables and cites the line from the bucket's blob.
+    out = _memctl(b, "recall", QUESTION, "--tenant", "demo", "--json")
+    assert "index cache rebuilt" in out.stderr
+    top = json.loads(out.stdout)[0]
+    assert top["citations"][0]["excerpt"] == CITED and top["citations"][0]["verified"] is True
+    hits = [k for k in _objects(client, bucket, "team/lake/feedback/hits/") if k.endswith(".machine-b.jsonl")]
+    assert hits == [f"demo/{hits[0].split('/')[1]}"], hits
+    second = _memctl(b, "recall", QUESTION, "--tenant", "demo", "--json", "--no-log")
+    assert "index cache rebuilt" not in second.stderr   # cache current: not rebuilt again
+
+    # DuckDB reads the Parquet tables in the bucket (fsspec registered; no httpfs).
+    sql = "SELECT (SELECT count(*) FROM nodes) AS nodes, (SELECT count(*) FROM messages) AS messages"
+    in_place = json.loads(_memctl(b, "sql", sql, "--parquet", "--json").stdout)
+    in_index = json.loads(_memctl(b, "sql", sql, "--json").stdout)
+    assert in_place == in_index and in_place[0]["messages"] == 25
+
+    # B's materialize: the hit B logged is new feedback, so the lake-wide tables are rebuilt; no file re-runs.
+    again = _memctl(b, "materialize", "--quiet")
+    assert "ingested now: 0" in again.stdout and "lake rebuilt: yes" in again.stdout
+    assert "lake rebuilt: no" in _memctl(a, "materialize", "--quiet").stdout   # A sees B's build as current
+
+    # A new file in the bucket's inbox: only it runs.
+    client.put_object(Bucket=bucket, Key="team/lake/inbox/demo/late.txt",
+                      Body=b"[2023-05-09 10:00:00] Caroline: Xiaoming joined the Riverside football club today.\n")
+    late = _memctl(a, "materialize", "--quiet")
+    assert "ingested now: 1" in late.stdout
+    out = json.loads(_memctl(b, "recall", "football club", "--tenant", "demo", "--json", "--no-log").stdout)
+    assert any("joined the Riverside football club" in c["excerpt"] for r in out for c in r["citations"])
+
+    # Forgetting through the bucket: the request, the tombstones and the deletions are objects there.
+    forgot = _memctl(b, "forget", "--tenant", "demo", "--conv", "late", "--reason", "test", "--quiet")
+    assert "1 messages" in forgot.stdout and "1 raw blobs deleted" in forgot.stdout, forgot.stdout
+    objects = _objects(client, bucket, "team/lake/")
+    assert [k for k in objects if k.startswith("forget/") and k.endswith(".json")]
+    assert [k for k in objects if k.startswith("raw/demo/") and k.endswith(".tomb")]
+    out = json.loads(_memctl(a, "recall", "football club", "--tenant", "demo", "--json", "--no-log").stdout)
+    assert not any("joined the Riverside football club" in c["excerpt"] for r in out for c in r["citations"])
+
+    # A corrupt blob in the bucket: verify quarantines it there, the next materialize re-puts it.
+    key = next(k for k in sorted(objects) if k.startswith("raw/research/") and k.endswith(".blob.zst"))
+    client.put_object(Bucket=bucket, Key=f"team/lake/{key}", Body=b"not zstd")
+    report = json.loads(_memctl(a, "verify", "--json", code=1).stdout)   # 1: corruption was found
+    assert [c["path"] for c in report["corrupt"]] == [key] and report["reingest"] == ["research/garden_club.json"]
+    assert list(_objects(client, bucket, "team/lake/quarantine/")) == [key]
+    _memctl(a, "materialize", "--quiet")
+    assert _objects(client, bucket, f"team/lake/{key}")[""] == objects[key]
