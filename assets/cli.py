@@ -67,6 +67,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--until", metavar="DATE", help="only memories up to this date (a bare date: its whole day)")
     r.add_argument("--as-of", metavar="DATE", help="only what was known then")
     r.add_argument("--budget-tokens", type=int, metavar="N", help="fit results and citations into N tokens")
+    r.add_argument("--vectors", action="store_true",
+                   help="also search the vector index (stage B; indexes built with $MEMCTL_VECTORS set)")
     r.add_argument("--no-log", action="store_true",
                    help="do not record the hits (they feed the memories' access feedback at the next consolidation)")
     r.set_defaults(func=cmd_recall)
@@ -148,7 +150,7 @@ def cmd_materialize(args: argparse.Namespace, lake: Lake) -> int:
 
 
 def cmd_recall(args: argparse.Namespace, lake: Lake) -> int:
-    from recall.engine import recall
+    from recall.engine import RecallConfig, recall
     from recall.hits import log_hits
     from recall.store import IndexNotBuilt
 
@@ -162,7 +164,7 @@ def cmd_recall(args: argparse.Namespace, lake: Lake) -> int:
     try:
         results = recall(args.query, args.tenant, k=args.k, expand_depth=args.depth, lake=lake, trace=trace,
                          types=args.types, time_range=(since, until) if since or until else None, as_of=as_of,
-                         budget_tokens=args.budget_tokens)
+                         budget_tokens=args.budget_tokens, config=RecallConfig(vectors_enabled=args.vectors))
     except IndexNotBuilt as e:
         raise UserError(f"{e} (run `memctl materialize` first)") from None
     except ValueError as e:

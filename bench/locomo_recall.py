@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import tempfile
 import time
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -168,11 +170,14 @@ class TurnBaseline:
         return sorted(range(self.n_docs), key=lambda i: -scores[i])
 
 
-def evaluate(data: list[dict], lake: Lake, ks: list[int], expand_depth: int) -> dict:
+def evaluate(data: list[dict], lake: Lake, ks: list[int], expand_depth: int, vectors: bool = False,
+             lambda_vector: float | None = None) -> dict:
     per_cat: dict[str, dict[int, dict[str, list[float]]]] = {
         "memctl": defaultdict(lambda: defaultdict(list)), "baseline": defaultdict(lambda: defaultdict(list))}
     baseline = TurnBaseline()
-    cfg = RecallConfig()
+    cfg = RecallConfig(vectors_enabled=vectors)
+    if lambda_vector is not None:
+        cfg = replace(cfg, lambda_vector=lambda_vector)
     n_qa, t_recall = 0, 0.0
     for sample in data:
         ids, texts = turn_documents(sample)
@@ -235,7 +240,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", type=Path, default=None, help="build the lake here and keep it (default: a temp dir)")
     ap.add_argument("--consolidated", action="store_true",
                     help="recall over the consolidated graph (as `memctl materialize` builds it), not R2G's alone")
+    ap.add_argument("--vectors", metavar="EMBEDDER", default="",
+                    help="also run stage B: build vector files with this embedder ('hashing' or module:callable)")
+    ap.add_argument("--lambda-vector", type=float, default=None,
+                    help="λ2 for stage B on the scale of the other λ (default RecallConfig's 0.4/0.6)")
     args = ap.parse_args(argv)
+    if args.vectors:
+        os.environ["MEMCTL_VECTORS"] = args.vectors
     ks = sorted(set(args.k) | {5, 10})
 
     data = json.loads(args.data.read_text(encoding="utf-8"))[: args.limit_convs]
@@ -245,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
         lake, stats = build_lake(data, root, consolidated=args.consolidated)
         print(f"lake built in {time.perf_counter() - t:.1f}s: {json.dumps(stats['tables'])} "
               f"timings={stats['timings']}")
-        result = evaluate(data, lake, ks, args.expand_depth)
+        result = evaluate(data, lake, ks, args.expand_depth, vectors=bool(args.vectors),
+                          lambda_vector=args.lambda_vector)
         print(f"qa={result['n_qa']} (categories 1-4)  recall() mean {result['recall_ms']:.1f} ms")
         overall = print_tables(result, ks)
     m, b = overall["memctl"], overall["baseline"]

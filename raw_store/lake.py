@@ -369,14 +369,15 @@ def union_sorted(tables: list[pa.Table], schema: pa.Schema, sort_keys: list[str]
 
 
 CONSOLIDATION_ENV = ("MEMCTL_AS_OF", "MEMCTL_REDACT_PII", "MEMCTL_CONSOLIDATION")
+INDEX_ENV = ("MEMCTL_VECTORS",)   # changes only the indexes (the embedder of stage B's vector files)
 
 
 def lake_fingerprint(lake: Lake) -> str:
     """A hash of every complete partition's (key, source sha), of the consolidation settings ($MEMCTL_AS_OF,
-    $MEMCTL_REDACT_PII, the $MEMCTL_CONSOLIDATION file) and of the access feedback logged since (recall hits):
-    changes iff the lake-wide tables must."""
+    $MEMCTL_REDACT_PII, the $MEMCTL_CONSOLIDATION file), of the index settings ($MEMCTL_VECTORS) and of the access
+    feedback logged since (recall hits): changes iff the lake-wide tables or indexes must."""
     h = hashlib.sha256()
-    for name in CONSOLIDATION_ENV:
+    for name in CONSOLIDATION_ENV + INDEX_ENV:
         h.update(f"{name}={os.environ.get(name, '').strip()}\n".encode())
     settings = os.environ.get("MEMCTL_CONSOLIDATION", "").strip()
     if settings and Path(settings).is_file():

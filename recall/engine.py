@@ -12,8 +12,12 @@ Stages (each reported in `trace`):
   cite       raw_refs → sha-verified excerpts from the raw store
   budget     (with budget_tokens) the results that fit the token budget with the most score
 
-Degradation (seed 004 §18): RecallConfig.graph_enabled / bm25_enabled / raw_fallback switch
-a stage off; a tenant graph that is missing or unreadable drops stage C and says so in the
+Stage B (vectors, recall.vectors) is off by default: RecallConfig.vectors_enabled turns it on
+for indexes built with $MEMCTL_VECTORS; its hits join stage A's as seeds and score with λ2.
+
+Degradation (seed 004 §18): RecallConfig.graph_enabled / bm25_enabled / vectors_enabled /
+raw_fallback switch a stage off; a vector file that is missing or built by another embedder drops
+stage B; a tenant graph that is missing or unreadable drops stage C and says so in the
 trace; recall still answers from what is left.
 """
 from __future__ import annotations
@@ -32,6 +36,7 @@ import igraph
 from r2g.tokens import search_tokens
 from raw_store.cas import RawStore
 from raw_store.lake import Lake
+from recall import vectors
 from recall.citations import Citation, Citer, RawRef, as_refs
 from recall.query import QueryAnalysis, analyze, has_code_token, query_keywords
 from recall.store import TenantGraph, TenantInfo, TenantReader, load_graph, tenant_reader
@@ -65,7 +70,7 @@ class RecallConfig:
     """Knobs of the recall pipeline; defaults follow seed 004 App. A, renormalised without vectors.
 
     score = λ1*BM25 + λ3*graph + λ4*weight(node): λ1=0.2, λ3=0.3, λ4=0.1 over their sum 0.6
-    (λ2, vectors, is off). weight(node) is seed 004 §6.1's α*importance +
+    (λ2, vectors, is off by default; with vectors_enabled it adds λ2*cos, λ2 = 0.4 on the same scale). weight(node) is seed 004 §6.1's α*importance +
     β*log(1+frequency) + γ*exp(-Δt/τ_type) + δ*|sentiment|, divided by α+β+γ+δ so it
     stays in [0, 1] (log frequency is scaled to 1 at frequency_cap). The seed's user
     feedback and staleness terms wait for the feedback records of consolidation.
@@ -106,6 +111,11 @@ class RecallConfig:
     raw_limit: int = 10
     graph_enabled: bool = True         # degradation switches (seed 004 §18): each stage can be off
     bm25_enabled: bool = True
+    # stage B (recall.vectors), off by default: λ2 = 0.4 on the scale of λ1, λ3, λ4 above (seed App. A)
+    vectors_enabled: bool = False
+    lambda_vector: float = 0.4 / 0.6
+    vector_limit: int = 50
+    vector_embedder: str | None = None   # None: $MEMCTL_VECTORS (the embedder the index was built with)
     mmr_lambda: float = 0.7            # MMR: relevance vs novelty; 1.0 turns de-duplication off
     mmr_threshold: float = 0.7         # seed 004's diversity threshold: this similar to a pick → only after the rest
     mmr_pool: int = 50                 # candidates MMR picks from (best scores first)
@@ -251,6 +261,19 @@ def _recall(reader: TenantReader, lake: Lake, query: str, keywords: list[str], c
         seeds[eid] = max(seeds.get(eid, 0.0), cfg.named_entity_seed)
     tr.stage("seeds", len(seeds), top=[(i, round(s, 4)) for i, s in list(seeds.items())[:5]])
 
+    vec: dict[str, float] | None = None
+    if cfg.vectors_enabled:
+        spec = vectors.embedder_spec() if cfg.vector_embedder is None else cfg.vector_embedder
+        hits, vec_state = vectors.search(lake, info.slug, query, cfg.vector_limit, spec)
+        vec = dict(hits)   # cosines as they are: already in [0, 1] for the hits kept
+    else:
+        vec_state = "off"
+    tr.stage("vectors", len(vec or ()), state=vec_state,
+             top=[(i, round(s, 4)) for i, s in list((vec or {}).items())[:5]])
+    expand_from = dict(seeds)   # the expansion starts from stage A's and stage B's seeds alike
+    for nid, s in (vec or {}).items():
+        expand_from[nid] = max(expand_from.get(nid, 0.0), s)
+
     raw_hits: dict[str, float] = {}
     trigger = "code_token" if code_like else "few_seeds" if len(seeds) < cfg.raw_min_seeds else None
     if cfg.raw_fallback and trigger:
@@ -264,13 +287,13 @@ def _recall(reader: TenantReader, lake: Lake, query: str, keywords: list[str], c
             graph_state = "ok" if graph is not None else "missing"
         except Exception as e:  # noqa: BLE001 — any unreadable graph file degrades recall to stage A (seed 004 §18)
             graph_state = f"unreadable: {type(e).__name__}"
-    graph_scores, evidence = _expand(graph, seeds, expand_depth, cfg, filters.as_of) \
+    graph_scores, evidence = _expand(graph, expand_from, expand_depth, cfg, filters.as_of) \
         if graph is not None else ({}, {})
     tr.stage("expand", len(graph_scores), depth=expand_depth, graph=graph_state, method=cfg.graph_method)
 
     turn_of: dict[str, tuple[str, str]] = {}
     cards: set[str] = set()
-    ranked = _score(reader, info, seeds, graph_scores, evidence, filters, analysis, cfg, turn_of, cards)
+    ranked = _score(reader, info, seeds, vec, graph_scores, evidence, filters, analysis, cfg, turn_of, cards)
     citer = Citer(reader, _raw_store(lake))
     ranked += _raw_results(citer, raw_hits, keywords, info, cfg, filters)
     ranked.sort(key=lambda pair: (-pair[0].score, pair[0].node_id))
@@ -462,14 +485,15 @@ def _query_boost(row: Mapping, analysis: QueryAnalysis, cfg: RecallConfig) -> fl
     return boost
 
 
-def _score(reader: TenantReader, info: TenantInfo, seeds: Mapping[str, float], graph_scores: Mapping[str, float],
-           evidence: Mapping[str, list[dict]], filters: Filters, analysis: QueryAnalysis,
+def _score(reader: TenantReader, info: TenantInfo, seeds: Mapping[str, float], vec: Mapping[str, float] | None,
+           graph_scores: Mapping[str, float], evidence: Mapping[str, list[dict]], filters: Filters, analysis: QueryAnalysis,
            cfg: RecallConfig, turn_of: dict[str, tuple[str, str]],
            cards: set[str]) -> list[tuple[RecallResult, list[RawRef]]]:
     """Candidates (seeds ∪ reached) that pass the filters, with their score breakdown and the raw_refs to cite;
     fills `turn_of` with the (conv_id, msg_id) of the turn-level candidates whose rows name it, and `cards`
-    with the rollup summaries (cited like entity and topic cards)."""
-    ids = list(dict.fromkeys([*seeds, *graph_scores]))
+    with the rollup summaries (cited like entity and topic cards). `vec`: stage B's cosines (None: stage B off,
+    and no "vector" in the breakdown)."""
+    ids = list(dict.fromkeys([*seeds, *(vec or ()), *graph_scores]))
     rows = reader.nodes(ids)
     out = []
     for nid in ids:
@@ -481,7 +505,11 @@ def _score(reader: TenantReader, info: TenantInfo, seeds: Mapping[str, float], g
         rec = _recency(_node_time(row), info.newest, cfg.tau_days.get(row["type"], cfg.default_tau_days))
         weight = node_weight(row.get("importance"), row.get("frequency"), rec, row.get("sentiment"), cfg)
         breakdown = {"bm25": bm25, "graph": graph, "weight": weight, "recency": rec}
-        score = (cfg.lambda_bm25 * bm25 + cfg.lambda_graph * graph + cfg.lambda_weight * weight) \
+        similarity = 0.0
+        if vec is not None:
+            similarity = breakdown["vector"] = vec.get(nid, 0.0)
+        score = (cfg.lambda_bm25 * bm25 + cfg.lambda_vector * similarity + cfg.lambda_graph * graph
+                 + cfg.lambda_weight * weight) \
             * cfg.type_prior.get(f"{row['type']}/{row.get('subtype')}", cfg.type_prior.get(row["type"], 1.0)) \
             * _query_boost(row, analysis, cfg)
         r = RecallResult(node_id=nid, type=row["type"], title=row["title"] or "", text=row["text"] or "",

@@ -23,6 +23,7 @@ from jobs.schema import (AUDIT, COLD_EDGES, COMMUNITIES, FEEDBACK, OPS_APPLIED, 
                          REVIEW_QUEUE)
 from raw_store.lake import Lake, fsync_dir, index_is_current, read_lake_state, read_table, write_index_state
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS, TOMBSTONES
+from recall import vectors
 from recall.store import connect, graph_path, node_docs_table, raw_docs_table, tenant_slug
 
 # Tables copied into the DuckDB file (copies, not views over Parquet paths: the lake may move).
@@ -67,8 +68,11 @@ def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = Non
     tables = {name: read_table(lake.table(name), schema) for name, schema in {**TABLES, **(extra_tables or {})}.items()}
     tenants = _tenants(tables)
     graphs = _write_graphs(lake, tables["nodes"], tables["edges"], tenants)
+    vectors = _write_vectors(lake, tables["nodes"], tenants)
     stats = _write_duckdb(lake, tables, tenants)
     stats["graphs"] = graphs
+    if vectors:
+        stats["vectors"] = vectors
     stats["seconds"] = round(time.perf_counter() - t0, 3)
     return stats
 
@@ -177,6 +181,28 @@ def _per_tenant_fts(con, source: str, table: str, tenant: str, columns: str) -> 
         con.execute(f"PRAGMA create_fts_index('{table}', 'id', 'doc', stemmer='porter', stopwords='english', "
                     f"ignore='{FTS_IGNORE}', overwrite=1)")
     return n
+
+
+def _write_vectors(lake: Lake, nodes: pa.Table, tenants: list[str]) -> dict:
+    """Stage B's vector file per tenant when $MEMCTL_VECTORS names an embedder (else stale files are removed)."""
+    spec = vectors.embedder_spec()
+    if not spec:
+        vectors.remove_vectors(lake, keep=set())
+        return {}
+    rows = _active_nodes(nodes).select(["tenant", "id", "title", "text", "keywords"]).to_pylist()
+    by_tenant: dict[str, list[dict]] = {t: [] for t in tenants}
+    for r in rows:
+        by_tenant.setdefault(r["tenant"], []).append(r)
+    stats, keep = {}, set()
+    for tenant in tenants:
+        mine = sorted(by_tenant[tenant], key=lambda r: r["id"])
+        slug = tenant_slug(tenant)
+        stats[tenant] = vectors.write_vectors(lake, slug, [r["id"] for r in mine],
+                                              [vectors.node_text(r["title"], r["text"], r["keywords"]) for r in mine],
+                                              spec)
+        keep.add(slug)
+    vectors.remove_vectors(lake, keep)
+    return {"embedder": spec, "nodes": stats}
 
 
 def _write_graphs(lake: Lake, nodes: pa.Table, edges: pa.Table, tenants: list[str]) -> dict:

@@ -165,10 +165,10 @@ def test_trace_has_every_stage(lake):
     trace: list = []
     recall("LGBTQ support group", "alice", k=3, lake=lake, trace=trace)
     stages = [t["stage"] for t in trace]
-    assert stages == ["keywords", "analyze", "seeds", "raw", "expand", "score", "mmr", "cite"]
+    assert stages == ["keywords", "analyze", "seeds", "vectors", "raw", "expand", "score", "mmr", "cite"]
     trace = []
     recall("LGBTQ support group", "alice", k=3, lake=lake, trace=trace, budget_tokens=500)
-    assert [t["stage"] for t in trace] == ["keywords", "analyze", "seeds", "raw", "expand", "score", "mmr", "cite", "budget"]
+    assert [t["stage"] for t in trace] == ["keywords", "analyze", "seeds", "vectors", "raw", "expand", "score", "mmr", "cite", "budget"]
     assert all({"stage", "ms", "n", "detail"} <= set(t) for t in trace)
     assert trace[0]["detail"]["keywords"] == ["lgbtq", "support", "group"]
 

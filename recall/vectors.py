@@ -1,0 +1,173 @@
+"""Stage B of recall (seed 004 §5.2): vector search over a tenant's nodes — optional, off by default.
+
+Vectors come from an *embedder*, a callable `texts -> float32 matrix` (one L2-normalised row per
+text). The seed expects them from an existing external model; none can be downloaded here, so memctl
+ships one that needs no model file and plugs any other in by name:
+
+- `hashing` — character 2–4-grams within word boundaries, feature-hashed into 1,024 signed dimensions
+  (scikit-learn's `HashingVectorizer`, L2-normalised). Lexical, not semantic: it matches what BM25's
+  tokens miss — inflections and typos ("footbal"), compounds, unsegmented Chinese (踢足球 in
+  小明在公园里踢足球 whatever jieba made of it) — and costs no training.
+- `module:callable` — any importable embedder (e.g. a wrapper around a sentence-transformers model on
+  the machine).
+
+$MEMCTL_VECTORS names the embedder when the indexes are built ("" builds none). Each tenant gets
+`<index dir>/vectors/<slug>.npz`: its active nodes' ids and vectors, and the embedder's name. Recall
+uses them when `RecallConfig.vectors_enabled` and the file was built by the embedder it would embed
+the query with; otherwise stage B is skipped and says why in the trace (the degradation matrix of
+seed 004 §18: recall answers from A → C). Search is exact (one matrix product, then a partial sort):
+~4 ms at 16k nodes × 1,024 dims, linear in the tenant's nodes, so for tenants of 100k nodes and more
+an ANN index (HNSW, seed 004 §3.4) is the next step.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import tempfile
+import threading
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from raw_store.lake import Lake, fsync_dir
+
+SPEC_ENV = "MEMCTL_VECTORS"
+HASHING = "hashing"
+HASHING_DIMS = 1024
+
+Embedder = Callable[[Sequence[str]], np.ndarray]
+
+
+def embedder_spec() -> str:
+    """The embedder the index build uses: $MEMCTL_VECTORS ("" = no vector index)."""
+    return os.environ.get(SPEC_ENV, "").strip()
+
+
+@lru_cache(maxsize=8)
+def load_embedder(spec: str) -> Embedder:
+    """The embedder named `spec`: "hashing", or "module:callable". ValueError for anything else."""
+    if spec == HASHING:
+        return hashing_embedder
+    module, sep, name = spec.partition(":")
+    if not sep or not module or not name:
+        raise ValueError(f"{SPEC_ENV}={spec!r}: expected 'hashing' or 'module:callable'")
+    fn = getattr(importlib.import_module(module), name, None)
+    if not callable(fn):
+        raise ValueError(f"{SPEC_ENV}={spec!r}: {module}.{name} is not callable")
+    return fn
+
+
+@lru_cache(maxsize=1)
+def _hashing_vectorizer():
+    try:
+        from sklearn.feature_extraction.text import HashingVectorizer
+    except ImportError as exc:   # an optional extra: only this switch needs it
+        raise ImportError("the 'hashing' embedder needs scikit-learn: pip install -e '.[vectors]'") from exc
+    return HashingVectorizer(analyzer="char_wb", ngram_range=(2, 4), n_features=HASHING_DIMS, alternate_sign=True,
+                             norm="l2", lowercase=True, dtype=np.float32)
+
+
+def hashing_embedder(texts: Sequence[str]) -> np.ndarray:
+    """Character 2–4-gram feature hashing, L2-normalised float32 rows (deterministic: no fitting)."""
+    return _hashing_vectorizer().transform(list(texts)).toarray().astype(np.float32, copy=False)
+
+
+def vector_path(lake: Lake, slug: str) -> Path:
+    return lake.index_dir / "vectors" / f"{slug}.npz"
+
+
+def node_text(title: str | None, text: str | None, keywords: Sequence[str] | None) -> str:
+    """What a node's vector is made of: its title, text and keywords as written (no FTS segmentation)."""
+    return " ".join(p for p in (title or "", text or "", " ".join(keywords or ())) if p)
+
+
+def write_vectors(lake: Lake, slug: str, ids: Sequence[str], texts: Sequence[str], spec: str) -> int:
+    """Embed a tenant's node texts and write its vector file (temp + fsync + rename). Returns rows."""
+    folder = lake.index_dir / "vectors"
+    folder.mkdir(parents=True, exist_ok=True)
+    embed = load_embedder(spec)
+    matrix = _normalised(embed(list(texts))) if len(texts) else np.zeros((0, 0), np.float32)
+    if matrix.shape[0] != len(ids):
+        raise ValueError(f"embedder {spec!r} returned {matrix.shape[0]} vectors for {len(ids)} texts")
+    fd, tmp = tempfile.mkstemp(prefix=f".{slug}.", suffix=".npz.tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, ids=np.asarray(ids, dtype=str), vectors=matrix, spec=np.asarray(spec))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, vector_path(lake, slug))
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    fsync_dir(folder)
+    return len(ids)
+
+
+def remove_vectors(lake: Lake, keep: set[str]) -> None:
+    """Drop vector files of tenants not in `keep` (slugs): gone tenants, or vectors switched off."""
+    folder = lake.index_dir / "vectors"
+    for p in folder.glob("*.npz") if folder.is_dir() else ():
+        if p.stem not in keep:
+            p.unlink(missing_ok=True)
+
+
+class VectorIndex:
+    """One tenant's node vectors, in memory."""
+
+    def __init__(self, ids: np.ndarray, vectors: np.ndarray, spec: str) -> None:
+        self.ids, self.vectors, self.spec = ids, vectors, spec
+
+    def search(self, query: np.ndarray, limit: int) -> list[tuple[str, float]]:
+        """(node id, cosine) of the `limit` nearest nodes with a positive cosine, best first (ties by id)."""
+        if not len(self.ids) or limit <= 0:
+            return []
+        sims = self.vectors @ query
+        n = min(limit, len(sims))
+        top = np.argpartition(-sims, n - 1)[:n]
+        hits = sorted(((str(self.ids[i]), float(sims[i])) for i in top), key=lambda t: (-t[1], t[0]))
+        return [(i, s) for i, s in hits if s > 0]
+
+
+_LOADED: dict[Path, tuple[int, int, VectorIndex]] = {}   # path → (inode, mtime, index): one version per file
+_LOADED_LOCK = threading.Lock()
+
+
+def load_vectors(lake: Lake, slug: str) -> VectorIndex | None:
+    """The tenant's vector index (cached until the file is replaced), None when there is none."""
+    path = vector_path(lake, slug)
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    with _LOADED_LOCK:
+        hit = _LOADED.get(path)
+        if hit and hit[:2] == (st.st_ino, st.st_mtime_ns):
+            return hit[2]
+    with np.load(path, allow_pickle=False) as z:
+        index = VectorIndex(z["ids"], z["vectors"], str(z["spec"]))
+    with _LOADED_LOCK:
+        _LOADED[path] = (st.st_ino, st.st_mtime_ns, index)
+    return index
+
+
+def search(lake: Lake, slug: str, query: str, limit: int, spec: str) -> tuple[list[tuple[str, float]], str]:
+    """Stage B: (hits, state). State "ok", or why there are no hits: "missing" (no vector file),
+    "embedder mismatch" (built by another embedder), "no embedder" ($MEMCTL_VECTORS unset)."""
+    if not spec:
+        return [], "no embedder"
+    index = load_vectors(lake, slug)
+    if index is None:
+        return [], "missing"
+    if index.spec != spec:
+        return [], f"embedder mismatch: index {index.spec!r}, query {spec!r}"
+    q = _normalised(load_embedder(spec)([query]))
+    if q.shape[1] != index.vectors.shape[1]:
+        return [], "embedder mismatch: dimensions"
+    return index.search(q[0], limit), "ok"
+
+
+def _normalised(m: np.ndarray) -> np.ndarray:
+    m = np.asarray(m, dtype=np.float32)
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    return m / np.where(norms == 0, 1, norms)
