@@ -29,8 +29,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from raw_store.lake import (Lake, lake_fingerprint, lake_is_current, outdated_stages, read_lake_state, scan_inbox,
-                            stale_partitions)
+from raw_store.lake import (Lake, index_is_current, lake_fingerprint, lake_is_current, outdated_stages,
+                            read_lake_state, scan_inbox, stale_partitions)
 
 if TYPE_CHECKING:   # Dagster and dask load only when a materialization runs
     from dagster import DagsterInstance, JobDefinition
@@ -141,11 +141,14 @@ def materialize(lake: Lake, progress: bool = True, executor: ExecutorConfig | No
         runs += [FileRun(k, {"memctl/rederive": outdated[k]},
                          ("file_annotations", "file_graph") if outdated[k] == "annotations" else ("file_graph",))
                  for k in sorted(outdated)]
-        if not runs and lake_is_current(lake):
-            return summary   # nothing to do: no cluster started
-        if not runs and lake.remote and read_lake_state(lake) == lake_fingerprint(lake):
-            ensure_index(lake)   # tables current (another machine built them): only this machine's index cache
-            return summary
+        if not runs:
+            state = read_lake_state(lake)
+            if state is not None and state == lake_fingerprint(lake):   # the tables are current
+                if index_is_current(lake, state):
+                    return summary   # nothing to do: no cluster started
+                if lake.remote:
+                    ensure_index(lake)   # another machine built the tables: only this machine's index cache
+                    return summary
         with _engine(executor, lake, instance) as engine:
             for outcome in tqdm(engine.files(runs), total=len(runs), desc="files", unit="file",
                                 disable=not progress or not runs):

@@ -426,17 +426,21 @@ def write_index_state(lake: Lake, fingerprint: str) -> None:
     write_bytes_atomic(_index_state_path(lake), json.dumps({"fingerprint": fingerprint}).encode("utf-8"))
 
 
-def index_is_current(lake: Lake) -> bool:
-    """True when the indexes this process would open were built from the lake's current tables."""
+def index_is_current(lake: Lake, state: str | None = None) -> bool:
+    """True when the indexes this process would open were built from the lake's current tables.
+    `state`: read_lake_state(lake) when the caller has it already (one GET less on object storage)."""
     if not lake.duckdb_path.exists():
         return False
-    return not lake.remote or _read_fingerprint(_index_state_path(lake)) == read_lake_state(lake)
+    if not lake.remote:
+        return True
+    state = read_lake_state(lake) if state is None else state
+    return state is not None and _read_fingerprint(_index_state_path(lake)) == state
 
 
 def lake_is_current(lake: Lake) -> bool:
     """True when the lake-wide tables and indexes were built from the current set of partitions."""
     state = read_lake_state(lake)
-    return state is not None and state == lake_fingerprint(lake) and index_is_current(lake)
+    return state is not None and state == lake_fingerprint(lake) and index_is_current(lake, state)
 
 
 def value_counts(table: pa.Table, column: str) -> dict[str, int]:

@@ -81,11 +81,11 @@ def ensure_index(lake: Lake) -> bool:
     """A lake on object storage: (re)build this machine's index cache from the lake's Parquet tables when it
     is missing or was built from other tables than the lake's current ones (another machine materialized
     since). Returns True when it built. A local lake's indexes are built with its tables, by materialize."""
-    if not lake.remote or index_is_current(lake):
+    if not lake.remote:
         return False
     state = read_lake_state(lake)
-    if state is None:
-        return False   # the tables were never built: nothing to index yet
+    if state is None or index_is_current(lake, state):
+        return False   # tables never built (nothing to index yet), or the cache is theirs already
     build_indexes(lake, SQL_TABLES)
     write_index_state(lake, state)
     return True
