@@ -8,14 +8,12 @@ rows are sorted by id, so the same input always yields identical tables.
 """
 from __future__ import annotations
 
-import gc
 import math
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import groupby
 from functools import lru_cache
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,7 +21,7 @@ import pyarrow.compute as pc
 from r2g import rules as R
 from r2g.concepts import ConceptDict, ConceptHit, load_concepts
 from r2g.ids import edge_ids, stable_id, text_sha
-from r2g.nlp import Annotation
+from r2g.nlp import Annotation, paused_gc
 from r2g.schema import EDGES, NODES, ROLE_EDGES
 from raw_store.schema import RAW_REFS, TS
 from r2g.tokens import search_tokens
@@ -46,21 +44,6 @@ def entity_importance(mentions: int) -> float:
 def concept_importance(mentions: int) -> float:
     """Concept importance: a topic that keeps coming up matters more, in [0.5, 1]."""
     return round(min(1.0, 0.5 + 0.05 * math.log2(1 + max(0, mentions))), 6)
-
-
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """Cyclic GC off for the block. Building a partition allocates millions of small acyclic objects, and the
-    collector's passes over them (and over the annotations held alive) cost about a quarter of R2G's time;
-    reference counting still frees everything, and the cycles left are collected on exit."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 @lru_cache(maxsize=1 << 16)
@@ -163,13 +146,9 @@ def _ts_max(a, b):
     return b if a is None else a if b is None else max(a, b)
 
 
-_NODE_TEMPLATE = dict.fromkeys(NODES.names)
-
-
 def _node(**kw) -> dict:
-    row = dict(_NODE_TEMPLATE)
-    row.update(kw)
-    return row
+    """A NODES row holding the columns given; node_table's from_pylist makes the others null."""
+    return kw
 
 
 class _Graph:

@@ -11,13 +11,13 @@ from functools import lru_cache
 
 import pyarrow as pa
 
-from r2g.extract import build_graph, paused_gc
+from r2g.extract import build_graph
 from r2g.ids import ID_SCHEME, text_sha
 from r2g import link, time_norm
 from r2g.concepts import load_concepts
 from r2g.link import with_fact_links
 from r2g.rules import RULES
-from r2g.nlp import AnnotateStats, Annotation, NlpCache, annotate
+from r2g.nlp import AnnotateStats, Annotation, NlpCache, annotate, paused_gc
 from r2g.schema import ANNOTATIONS
 
 

@@ -1262,6 +1262,8 @@ _LIFE_EVENTS_ZH = ("出生", "生日", "结婚", "婚礼", "订婚", "离婚", "
 _LIFE_EVENTS_ZH_RE = re.compile("|".join(map(re.escape, _LIFE_EVENTS_ZH)))
 # matched against lower-cased text: case-sensitive patterns let re skip ahead on their first characters
 _NAME_CUES = re.compile(r"\bmy name is\b|\bi'?m called\b|\bcall me\b|\bbirthday\b|我叫|名字|生日")
+_NAME_CUE_WORDS = ("name", "call", "birthday", "我叫", "名字", "生日")   # every _NAME_CUES match holds one
+_IMPORTANCE_BASE = {"Preference": 0.6, "Task": 0.55, "Fact": 0.35, "Episode": 0.25, "Concept": 0.5}
 _SMALL_TALK = re.compile(
     r"^\W*(?:hi|hey|hello|yo|thanks?|thank you|thx|ok(?:ay)?|sure|lol|haha+|hah|yeah|yep|yes|no|nope|cool|nice|"
     r"great|wow|bye|good ?night|good ?morning|see you|ttyl|np|you're welcome|"
@@ -1277,14 +1279,15 @@ def importance(kind: str, text: str, lang: str, words: list[str], *, n_entities:
     +0.2 for names and birthdays, +0.1 per role/entity/fact (capped), +0.15 for a turn
     holding a preference; small talk ("thanks!", 哈哈, 好的) or under 3 content words: −0.2.
     """
-    base = {"Preference": 0.6, "Task": 0.55, "Fact": 0.35, "Episode": 0.25, "Concept": 0.5}.get(kind, 0.3)
-    score = base
+    score = _IMPORTANCE_BASE.get(kind, 0.3)
     if lang == "zh":
         life = _LIFE_EVENTS_ZH_RE.search(text) is not None
     else:
         life = not _LIFE_EVENTS_EN.isdisjoint(words)
     score += 0.3 if life else 0.0
-    score += 0.2 if _NAME_CUES.search(text.lower()) else 0.0
+    low = text.lower()
+    # the regex only where one of its words occurs: it has no literal prefix for re to skip ahead on
+    score += 0.2 if any(w in low for w in _NAME_CUE_WORDS) and _NAME_CUES.search(low) else 0.0
     score += 0.05 * min(n_entities, 3) + 0.05 * min(n_roles, 3) + 0.05 * min(n_facts, 3)
     score += 0.15 if n_prefs else 0.0
     if _SMALL_TALK.match(text.strip()) or len(words) < 3 and not life and kind in ("Episode", "Fact"):

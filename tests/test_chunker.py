@@ -125,3 +125,13 @@ def test_append_reproduces_complete_chunks(head: list[Message], tail: list[Messa
     assert after[:len(before) - 1] == before[:-1]
     last = before[-1]
     assert after[len(before) - 1].body.startswith(last.body)
+
+
+@PROPS
+@given(st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=80))
+def test_estimate_tokens_ascii_fast_path_agrees_with_the_regex(text: str) -> None:
+    """ASCII text is counted with str.split; \\s and str.isspace agree on every ASCII character (\\x1c–\\x1f too)."""
+    from raw_store.text import _WORDISH
+
+    assert estimate_tokens(text) == len(_WORDISH.findall(text))
+    assert estimate_tokens(text + "小明") == len(_WORDISH.findall(text + "小明"))

@@ -4,14 +4,18 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from r2g import rules as R
 from r2g.link import canonical_predicate
 from r2g.pipeline import run_partition
 from r2g_signature import make_turns
+from fuzzing import fuzz_settings
 from raw_store.lake import InboxFile, Lake, outdated_stages, write_manifest
 
 TS = datetime(2023, 5, 8, 13, 56)
+PROPS = fuzz_settings(200)
 
 
 @pytest.mark.parametrize("names,speakers,expected", [
@@ -124,3 +128,13 @@ def test_outdated_stages_tell_which_stage_to_rerun(tmp_path) -> None:
     write_manifest(lake.part_dir("c"), {**base, "graph_sha256": "shac", "nlp_version": "nlp0"})
     write_manifest(lake.part_dir("d"), {**base, "graph_sha256": "old-bytes"})  # stale: re-runs whole elsewhere
     assert outdated_stages(lake, files, "nlp1", "g1") == {"b": "graph", "c": "annotations"}
+
+
+@PROPS
+@given(st.lists(st.sampled_from(["my", "name", "is", "I'm", "im", "called", "call", "me", "birthday", "我叫", "名字",
+                                 "生日", "Name", "CALL", "x"]) | st.text(max_size=5), max_size=6).map(" ".join))
+def test_name_cue_words_cover_every_name_cue(text: str) -> None:
+    """importance() runs _NAME_CUES only where one of _NAME_CUE_WORDS occurs: every match holds one of them."""
+    low = text.lower()
+    if R._NAME_CUES.search(low):
+        assert any(w in low for w in R._NAME_CUE_WORDS)

@@ -4,8 +4,14 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from r2g import time_norm as T
 from r2g.time_norm import find_times, resolve, zh_number
+from fuzzing import fuzz_settings
+
+PROPS = fuzz_settings(300)
 
 ANCHOR = datetime(2023, 5, 8, 13, 56)  # a Monday
 
@@ -235,3 +241,31 @@ def test_find_times_en_word_boundaries() -> None:
 
 def test_zh_number() -> None:
     assert [zh_number(s) for s in ("十二", "二十三", "两", "2023", "二〇二三", "百")] == [12, 23, 2, 2023, 2023, 100]
+
+
+# ---------------------------------------------------------------- the English rules' literal prefilter
+
+_TIME_WORDS = ("in every each the last next this past coming two a few couple of ago later day days week weeks "
+               "weekend weekends month months year years may jan sept 7 7th 2023 05/07/2023 2023-05-07 sunday "
+               "sundays saturday morning mornings evening evenings afternoons night tonight today yesterday "
+               "tomorrow before after single other , . ١٢ ０７").split()
+
+
+@PROPS
+@given(st.lists(st.sampled_from(_TIME_WORDS) | st.text(max_size=6), min_size=1, max_size=9).map(" ".join))
+def test_rules_the_prefilter_skips_cannot_match(text: str) -> None:
+    """Sound, for any text: a rule left out by _en_rules_for has no match in it (so find_times is unchanged)."""
+    low = text.lower()
+    run = {id(pat) for pat, _ in T._en_rules_for(low)}
+    for pat, _ in T._EN_LOWER:
+        if id(pat) not in run:
+            assert pat.search(low) is None, pat.pattern
+
+
+def test_prefilter_has_one_entry_per_rule_and_skips_plain_chat() -> None:
+    assert len(T._EN_NEEDS) == len(T.EN_RULES) == len(T._EN_LOWER)
+    assert T._en_rules_for("thanks, that sounds great!") == []
+    assert [p.pattern for p, _ in T._en_rules_for("see you on sunday")] == [
+        p.pattern for (p, _), needs in zip(T._EN_LOWER, T._EN_NEEDS) if needs == (T._WD_LIT,)]
+    found = find_times("Back in 2019, and again two weeks ago on Sunday mornings.", "en", ANCHOR)
+    assert [t.text for t in found] == ["in 2019", "two weeks ago", "Sunday mornings"]
