@@ -164,6 +164,7 @@ class _Graph:
         self.edges: dict[tuple[str, str, str, str], list] = {}
         self.raw_ids: set[str] = set()
         self._entity_ids: dict[tuple, str] = {}
+        self._concept_ids: dict[tuple[str, str], str] = {}
 
     def entity_id(self, msg: _Msg, ref: R.EntityRef) -> str:
         """Entities dedup by (tenant, subtype, normalised name); a TIME by its ISO value."""
@@ -224,7 +225,9 @@ class _Graph:
 
     def concept(self, msg: _Msg, hit: ConceptHit, refs: list[Ref]) -> str:
         """Upsert the Concept of a topic-dictionary hit (one per concept key and tenant); returns its id."""
-        cid = stable_id("n", msg.tenant, "Concept", hit.key)
+        cid = self._concept_ids.get((msg.tenant, hit.key))
+        if cid is None:
+            cid = self._concept_ids[(msg.tenant, hit.key)] = stable_id("n", msg.tenant, "Concept", hit.key)
         acc = self.concepts.get(cid)
         if acc is None:
             acc = self.concepts[cid] = _EntityAcc(cid, msg.tenant, "topic", hit.key, msg.lang, R.CONCEPT,
@@ -254,15 +257,16 @@ class _Graph:
         a Preference's AGENT, …) is left out: the role says more."""
         roles = {(k[1], k[3]) for k in self.edges if k[2] in ROLE_EDGES}
         keys = [k for k in self.edges if k[2] != "MENTIONS" or (k[1], k[3]) not in roles]
-        vals = [self.edges[k] for k in keys]
-        confs = [v[0] for v in vals]
+        if not keys:
+            return EDGES.empty_table()
+        tenants, srcs, types, dsts = zip(*keys)   # columns in one C-level pass
+        confs, provenance, since, refs = zip(*(self.edges[k] for k in keys))
         weight = {c: edge_weight(c) for c in set(confs)}
         table = pa.table({
-            "id": edge_ids(keys), "tenant": [k[0] for k in keys], "src": [k[1] for k in keys],
-            "dst": [k[3] for k in keys], "type": [k[2] for k in keys],
+            "id": edge_ids(keys), "tenant": tenants, "src": srcs, "dst": dsts, "type": types,
             "weight": [weight[c] for c in confs], "confidence": confs,
-            "valid_since": pa.array([v[2] for v in vals], type=TS), "valid_until": pa.nulls(len(keys), type=TS),
-            "raw_refs": pa.array([v[3] for v in vals], type=RAW_REFS), "provenance": [v[1] for v in vals],
+            "valid_since": pa.array(since, type=TS), "valid_until": pa.nulls(len(keys), type=TS),
+            "raw_refs": pa.array(refs, type=RAW_REFS), "provenance": provenance,
         }, schema=EDGES)
         return table.take(pc.sort_indices(table.column("id")))
 
@@ -560,9 +564,14 @@ def _message_graph(g: _Graph, msg: _Msg, ann: Annotation, coref: Coref) -> list[
     return ep_ids
 
 
+_MSG_COLUMNS = ("tenant", "conv_id", "msg_id", "seq", "speaker", "ts", "lang", "text", "text_sha", "raw_refs",
+                "raw_id", "offset", "length")
+
+
 def _messages(messages: pa.Table) -> list[_Msg]:
     out = []
-    for row in messages.to_pylist():
+    # only the columns R2G reads: source_file, caption, … would be converted to Python for nothing
+    for row in messages.select([c for c in _MSG_COLUMNS if c in messages.column_names]).to_pylist():
         text = row.get("text") or ""
         out.append(_Msg(
             tenant=row.get("tenant") or "default", conv_id=row.get("conv_id") or "", msg_id=row.get("msg_id") or "",

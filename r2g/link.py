@@ -72,7 +72,10 @@ def link_facts(nodes: pa.Table, edges: pa.Table) -> pa.Table:
              .with_columns(pl.col("patient").fill_null(""), pl.col("modality").fill_null(""),
                            pl.col("negation").fill_null(False),
                            pl.coalesce("time_start", "first_seen").alias("t")))
-    rows = facts.sort(["tenant", "agent", "t", "id"], nulls_last=True).to_dicts()
+    facts = facts.sort(["tenant", "agent", "t", "id"], nulls_last=True)
+    # raw_refs stay in Arrow: converting every fact's refs to Python cost more than the linking itself
+    refs = facts.get_column("raw_refs").to_arrow()
+    rows = facts.drop("raw_refs").with_row_index("_row").to_dicts()
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         canon, flip = canonical_predicate(r["predicate_norm"])
@@ -86,7 +89,7 @@ def link_facts(nodes: pa.Table, edges: pa.Table) -> pa.Table:
         eid = edge_id(src["tenant"], src["id"], etype, dst["id"])
         out[eid] = {"id": eid, "tenant": src["tenant"], "src": src["id"], "dst": dst["id"], "type": etype,
                     "weight": edge_weight(CONF[rule]), "confidence": CONF[rule], "valid_since": src["t"],
-                    "valid_until": None, "raw_refs": src["raw_refs"] or [], "provenance": rule}
+                    "valid_until": None, "_row": src["_row"], "provenance": rule}
 
     for members in groups.values():
         last: dict[bool, dict] = {}
@@ -102,7 +105,11 @@ def link_facts(nodes: pa.Table, edges: pa.Table) -> pa.Table:
             if prev_other is not None:
                 add(r, "CONTRADICTS", prev_other, SUPPORT)
             last[r["polarity"]] = r
-    table = pa.Table.from_pylist([out[k] for k in sorted(out)], schema=EDGES)
+    linked = [out[k] for k in sorted(out)]
+    src_refs = refs.take(pa.array([r.pop("_row") for r in linked], type=pa.int64())).cast(EDGES.field("raw_refs").type)
+    src_refs = pc.if_else(src_refs.is_null(), pa.scalar([], type=src_refs.type), src_refs)   # a null list → []
+    table = pa.Table.from_pylist(linked, schema=EDGES.remove(EDGES.get_field_index("raw_refs")))
+    table = table.add_column(EDGES.get_field_index("raw_refs"), EDGES.field("raw_refs"), src_refs)
     return conform(table, EDGES)
 
 

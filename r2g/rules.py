@@ -275,15 +275,23 @@ def entity_en_rule(ctx: MessageCtx) -> list[tuple[int, int, EntityRef]]:
 
 
 def entity_zh_rule(ctx: MessageCtx) -> list[tuple[int, int, EntityRef]]:
-    """Entities of a Chinese message from the POS entity component (nr→PERSON, ns→LOC, nt→ORG, nz→MISC)."""
-    return [(s, e, _canonical(ctx, EntityRef(sub, ctx.text[cs:ce], cs, ce, ENTITY_ZH)))
+    """Entities of a Chinese message from the POS entity component (nr→PERSON, ns→LOC, nt→ORG, nz→MISC).
+
+    Computed once per message (the extractor and the fact rule both ask); callers only read it."""
+    cached = ctx.__dict__.get("_entities_zh")
+    if cached is None:
+        cached = ctx.__dict__["_entities_zh"] = [
+            (s, e, _canonical(ctx, EntityRef(sub, ctx.text[cs:ce], cs, ce, ENTITY_ZH)))
             for s, e, sub, cs, ce in _labelled_ents(ctx, _ZH_LABEL)]
+    return cached
 
 
 def speaker_rule(ctx: MessageCtx) -> EntityRef | None:
-    """The message's speaker as a PERSON entity (not located in the text)."""
-    name = " ".join((ctx.speaker or "").split())
-    return EntityRef("PERSON", name, -1, -1, ENTITY_SPEAKER) if name else None
+    """The message's speaker as a PERSON entity (not located in the text); one per message (rules ask often)."""
+    if "_speaker" not in ctx.__dict__:
+        name = " ".join((ctx.speaker or "").split())
+        ctx.__dict__["_speaker"] = EntityRef("PERSON", name, -1, -1, ENTITY_SPEAKER) if name else None
+    return ctx.__dict__["_speaker"]
 
 
 _BARE_WEEKDAY = re.compile(r"^(?:on\s+)?(?:mon|tues|wednes|thurs|fri|satur|sun)day$|^(?:周|星期|礼拜)[一二三四五六日天]$",
