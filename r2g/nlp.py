@@ -96,15 +96,22 @@ class Annotation:
     sents: list[tuple[int, int]] = field(default_factory=list)       # token spans
 
     def to_json(self) -> str:
-        # the same text dataclasses.asdict would give, without its recursive deep copy (5x faster)
-        return json.dumps({f: getattr(self, f) for f in _ANNOTATION_FIELDS}, ensure_ascii=False, separators=(",", ":"))
+        """The JSON the cache and the ANNOTATIONS table store; made once per annotation (both ask for it), and
+        the same text dataclasses.asdict would give, without its recursive deep copy (5x faster)."""
+        js = self.__dict__.get("_json")
+        if js is None:
+            js = self.__dict__["_json"] = json.dumps({f: getattr(self, f) for f in _ANNOTATION_FIELDS},
+                                                      ensure_ascii=False, separators=(",", ":"))
+        return js
 
     @classmethod
     def from_json(cls, s: str) -> "Annotation":
         d = json.loads(s)
         d["ents"] = [tuple(e) for e in d["ents"]]
         d["sents"] = [tuple(x) for x in d["sents"]]
-        return cls(**d)
+        ann = cls(**d)
+        ann.__dict__["_json"] = s   # read back unchanged, so to_json need not encode it again
+        return ann
 
     @classmethod
     def from_doc(cls, doc: Doc, lang: str) -> "Annotation":
