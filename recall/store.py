@@ -14,12 +14,14 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 import duckdb
 import igraph
 
 from raw_store.lake import Lake
+
+T = TypeVar("T")
 
 # Known extensions must never be fetched from the network (there is none here):
 # the fts extension is loaded from the duckdb-ext-fts wheel's file instead.
@@ -262,30 +264,45 @@ class TenantGraph:
     degree: list[int]
 
 
-_GRAPHS: dict[Path, tuple[int, int, TenantGraph]] = {}
-_GRAPHS_LOCK = threading.Lock()
+class FileCache:
+    """Objects loaded from index files, kept until their file is replaced (same path, new inode or mtime):
+    one loaded version per file, shared by the threads of a serving process."""
+
+    def __init__(self) -> None:
+        self._items: dict[Path, tuple[int, int, object]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, path: Path, load: Callable[[Path], T]) -> T | None:
+        """`load(path)`, or the object loaded from this version of the file before; None when it does not exist."""
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return None
+        with self._lock:
+            hit = self._items.get(path)
+            if hit and hit[:2] == (st.st_ino, st.st_mtime_ns):
+                return hit[2]
+        obj = load(path)
+        with self._lock:
+            self._items[path] = (st.st_ino, st.st_mtime_ns, obj)
+        return obj
+
+
+_GRAPHS = FileCache()
 
 
 def graph_path(lake: Lake, slug: str) -> Path:
     return lake.graph_dir / f"{slug}.pkl"
 
 
+def _read_graph(path: Path) -> TenantGraph:
+    g = igraph.Graph.Read_Pickle(str(path))
+    return TenantGraph(g, {name: i for i, name in enumerate(g.vs["name"])} if g.vcount() else {}, g.degree())
+
+
 def load_graph(lake: Lake, slug: str) -> TenantGraph | None:
     """The tenant's igraph index (cached by path + inode + mtime), or None when it has none."""
-    path = graph_path(lake, slug)
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return None
-    with _GRAPHS_LOCK:
-        hit = _GRAPHS.get(path)
-        if hit and hit[0] == st.st_ino and hit[1] == st.st_mtime_ns:
-            return hit[2]
-    g = igraph.Graph.Read_Pickle(str(path))
-    tg = TenantGraph(g, {name: i for i, name in enumerate(g.vs["name"])} if g.vcount() else {}, g.degree())
-    with _GRAPHS_LOCK:
-        _GRAPHS[path] = (st.st_ino, st.st_mtime_ns, tg)
-    return tg
+    return _GRAPHS.get(graph_path(lake, slug), _read_graph)
 
 
 def tenant_sql(lake: Lake, tenant: str) -> duckdb.DuckDBPyConnection:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import importlib
 import os
 import tempfile
-import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Sequence
@@ -32,6 +31,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from raw_store.lake import Lake, fsync_dir
+from recall.store import FileCache
 
 SPEC_ENV = "MEMCTL_VECTORS"
 HASHING = "hashing"
@@ -129,26 +129,17 @@ class VectorIndex:
         return [(i, s) for i, s in hits if s > 0]
 
 
-_LOADED: dict[Path, tuple[int, int, VectorIndex]] = {}   # path → (inode, mtime, index): one version per file
-_LOADED_LOCK = threading.Lock()
+_LOADED = FileCache()
+
+
+def _read_vectors(path: Path) -> VectorIndex:
+    with np.load(path, allow_pickle=False) as z:
+        return VectorIndex(z["ids"], z["vectors"], str(z["spec"]))
 
 
 def load_vectors(lake: Lake, slug: str) -> VectorIndex | None:
     """The tenant's vector index (cached until the file is replaced), None when there is none."""
-    path = vector_path(lake, slug)
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return None
-    with _LOADED_LOCK:
-        hit = _LOADED.get(path)
-        if hit and hit[:2] == (st.st_ino, st.st_mtime_ns):
-            return hit[2]
-    with np.load(path, allow_pickle=False) as z:
-        index = VectorIndex(z["ids"], z["vectors"], str(z["spec"]))
-    with _LOADED_LOCK:
-        _LOADED[path] = (st.st_ino, st.st_mtime_ns, index)
-    return index
+    return _LOADED.get(vector_path(lake, slug), _read_vectors)
 
 
 def search(lake: Lake, slug: str, query: str, limit: int, spec: str) -> tuple[list[tuple[str, float]], str]:
