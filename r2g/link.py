@@ -6,7 +6,9 @@ canonical predicate, PATIENT, modality); the canonical predicate folds antonyms
 onto one verb with a polarity flip (hate → like, negated), so "I love hiking" /
 "I hate hiking" / "I don't like hiking" land in one group.
 
-Within a group, in time order, each fact links to the most recent earlier fact:
+Within a group, in time order, each fact links to the most recent earlier fact
+whose LOCATION agrees (the same place, or either fact names none: v2, where v1
+linked "I live in Paris" to "I live in Berlin"):
 - same polarity, an event, within ±1 day → SAME_AS (one event told twice);
 - same polarity otherwise → SUPPORTS (the claim repeated later);
 - opposite polarity → CONTRADICTS (issue-5 consolidation turns these into versions).
@@ -25,8 +27,8 @@ from r2g.ids import edge_id
 from r2g.schema import EDGES
 from raw_store.lake import conform
 
-SAME_AS = "r2g.rule.same_as.v1"
-SUPPORT = "r2g.rule.support.v1"          # SUPPORTS and CONTRADICTS
+SAME_AS = "r2g.rule.same_as.v2"
+SUPPORT = "r2g.rule.support.v2"          # SUPPORTS and CONTRADICTS
 CONF = {SAME_AS: 0.6, SUPPORT: 0.5}
 SAME_EVENT_WINDOW = timedelta(days=1)
 
@@ -39,7 +41,7 @@ ANTONYMS: dict[str, tuple[str, bool]] = {
     "sad": ("happy", True), "unhappy": ("happy", True), "upset": ("happy", True),
     "讨厌": ("like", True), "喜欢": ("like", False), "爱": ("like", False),
 }
-# predicates too generic to link when nothing else (object, second verb) pins them down
+# predicates too generic to link when nothing else (object, place, second verb) pins them down
 LIGHT_VERBS = frozenset("""
 be have do go get make say tell think know see come take want let mean feel look try need use give put keep
 seem call ask talk guess hope wish thank 是 有 去 说 做 想 看 来 要 觉得 知道
@@ -69,7 +71,9 @@ def link_facts(nodes: pa.Table, edges: pa.Table) -> pa.Table:
     e = pl.from_arrow(edges.select(["src", "dst", "type"]))
     facts = (facts.join(_role_table(e, "AGENT", "agent"), on="id", how="inner")
              .join(_role_table(e, "PATIENT", "patient"), on="id", how="left")
-             .with_columns(pl.col("patient").fill_null(""), pl.col("modality").fill_null(""),
+             .join(_role_table(e, "LOCATION", "location"), on="id", how="left")
+             .with_columns(pl.col("patient").fill_null(""), pl.col("location").fill_null(""),
+                           pl.col("modality").fill_null(""),
                            pl.col("negation").fill_null(False),
                            pl.coalesce("time_start", "first_seen").alias("t")))
     facts = facts.sort(["tenant", "agent", "t", "id"], nulls_last=True)
@@ -79,7 +83,7 @@ def link_facts(nodes: pa.Table, edges: pa.Table) -> pa.Table:
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         canon, flip = canonical_predicate(r["predicate_norm"])
-        if not r["patient"] and "_" not in canon and canon in LIGHT_VERBS:
+        if not r["patient"] and not r["location"] and "_" not in canon and canon in LIGHT_VERBS:
             continue
         r["polarity"] = r["negation"] != flip
         groups.setdefault((r["tenant"], r["agent"], canon, r["patient"], r["modality"]), []).append(r)
@@ -91,10 +95,18 @@ def link_facts(nodes: pa.Table, edges: pa.Table) -> pa.Table:
                     "weight": edge_weight(CONF[rule]), "confidence": CONF[rule], "valid_since": src["t"],
                     "valid_until": None, "_row": src["_row"], "provenance": rule}
 
+    def latest(last: dict[tuple[bool, str | None], tuple[int, dict]], polarity: bool, location: str) -> dict | None:
+        """The most recent earlier fact of `polarity` whose place agrees with `location`."""
+        keys = [(polarity, location), (polarity, "")] if location else [(polarity, None)]
+        found = [last[k] for k in keys if k in last]
+        return max(found, key=lambda x: x[0])[1] if found else None
+
     for members in groups.values():
-        last: dict[bool, dict] = {}
-        for r in members:
-            prev_same, prev_other = last.get(r["polarity"]), last.get(not r["polarity"])
+        # (polarity, place) → (position, fact); (polarity, None) → the latest of that polarity at any place
+        last: dict[tuple[bool, str | None], tuple[int, dict]] = {}
+        for k, r in enumerate(members):
+            prev_same, prev_other = latest(last, r["polarity"], r["location"]), \
+                latest(last, not r["polarity"], r["location"])
             if prev_same is not None:
                 close = r["t"] is not None and prev_same["t"] is not None and \
                     abs(r["t"] - prev_same["t"]) <= SAME_EVENT_WINDOW
@@ -104,7 +116,7 @@ def link_facts(nodes: pa.Table, edges: pa.Table) -> pa.Table:
                     add(r, "SUPPORTS", prev_same, SUPPORT)
             if prev_other is not None:
                 add(r, "CONTRADICTS", prev_other, SUPPORT)
-            last[r["polarity"]] = r
+            last[(r["polarity"], r["location"])] = last[(r["polarity"], None)] = (k, r)
     linked = [out[k] for k in sorted(out)]
     src_refs = refs.take(pa.array([r.pop("_row") for r in linked], type=pa.int64())).cast(EDGES.field("raw_refs").type)
     src_refs = pc.if_else(src_refs.is_null(), pa.scalar([], type=src_refs.type), src_refs)   # a null list → []

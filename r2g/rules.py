@@ -27,7 +27,7 @@ ENTITY_ZH = "r2g.rule.entity.zh.v1"
 ENTITY_SPEAKER = "r2g.rule.entity.speaker.v1"
 FACT_EN = "r2g.rule.fact.en.v1"
 FACT_ZH = "r2g.rule.fact.zh.v1"
-LOCATION = "r2g.rule.location.v1"
+LOCATION = "r2g.rule.location.v2"   # v2: English needs place evidence
 TIME = "r2g.rule.time.v1"
 CAUSE = "r2g.rule.cause.v1"
 PREFERENCE = "r2g.rule.preference.v1"
@@ -465,6 +465,29 @@ _EN_MODAL_VERBS = {"want": "want", "wish": "want", "hope": "want", "plan": "plan
                    "decide": "plan", "need": "must", "have": "must"}
 _EN_NEG = frozenset({"not", "n't", "never", "no"})
 _EN_LOC_PREPS = frozenset({"at", "in", "on", "to", "into", "inside", "near"})
+# Place evidence for LOCATION (r2g.rule.location.v2): "in life", "on the list", "at the moment" are not places.
+_EN_PLACE_LABELS = frozenset({"GPE", "LOC", "FAC"})
+_EN_ORG_PREPS = frozenset({"at", "in", "to"})                 # "works at Google"; "on Door Dash" is not a place
+_EN_DESTINATION_PREPS = frozenset({"to", "into", "at", "in"})  # after a motion verb: "went to the support group"
+_EN_MOTION_VERBS = frozenset("""
+go come travel move drive walk fly head return ride arrive relocate commute hike sail cycle bike
+""".split())
+# "at the concert" says where someone was; "in the competition" does not
+_EN_AT_EVENTS = frozenset("""
+party concert wedding conference festival workshop class meeting game show convention fair parade event
+competition tournament match ceremony funeral reunion rally exhibition exhibit gig recital
+""".split())
+_EN_NOT_DESTINATIONS = frozenset("life mind conclusion point end terms trouble touch contact rescue top".split())
+PLACE_NOUNS_EN = frozenset("""
+park beach library gym office mall museum lake cafe café restaurant bar pub diner airport hospital clinic
+campus school college university classroom dorm church temple mosque synagogue shelter studio kitchen home
+house apartment flat room bedroom bathroom garden backyard yard porch balcony garage basement playground store
+shop market supermarket bakery theater theatre cinema stadium arena court trail mountain hill forest woods
+river sea ocean coast shore island city town village country countryside neighborhood neighbourhood street
+road downtown center centre hall station hotel motel hostel farm zoo aquarium pool club venue camp campsite
+workplace lab laboratory factory warehouse salon spa bank embassy prison jail gallery bookstore bookshop plaza
+harbor harbour port bridge valley desert canyon cabin cottage resort lodge building tower castle palace
+""".split())
 _EN_QUANTITY_HEADS = frozenset({"cup", "glass", "bottle", "lot", "bit", "kind", "piece", "couple", "bunch", "bowl",
                                 "slice", "type", "sort", "pair", "box", "bag", "plate"})
 _EN_NP_MODS = frozenset({"compound", "amod", "nmod", "nummod"})
@@ -556,13 +579,15 @@ _EN_VEHICLES = frozenset({"bus", "car", "train", "plane", "bike", "bicycle", "ta
 
 
 def _en_prep_role(prep: str, person: bool, label: str | None, ann: Annotation, g: int,
-                  kids: list[list[int]]) -> str | None:
-    """The role a prepositional object plays (r2g.rule.location.v1 / r2g.rule.roles_extra.v1).
+                  kids: list[list[int]], motion: bool = False) -> str | None:
+    """The role a prepositional object plays (r2g.rule.location.v2 / r2g.rule.roles_extra.v1).
 
     to + person → RECIPIENT; for + person → BENEFICIARY; because of / due to → CAUSE;
     with + thing → INSTRUMENT, with + person → WITH (a companion, mentioned);
     by + bare vehicle/medium → INSTRUMENT; in + language/nationality → MANNER;
-    at/in/on/to/into/near + non-person → LOCATION.
+    at/in/on/to/into/near + a place → LOCATION, where a place is a GPE/LOC/FAC entity, an ORG after
+    at/in/to, a proper noun after anything but "on", a noun of PLACE_NOUNS_EN, or, after a motion
+    verb (`motion`: went to, moved into), any non-person noun: the destination.
     """
     if prep in _EN_CAUSE_PREPS:
         return "CAUSE"
@@ -576,9 +601,18 @@ def _en_prep_role(prep: str, person: bool, label: str | None, ann: Annotation, g
         return "INSTRUMENT"
     if prep in _EN_LOC_PREPS and label in ("NORP", "LANGUAGE"):
         return "MANNER"
-    if prep in _EN_LOC_PREPS and not person:
+    if prep in _EN_LOC_PREPS and not person and _en_is_place(prep, label, ann, g, motion):
         return "LOCATION"
     return None
+
+
+def _en_is_place(prep: str, label: str | None, ann: Annotation, g: int, motion: bool) -> bool:
+    if label in _EN_PLACE_LABELS or (label == "ORG" and prep in _EN_ORG_PREPS):
+        return True
+    if ann.pos[g] == "PROPN":
+        return prep != "on" and label is None
+    lemma = ann.lemma[g].lower()
+    return lemma in PLACE_NOUNS_EN or (prep == "at" and lemma in _EN_AT_EVENTS) or (motion and prep in _EN_DESTINATION_PREPS and lemma not in _EN_NOT_DESTINATIONS)
 
 
 def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
@@ -588,7 +622,7 @@ def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
     Predicates are VERBs (and copular AUX with an adjective/attribute) that head a
     clause (ROOT/conj/advcl/ccomp/…; xcomp only with its own subject). Subject →
     AGENT (I/we → speaker, you/he/she/it dropped), dobj → PATIENT, at/in/on/to +
-    place → LOCATION (r2g.rule.location.v1), DATE/TIME → TIME (r2g.rule.time.v1).
+    place → LOCATION (r2g.rule.location.v2), DATE/TIME → TIME (r2g.rule.time.v1).
     """
     ann = ctx.ann
     n = len(ann.tokens)
@@ -717,7 +751,8 @@ def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
                     tgt = nps.target(g)
                     if tgt is None:
                         continue
-                    role = _en_prep_role(prep, nps.is_person(g), label, ann, g, kids)
+                    role = _en_prep_role(prep, nps.is_person(g), label, ann, g, kids,
+                                         ann.lemma[q].lower() in _EN_MOTION_VERBS)
                     if q not in (main, xc, p) and role not in ("BENEFICIARY", "RECIPIENT"):
                         continue
                     if role == "LOCATION":
@@ -890,7 +925,7 @@ def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
 
     Subject (nr / pronoun / noun before the verb) → AGENT (我 → speaker; a
     subject-less clause inherits the previous clause's agent); 在/于 + noun
-    (+ 方位词) → LOCATION (subtype LOC, r2g.rule.location.v1); verb + following
+    (+ 方位词) → LOCATION (subtype LOC, r2g.rule.location.v2); verb + following
     noun → predicate + PATIENT (motion verb + place → LOCATION); time words →
     TIME. predicate_norm from the shipped lexicon, else the Chinese verb(_object).
     """

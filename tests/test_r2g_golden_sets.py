@@ -351,6 +351,30 @@ EN = [
         Entity TIME 2023-05-08T06/12
         Fact be | AGENT=Caroline | LOCATION=gym | TIME=2023-05-08T06/12
     '''),
+    # location.v2: "on my thesis" is no place, the library is
+    ('I worked on my thesis at the library yesterday.', '''
+        ABOUT Episode(m0) -> Concept(Reading & books / 阅读)
+        ABOUT Episode(m0) -> Concept(School & education / 学习教育)
+        ABOUT [work] -> Concept(Reading & books / 阅读)
+        ABOUT [work] -> Concept(School & education / 学习教育)
+        Concept Reading & books / 阅读
+        Concept School & education / 学习教育
+        Entity OBJECT library
+        Entity PERSON Caroline
+        Entity TIME 2023-05-07
+        Fact work | AGENT=Caroline | LOCATION=library | TIME=2023-05-07
+    '''),
+    # support.v2: the place is part of the claim; only the two Paris facts are linked
+    ([('Caroline', 'I live in Paris.'), ('Caroline', 'I live in Berlin now.'),
+      ('Caroline', "I don't live in Paris anymore.")], '''
+        CONTRADICTS [live] -> [live]
+        Entity LOC Berlin
+        Entity LOC Paris
+        Entity PERSON Caroline
+        Fact live not | AGENT=Caroline | LOCATION=Paris
+        Fact live | AGENT=Caroline | LOCATION=Berlin
+        Fact live | AGENT=Caroline | LOCATION=Paris
+    '''),
 ]
 
 ZH = [

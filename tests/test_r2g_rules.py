@@ -119,6 +119,40 @@ def test_light_verbs_without_object_are_not_linked() -> None:
     assert not [e for e in edges if e["type"] in ("SUPPORTS", "CONTRADICTS")]
 
 
+def test_facts_at_different_places_are_not_linked() -> None:
+    """support.v2: the LOCATION is part of the claim; living in Berlin does not support living in Paris."""
+    nodes, edges = _graph([("Caroline", "I live in Paris."), ("Caroline", "I live in Berlin now."),
+                           ("Caroline", "I don't live in Paris anymore."), ("Caroline", "I went to the gym last Monday."),
+                           ("Caroline", "I went to the gym yesterday.")])
+    title = {n["id"]: n["title"] for n in nodes}
+    place = {e["src"]: title[e["dst"]] for e in edges if e["type"] == "LOCATION"}
+    links = sorted((e["type"], place[e["src"]], place[e["dst"]]) for e in edges
+                   if e["type"] in ("SUPPORTS", "CONTRADICTS", "SAME_AS"))
+    # "go" is a light verb, linked because the place pins it down
+    assert links == [("CONTRADICTS", "Paris", "Paris"), ("SUPPORTS", "gym", "gym")]
+
+
+@pytest.mark.parametrize("text,location", [
+    ("I'm working on a new project.", None),
+    ("I'm in a good mood today.", None),
+    ("Life is hard in this world.", None),
+    ("That is on my list.", None),
+    ("I posted the photos on Instagram.", None),
+    ("I was at the gym this morning.", "gym"),
+    ("I relaxed on the beach.", "beach"),
+    ("I volunteer at the homeless shelter.", "homeless shelter"),
+    ("She works at Google.", "Google"),
+    ("I went to an LGBTQ support group.", "LGBTQ support group"),   # motion verb: the destination
+    ("I met him at the concert.", "concert"),
+    ("I grew up in Lisbon.", "Lisbon"),
+])
+def test_location_needs_place_evidence(text, location) -> None:
+    """location.v2: at/in/on/to + a place (entity label, proper noun, place noun, motion destination)."""
+    nodes, edges = _graph([("Caroline", text)])
+    title = {n["id"]: n["title"] for n in nodes}
+    assert [title[e["dst"]] for e in edges if e["type"] == "LOCATION"] == ([location] if location else [])
+
+
 def test_outdated_stages_tell_which_stage_to_rerun(tmp_path) -> None:
     lake = Lake(tmp_path)
     files = {k: InboxFile(k, tmp_path / k, f"sha{k}", 1) for k in ("a", "b", "c", "d")}

@@ -14,13 +14,14 @@ from hypothesis import given, strategies as st
 
 from jobs.versions import VersionConfig, one_active_per_chain, version_facts
 from r2g.ids import edge_id
+from r2g.link import SUPPORT
 from r2g.schema import EDGES, NODES
 from raw_store.lake import conform
 from tests.fuzzing import fuzz_settings
 
 D1 = datetime(2023, 5, 1, 10, 0)
 DAY = timedelta(days=1)
-R2G_LINK = "r2g.rule.support.v1"
+R2G_LINK = SUPPORT
 
 
 class Graph:
