@@ -612,7 +612,9 @@ def _en_is_place(prep: str, label: str | None, ann: Annotation, g: int, motion: 
     if ann.pos[g] == "PROPN":
         return prep != "on" and label is None
     lemma = ann.lemma[g].lower()
-    return lemma in PLACE_NOUNS_EN or (prep == "at" and lemma in _EN_AT_EVENTS) or (motion and prep in _EN_DESTINATION_PREPS and lemma not in _EN_NOT_DESTINATIONS)
+    if lemma in PLACE_NOUNS_EN or (prep == "at" and lemma in _EN_AT_EVENTS):
+        return True
+    return motion and prep in _EN_DESTINATION_PREPS and lemma not in _EN_NOT_DESTINATIONS
 
 
 def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
