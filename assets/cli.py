@@ -351,15 +351,15 @@ def _known_tenants(lake: Lake) -> set[str]:
 
 
 def _stats(lake: Lake) -> dict:
-    from raw_store.lake import read_parquet, value_counts
+    from r2g.lake_graph import read_lake_table
+    from raw_store.lake import part_dirs, value_counts
 
     out: dict = {"data": str(lake.root), "tables": {}}
-    for name in ("raw_chunks", "messages", "nodes", "edges", "rejects"):
-        try:
-            t = read_parquet(lake.table(name))
-        except FileNotFoundError:
-            continue
-        t = t.select([c for c in ("tenant", "type", "reason") if c in t.column_names])
+    if not part_dirs(lake):
+        return out
+    for name, cols in (("raw_chunks", ["tenant"]), ("messages", ["tenant"]), ("nodes", ["tenant", "type"]),
+                       ("edges", ["tenant", "type"]), ("rejects", ["tenant", "reason"])):
+        t = read_lake_table(lake, name, cols)
         entry = {"rows": t.num_rows, "by_tenant": value_counts(t, "tenant")}
         if name in ("nodes", "edges"):
             entry["by_type"] = value_counts(t, "type")

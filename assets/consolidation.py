@@ -2,11 +2,12 @@
 daily schedule that re-runs it as of each day (decay and promotion move with time, not only with input)."""
 
 import dagster as dg
+import polars as pl
 import pyarrow as pa
 
 from assets.lake import _check
-from assets.metadata import (RunChanges, bar_chart_png, degree_chart_png, degrees, png_markdown, table_change,
-                             table_metadata, tier_flow_png)
+from assets.metadata import (KEYS, RunChanges, bar_chart_png, degree_chart_png, degrees, key_change, png_markdown,
+                             row_keys, table_metadata, tier_flow_png)
 from assets.resources import LakeResource
 from assets.sensors import LAKE_JOB
 from jobs.consolidate import ConsolidationConfig, Previous, concat, consolidate, default_as_of
@@ -19,11 +20,12 @@ from jobs.schema import (COLD_EDGES, COMMUNITIES, FEEDBACK, OPS_APPLIED, OPS_REJ
                          REVIEW_QUEUE)
 from jobs.tiers import tiers_monotone
 from jobs.versions import one_active_per_chain
-from r2g.schema import EDGES, NODES
+from r2g.lake_graph import layer_dir, read_graph_tables, read_lake_table
+from r2g.schema import EDGES, NODE_STATE, NODES, STATE_COLUMNS
 from raw_store.cas import RawStore
-from raw_store.lake import (PART_MANIFEST, Lake, collect_parts, part_dirs, read_manifest, read_parquet, read_table,
-                            value_counts, write_table)
-from raw_store.schema import MESSAGES, RAW_CHUNKS
+from raw_store.lake import PART_MANIFEST, Lake, conform, part_dirs, read_manifest, read_table, value_counts, write_table
+from raw_store.schema import RAW_CHUNKS
+from raw_store.tables import diff_overlay, read_parts, write_overlay
 
 _SIDE = {"communities": COMMUNITIES, "promotions": PROMOTIONS, "review_queue": REVIEW_QUEUE,
          "cold_edges": COLD_EDGES, "feedback": FEEDBACK, "ops_applied": OPS_APPLIED, "ops_rejected": OPS_REJECTED}
@@ -41,26 +43,23 @@ _DESCRIPTIONS = {
 }
 
 
-def previous_edges(lake: Lake) -> pa.Table | None:
-    """The last run's edge keys and raw_refs, read before `edges` is overwritten: only for "what changed"."""
-    try:
-        return read_parquet(lake.table("edges"), columns=["tenant", "id", "raw_refs"])
-    except FileNotFoundError:
-        return None
-
-
-def run_changes(lake: Lake, previous_nodes: pa.Table | None, previous_edges: pa.Table | None, nodes: pa.Table,
-                edges: pa.Table, messages: pa.Table, forget_requests: int) -> RunChanges:
-    """This build vs the previous one (call before the tables are overwritten): a file counts as ingested when
-    its partition manifest changed after the previous `nodes` table was written."""
-    built = lake.table("nodes").stat().st_mtime if lake.table("nodes").exists() else None
+def run_changes(lake: Lake, nodes: pa.Table, edges: pa.Table, messages: int, forget_requests: int) -> RunChanges:
+    """This build vs the previous one, by (tenant, id) and raw_refs: the previous build's keys are kept as hashes in
+    lake/consolidated/keys.parquet (a few bytes a row). A file counts as ingested when its partition manifest
+    changed after that file was written."""
+    keys_path = layer_dir(lake, "consolidated") / "keys.parquet"
+    built = keys_path.stat().st_mtime if keys_path.exists() else None
+    previous = read_table(keys_path, KEYS) if built is not None else None
+    current = pa.concat_tables([row_keys(nodes, "n"), row_keys(edges, "e")])
     manifests = [(read_manifest(d), (d / PART_MANIFEST).stat().st_mtime) for d in part_dirs(lake)]
     fresh = [m for m, mtime in manifests if built is None or mtime > built]
-    return RunChanges(files=len(manifests), files_ingested=len(fresh), messages=messages.num_rows,
-                      messages_ingested=sum(m.get("messages") or 0 for m in fresh),
-                      nodes=table_change(previous_nodes, nodes), edges=table_change(previous_edges, edges),
-                      forget_requests=forget_requests,
-                      messages_forgotten=sum(m.get("forgotten") or 0 for m, _ in manifests))
+    changes = RunChanges(files=len(manifests), files_ingested=len(fresh), messages=messages,
+                         messages_ingested=sum(m.get("messages") or 0 for m in fresh),
+                         nodes=key_change(previous, current, "n"), edges=key_change(previous, current, "e"),
+                         forget_requests=forget_requests,
+                         messages_forgotten=sum(m.get("forgotten") or 0 for m, _ in manifests))
+    write_table(current, keys_path, KEYS)
+    return changes
 
 
 def ops_batches(lake: Lake, at) -> list:
@@ -96,27 +95,33 @@ def consolidation(context: dg.AssetExecutionContext, lake: LakeResource):
     """Versions, topics, rollups, PII flags, tiers and decay, degree caps and agent ops over the R2G graph,
     as of the configured date (default: the newest message)."""
     lk = lake.get()
-    messages = read_table(lk.table("messages"), MESSAGES)
-    feedback = collect_parts(lk, "feedback", FEEDBACK) + [read_hits(lk)]
-    feedback = concat(feedback, FEEDBACK)
-    previous = Previous(*(read_table(lk.table(n), s) if lk.table(n).exists() else None
-                          for n, s in (("nodes", NODES), ("communities", COMMUNITIES),
-                                       ("promotions", PROMOTIONS), ("review_queue", REVIEW_QUEUE))))
+    messages = read_lake_table(lk, "messages", ["ts"])
+    feedback = concat([read_parts(lk, "feedback", FEEDBACK), read_hits(lk)], FEEDBACK)
+    folder = layer_dir(lk, "consolidated")
+    state = folder / "state.parquet"
+    previous = Previous(conform(read_table(state, NODE_STATE), NODES) if state.exists() else None,
+                        *(read_table(lk.table(n), s) if lk.table(n).exists() else None
+                          for n, s in (("communities", COMMUNITIES), ("promotions", PROMOTIONS),
+                                       ("review_queue", REVIEW_QUEUE))))
     as_of = lake.as_of_datetime() or default_as_of(messages, previous.promotions)
     requests = load_requests(lk)
-    result = consolidate(read_table(lk.table("r2g_nodes"), NODES), read_table(lk.table("r2g_edges"), EDGES),
-                         feedback=feedback, ops=ops_batches(lk, as_of), previous=previous, as_of=as_of,
-                         forget=ForgetRules(requests),
-                         config=ConsolidationConfig.from_env())
-    changes = run_changes(lk, previous.nodes, previous_edges(lk), result.nodes, result.edges, messages, len(requests))
-    # promotions accumulate: written first, so a crash before `nodes` re-derives the same rows (deduplicated)
+    r2g_nodes, r2g_edges = read_graph_tables(lk, "r2g")
+    result = consolidate(r2g_nodes, r2g_edges, feedback=feedback, ops=ops_batches(lk, as_of), previous=previous,
+                         as_of=as_of, forget=ForgetRules(requests), config=ConsolidationConfig.from_env())
+    node_overlay = diff_overlay(pl.from_arrow(r2g_nodes), pl.from_arrow(result.nodes), NODES, ignore=STATE_COLUMNS)
+    edge_overlay = diff_overlay(pl.from_arrow(r2g_edges), pl.from_arrow(result.edges), EDGES)
+    del r2g_nodes, r2g_edges
+    changes = run_changes(lk, result.nodes, result.edges, messages.num_rows, len(requests))
+    # promotions accumulate: written first, so a crash before the graph re-derives the same rows (deduplicated)
     tables = {"promotions": result.promotions, "communities": result.communities,
               "review_queue": result.review_queue, "cold_edges": result.cold_edges, "feedback": feedback,
-              "ops_applied": result.ops_applied, "ops_rejected": result.ops_rejected,
-              "edges": result.edges, "nodes": result.nodes}
+              "ops_applied": result.ops_applied, "ops_rejected": result.ops_rejected}
     for name, table in tables.items():
-        write_table(table, lk.table(name), {**_SIDE, "nodes": NODES, "edges": EDGES}[name])
-    chunks = read_table(lk.table("raw_chunks"), RAW_CHUNKS)
+        write_table(table, lk.table(name), _SIDE[name])
+    write_overlay(folder, "edges", edge_overlay, EDGES)
+    write_overlay(folder, "nodes", node_overlay, NODES)
+    write_table(result.nodes.select(NODE_STATE.names), state, NODE_STATE)
+    chunks = read_lake_table(lk, "raw_chunks", ["tenant", "id", "len_bytes"])
     context.log.info(f"consolidation as of {as_of:%Y-%m-%d %H:%M}: {result.stats}")
     node_types, edge_types = value_counts(result.nodes, "type"), value_counts(result.edges, "type")
     yield dg.MaterializeResult(asset_key="nodes", metadata={
@@ -125,13 +130,14 @@ def consolidation(context: dg.AssetExecutionContext, lake: LakeResource):
         "by_type": dg.MetadataValue.json(node_types),
         "by_tier": dg.MetadataValue.json(value_counts(result.nodes, "tier")),
         "by_status": dg.MetadataValue.json(value_counts(result.nodes, "status")),
-        **changes.metadata(),
+        **changes.metadata(), "overlay_rows": node_overlay.upserts.num_rows,
         "as_of": as_of.isoformat()})
     yield dg.MaterializeResult(asset_key="edges", metadata={
         **table_metadata(result.edges, ["type", "src", "dst", "weight"]),
         "edge_types_chart": png_markdown(bar_chart_png(edge_types, "Edge types", "edges"), "edge types"),
         "degree_chart": png_markdown(degree_chart_png(degrees(result.nodes, result.edges)), "degree distribution"),
-        "by_type": dg.MetadataValue.json(edge_types)})
+        "by_type": dg.MetadataValue.json(edge_types), "overlay_rows": edge_overlay.upserts.num_rows,
+        "removed_from_r2g": edge_overlay.removed.num_rows})
     charts = {"promotions": {"tier_flow_chart": png_markdown(
         tier_flow_png(result.promotions, value_counts(result.nodes, "tier")), "tier flow")}}
     for name in _SIDE:

@@ -1,6 +1,7 @@
 """Per-inbox-file assets: chunks → NLP annotations → graph part (one dynamic partition per file)."""
 
 import dagster as dg
+import polars as pl
 
 from assets.metadata import table_metadata
 from assets.resources import LakeResource
@@ -9,9 +10,10 @@ from jobs.inbox import ingest_inbox_file
 from jobs.integrity import conservation
 from jobs.schema import FEEDBACK
 from r2g.extract import build_graph
-from r2g.nlp import PIPELINE_VERSION, NlpCache
-from r2g.pipeline import annotate_messages, annotations_from_table, annotations_table, graph_version
-from r2g.schema import ANNOTATIONS, EDGES, NODES
+from r2g.nlp import PIPELINE_VERSION
+from r2g.pipeline import PartAnnotations, annotate_messages, annotations_from_table, annotations_table, graph_version
+from r2g.lake_graph import make_docs
+from r2g.schema import ANNOTATIONS, DOCS, EDGES, NODES
 from raw_store.cas import RawStore
 from raw_store.readers import tenant_for
 from raw_store.lake import (read_manifest, read_table, resolve_partition, value_counts, write_manifest,
@@ -19,6 +21,9 @@ from raw_store.lake import (read_manifest, read_table, resolve_partition, value_
 from raw_store.schema import FORGOTTEN, MESSAGES, RAW_CHUNKS, REJECTS
 
 inbox_files = dg.DynamicPartitionsDefinition(name="inbox_files")
+
+# passages are chat text; an agent ops file kept whole for its citations is not a passage to search
+_is_passage = pl.col("mime").is_null() | pl.col("mime").str.starts_with("text/plain")
 
 
 @dg.asset(
@@ -77,9 +82,11 @@ def file_annotations(context: dg.AssetExecutionContext, lake: LakeResource) -> d
     lk = lake.get()
     part = lk.part_dir(context.partition_key)
     messages = read_table(part / "messages.parquet", MESSAGES)
-    annotations, stats = annotate_messages(messages, NlpCache(lk.cache / "nlp.sqlite"))
+    cache = PartAnnotations(lk.cache / "nlp.sqlite", lk.parts)
+    annotations, stats = annotate_messages(messages, cache)
     table = annotations_table(annotations)
     write_table(table, part / "annotations.parquet", ANNOTATIONS)
+    cache.record(part.name, table.column("text_sha").to_pylist())
     write_manifest(part, {**read_manifest(part), "nlp_version": PIPELINE_VERSION})
     return dg.MaterializeResult(metadata={
         "dagster/row_count": table.num_rows, "cache_hits": stats.hits, "cache_misses": stats.misses,
@@ -97,6 +104,11 @@ def file_graph(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mate
     nodes, edges = build_graph(messages, annotations)
     write_table(nodes, part / "nodes.parquet", NODES)
     write_table(edges, part / "edges.parquet", EDGES)
+    # full-text documents where the rows are made: the lake's index build reuses them while the text is unchanged
+    write_table(make_docs(pl.from_arrow(nodes.select(["tenant", "id", "title", "text", "keywords"])), "node"),
+                part / "docs.parquet", DOCS)
+    chunks = read_table(part / "raw_chunks.parquet", RAW_CHUNKS).select(["tenant", "id", "text", "mime"])
+    write_table(make_docs(pl.from_arrow(chunks).filter(_is_passage), "raw"), part / "raw_docs.parquet", DOCS)
     manifest = read_manifest(part)
     write_manifest(part, {**manifest, "graph_sha256": manifest.get("source_sha256"),
                           "graph_version": graph_version(), "nodes": nodes.num_rows, "edges": edges.num_rows})

@@ -1,4 +1,5 @@
-"""Lake-wide tables: the union of every file partition, deduplicated and deterministically ordered."""
+"""Lake-wide tables. None is a copy: messages, raw_chunks and rejects are the union of the file partitions'
+files, and the R2G graph is their graph parts under the merge overlay (raw_store.tables, r2g.lake_graph)."""
 
 import json
 
@@ -8,16 +9,17 @@ from assets.ingest import file_chunks, file_graph
 from assets.metadata import RED, bar_chart_png, png_markdown, table_metadata
 from assets.resources import LakeResource
 from jobs.forget import ForgetRules, collect, load_requests, tombstones
-from jobs.integrity import (forgotten_stay_forgotten, lake_conservation, orphan_edges, unresolved_raw_refs,
-                            verify_store)
+from jobs.integrity import forgotten_stay_forgotten, lake_conservation, unresolved_raw_refs, verify_store
 from jobs.schema import AUDIT
-from r2g.link import with_fact_links
-from r2g.merge import merge_graph
+from r2g.lake_graph import layer_dir, r2g_overlays, read_lake_table
 from r2g.schema import EDGES, NODES
-from raw_store.lake import collect_parts, lake_fingerprint, read_table, union_sorted, value_counts, write_table
-from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS, TOMBSTONES
+from raw_store.lake import lake_fingerprint, value_counts, write_table
+from raw_store.schema import TOMBSTONES
+from raw_store.tables import write_overlay
 
 VERIFY_SAMPLE = 256
+# lake-wide copies an earlier layout wrote (before 2026-11-25): the tables are now read where they lie
+LEGACY_COPIES = ("raw_chunks", "messages", "rejects", "nodes", "edges", "r2g_nodes", "r2g_edges")
 
 
 def _check(name: str, outcome, asset: str | None = None) -> dg.AssetCheckResult:
@@ -28,17 +30,20 @@ def _check(name: str, outcome, asset: str | None = None) -> dg.AssetCheckResult:
                                              json.loads(json.dumps(outcome.examples, default=str)))})
 
 
+def _counts(table, column: str) -> dict:
+    return {"dagster/row_count": table.num_rows, column: dg.MetadataValue.json(value_counts(table, column))}
+
+
 @dg.asset(group_name="lake", deps=[file_chunks], kinds={"parquet"}, owners=["team:memory"],
           check_specs=[dg.AssetCheckSpec("raw_store_verified", asset="raw_chunks",
                                          description=f"A sample of {VERIFY_SAMPLE} stored blobs re-hash to their "
                                                      "sha256; corrupt ones are quarantined and their files "
                                                      "re-ingested on the next run.")])
 def raw_chunks(lake: LakeResource) -> dg.MaterializeResult:
-    """Manifest of every RawChunk in the zstd CAS (id, sha256, path, conversation, offsets)."""
+    """Manifest of every RawChunk in the zstd CAS (id, sha256, path, conversation, offsets): the union of the
+    file partitions' manifests, one row per chunk."""
     lk = lake.get()
-    table = union_sorted(collect_parts(lk, "raw_chunks", RAW_CHUNKS), RAW_CHUNKS,
-                         ["tenant", "id", "source_file", "seq"], unique=["tenant", "id"])
-    write_table(table, lk.table("raw_chunks"), RAW_CHUNKS)
+    table = read_lake_table(lk, "raw_chunks", ["id", "tenant", "conv_id", "len_bytes", "stored_bytes", "path"])
     # a different sample each time the lake changes, the same one on a re-run of the same lake
     verified = verify_store(lk, sample=VERIFY_SAMPLE, seed=int(lake_fingerprint(lk)[:8], 16))
     report = verified.report
@@ -57,12 +62,12 @@ def raw_chunks(lake: LakeResource) -> dg.MaterializeResult:
           check_specs=[dg.AssetCheckSpec("raw_refs_resolve", asset="messages", blocking=True,
                                          description="Every message points inside a stored RawChunk.")])
 def messages(lake: LakeResource) -> dg.MaterializeResult:
-    """Every accepted chat message with speaker, time, language and its (raw_id, offset, length)."""
+    """Every accepted chat message with speaker, time, language and its (raw_id, offset, length): the union of the
+    file partitions' messages."""
     lk = lake.get()
-    table = union_sorted(collect_parts(lk, "messages", MESSAGES), MESSAGES,
-                         ["tenant", "conv_id", "source_file", "seq"])
-    write_table(table, lk.table("messages"), MESSAGES)
-    outcome = unresolved_raw_refs(table, read_table(lk.table("raw_chunks"), RAW_CHUNKS))
+    table = read_lake_table(lk, "messages", ["tenant", "conv_id", "msg_id", "speaker", "ts", "lang", "text",
+                                             "raw_refs"])
+    outcome = unresolved_raw_refs(table, read_lake_table(lk, "raw_chunks", ["tenant", "id", "len_bytes"]))
     return dg.MaterializeResult(
         metadata={**table_metadata(table, ["tenant", "conv_id", "msg_id", "speaker", "ts", "text"]),
                   "by_lang": dg.MetadataValue.json(value_counts(table, "lang"))},
@@ -76,10 +81,8 @@ def messages(lake: LakeResource) -> dg.MaterializeResult:
 def rejects(lake: LakeResource) -> dg.MaterializeResult:
     """Input that could not be read, with a coded reason and the CAS id of its bytes (nothing is lost)."""
     lk = lake.get()
-    table = union_sorted(collect_parts(lk, "rejects", REJECTS), REJECTS,
-                         ["tenant", "source_file", "line", "byte_offset"])
-    write_table(table, lk.table("rejects"), REJECTS)
-    outcome = lake_conservation(lk, read_table(lk.table("messages"), MESSAGES), read_table(lk.table("rejects"), REJECTS))
+    table = read_lake_table(lk, "rejects")
+    outcome = lake_conservation(lk, read_lake_table(lk, "messages", ["tenant"]), table)
     by_reason = value_counts(table, "reason")
     chart = bar_chart_png(by_reason, "Rejects by reason", "rejected records", colour=RED,
                           empty="no rejects: every input record was read")
@@ -102,21 +105,23 @@ def rejects(lake: LakeResource) -> dg.MaterializeResult:
     ],
 )
 def graph_tables(lake: LakeResource):
-    """Merge every file's graph part (one row per node/edge id, Entities and repeated Facts aggregated across
-    files), then link Facts across the whole lake: SAME_AS, SUPPORTS, CONTRADICTS."""
+    """The merge overlay over the files' graph parts: ids seen in several files merged into one row (Entities and
+    repeated Facts aggregated), nodes of node/topic forget requests and every edge touching them removed, and
+    SAME_AS / SUPPORTS / CONTRADICTS between the Facts of the whole lake added."""
     lk = lake.get()
-    nodes, edges = merge_graph(collect_parts(lk, "nodes", NODES), collect_parts(lk, "edges", EDGES))
-    # node / topic forget requests: those nodes and every edge touching them are not merged back
-    nodes, edges = ForgetRules(load_requests(lk)).drop_nodes(nodes, edges)
-    edges = with_fact_links(nodes, edges)  # SAME_AS / SUPPORTS / CONTRADICTS across files and conversations
-    write_table(nodes, lk.table("r2g_nodes"), NODES)
-    write_table(edges, lk.table("r2g_edges"), EDGES)
+    nodes, edges = r2g_overlays(lk, ForgetRules(load_requests(lk)).node_ids)
+    folder = layer_dir(lk, "r2g")
+    write_overlay(folder, "nodes", nodes, NODES)
+    write_overlay(folder, "edges", edges, EDGES)
+    for name in LEGACY_COPIES:
+        if lk.table(name).exists():
+            lk.table(name).unlink()
+    node_types = read_lake_table(lk, "r2g_nodes", ["type"])
+    edge_types = read_lake_table(lk, "r2g_edges", ["type"])
     yield dg.MaterializeResult(asset_key="r2g_nodes", metadata={
-        **table_metadata(nodes, ["type", "subtype", "title", "text"]),
-        "by_type": dg.MetadataValue.json(value_counts(nodes, "type"))})
+        **_counts(node_types, "type"), "merged": nodes.upserts.num_rows, "removed": nodes.removed.num_rows})
     yield dg.MaterializeResult(asset_key="r2g_edges", metadata={
-        **table_metadata(edges, ["type", "src", "dst", "weight"]),
-        "by_type": dg.MetadataValue.json(value_counts(edges, "type"))})
+        **_counts(edge_types, "type"), "merged_or_linked": edges.upserts.num_rows, "removed": edges.removed.num_rows})
 
 
 @dg.multi_asset(
@@ -141,8 +146,8 @@ def forgetting(lake: LakeResource):
     write_table(audit, lk.table("audit"), AUDIT)
     tombs = tombstones(lk)
     write_table(tombs, lk.table("tombstones"), TOMBSTONES)
-    outcome = forgotten_stay_forgotten(audit, read_table(lk.table("nodes"), NODES),
-                                       read_table(lk.table("edges"), EDGES))
+    outcome = forgotten_stay_forgotten(audit, read_lake_table(lk, "nodes", ["tenant", "id"]),
+                                       read_lake_table(lk, "edges", ["tenant", "id", "src", "dst"]))
     yield dg.MaterializeResult(asset_key="audit", metadata={
         **table_metadata(audit, ["request_id", "tenant", "scope", "value", "messages", "edges"]),
         "requests": len(requests)})

@@ -216,22 +216,39 @@ class TableChange:
     removed: int    # ids gone (forgotten, superseded, or no longer derived)
 
 
+# A row's key as a 64-bit hash of (tenant, id), with its raw_refs count: the previous build's keys, a few bytes a row
+KEYS = pa.schema([("kind", pa.string()), ("h", pa.uint64()), ("refs", pa.int32())])
+
+
+def row_keys(table: pa.Table, kind: str) -> pa.Table:
+    """KEYS rows of a graph table (kind "n" nodes, "e" edges), sorted by hash."""
+    import polars as pl
+
+    refs = (pl.col("raw_refs").list.len().fill_null(0) if "raw_refs" in table.column_names else pl.lit(0))
+    frame = pl.from_arrow(table.select([c for c in ("tenant", "id", "raw_refs") if c in table.column_names]))
+    out = frame.select(pl.lit(kind).alias("kind"), pl.struct("tenant", "id").hash(seed=7).alias("h"),
+                       refs.cast(pl.Int32).alias("refs")).sort("h")
+    return out.to_arrow().cast(KEYS)
+
+
+def key_change(previous: pa.Table | None, current: pa.Table, kind: str) -> TableChange:
+    """Compare the `kind` rows of two KEYS tables (previous None: first run, everything is added)."""
+    import polars as pl
+
+    now = pl.from_arrow(current).filter(pl.col("kind") == kind)
+    if previous is None or previous.num_rows == 0:
+        return TableChange(now.height, now.height, 0, 0)
+    before = pl.from_arrow(previous).filter(pl.col("kind") == kind)
+    joined = now.join(before, on="h", how="full", suffix="_before", coalesce=True)
+    added = joined.filter(pl.col("refs_before").is_null()).height
+    removed = joined.filter(pl.col("refs").is_null()).height
+    merged = joined.filter(pl.col("refs") > pl.col("refs_before")).height
+    return TableChange(now.height, added, merged, removed)
+
+
 def table_change(previous: pa.Table | None, current: pa.Table) -> TableChange:
     """Compare `current` with `previous` (None: first run, everything is added) by (tenant, id) and raw_refs."""
-    def keyed(t: pa.Table) -> pa.Table:
-        refs = pc.fill_null(pc.list_value_length(t.column("raw_refs")), 0) if "raw_refs" in t.column_names \
-            else pa.array([0] * t.num_rows, pa.int32())
-        return pa.table({"tenant": t.column("tenant"), "id": t.column("id"), "refs": refs})
-
-    if previous is None or previous.num_rows == 0:
-        return TableChange(current.num_rows, current.num_rows, 0, 0)
-    joined = keyed(current).join(keyed(previous), ["tenant", "id"], join_type="full outer",
-                                 left_suffix="_now", right_suffix="_before")
-    now, before = joined.column("refs_now"), joined.column("refs_before")
-    added = pc.sum(pc.and_(pc.is_valid(now), pc.is_null(before))).as_py() or 0
-    removed = pc.sum(pc.and_(pc.is_null(now), pc.is_valid(before))).as_py() or 0
-    merged = pc.sum(pc.fill_null(pc.greater(now, before), False)).as_py() or 0
-    return TableChange(current.num_rows, added, merged, removed)
+    return key_change(None if previous is None else row_keys(previous, "n"), row_keys(current, "n"), "n")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,10 @@ run rebuilds the lake-wide tables and the indexes. Runs are recorded in the Dags
 instance at $DAGSTER_HOME (default $MEMCTL_DATA/dagster_home), so the UI shows them.
 
 Where the runs execute is configuration ($MEMCTL_EXECUTOR), not code:
-- `in_process` (default): one run after the other in this process.
+- `auto` (default): two or more file runs go to a dask LocalCluster of one worker process per core
+  ($MEMCTL_WORKERS, default the machine's cores), so every core annotates its own file; a single file
+  run, and the lake-wide run, execute in this process (no cluster to start for a one-file append).
+- `in_process`: one run after the other in this process.
 - `dask`: on a dask.distributed cluster — a LocalCluster of $MEMCTL_WORKERS worker
   processes (default 2) on loopback, or the scheduler at $MEMCTL_DASK_SCHEDULER. Every
   file's run is one dask task, all submitted at once, so files run in parallel on
@@ -39,7 +42,7 @@ if TYPE_CHECKING:   # Dagster and dask load only when a materialization runs
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 _TEMPLATE = Path(__file__).resolve().parent.parent / "data" / "dagster_home" / "dagster.yaml"
-EXECUTORS = ("in_process", "dask")
+EXECUTORS = ("auto", "in_process", "dask")
 IN_PROCESS = "in-process"   # FileOutcome.worker of a run executed by this process
 WORKER_TAG = "memctl/worker"  # Dagster run tag of a file run on dask: "<worker address> pid=<pid>"
 
@@ -48,16 +51,16 @@ WORKER_TAG = "memctl/worker"  # Dagster run tag of a file run on dask: "<worker 
 class ExecutorConfig:
     """Where `materialize` runs: $MEMCTL_EXECUTOR, $MEMCTL_WORKERS, $MEMCTL_DASK_SCHEDULER."""
 
-    kind: str = "in_process"
-    workers: int = 2          # LocalCluster worker processes (ignored with a scheduler address)
+    kind: str = "auto"
+    workers: int = field(default_factory=lambda: os.cpu_count() or 1)   # LocalCluster workers (not with a scheduler)
     scheduler: str = ""       # tcp://host:port of a running dask scheduler; empty: start a LocalCluster
 
     @classmethod
     def from_env(cls) -> ExecutorConfig:
-        kind = os.environ.get("MEMCTL_EXECUTOR", "").strip().lower().replace("-", "_") or "in_process"
+        kind = os.environ.get("MEMCTL_EXECUTOR", "").strip().lower().replace("-", "_") or "auto"
         if kind not in EXECUTORS:
             raise ValueError(f"MEMCTL_EXECUTOR={kind!r}: expected one of {', '.join(EXECUTORS)}")
-        raw = os.environ.get("MEMCTL_WORKERS", "").strip() or "2"
+        raw = os.environ.get("MEMCTL_WORKERS", "").strip() or str(os.cpu_count() or 1)
         if not raw.isdigit() or int(raw) < 1:
             raise ValueError(f"MEMCTL_WORKERS={raw!r}: expected a whole number ≥ 1")
         return cls(kind=kind, workers=int(raw), scheduler=os.environ.get("MEMCTL_DASK_SCHEDULER", "").strip())
@@ -70,6 +73,7 @@ class FileRun:
     key: str
     tags: dict[str, str]
     stages: tuple[str, ...] | None = None
+    size: int = 0           # bytes of the inbox file (how much work the run is, for the `auto` executor)
 
 
 @dataclass(frozen=True)
@@ -90,7 +94,7 @@ class MaterializeSummary:
     failed: dict[str, str] = field(default_factory=dict)
     lake_rebuilt: bool = False
     lake_failed: str | None = None
-    executor: str = "in_process"
+    executor: str = "auto"
     placements: dict[str, FileOutcome] = field(default_factory=dict)   # partition → where and when it ran
 
     @property
@@ -137,9 +141,10 @@ def materialize(lake: Lake, progress: bool = True, executor: ExecutorConfig | No
         # bytes unchanged but NLP or R2G code changed: re-run only the stages that code touches
         outdated = outdated_stages(lake, {k: f for k, f in files.items() if k not in stale},
                                    PIPELINE_VERSION, graph_version())
-        runs = [FileRun(k, {"memctl/source_sha256": stale[k]}) for k in sorted(stale)]
+        runs = [FileRun(k, {"memctl/source_sha256": stale[k]}, size=files[k].size) for k in sorted(stale)]
         runs += [FileRun(k, {"memctl/rederive": outdated[k]},
-                         ("file_annotations", "file_graph") if outdated[k] == "annotations" else ("file_graph",))
+                         ("file_annotations", "file_graph") if outdated[k] == "annotations" else ("file_graph",),
+                         size=files[k].size)
                  for k in sorted(outdated)]
         if not runs:
             state = read_lake_state(lake)
@@ -283,11 +288,39 @@ class _OnDask:
         return None if result.success else _failure_message(result)
 
 
+# Below this much stale input the `auto` executor stays in-process: starting a cluster and loading the NLP models in
+# every worker (~5 s of wall time, 10 s of CPU) costs more than a second core saves (~5,000 messages of NLP).
+AUTO_PARALLEL_BYTES = 1 << 20
+
+
+class _Auto:
+    """File runs on a LocalCluster of `workers` processes when there are two or more and at least
+    AUTO_PARALLEL_BYTES of input; otherwise, and for the lake-wide run, in this process (the lake run's steps
+    are sequential: a cluster would only ship tables between processes)."""
+
+    def __init__(self, config: ExecutorConfig, lake: Lake, instance: DagsterInstance) -> None:
+        self.config, self.local, self.lake_ = config, _InProcess(lake, instance), lake
+
+    def files(self, runs: list[FileRun]) -> Iterator[FileOutcome]:
+        workers = min(self.config.workers, len(runs))
+        if workers < 2 or sum(r.size for r in runs) < AUTO_PARALLEL_BYTES:
+            yield from self.local.files(runs)
+            return
+        with _engine(replace(self.config, kind="dask", workers=workers), self.lake_, self.local.instance) as dask:
+            yield from dask.files(runs)
+
+    def lake(self) -> str | None:
+        return self.local.lake()
+
+
 @contextmanager
-def _engine(config: ExecutorConfig, lake: Lake, instance: DagsterInstance) -> Iterator[_InProcess | _OnDask]:
+def _engine(config: ExecutorConfig, lake: Lake, instance: DagsterInstance) -> Iterator[_InProcess | _OnDask | _Auto]:
     """The runner for `config`; with dask, a client on the configured scheduler or on a LocalCluster it owns."""
     if config.kind == "in_process":
         yield _InProcess(lake, instance)
+        return
+    if config.kind == "auto":
+        yield _Auto(config, lake, instance)
         return
     import dask
     from distributed import Client, LocalCluster

@@ -39,7 +39,8 @@ from r2g.schema import EDGES, NODES  # noqa: E402
 from r2g.tokens import has_han, segment_for_fts  # noqa: E402
 from raw_store.cas import RawStore  # noqa: E402
 from raw_store.ingest import ingest_file  # noqa: E402
-from raw_store.lake import Lake, write_table  # noqa: E402
+from raw_store.lake import Lake  # noqa: E402
+from raw_store.tables import write_import  # noqa: E402
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS  # noqa: E402
 from recall import RecallConfig, ranked_turns, recall  # noqa: E402
 from recall.index import FTS_IGNORE, build_indexes  # noqa: E402
@@ -120,11 +121,10 @@ def build_lake(data: list[dict], root: Path, consolidated: bool = False) -> tupl
                           as_of=default_as_of(messages), config=ConsolidationConfig.from_env())
         nodes, edges = res.nodes, res.edges
         timings["consolidate"] = time.perf_counter() - t
-    for name, table, schema in (("messages", pa.concat_tables(parts["messages"]), MESSAGES),
-                                ("raw_chunks", pa.concat_tables(parts["raw_chunks"]), RAW_CHUNKS),
-                                ("rejects", pa.concat_tables(parts["rejects"]), REJECTS),
-                                ("nodes", nodes, NODES), ("edges", edges, EDGES)):
-        write_table(table, lake.table(name), schema)
+    write_import(lake, {"messages": (pa.concat_tables(parts["messages"]), MESSAGES),
+                        "raw_chunks": (pa.concat_tables(parts["raw_chunks"]), RAW_CHUNKS),
+                        "rejects": (pa.concat_tables(parts["rejects"]), REJECTS),
+                        "nodes": (nodes, NODES), "edges": (edges, EDGES)})
     t = time.perf_counter()
     stats = build_indexes(lake)
     timings["index"] += time.perf_counter() - t

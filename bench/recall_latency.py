@@ -73,7 +73,8 @@ from r2g.schema import EDGES, NODES  # noqa: E402
 from r2g.tokens import search_tokens  # noqa: E402
 from raw_store.cas import RawStore  # noqa: E402
 from raw_store.ingest import ingest_bytes  # noqa: E402
-from raw_store.lake import Lake, write_table  # noqa: E402
+from raw_store.lake import Lake  # noqa: E402
+from raw_store.tables import write_import  # noqa: E402
 from raw_store.schema import MESSAGES, RAW_CHUNKS, RAW_REFS  # noqa: E402
 from recall import RecallConfig, recall  # noqa: E402
 from recall.index import build_indexes  # noqa: E402
@@ -498,8 +499,7 @@ class Generator:
                                                         msgs.column("raw_refs").to_pylist())}
         for t in turns:
             t.ref = where[(t.conv_id, t.msg_id)]
-        write_table(msgs, lake.table("messages"), MESSAGES)
-        write_table(raw, lake.table("raw_chunks"), RAW_CHUNKS)
+        write_import(lake, {"messages": (msgs, MESSAGES), "raw_chunks": (raw, RAW_CHUNKS)}, key="chat")
         return {"messages": msgs.num_rows, "raw_chunks": raw.num_rows,
                 "raw_bytes": sum(raw.column("len_bytes").to_pylist())}
 
@@ -525,8 +525,8 @@ class Generator:
                 self._mention(e, ts, refs[0])
         edges = core + self._implicit(room - len(kept), episodes + facts, {(s, y, d) for s, y, d, _, _ in core})
         nodes += self._entity_nodes() + self._concept_nodes(edges)
-        write_table(pa.Table.from_pylist(nodes, schema=_used(NODES, nodes)), lake.table("nodes"), NODES)
-        write_table(_edge_table(edges), lake.table("edges"), EDGES)
+        write_import(lake, {"nodes": (pa.Table.from_pylist(nodes, schema=_used(NODES, nodes)), NODES),
+                            "edges": (_edge_table(edges), EDGES)}, key="graph")
         return {"nodes": Counter(n["type"] for n in nodes), "edges": Counter(y for _, y, _, _, _ in edges)}
 
     def _episodes(self, turns: list[Turn], nodes: list[dict], core: list[tuple],

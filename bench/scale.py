@@ -1,145 +1,274 @@
 #!/usr/bin/env python3
-"""Scale-out: wall time of `memctl materialize` on the dask executor with 1 and with 2 workers.
+"""Scale: `memctl materialize` end to end on N messages, then a 1 % append, then a cold `memctl recall`.
 
-Builds a deterministic inbox (default 40 canonical JSONL files × 150 messages, English and
-Chinese turns from bench/ingest.py's generator, four tenants), then materializes it, each time
-into a fresh data directory — so the NLP cache starts cold every time and every message is
-annotated — with MEMCTL_EXECUTOR=dask on a LocalCluster of 1 worker, then of 2 workers
-(threads_per_worker=1, one NLP process per worker), and, for reference, in-process.
+What a user runs, as subprocesses, timed from the outside:
 
-Every time includes what a user waits for: cluster start, worker warm-up (imports, spaCy and
-jieba models), the file runs, the lake-wide run and the cluster's shutdown. Phases per row:
-  start  from the call to the first file run starting (cluster, Dagster instance, warm-up)
-  files  first file run start → last file run end (the fan-out)
-  lake   last file run end → return (the lake-wide run on dagster-dask, cluster shutdown)
-`busy` is the machine's busy cores over the row (all processes, /proc/stat): near the row's
-worker count on a quiet machine, more when other work shared it. The lakes of all rows must be
-byte-identical (checked). The last line is `scale workers=2 speedup=<1-worker time / 2-worker
-time> files=<n>`.
+1. **full**   N messages from bench/ingest.py's generator (`generate_corpus(N, zh_share=0.3)`, ~2,000 messages
+              an inbox file, one tenant "bench") are written to a fresh data directory, and `memctl materialize`
+              builds everything: per-file assets, lake-wide tables, consolidation, indexes.
+2. **incr**   1 % more messages (one new inbox file, another seed, holding one line no other file has) are
+              dropped in, and `memctl materialize` runs again.
+3. **recall** a new process runs `memctl recall "<a question only that line answers>" --tenant bench --json`:
+              its wall time is the cold CLI's, and its results must cite the appended line.
 
-Usage: python bench/scale.py [--files 40] [--messages 150] [--seed 7] [--repeat 1] [--keep DIR]
+Per run it reports wall seconds, messages per second, the CPU seconds of the whole process tree (all workers,
+via getrusage of the waited-for children) and so the cores it kept busy, the peak RSS of the process tree (the
+sum over its live processes, sampled every 0.2 s) and of its largest process, and where the time went: every
+Dagster step of the runs the command made (from the lake's Dagster instance), summed per asset step over the
+file runs and for the lake run. Then the bytes on disk per message for every artefact of the data directory.
+
+The last line is exactly:
+`messages=N full_s=… incr_s=… incr_ratio=… peak_rss_gb=… bytes_per_msg=… recall_cold_s=… busy_cores=…`
+(peak_rss_gb: the larger of the two builds' tree peaks; bytes_per_msg: the data directory without the inbox,
+after the append; busy_cores: of the full build).
+
+Usage: python bench/scale.py [--messages 100000] [--seed 7] [--keep DIR] [--executor auto]
 """
 from __future__ import annotations
 
 import argparse
-import hashlib
+import json
 import os
+import random
+import resource
 import shutil
-import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
-from dataclasses import dataclass
+from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.ingest import generate_corpus  # noqa: E402
+from bench.ingest import generate_corpus, write_inbox  # noqa: E402
 from bench.machine import cpu_busy_seconds  # noqa: E402
 
-TENANTS = ("alpha", "beta", "gamma", "delta")
+ROOT = Path(__file__).resolve().parents[1]
+TENANT = "bench"
+ZH_SHARE = 0.3
+# The appended file's one line no generated turn can produce, and the question only it answers.
+NEEDLE = "My new locker combination at the Quarry Street climbing gym is 4-19-27."
+QUESTION = "What is my locker combination at the climbing gym?"
 
 
 @dataclass
-class Row:
+class Run:
     label: str
-    seconds: float
-    start: float
-    files: float
-    lake: float
-    busy: float | None
-    workers_used: int
-    fingerprint: str
+    wall: float
+    cpu: float                   # CPU seconds of the command's whole process tree
+    machine_busy: float | None   # busy cores of the machine over the run (others' work included)
+    peak_tree_rss: int           # bytes: the largest sum of RSS over the tree's live processes
+    peak_proc_rss: int           # bytes: the largest single process
+    stdout: str
+    steps: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def busy_cores(self) -> float:
+        return self.cpu / self.wall if self.wall else 0.0
 
 
-def build_inbox(inbox: Path, n_files: int, per_file: int, seed: int) -> int:
-    """n_files canonical JSONL files of exactly per_file messages each (deterministic); returns the message count."""
-    for i in range(n_files):
-        corpus = generate_corpus(per_file, seed=seed + i, convs_per_file=10**9)   # one file of per_file turns
-        (_, data), = corpus.files
-        path = inbox / TENANTS[i % len(TENANTS)] / f"chat_{i:03d}.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    return n_files * per_file
+class TreeSampler(threading.Thread):
+    """Samples the RSS of a process and all its descendants every `interval` seconds."""
+
+    def __init__(self, pid: int, interval: float = 0.2) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.interval, self.peak_tree, self.peak_proc = pid, interval, 0, 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        import psutil
+
+        try:
+            root = psutil.Process(self.pid)
+        except psutil.Error:
+            return
+        while not self.stop.is_set():
+            total = 0
+            try:
+                procs = [root, *root.children(recursive=True)]
+            except psutil.Error:
+                break
+            for p in procs:
+                try:
+                    rss = p.memory_info().rss
+                except psutil.Error:
+                    continue
+                total += rss
+                self.peak_proc = max(self.peak_proc, rss)
+            self.peak_tree = max(self.peak_tree, total)
+            self.stop.wait(self.interval)
 
 
-def lake_sha256(root: Path) -> str:
-    """One hash over the lake's Parquet tables and manifests and the raw store's blobs."""
-    h = hashlib.sha256()
-    paths = [p for p in sorted((root / "lake").rglob("*")) if p.suffix in (".parquet", ".json")
-             and not p.name.startswith(".") and p.name != "_state.json"]
-    for p in paths + sorted((root / "raw").rglob("*.blob.zst")):
-        h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes())
-    return h.hexdigest()
+def run_command(label: str, args: list[str], env: dict[str, str]) -> Run:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    busy0, t0 = cpu_busy_seconds(), time.perf_counter()
+    proc = subprocess.Popen(args, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sampler = TreeSampler(proc.pid)
+    sampler.start()
+    out, err = proc.communicate()
+    wall = time.perf_counter() - t0
+    busy1 = cpu_busy_seconds()
+    sampler.stop.set()
+    sampler.join()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"{label}: {' '.join(args[1:])} failed ({proc.returncode}):\n{err[-4000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    machine = None if busy0 is None or busy1 is None else (busy1 - busy0) / wall
+    return Run(label, wall, cpu, machine, sampler.peak_tree, sampler.peak_proc, out)
 
 
-def measure(label: str, inbox: Path, work: Path, kind: str, workers: int) -> Row:
-    from assets.run import ExecutorConfig, materialize
-    from raw_store.lake import Lake
+def step_seconds(dagster_home: Path, since: float) -> dict[str, float]:
+    """Seconds per Dagster step (file-run steps summed over files, prefixed "file:"; lake-run steps "lake:") of
+    the runs created after `since` (time.time())."""
+    import dagster as dg
 
-    root = work / label
-    shutil.rmtree(root, ignore_errors=True)
-    shutil.copytree(inbox, root / "inbox")
-    os.environ.pop("DAGSTER_HOME", None)     # each row its own instance under its data dir
-    busy0, t0 = cpu_busy_seconds(), time.time()
-    summary = materialize(Lake(root), progress=False, executor=ExecutorConfig(kind=kind, workers=workers))
-    t1, busy1 = time.time(), cpu_busy_seconds()
-    if not summary.ok:
-        raise SystemExit(f"{label}: materialize failed: {summary.failed or summary.lake_failed}")
-    placed = summary.placements.values()
-    first, last = min(o.started for o in placed), max(o.finished for o in placed)
-    busy = None if busy0 is None or busy1 is None else (busy1 - busy0) / (t1 - t0)
-    return Row(label, t1 - t0, first - t0, last - first, t1 - last, busy,
-               len({o.worker.split(" pid=")[0] for o in placed}), lake_sha256(root))
+    out: dict[str, float] = defaultdict(float)
+    os.environ["DAGSTER_HOME"] = str(dagster_home)
+    with dg.DagsterInstance.get() as instance:
+        for run in instance.get_runs():
+            stats = instance.get_run_stats(run.run_id)
+            if (stats.start_time or 0) < since:
+                continue
+            kind = "file" if run.tags.get("dagster/partition") else "lake"
+            for s in instance.get_run_step_stats(run.run_id):
+                if s.start_time is not None and s.end_time is not None:
+                    out[f"{kind}:{s.step_key}"] += s.end_time - s.start_time
+            if stats.start_time and stats.end_time:
+                out[f"{kind}:(whole runs)"] += stats.end_time - stats.start_time
+    return dict(out)
+
+
+def disk_usage(root: Path) -> dict[str, int]:
+    """Bytes per artefact of a data directory (the inbox excluded: it is the input)."""
+    groups = {
+        "raw store (zstd blobs)": ["raw"],
+        "partitions: messages, raw_chunks, rejects": ["lake/parts/*/messages.parquet", "lake/parts/*/raw_chunks.parquet",
+                                                     "lake/parts/*/rejects.parquet", "lake/parts/*/forgotten.parquet",
+                                                     "lake/parts/*/feedback.parquet", "lake/parts/*/manifest.json"],
+        "partitions: annotations": ["lake/parts/*/annotations.parquet"],
+        "partitions: graph (nodes, edges)": ["lake/parts/*/nodes.parquet", "lake/parts/*/edges.parquet"],
+        "partitions: FTS documents": ["lake/parts/*/docs.parquet", "lake/parts/*/raw_docs.parquet"],
+        "merge overlay (lake/r2g)": ["lake/r2g"],
+        "consolidation overlay + state": ["lake/consolidated"],
+        "consolidation side tables": ["lake/*.parquet"],
+        "DuckDB (views, FTS)": ["lake/memory.duckdb"],
+        "recall index": ["lake/recall", "lake/graph", "lake/vectors"],
+        "NLP cache": ["cache"],
+        "Dagster instance": ["dagster_home"],
+    }
+    out: dict[str, int] = {}
+    seen: set[Path] = set()
+    for name, patterns in groups.items():
+        total = 0
+        for pattern in patterns:
+            for p in root.glob(pattern):
+                files = [p] if p.is_file() else [f for f in p.rglob("*") if f.is_file()]
+                for f in files:
+                    if f not in seen:
+                        seen.add(f)
+                        total += f.stat().st_size
+        out[name] = total
+    rest = sum(f.stat().st_size for f in root.rglob("*") if f.is_file() and f not in seen
+               and not f.is_relative_to(root / "inbox"))
+    out["other"] = rest
+    return out
+
+
+def append_file(inbox: Path, n: int, seed: int) -> Path:
+    """One new inbox file of `n` generated turns with NEEDLE said halfway through."""
+    corpus = generate_corpus(n, seed=seed, zh_share=ZH_SHARE, convs_per_file=10**9)
+    (_, data), = corpus.files
+    lines = data.decode("utf-8").splitlines()
+    mid = json.loads(lines[len(lines) // 2])
+    needle = {**mid, "msg_id": "needle", "text": NEEDLE}
+    lines.insert(len(lines) // 2 + 1, json.dumps(needle, ensure_ascii=False))
+    path = inbox / TENANT / "chat_append.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _gb(n: int) -> float:
+    return n / 2**30
+
+
+def report(run: Run, messages: int) -> None:
+    machine = f"; machine {run.machine_busy:.2f}" if run.machine_busy is not None else ""
+    print(f"\n== {run.label}: {run.wall:.1f} s wall, {messages / run.wall:,.0f} msg/s, {run.cpu:.1f} CPU-s "
+          f"(busy cores {run.busy_cores:.2f}{machine}), peak RSS {_gb(run.peak_tree_rss):.2f} GB "
+          f"(largest process {_gb(run.peak_proc_rss):.2f} GB)")
+    if run.steps:
+        print(f"{'step':<44} {'seconds':>8}")
+        for key, sec in sorted(run.steps.items(), key=lambda kv: (kv[0].split(":")[0], -kv[1])):
+            print(f"{key:<44} {sec:>8.1f}")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--files", type=int, default=40)
-    ap.add_argument("--messages", type=int, default=150, help="messages per file (default 150)")
+    ap.add_argument("--messages", type=int, default=100_000)
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--repeat", type=int, default=1, help="rounds; the worker order alternates, medians reported")
-    ap.add_argument("--no-in-process", action="store_true", help="skip the in-process reference row")
-    ap.add_argument("--keep", type=Path, help="keep the inbox and lakes here (default: a temp dir)")
+    ap.add_argument("--keep", type=Path, help="build the lake here and keep it (default: a temp dir, removed)")
+    ap.add_argument("--executor", default="", help="$MEMCTL_EXECUTOR for the builds (default: memctl's own)")
     args = ap.parse_args(argv)
 
     work = args.keep or Path(tempfile.mkdtemp(prefix="memctl-scale-"))
+    data = work / "data"
+    shutil.rmtree(data, ignore_errors=True)
+    memctl = str(Path(sys.executable).with_name("memctl"))
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("MEMCTL_", "DAGSTER_"))},
+           "MEMCTL_DATA": str(data), "PYTHONHASHSEED": "0"}
+    if args.executor:
+        env["MEMCTL_EXECUTOR"] = args.executor
     try:
-        n = build_inbox(work / "inbox", args.files, args.messages, args.seed)
-        print(f"inbox: {args.files} files × {args.messages} messages = {n} messages, {len(TENANTS)} tenants, "
-              f"seed {args.seed}; NLP cache cold in every row; {os.cpu_count()} cores")
-        rows: dict[str, list[Row]] = {}
-        for r in range(args.repeat):
-            plan = [("dask, 1 worker", "dask", 1), ("dask, 2 workers", "dask", 2)]
-            plan = plan if r % 2 == 0 else plan[::-1]
-            if not args.no_in_process:
-                plan.append(("in-process", "in_process", 1))
-            for label, kind, workers in plan:
-                row = measure(label.replace(" ", "_").replace(",", ""), work / "inbox", work, kind, workers)
-                rows.setdefault(label, []).append(row)
-        prints = {row.fingerprint for rs in rows.values() for row in rs}
-        if len(prints) != 1:
-            raise SystemExit("lakes differ between rows")
-        print(f"{'run':<16} {'total s':>8} {'start':>6} {'files':>6} {'lake':>6} {'msg/s (files)':>14} "
-              f"{'workers used':>12} {'busy':>5}")
-        med: dict[str, float] = {}
-        for label, rs in rows.items():
-            med[label] = statistics.median(r.seconds for r in rs)
-            files = statistics.median(r.files for r in rs)
-            busy = [r.busy for r in rs if r.busy is not None]
-            print(f"{label:<16} {med[label]:>8.1f} {statistics.median(r.start for r in rs):>6.1f} {files:>6.1f} "
-                  f"{statistics.median(r.lake for r in rs):>6.1f} {n / files:>14,.0f} {rs[0].workers_used:>12} "
-                  f"{(statistics.median(busy) if busy else float('nan')):>5.2f}")
-        files1 = statistics.median(r.files for r in rows["dask, 1 worker"])
-        files2 = statistics.median(r.files for r in rows["dask, 2 workers"])
-        print(f"lakes byte-identical across rows: yes (sha256 {prints.pop()[:16]}…)")
-        print(f"file phase speed-up 2 vs 1 worker: {files1 / files2:.2f}")
-        print(f"scale workers=2 speedup={med['dask, 1 worker'] / med['dask, 2 workers']:.2f} files={args.files}")
+        corpus = generate_corpus(args.messages, seed=args.seed, zh_share=ZH_SHARE)
+        write_inbox(corpus, data / "inbox")
+        n_append = max(1, args.messages // 100)
+        print(f"corpus: {corpus.n_messages:,} messages in {len(corpus.files)} inbox files (seed {args.seed}, "
+              f"{ZH_SHARE:.0%} Chinese), append {n_append:,} + 1; {os.cpu_count()} cores")
+
+        t = time.time()
+        full = run_command("full build", [memctl, "materialize", "--quiet"], env)
+        full.steps = step_seconds(data / "dagster_home", t)
+        report(full, corpus.n_messages)
+
+        append_file(data / "inbox", n_append, args.seed + 1)
+        t = time.time()
+        incr = run_command("1 % append", [memctl, "materialize", "--quiet"], env)
+        incr.steps = step_seconds(data / "dagster_home", t)
+        report(incr, n_append + 1)
+
+        recall = run_command("cold recall", [memctl, "recall", QUESTION, "--tenant", TENANT, "--json", "--no-log"], env)
+        results = json.loads(recall.stdout)
+        cited = any(c.get("msg_id") == "needle" and NEEDLE in (c.get("excerpt") or "")
+                    for r in results for c in r.get("citations", []))
+        print(f"\n== cold recall: {recall.wall:.2f} s, peak RSS {_gb(recall.peak_tree_rss):.2f} GB, "
+              f"{len(results)} results, cites the appended line: {'yes' if cited else 'NO'}")
+        if not cited:
+            raise SystemExit("the cold recall did not cite the appended line")
+
+        usage = disk_usage(data)
+        total = sum(usage.values())
+        n_total = corpus.n_messages + n_append + 1
+        inbox_bytes = sum(f.stat().st_size for f in (data / "inbox").rglob("*") if f.is_file())
+        print(f"\n== disk after the append ({n_total:,} messages; inbox {inbox_bytes / n_total:,.0f} bytes a message)")
+        print(f"{'artefact':<44} {'MB':>9} {'bytes/msg':>10}")
+        for name, b in usage.items():
+            print(f"{name:<44} {b / 1e6:>9.1f} {b / n_total:>10,.0f}")
+        print(f"{'total':<44} {total / 1e6:>9.1f} {total / n_total:>10,.0f}")
+
+        peak = max(full.peak_tree_rss, incr.peak_tree_rss)
+        print(f"messages={corpus.n_messages} full_s={full.wall:.1f} incr_s={incr.wall:.1f} "
+              f"incr_ratio={incr.wall / full.wall:.3f} peak_rss_gb={_gb(peak):.2f} bytes_per_msg={total / n_total:.0f} "
+              f"recall_cold_s={recall.wall:.2f} busy_cores={full.busy_cores:.2f}")
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
-if __name__ == "__main__":   # the dask workers are spawned processes: they must not run this again
+if __name__ == "__main__":
+    random.seed(0)
     sys.exit(main())

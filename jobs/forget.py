@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -31,11 +30,12 @@ import pyarrow.compute as pc
 
 from jobs.schema import AUDIT
 from r2g.ids import stable_id
-from r2g.schema import EDGES, NODES
 from raw_store.cas import RawStore, raw_id_for, tenant_dir
-from raw_store.lake import Lake, collect_parts, read_parquet, read_table, write_bytes_atomic, write_table
+from r2g.lake_graph import read_lake_table
+from raw_store.lake import Lake, read_parquet, read_table, write_bytes_atomic, write_table
+from raw_store.tables import read_parts
 from raw_store.readers import Message, Reject
-from raw_store.schema import FORGOTTEN, MESSAGES, RAW_CHUNKS, REJECTS, TOMBSTONES
+from raw_store.schema import FORGOTTEN, TOMBSTONES
 
 SCOPES = ("node", "conv", "speaker", "topic", "window", "all")
 FORGET_DIR = "forget"
@@ -104,8 +104,8 @@ def save_request(lake: Lake, request: ForgetRequest) -> Path:
     write_bytes_atomic(path, json.dumps(request.to_json(), ensure_ascii=False, sort_keys=True, indent=1).encode())
     snap = pa.table({"kind": [], "id": []}, schema=pa.schema([("kind", pa.string()), ("id", pa.string())]))
     kinds, ids = [], []
-    for kind, name, schema in (("node", "nodes", NODES), ("edge", "edges", EDGES)):
-        t = read_table(lake.table(name), schema)
+    for kind, name in (("node", "nodes"), ("edge", "edges")):
+        t = read_lake_table(lake, name, ["tenant", "id"])
         for i in _ids_of(t, request.tenant, "id"):
             kinds.append(kind)
             ids.append(i)
@@ -138,9 +138,9 @@ def resolve(lake: Lake, tenant: str, scope: str, value: str | None = None, start
         raise ValueError(f"--{scope} needs a value")
     if scope == "window" and start is None and end is None:
         raise ValueError("a time window needs --from and/or --to")
-    nodes = read_table(lake.table("nodes"), NODES)
-    edges = read_table(lake.table("edges"), EDGES)
-    messages = read_table(lake.table("messages"), MESSAGES)
+    nodes = read_lake_table(lake, "nodes", ["tenant", "id", "type", "conv_id", "msg_id", "raw_refs"])
+    edges = read_lake_table(lake, "edges", ["tenant", "type", "src", "dst"])
+    messages = read_lake_table(lake, "messages", ["tenant", "conv_id", "msg_id", "speaker", "ts", "raw_refs"])
     nodes = nodes.filter(pc.equal(nodes.column("tenant"), tenant)) if nodes.num_rows else nodes
     node_ids: list[str] = []
     if scope in ("node", "topic"):
@@ -171,8 +171,8 @@ def resolve(lake: Lake, tenant: str, scope: str, value: str | None = None, start
         if r["id"] in chosen:
             blobs.update(ref["raw_id"] for ref in r["raw_refs"] or ())
     if scope == "all":
-        for name, schema, col in (("raw_chunks", RAW_CHUNKS, "id"), ("rejects", REJECTS, "raw_id")):
-            blobs.update(_ids_of(read_table(lake.table(name), schema), tenant, col))
+        for name, col in (("raw_chunks", "id"), ("rejects", "raw_id")):
+            blobs.update(_ids_of(read_lake_table(lake, name, ["tenant", col]), tenant, col))
     return ForgetRequest(tenant, scope, value, start, end, reason, requested_at, tuple(node_ids), tuple(turns),
                          tuple(sorted(blobs)))
 
@@ -238,11 +238,14 @@ def collect(lake: Lake, requests: Iterable[ForgetRequest]) -> pa.Table:
     collected before keeps its audit row (its id snapshot is gone once the row is written).
     """
     store = RawStore(lake.root)
-    nodes = read_table(lake.table("nodes"), NODES)
-    edges = read_table(lake.table("edges"), EDGES)
-    chunks = read_table(lake.table("raw_chunks"), RAW_CHUNKS)
-    rejects = read_table(lake.table("rejects"), REJECTS)
-    messages = read_table(lake.table("messages"), MESSAGES)
+    requests = list(requests)
+    if not requests:
+        return AUDIT.empty_table()
+    nodes = read_lake_table(lake, "nodes", ["tenant", "id", "raw_refs"])
+    edges = read_lake_table(lake, "edges", ["tenant", "id"])
+    chunks = read_lake_table(lake, "raw_chunks", ["tenant", "id"])
+    rejects = read_lake_table(lake, "rejects", ["tenant", "raw_id"])
+    messages = read_lake_table(lake, "messages", ["text_sha"])
     forgotten = _forgotten_rows(lake)
     audited = {r["request_id"]: r for r in read_table(lake.table("audit"), AUDIT).to_pylist()}
     cited: dict[str, set[str]] = {}                      # per tenant, read once for all its requests
@@ -317,8 +320,7 @@ def _snapshot(lake: Lake, req: ForgetRequest) -> dict[str, set[str]]:
 
 def _forgotten_rows(lake: Lake) -> pa.Table:
     """What every partition dropped at ingest (request id and text hash per message; never the text)."""
-    parts = collect_parts(lake, "forgotten", FORGOTTEN)
-    return pa.concat_tables(parts) if parts else FORGOTTEN.empty_table()
+    return read_parts(lake, "forgotten", FORGOTTEN)
 
 
 def _forgotten_messages(t: pa.Table, req: ForgetRequest) -> int:
@@ -327,7 +329,10 @@ def _forgotten_messages(t: pa.Table, req: ForgetRequest) -> int:
 
 
 def _purge_nlp_cache(lake: Lake, req: ForgetRequest, messages: pa.Table, t: pa.Table) -> None:
-    """Drop cached annotations of texts only forgotten messages had (a kept message with the same text keeps it)."""
+    """Drop the NLP index rows of texts only forgotten messages had (a kept message with the same text keeps it).
+    The annotations themselves lived in the partitions' files, which the re-ingest rewrote without them."""
+    from r2g.pipeline import PartAnnotations
+
     path = lake.cache / "nlp.sqlite"
     if not path.exists():
         return
@@ -335,16 +340,8 @@ def _purge_nlp_cache(lake: Lake, req: ForgetRequest, messages: pa.Table, t: pa.T
     forgotten = {sha for rid, sha in zip(t.column("request_id").to_pylist(), t.column("text_sha").to_pylist())
                  if rid == req.id and sha}
     doomed = sorted(forgotten - kept)
-    if not doomed:
-        return
-    con = sqlite3.connect(path, timeout=60.0)
-    try:
-        with con:
-            for k in range(0, len(doomed), 500):
-                part = doomed[k:k + 500]
-                con.execute(f"DELETE FROM annotations WHERE sha IN ({','.join('?' * len(part))})", part)
-    finally:
-        con.close()
+    if doomed:
+        PartAnnotations(path, lake.parts).drop(doomed)
 
 
 def tombstones(lake: Lake) -> pa.Table:

@@ -51,3 +51,8 @@ def search_tokens(text: str) -> list[str]:
 def segment_for_fts(text: str) -> str:
     """The document string DuckDB FTS indexes: space-joined search tokens."""
     return " ".join(search_tokens(text))
+
+
+def node_doc(title: str | None, text: str | None, keywords: list[str] | None) -> str:
+    """The FTS document of a node: segmented title + text + keywords."""
+    return segment_for_fts(" ".join([title or "", text or "", " ".join(keywords or [])]))

@@ -1,6 +1,6 @@
-"""Index builders: the DuckDB database (tables + per-tenant FTS) and per-tenant igraph files.
+"""Index builders: the DuckDB database (views over the lake + per-tenant FTS) and per-tenant igraph files.
 
-Both are rebuilt whole from the lake's Parquet tables and swapped in atomically
+Both are rebuilt from the lake's tables and swapped in atomically
 (build at a temp path, then os.replace), so a reader sees either the old index
 or the new one, never a half-built one; a reader that already holds the old
 file keeps reading it.
@@ -14,19 +14,19 @@ from typing import Mapping
 from pathlib import Path
 
 import igraph
+import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from r2g.schema import EDGES, NODES
-from r2g.tokens import segment_for_fts
-from jobs.schema import (AUDIT, COLD_EDGES, COMMUNITIES, FEEDBACK, OPS_APPLIED, OPS_REJECTED, PROMOTIONS,
-                         REVIEW_QUEUE)
-from raw_store.lake import Lake, fsync_dir, index_is_current, read_lake_state, read_table, write_index_state
+from r2g.schema import (AUDIT, COLD_EDGES, COMMUNITIES, EDGES, FEEDBACK, NODES, OPS_APPLIED, OPS_REJECTED,
+                        PROMOTIONS, REVIEW_QUEUE)
+from r2g.lake_graph import lake_docs, lake_views, read_graph, read_lake_table
+from r2g.tokens import node_doc  # noqa: F401  (re-exported: the document of a node)
+from raw_store.lake import Lake, fsync_dir, index_is_current, read_lake_state, write_index_state
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS, TOMBSTONES
 from recall import vectors
 from recall.store import connect, graph_path, node_docs_table, raw_docs_table, tenant_slug
 
-# Tables copied into the DuckDB file (copies, not views over Parquet paths: the lake may move).
+# Lake tables the DuckDB file has a view of (recall reads these).
 TABLES: dict[str, pa.Schema] = {
     "nodes": NODES,
     "edges": EDGES,
@@ -50,26 +50,28 @@ FTS_IGNORE = r"(\.|[^\p{L}\p{N}])+"
 INACTIVE_STATUS = ("forgotten", "deleted")
 
 
-def node_doc(title: str | None, text: str | None, keywords: list[str] | None) -> str:
-    """The FTS document of a node: segmented title + text + keywords."""
-    return segment_for_fts(" ".join([title or "", text or "", " ".join(keywords or [])]))
-
-
 def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = None) -> dict:
-    """Rebuild lake.duckdb_path and lake.graph_dir/<slug>.pkl from the lake's Parquet tables.
+    """Rebuild lake.duckdb_path and lake.graph_dir/<slug>.pkl from the lake's tables.
 
-    `extra_tables` ({name: schema}) are copied into the DuckDB file too, for SQL (the consolidation
-    tables of jobs/; recall itself reads only TABLES). Returns stats: {"tables": {name: rows},
-    "tenants": n, "node_docs": n, "raw_docs": n, "graphs": {tenant: {"vertices", "edges"}}, "seconds": s}.
-    A missing Parquet file loads as an empty table with its schema.
+    The DuckDB file holds a view per lake table over the Parquet files where they lie (r2g.lake_graph.lake_views;
+    on object storage, where DuckDB cannot reach the bucket by itself, copies), the `tenants` table, and the
+    per-tenant BM25 indexes over node and raw-passage documents. `extra_tables` ({name: schema}) names the
+    consolidation tables of jobs/ to expose too (recall itself reads only TABLES). Returns stats: {"tables":
+    {name: rows}, "tenants": n, "node_docs": n, "raw_docs": n, "graphs": {tenant: {"vertices", "edges"}},
+    "seconds": s}. A table never written reads as empty.
     """
     t0 = time.perf_counter()
     lake.index_dir.mkdir(parents=True, exist_ok=True)
-    tables = {name: read_table(lake.table(name), schema) for name, schema in {**TABLES, **(extra_tables or {})}.items()}
-    tenants = _tenants(tables)
-    graphs = _write_graphs(lake, tables["nodes"], tables["edges"], tenants)
-    vectors = _write_vectors(lake, tables["nodes"], tenants)
-    stats = _write_duckdb(lake, tables, tenants)
+    names = [*TABLES, *(extra_tables or {})]
+    nodes, edges = read_graph(lake, "consolidated",
+                              ["tenant", "id", "type", "status", "title", "text", "keywords", "first_seen", "time_start",
+                               "last_seen"], ["tenant", "src", "dst", "type", "weight"])
+    newest = dict(nodes.group_by("tenant").agg(pl.coalesce("time_start", "last_seen", "first_seen").max()).iter_rows())
+    nodes = nodes.filter(_active(pl.col("status")))
+    tenants = _tenants(lake, nodes)
+    graphs = _write_graphs(lake, nodes, edges, tenants)
+    vectors = _write_vectors(lake, nodes, tenants)
+    stats = _write_duckdb(lake, names, nodes, tenants, newest)
     stats["graphs"] = graphs
     if vectors:
         stats["vectors"] = vectors
@@ -91,20 +93,18 @@ def ensure_index(lake: Lake) -> bool:
     return True
 
 
-def _tenants(tables: dict[str, pa.Table]) -> list[str]:
-    seen: set[str] = set()
-    for name in ("nodes", "raw_chunks", "messages", "edges"):
-        seen.update(t for t in tables[name].column("tenant").unique().to_pylist() if t)
+def _tenants(lake: Lake, nodes: pl.DataFrame) -> list[str]:
+    seen = set(nodes.get_column("tenant").drop_nulls().unique().to_list())
+    for name in ("raw_chunks", "messages"):
+        seen.update(t for t in read_lake_table(lake, name, ["tenant"]).column("tenant").unique().to_pylist() if t)
     return sorted(seen)
 
 
-def _active_nodes(nodes: pa.Table) -> pa.Table:
-    status = nodes.column("status")
-    keep = pc.or_(pc.is_null(status), pc.invert(pc.is_in(status, pa.array(INACTIVE_STATUS))))
-    return nodes.filter(keep)
+def _active(status: pl.Expr) -> pl.Expr:
+    return status.is_null() | ~status.is_in(INACTIVE_STATUS)
 
 
-def _write_duckdb(lake: Lake, tables: dict[str, pa.Table], tenants: list[str]) -> dict:
+def _write_duckdb(lake: Lake, names: list[str], nodes: pl.DataFrame, tenants: list[str], newest: dict) -> dict:
     fd, tmp_name = tempfile.mkstemp(prefix=".memory.", suffix=".duckdb.tmp", dir=lake.index_dir)
     os.close(fd)
     tmp = Path(tmp_name)
@@ -112,7 +112,7 @@ def _write_duckdb(lake: Lake, tables: dict[str, pa.Table], tenants: list[str]) -
     try:
         con = connect(tmp, read_only=False)
         try:
-            stats = _fill(con, tables, tenants)
+            stats = _fill(con, lake, names, nodes, tenants, newest)
             con.execute("CHECKPOINT")
         finally:
             con.close()
@@ -126,37 +126,26 @@ def _write_duckdb(lake: Lake, tables: dict[str, pa.Table], tenants: list[str]) -
     return stats
 
 
-def _fill(con, tables: dict[str, pa.Table], tenants: list[str]) -> dict:
+def _fill(con, lake: Lake, names: list[str], nodes: pl.DataFrame, tenants: list[str], newest: dict) -> dict:
+    views = lake_views(lake)
+    if lake.remote:   # DuckDB cannot read the bucket on its own: this machine's index holds copies
+        con.register_filesystem(lake.root.fs)
+    kind = "TABLE" if lake.remote else "VIEW"
     counts = {}
-    for name, table in tables.items():
-        con.register("_src", table)
-        con.execute(f"CREATE TABLE {name} AS SELECT * FROM _src")
-        con.unregister("_src")
-        counts[name] = table.num_rows
+    for name in names:
+        con.execute(f"CREATE {kind} {name} AS {views[name]}")
+        counts[name] = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
 
-    nodes = _active_nodes(tables["nodes"]).select(["tenant", "id", "type", "title", "text", "keywords"])
-    docs = pa.table({
-        "tenant": nodes.column("tenant"),
-        "id": nodes.column("id"),
-        "type": nodes.column("type"),
-        "doc": pa.array([node_doc(t, x, k) for t, x, k in zip(nodes.column("title").to_pylist(),
-                                                             nodes.column("text").to_pylist(),
-                                                             nodes.column("keywords").to_pylist())], pa.string()),
-    })
-    con.register("_src", docs)
+    docs = lake_docs(lake, nodes.select("tenant", "id", "title", "text", "keywords"), "node")
+    docs = nodes.select("tenant", "id", "type").join(docs.select("tenant", "id", "doc"), on=["tenant", "id"])
+    con.register("_src", docs.to_arrow())
     con.execute("CREATE TABLE node_docs AS SELECT * FROM _src")
     con.unregister("_src")
 
-    chunks = tables["raw_chunks"]
-    # passages are chat text; an agent ops file kept whole for its citations is not a passage to search
-    mime = chunks.column("mime")
-    chunks = chunks.filter(pc.or_kleene(pc.is_null(mime), pc.starts_with(mime, "text/plain")))
-    raw = pa.table({
-        "tenant": chunks.column("tenant"),
-        "id": chunks.column("id"),
-        "doc": pa.array([segment_for_fts(t or "") for t in chunks.column("text").to_pylist()], pa.string()),
-    })
-    con.register("_src", raw)
+    chunks = pl.from_arrow(read_lake_table(lake, "raw_chunks", ["tenant", "id", "text", "mime"]))
+    chunks = chunks.filter(pl.col("mime").is_null() | pl.col("mime").str.starts_with("text/plain"))
+    raw = lake_docs(lake, chunks.select("tenant", "id", "text"), "raw").select("tenant", "id", "doc")
+    con.register("_src", raw.to_arrow())
     con.execute("CREATE TABLE raw_docs AS SELECT * FROM _src")
     con.unregister("_src")
 
@@ -166,11 +155,9 @@ def _fill(con, tables: dict[str, pa.Table], tenants: list[str]) -> dict:
         slug = tenant_slug(tenant)
         n_nodes = _per_tenant_fts(con, "node_docs", node_docs_table(slug), tenant, "tenant, id, type, doc")
         n_chunks = _per_tenant_fts(con, "raw_docs", raw_docs_table(slug), tenant, "tenant, id, doc")
-        newest = con.execute(
-            "SELECT max(coalesce(time_start, last_seen, first_seen)) FROM nodes WHERE tenant = ?", [tenant]
-        ).fetchone()[0]
-        con.execute("INSERT INTO tenants VALUES (?, ?, ?, ?, ?)", [tenant, slug, n_nodes, n_chunks, newest])
-    return {"tables": counts, "tenants": len(tenants), "node_docs": docs.num_rows, "raw_docs": raw.num_rows}
+        con.execute("INSERT INTO tenants VALUES (?, ?, ?, ?, ?)", [tenant, slug, n_nodes, n_chunks,
+                                                                  newest.get(tenant)])
+    return {"tables": counts, "tenants": len(tenants), "node_docs": docs.height, "raw_docs": raw.height}
 
 
 def _per_tenant_fts(con, source: str, table: str, tenant: str, columns: str) -> int:
@@ -183,58 +170,44 @@ def _per_tenant_fts(con, source: str, table: str, tenant: str, columns: str) -> 
     return n
 
 
-def _write_vectors(lake: Lake, nodes: pa.Table, tenants: list[str]) -> dict:
+def _write_vectors(lake: Lake, nodes: pl.DataFrame, tenants: list[str]) -> dict:
     """Stage B's vector file per tenant when $MEMCTL_VECTORS names an embedder (else stale files are removed)."""
     spec = vectors.embedder_spec()
     if not spec:
         vectors.remove_vectors(lake, keep=set())
         return {}
-    rows = _active_nodes(nodes).select(["tenant", "id", "title", "text", "keywords"]).to_pylist()
-    by_tenant: dict[str, list[dict]] = {t: [] for t in tenants}
-    for r in rows:
-        by_tenant.setdefault(r["tenant"], []).append(r)
     stats, keep = {}, set()
     for tenant in tenants:
-        mine = sorted(by_tenant[tenant], key=lambda r: r["id"])
+        mine = nodes.filter(pl.col("tenant") == tenant).sort("id")
         slug = tenant_slug(tenant)
-        stats[tenant] = vectors.write_vectors(lake, slug, [r["id"] for r in mine],
-                                              [vectors.node_text(r["title"], r["text"], r["keywords"]) for r in mine],
-                                              spec)
+        stats[tenant] = vectors.write_vectors(lake, slug, mine.get_column("id").to_list(),
+                                              [vectors.node_text(t, x, k) for t, x, k in
+                                               mine.select("title", "text", "keywords").iter_rows()], spec)
         keep.add(slug)
     vectors.remove_vectors(lake, keep)
     return {"embedder": spec, "nodes": stats}
 
 
-def _write_graphs(lake: Lake, nodes: pa.Table, edges: pa.Table, tenants: list[str]) -> dict:
-    """One pickled igraph per tenant: its active nodes, and its edges between two of them."""
+def _write_graphs(lake: Lake, nodes: pl.DataFrame, edges: pl.DataFrame, tenants: list[str]) -> dict:
+    """One pickled igraph per tenant: its active nodes (`nodes`), and its edges between two of them."""
     lake.graph_dir.mkdir(parents=True, exist_ok=True)
-    nodes = _active_nodes(nodes)
-    node_rows = nodes.select(["tenant", "id", "type", "first_seen"]).to_pylist()
-    edge_rows = edges.select(["tenant", "src", "dst", "type", "weight"]).to_pylist()
-    by_tenant_nodes: dict[str, list[dict]] = {t: [] for t in tenants}
-    for r in node_rows:
-        by_tenant_nodes[r["tenant"]].append(r)
-    by_tenant_edges: dict[str, list[dict]] = {t: [] for t in tenants}
-    for r in edge_rows:
-        if r["tenant"] in by_tenant_edges:
-            by_tenant_edges[r["tenant"]].append(r)
-
     stats, keep = {}, set()
     for tenant in tenants:
-        ids = sorted({r["id"] for r in by_tenant_nodes[tenant]})
-        index = {nid: i for i, nid in enumerate(ids)}
-        types = {r["id"]: r["type"] for r in by_tenant_nodes[tenant]}
-        seen = {r["id"]: r["first_seen"] for r in by_tenant_nodes[tenant]}
+        vs = nodes.filter(pl.col("tenant") == tenant).select("id", "type", "first_seen").sort("id")
+        index = vs.select("id").with_row_index("v")
         # DERIVED_FROM edges to RawChunks (and anything dangling) have an endpoint that is no node.
-        es = sorted((r for r in by_tenant_edges[tenant] if r["src"] in index and r["dst"] in index),
-                    key=lambda r: (r["src"], r["dst"], r["type"] or ""))
-        g = igraph.Graph(n=len(ids), edges=[(index[r["src"]], index[r["dst"]]) for r in es], directed=True)
-        g.vs["name"] = ids
-        g.vs["type"] = [types[i] for i in ids]
+        es = (edges.filter(pl.col("tenant") == tenant)
+              .join(index.rename({"id": "src", "v": "s"}), on="src")
+              .join(index.rename({"id": "dst", "v": "d"}), on="dst")
+              .sort("src", "dst", pl.col("type").fill_null(""), maintain_order=True))
+        g = igraph.Graph(n=vs.height, edges=list(zip(es.get_column("s").to_list(), es.get_column("d").to_list())),
+                         directed=True)
+        g.vs["name"] = vs.get_column("id").to_list()
+        g.vs["type"] = vs.get_column("type").to_list()
         # when each memory was first seen (naive UTC, None unknown): recall's as_of walks only what was known then
-        g.vs["first_seen"] = [seen[i] for i in ids]
-        g.es["type"] = [r["type"] for r in es]
-        g.es["weight"] = [1.0 if r["weight"] is None else float(r["weight"]) for r in es]
+        g.vs["first_seen"] = vs.get_column("first_seen").to_list()
+        g.es["type"] = es.get_column("type").to_list()
+        g.es["weight"] = es.get_column("weight").fill_null(1.0).cast(pl.Float64).to_list()
         path = graph_path(lake, tenant_slug(tenant))
         _write_pickle_atomic(g, path)
         keep.add(path.name)

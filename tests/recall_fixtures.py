@@ -9,7 +9,8 @@ import pyarrow as pa
 
 from r2g.schema import EDGES, NODES
 from raw_store.cas import RawStore
-from raw_store.lake import Lake, write_table
+from raw_store.lake import Lake
+from raw_store.tables import write_import
 from raw_store.schema import MESSAGES, RAW_CHUNKS
 from recall.index import build_indexes
 
@@ -62,9 +63,10 @@ class LakeBuilder:
                            "type": type, "weight": weight})
 
     def write(self, index: bool = True) -> Lake:
-        for name, rows, schema in (("raw_chunks", self.chunks, RAW_CHUNKS), ("messages", self.messages, MESSAGES),
-                                   ("nodes", self.nodes, NODES), ("edges", self.edges, EDGES)):
-            write_table(pa.Table.from_pylist(rows, schema=_loose(schema, rows)), self.lake.table(name), schema)
+        write_import(self.lake, {name: (pa.Table.from_pylist(rows, schema=_loose(schema, rows)), schema)
+                                 for name, rows, schema in (("raw_chunks", self.chunks, RAW_CHUNKS),
+                                                            ("messages", self.messages, MESSAGES),
+                                                            ("nodes", self.nodes, NODES), ("edges", self.edges, EDGES))})
         if index:
             build_indexes(self.lake)
         return self.lake

@@ -4,10 +4,12 @@ import re
 import sys
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
+from r2g.lake_graph import read_lake_table
 from raw_store.cas import RawStore
+from raw_store.lake import Lake
+from raw_store.tables import part_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,18 +33,18 @@ def test_tenant_is_deterministic_exact_and_cites_real_bytes(tmp_path: Path) -> N
     size = b.Size(1_000, 5_000)
     one, two = b.generate_tenant(size, 7, tmp_path / "one"), b.generate_tenant(size, 7, tmp_path / "two")
     for name in ("nodes", "edges", "messages", "raw_chunks"):
-        assert (tmp_path / "one/lake" / f"{name}.parquet").read_bytes() == \
-               (tmp_path / "two/lake" / f"{name}.parquet").read_bytes(), name
+        [first], [second] = part_paths(Lake(tmp_path / "one"), name), part_paths(Lake(tmp_path / "two"), name)
+        assert first.read_bytes() == second.read_bytes(), name
     assert sum(one.stats["nodes"].values()) == 1_000 and sum(one.stats["edges"].values()) == 5_000
     assert set(one.stats["nodes"]) == {"Episode", "Fact", "Entity", "Concept"}
     assert {"MENTIONS", "ABOUT", "AGENT", "PATIENT", "TIME", "TEMPORAL_NEXT", "DERIVED_FROM"} <= set(one.stats["edges"])
     assert any(t.lang == "zh" for t in one.corpus.turns)
 
-    nodes = pq.read_table(tmp_path / "one/lake/nodes.parquet").to_pylist()
-    edges = pq.read_table(tmp_path / "one/lake/edges.parquet").to_pylist()
+    nodes = read_lake_table(Lake(tmp_path / "one"), "nodes").to_pylist()
+    edges = read_lake_table(Lake(tmp_path / "one"), "edges").to_pylist()
     assert len({e["id"] for e in edges}) == len(edges)
     assert one.corpus.popular[0].mentions > 200          # hubs: the user, popular people and things
-    chunks = {c["id"]: c for c in pq.read_table(tmp_path / "one/lake/raw_chunks.parquet").to_pylist()}
+    chunks = {c["id"]: c for c in read_lake_table(Lake(tmp_path / "one"), "raw_chunks").to_pylist()}
     store = RawStore(tmp_path / "one")
     for n in [n for n in nodes if n["type"] == "Fact"][:50]:   # a Fact's raw_ref holds exactly its clause
         ref = n["raw_refs"][0]

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from r2g.lake_graph import read_lake_table
+
 from assets.cli import main
 from jobs.consolidate import ConsolidationConfig
-from jobs.schema import COLD_EDGES, FEEDBACK, OPS_APPLIED, OPS_REJECTED
-from r2g.schema import EDGES, NODES
-from raw_store.lake import Lake, read_table
+from raw_store.lake import Lake
 from recall.engine import recall
 from recall.read_api import ReadApi
 from recall.store import tenant_sql
@@ -60,12 +60,12 @@ def lake(tmp_path_factory: pytest.TempPathFactory):
 
 
 def _nodes(lake: Lake) -> list[dict]:
-    return read_table(lake.table("nodes"), NODES).to_pylist()
+    return read_lake_table(lake, "nodes").to_pylist()
 
 
 def test_agent_ops_from_the_inbox_are_applied_and_cited(lake: Lake) -> None:
-    applied = read_table(lake.table("ops_applied"), OPS_APPLIED).to_pylist()
-    rejected = read_table(lake.table("ops_rejected"), OPS_REJECTED).to_pylist()
+    applied = read_lake_table(lake, "ops_applied").to_pylist()
+    rejected = read_lake_table(lake, "ops_rejected").to_pylist()
     assert [(r["op_index"], r["op"]) for r in applied] == [(1, "create_memory"), (2, "link_memories")]
     assert [(r["op_index"], r["code"]) for r in rejected] == [(3, "BAD_ARGS")]      # 心情 is no memory type
     made = applied[0]["target_ids"][0]
@@ -75,7 +75,7 @@ def test_agent_ops_from_the_inbox_are_applied_and_cited(lake: Lake) -> None:
     link = json.loads(applied[1]["result"])
     target = next(n for n in _nodes(lake) if n["id"] == link["target"])
     assert "踢足球" in (target["title"] + (target["text"] or ""))
-    assert any(e["type"] == "SUPPORTS" and e["src"] == made for e in read_table(lake.table("edges"), EDGES).to_pylist())
+    assert any(e["type"] == "SUPPORTS" and e["src"] == made for e in read_lake_table(lake, "edges").to_pylist())
     # the memory cites the op line in the ops file, byte-exact
     [hit] = [r for r in recall("足球俱乐部", "demo", k=5, lake=lake) if r.node_id == made]
     assert hit.citations and hit.citations[0].verified and '"create_memory"' in hit.citations[0].excerpt
@@ -92,8 +92,8 @@ def test_pii_is_flagged_and_redacted_in_the_graph_but_not_in_the_raw_store(lake:
 
 
 def test_degree_caps_from_the_settings_file_move_edges_to_the_cold_table(lake: Lake) -> None:
-    cold = read_table(lake.table("cold_edges"), COLD_EDGES).to_pylist()
-    edges = read_table(lake.table("edges"), EDGES).to_pylist()
+    cold = read_lake_table(lake, "cold_edges").to_pylist()
+    edges = read_lake_table(lake, "edges").to_pylist()
     assert cold and all(c["reason"].startswith("degree_cap") for c in cold)
     assert not {c["id"] for c in cold} & {e["id"] for e in edges}
     per = {}
@@ -106,7 +106,7 @@ def test_degree_caps_from_the_settings_file_move_edges_to_the_cold_table(lake: L
 def test_long_conversations_are_rolled_up(lake: Lake) -> None:
     rollups = [n for n in _nodes(lake) if n["subtype"] == "rollup"]
     assert rollups and all(n["type"] == "Episode" and n["text"] for n in rollups)
-    contains = [e for e in read_table(lake.table("edges"), EDGES).to_pylist() if e["type"] == "SEMANTIC_CONTAINS"]
+    contains = [e for e in read_lake_table(lake, "edges").to_pylist() if e["type"] == "SEMANTIC_CONTAINS"]
     children = {e["dst"] for e in contains}
     with ReadApi.open(lake, "demo") as api:
         groups = api.compaction_candidates("Episode")
@@ -126,7 +126,7 @@ def test_feedback_and_recall_hits_change_the_memory(lake: Lake) -> None:
     assert rc == 0 and "lake rebuilt: yes" in out
     after = next(n for n in _nodes(lake) if n["id"] == pref["id"])
     assert after["pinned"] and after["category"] == "core"
-    feedback = read_table(lake.table("feedback"), FEEDBACK).to_pylist()
+    feedback = read_lake_table(lake, "feedback").to_pylist()
     assert {f["kind"] for f in feedback if f["node_id"] == pref["id"]} >= {"pin", "hit"}
     # a recall without new hits leaves the lake as it is
     rc, out = _cli("--data", str(lake.root), "materialize", "--quiet")

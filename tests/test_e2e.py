@@ -16,9 +16,10 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from r2g.lake_graph import read_lake_table
+
 from assets.run import materialize
-from raw_store.lake import Lake, read_table, scan_inbox
-from raw_store.schema import MESSAGES, REJECTS
+from raw_store.lake import Lake, scan_inbox
 
 ROOT = Path(__file__).resolve().parent.parent
 EN_LINE = "Oh, and my neighbour Xiaoming played football in Riverside Park on Saturday."
@@ -58,20 +59,23 @@ def test_first_run_builds_everything(lake) -> None:
     lk, summary = lake
     assert summary.ok, (summary.failed, summary.lake_failed)
     assert summary.lake_rebuilt and len(summary.ran) == summary.files == 6
-    for name in ("raw_chunks", "messages", "nodes", "edges", "rejects"):
-        assert lk.table(name).exists(), name
+    # no lake-wide copies: the partitions' files, the merge and consolidation overlays, the state table
+    assert not any(lk.table(name).exists() for name in ("raw_chunks", "messages", "nodes", "edges", "rejects"))
+    for name, rows in (("raw_chunks", 1), ("messages", 1), ("nodes", 1), ("edges", 1), ("rejects", 1)):
+        assert read_lake_table(lk, name).num_rows >= rows, name
+    assert (lk.lake / "consolidated" / "state.parquet").exists() and (lk.lake / "r2g" / "nodes.parquet").exists()
     assert lk.duckdb_path.exists() and any(lk.graph_dir.iterdir())
 
 
 def test_bad_input_becomes_rejects_while_the_rest_lands(lake) -> None:
     lk, _ = lake
-    rejects = read_table(lk.table("rejects"), REJECTS).to_pylist()
+    rejects = read_lake_table(lk, "rejects").to_pylist()
     by_file = {(r["source_file"], r["reason"]) for r in rejects}
     assert ("messy/half_good.jsonl", "E_JSON_PARSE") in by_file
     assert ("messy/latin1.txt", "E_READ_UTF8") in by_file
     assert ("messy/empty.txt", "E_READ_EMPTY") in by_file
     assert all(r["raw_id"] for r in rejects)  # the rejected bytes are kept in the CAS
-    texts = read_table(lk.table("messages"), MESSAGES).column("text").to_pylist()
+    texts = read_lake_table(lk, "messages").column("text").to_pylist()
     assert "The backup server is in Oslo." in texts
 
 

@@ -15,16 +15,17 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from r2g.lake_graph import read_lake_table
+from r2g.schema import ANNOTATIONS
+from raw_store.tables import read_parts
+
 from assets.cli import main
 from jobs.forget import ForgetRequest, ForgetRules, load_requests
 from jobs.integrity import forgotten_stay_forgotten
-from jobs.schema import AUDIT
-from r2g.schema import EDGES, NODES
 from raw_store.cas import RawStore
 from raw_store.errors import BlobForgotten
-from raw_store.lake import Lake, read_table
+from raw_store.lake import Lake
 from raw_store.readers import Message
-from raw_store.schema import MESSAGES, RAW_CHUNKS
 from recall.engine import recall
 from recall.store import tenant_sql
 
@@ -52,7 +53,7 @@ def _sql(lake: Lake, tenant: str, query: str) -> list[tuple]:
 
 
 def _audit(lake: Lake) -> dict[str, dict]:
-    return {r["scope"]: r for r in read_table(lake.table("audit"), AUDIT).to_pylist()}
+    return {r["scope"]: r for r in read_lake_table(lake, "audit").to_pylist()}
 
 
 def _texts(lake: Lake, tenant: str) -> list[str]:
@@ -79,8 +80,8 @@ def lake(tmp_path_factory: pytest.TempPathFactory):
 
 def test_forget_a_conversation(lake: Lake) -> None:
     store = RawStore(lake.root)
-    family = [r for r in read_table(lake.table("messages"), MESSAGES).to_pylist() if r["conv_id"] == "family"]
-    chunks = {r["id"]: r for r in read_table(lake.table("raw_chunks"), RAW_CHUNKS).to_pylist()}
+    family = [r for r in read_lake_table(lake, "messages").to_pylist() if r["conv_id"] == "family"]
+    chunks = {r["id"]: r for r in read_lake_table(lake, "raw_chunks").to_pylist()}
     blob = chunks[family[0]["raw_id"]]
     assert "小明在公园里踢足球" in _recall_dump(lake, "小明在哪里踢足球", "demo")
 
@@ -168,17 +169,20 @@ def test_forget_a_whole_tenant(lake: Lake) -> None:
 
 
 def test_nothing_forgotten_is_back_and_the_nlp_cache_is_purged(lake: Lake) -> None:
-    nodes, edges = read_table(lake.table("nodes"), NODES), read_table(lake.table("edges"), EDGES)
-    audit = read_table(lake.table("audit"), AUDIT)
+    nodes, edges = read_lake_table(lake, "nodes"), read_lake_table(lake, "edges")
+    audit = read_lake_table(lake, "audit")
     assert audit.num_rows == 6 and forgotten_stay_forgotten(audit, nodes, edges).passed
     assert not forgotten_stay_forgotten(audit, pa.concat_tables([nodes, nodes.slice(0, 0)]).slice(0, 0), edges).failures
+    import hashlib
+    sha = hashlib.sha256("小明在公园里踢足球，晚饭前会回来。".encode()).hexdigest()
     con = sqlite3.connect(lake.cache / "nlp.sqlite")
-    try:
-        import hashlib
-        sha = hashlib.sha256("小明在公园里踢足球，晚饭前会回来。".encode()).hexdigest()
-        assert con.execute("SELECT count(*) FROM annotations WHERE sha = ?", [sha]).fetchone()[0] == 0
+    try:   # the NLP index holds no row of the forgotten text …
+        assert con.execute("SELECT count(*) FROM seen WHERE sha = ?", [bytes.fromhex(sha)]).fetchone()[0] == 0
+        assert con.execute("SELECT count(*) FROM seen").fetchone()[0] > 0
     finally:
         con.close()
+    # … and no partition's annotations hold it any more (the files were re-ingested without it)
+    assert sha not in set(read_parts(lake, "annotations", ANNOTATIONS, ["text_sha"]).column("text_sha").to_pylist())
     assert len(load_requests(lake)) == 6
 
 

@@ -17,6 +17,9 @@ from typing import Mapping
 import duckdb
 import pyarrow as pa
 import pytest
+
+from r2g.lake_graph import read_lake_table
+from raw_store.tables import part_paths, write_import
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,7 +29,7 @@ from r2g.pipeline import annotate_messages, partition_graph
 from r2g.schema import EDGES, NODES
 from raw_store.cas import RawStore
 from raw_store.ingest import ingest_bytes
-from raw_store.lake import Lake, write_table
+from raw_store.lake import Lake
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS
 from recall.engine import recall
 from recall.index import build_indexes
@@ -75,11 +78,10 @@ def build_lake(root: Path, inbox: dict[str, list]) -> Lake:
             parts[name].append(table)
     nodes, edges = merge_graph(parts["nodes"], parts["edges"])
     edges = with_fact_links(nodes, edges)
-    for name, table, schema in (("messages", pa.concat_tables(parts["messages"]), MESSAGES),
-                                ("raw_chunks", pa.concat_tables(parts["raw_chunks"]), RAW_CHUNKS),
-                                ("rejects", pa.concat_tables(parts["rejects"]), REJECTS),
-                                ("nodes", nodes, NODES), ("edges", edges, EDGES)):
-        write_table(table, lake.table(name), schema)
+    write_import(lake, {"messages": (pa.concat_tables(parts["messages"]), MESSAGES),
+                        "raw_chunks": (pa.concat_tables(parts["raw_chunks"]), RAW_CHUNKS),
+                        "rejects": (pa.concat_tables(parts["rejects"]), REJECTS),
+                        "nodes": (nodes, NODES), "edges": (edges, EDGES)})
     build_indexes(lake)
     return lake
 
@@ -100,16 +102,12 @@ class Owned:
     """What belongs to one tenant, from the lake tables themselves."""
 
     def __init__(self, lake: Lake, tenant: str) -> None:
-        con = duckdb.connect()
-        self.nodes = {r[0] for r in con.execute(
-            f"SELECT id FROM read_parquet('{lake.table('nodes')}') WHERE tenant = ?", [tenant]).fetchall()}
-        self.edges = {r[0] for r in con.execute(
-            f"SELECT id FROM read_parquet('{lake.table('edges')}') WHERE tenant = ?", [tenant]).fetchall()}
-        self.chunks = {r[0] for r in con.execute(
-            f"SELECT id FROM read_parquet('{lake.table('raw_chunks')}') WHERE tenant = ?", [tenant]).fetchall()}
-        self.texts = [r[0] for r in con.execute(
-            f"SELECT text FROM read_parquet('{lake.table('messages')}') WHERE tenant = ?", [tenant]).fetchall()]
-        con.close()
+        def mine(name: str, column: str) -> list:
+            t = read_lake_table(lake, name, ["tenant", column])
+            return [v for t_, v in zip(t.column("tenant").to_pylist(), t.column(column).to_pylist()) if t_ == tenant]
+
+        self.nodes, self.edges = set(mine("nodes", "id")), set(mine("edges", "id"))
+        self.chunks, self.texts = set(mine("raw_chunks", "id")), mine("messages", "text")
 
 
 def _leaks(lake: Lake, tenant: str, others: list[str], queries: list[str]) -> list[str]:
@@ -176,7 +174,7 @@ def _leaks(lake: Lake, tenant: str, others: list[str], queries: list[str]) -> li
             ti = cols.index("tenant")
             leaks.extend(f"sql {table}: a row of tenant {r[ti]!r}" for r in rows if r[ti] != tenant)
             check_text(f"sql {table}", rows)
-        for escape in (f"ATTACH '{lake.duckdb_path}' AS x", f"SELECT * FROM read_parquet('{lake.table('nodes')}')"):
+        for escape in (f"ATTACH '{lake.duckdb_path}' AS x", f"SELECT * FROM read_parquet('{part_paths(lake, 'nodes')[0]}')"):
             try:
                 con.execute(escape).fetchall()
                 leaks.append(f"sql sandbox lets {escape!r} through")

@@ -164,3 +164,61 @@ def test_memoised_jieba_hmm_decodes_like_jieba() -> None:
 def test_entities_read_from_iob_match_doc_ents(en) -> None:
     for doc in (en("Caroline met Mel in New York last Saturday, then flew to Paris with Jon."), chinese()("小红明天要去北京")):
         assert nlp._doc_ents(doc) == [(e.start, e.end, e.label_) for e in doc.ents] != []
+
+
+# -- the lake's NLP cache: an index into the partitions' annotation files -------------------------------------
+
+def _part_cache(tmp_path: Path):
+    from r2g.pipeline import PartAnnotations
+
+    return PartAnnotations(tmp_path / "cache" / "nlp.sqlite", tmp_path / "parts")
+
+
+def _write_part(tmp_path: Path, name: str, anns: dict) -> None:
+    from r2g.pipeline import annotations_table
+    from r2g.schema import ANNOTATIONS
+    from raw_store.lake import write_table
+
+    write_table(annotations_table(anns), tmp_path / "parts" / name / "annotations.parquet", ANNOTATIONS)
+
+
+def test_part_cache_finds_annotations_in_the_partition_files(tmp_path: Path) -> None:
+    texts, langs = ["I went hiking with Mel last Saturday.", "小明在公园里踢足球"], ["en", "zh"]
+    cache = _part_cache(tmp_path)
+    first, s1 = annotate(texts, langs, cache)
+    assert (s1.hits, s1.misses) == (0, 2)
+    _write_part(tmp_path, "p_a", {text_sha(t): a for t, a in zip(texts, first)})
+    cache.record("p_a", [text_sha(t) for t in texts])
+    second, s2 = annotate(texts, langs, _part_cache(tmp_path))
+    assert (s2.hits, s2.misses) == (2, 0) and second == first
+    with sqlite3.connect(tmp_path / "cache" / "nlp.sqlite") as con:   # hashes and partition names, never text
+        assert con.execute("SELECT count(*), min(part) FROM seen").fetchone() == (2, "p_a")
+
+
+def test_part_cache_misses_what_the_partition_no_longer_holds(tmp_path: Path) -> None:
+    cache = _part_cache(tmp_path)
+    [ann], _ = annotate(["I like tea."], ["en"], cache)
+    cache.record("p_a", [text_sha("I like tea.")])
+    assert cache.get_many([text_sha("I like tea.")]) == {}           # no file yet: a miss, not an error
+    _write_part(tmp_path, "p_a", {text_sha("other"): ann})
+    assert cache.get_many([text_sha("I like tea.")]) == {}           # the file holds other texts
+    _write_part(tmp_path, "p_a", {text_sha("I like tea."): ann})
+    assert cache.get_many([text_sha("I like tea.")]) == {text_sha("I like tea."): ann}
+    cache.drop([text_sha("I like tea.")])
+    assert cache.get_many([text_sha("I like tea.")]) == {}
+
+
+def test_part_cache_is_emptied_by_a_new_pipeline_version_and_drops_the_old_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from r2g import pipeline
+
+    old = NlpCache(tmp_path / "cache" / "nlp.sqlite")               # the cache before 2026-11-25: whole annotations
+    annotate(["I like tea."], ["en"], old)
+    cache = _part_cache(tmp_path)
+    with sqlite3.connect(tmp_path / "cache" / "nlp.sqlite") as con:
+        assert not con.execute("SELECT 1 FROM sqlite_master WHERE name = 'annotations'").fetchone()
+    [ann], _ = annotate(["I like tea."], ["en"])
+    _write_part(tmp_path, "p_a", {text_sha("I like tea."): ann})
+    cache.record("p_a", [text_sha("I like tea.")])
+    monkeypatch.setattr(pipeline, "PIPELINE_VERSION", nlp.PIPELINE_VERSION + "|bumped")
+    assert _part_cache(tmp_path).get_many([text_sha("I like tea.")]) == {}

@@ -16,6 +16,8 @@ from pathlib import Path
 import nbformat
 import polars as pl
 import pytest
+
+from r2g.lake_graph import read_lake_table
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
@@ -116,7 +118,7 @@ def test_the_citations_quote_the_original_line(executed, table_index: int, line:
 def test_the_duckdb_query_counts_the_lake(executed) -> None:
     nb, _, lake = executed
     by_type, top_entities = _tables(_outputs(nb, "duckdb"))
-    nodes = pl.read_parquet(lake.table("nodes")).filter(pl.col("tenant") == "demo")
+    nodes = pl.from_arrow(read_lake_table(lake, "nodes")).filter(pl.col("tenant") == "demo")
     expected = dict(nodes.group_by("type").len().iter_rows())
     assert {row["type"]: int(row["nodes"]) for row in by_type} == expected
     entities = nodes.filter(pl.col("type") == "Entity")
@@ -130,8 +132,8 @@ def test_a_persons_facts_are_drawn_on_a_timeline(executed) -> None:
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     assert len(images) == 1
     [table] = _tables(outputs)
-    nodes = pl.read_parquet(lake.table("nodes")).filter(pl.col("tenant") == "demo")
-    edges = pl.read_parquet(lake.table("edges")).filter(pl.col("tenant") == "demo")
+    nodes = pl.from_arrow(read_lake_table(lake, "nodes")).filter(pl.col("tenant") == "demo")
+    edges = pl.from_arrow(read_lake_table(lake, "edges")).filter(pl.col("tenant") == "demo")
     # the person with the most statements of their own: every one of them, in time order
     agents = edges.filter(pl.col("type") == "AGENT").join(
         nodes.filter(pl.col("type").is_in(["Fact", "Preference"])).select("id"), left_on="src", right_on="id")

@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from r2g.lake_graph import read_lake_table
+
 from assets.cli import main
-from jobs.schema import AUDIT, COMMUNITIES, PROMOTIONS, REVIEW_QUEUE
-from r2g.schema import EDGES, NODES
-from raw_store.lake import Lake, read_table
-from raw_store.schema import MESSAGES
+from raw_store.lake import Lake
 from recall.engine import recall
 
 SCENARIO = Path(__file__).parent / "fixtures" / "scenario"
@@ -35,13 +34,13 @@ def _cli(lake: Lake, *args: str) -> tuple[int, str]:
 
 
 def _snapshot(lake: Lake) -> dict:
-    nodes = read_table(lake.table("nodes"), NODES).to_pylist()
+    nodes = read_lake_table(lake, "nodes").to_pylist()
     return {"nodes": {n["id"]: n for n in nodes},
             "by_title": {(n["type"], n["title"]): n for n in nodes},
-            "edges": read_table(lake.table("edges"), EDGES).to_pylist(),
-            "communities": read_table(lake.table("communities"), COMMUNITIES).to_pylist(),
-            "promotions": read_table(lake.table("promotions"), PROMOTIONS).to_pylist(),
-            "review": read_table(lake.table("review_queue"), REVIEW_QUEUE).to_pylist()}
+            "edges": read_lake_table(lake, "edges").to_pylist(),
+            "communities": read_lake_table(lake, "communities").to_pylist(),
+            "promotions": read_lake_table(lake, "promotions").to_pylist(),
+            "review": read_lake_table(lake, "review_queue").to_pylist()}
 
 
 @pytest.fixture(scope="module")
@@ -142,9 +141,9 @@ def test_a_forget_request_is_fully_honoured(days, monkeypatch: pytest.MonkeyPatc
     after = _snapshot(lake)
     assert bergen["id"] not in after["nodes"]
     assert not [e for e in after["edges"] if bergen["id"] in (e["src"], e["dst"])]
-    assert "Bergen" not in " ".join(m["text"] for m in read_table(lake.table("messages"), MESSAGES).to_pylist())
+    assert "Bergen" not in " ".join(m["text"] for m in read_lake_table(lake, "messages").to_pylist())
     assert "Bergen" not in json.dumps([r.to_json() for r in recall("Bob Bergen", "sim", k=10, lake=lake)])
-    [row] = read_table(lake.table("audit"), AUDIT).to_pylist()
+    [row] = read_lake_table(lake, "audit").to_pylist()
     assert row["scope"] == "speaker" and row["messages"] == 1 and bergen["id"] in row["nodes"] and row["blobs"]
     # and the next day's run does not bring it back
     monkeypatch.setenv("MEMCTL_AS_OF", "2024-05-11T00:00:00")

@@ -1,0 +1,288 @@
+"""The lake's graph tables, assembled from the partitions' graph parts and two overlays (raw_store.tables).
+
+    lake/parts/<part>/{nodes,edges}.parquet         what R2G made of each inbox file
+    lake/r2g/{nodes,edges}[_removed].parquet          the merge overlay: ids seen in several parts merged into
+                                                      one row, fact links, ids forget requests removed
+    lake/consolidated/{nodes,edges}[_removed].parquet the consolidation overlay over the R2G graph: rows
+                                                      versions, PII, ops, topics and rollups changed or made,
+                                                      and the edges caps and ops moved out
+    lake/consolidated/state.parquet                   tier, category, status, weight, activation, feedback and
+                                                      pinned of every node (the columns that move with time)
+
+`read_graph(lake, "r2g")` is the R2G graph (the `r2g_nodes` / `r2g_edges` assets), `read_graph(lake,
+"consolidated")` the memory graph (`nodes` / `edges`); `graph_sql` gives the same tables as DuckDB SQL.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import polars as pl
+import pyarrow as pa
+
+from r2g.schema import (AUDIT, COLD_EDGES, COMMUNITIES, DOCS, EDGES, FEEDBACK, NODE_STATE, NODES, OPS_APPLIED, OPS_REJECTED,
+                        PROMOTIONS, REVIEW_QUEUE, STATE_COLUMNS)
+from raw_store.lake import Lake, conform, is_remote, read_table
+from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS, TOMBSTONES
+from raw_store.tables import (KEY, REMOVED, Overlay, apply_overlay, duckdb_type, overlay_sql, part_paths, read_overlay,
+                              read_parts)
+
+LAYERS = ("r2g", "consolidated")
+
+# The lake's tables by name (the DuckDB view names): the union of the partitions' files, a graph layer, or a file.
+UNION_TABLES: dict[str, pa.Schema] = {"messages": MESSAGES, "raw_chunks": RAW_CHUNKS, "rejects": REJECTS}
+GRAPH_TABLES: dict[str, tuple[str, str]] = {"nodes": ("consolidated", "nodes"), "edges": ("consolidated", "edges"),
+                                            "r2g_nodes": ("r2g", "nodes"), "r2g_edges": ("r2g", "edges")}
+FILE_TABLES: dict[str, pa.Schema] = {
+    "communities": COMMUNITIES, "promotions": PROMOTIONS, "review_queue": REVIEW_QUEUE, "cold_edges": COLD_EDGES,
+    "feedback": FEEDBACK, "ops_applied": OPS_APPLIED, "ops_rejected": OPS_REJECTED, "audit": AUDIT,
+    "tombstones": TOMBSTONES}
+
+
+def table_schema(name: str) -> pa.Schema:
+    if name in UNION_TABLES:
+        return UNION_TABLES[name]
+    if name in GRAPH_TABLES:
+        return NODES if GRAPH_TABLES[name][1] == "nodes" else EDGES
+    return FILE_TABLES[name]
+
+
+def read_lake_table(lake: Lake, name: str, columns: Sequence[str] | None = None) -> pa.Table:
+    """The lake table `name` (a key of UNION_TABLES, GRAPH_TABLES or FILE_TABLES) as Arrow, with `columns`
+    (default all); a table never written reads as empty."""
+    if name in UNION_TABLES:
+        return read_parts(lake, name, UNION_TABLES[name], columns)
+    if name in GRAPH_TABLES:
+        layer, kind = GRAPH_TABLES[name]
+        nodes, edges = read_graph(lake, layer, node_columns=columns if kind == "nodes" else ["id"],
+                                  edge_columns=columns if kind == "edges" else ["id"])
+        frame, schema = (nodes, NODES) if kind == "nodes" else (edges, EDGES)
+        table = conform(frame.to_arrow(), schema)
+        return table.select(list(columns)) if columns is not None else table
+    table = read_table(lake.table(name), FILE_TABLES[name])
+    return table.select(list(columns)) if columns is not None else table
+
+
+def layer_dir(lake: Lake, layer: str) -> Any:
+    if layer not in LAYERS:
+        raise ValueError(f"unknown graph layer {layer!r}")
+    return lake.lake / layer
+
+
+def _frame(table: pa.Table) -> pl.DataFrame:
+    return pl.from_arrow(table)
+
+
+def read_parts_graph(lake: Lake, node_columns: Sequence[str] | None = None,
+                     edge_columns: Sequence[str] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Every partition's nodes and edges, concatenated (ids may repeat across partitions)."""
+    return (_frame(read_parts(lake, "nodes", NODES, node_columns)),
+            _frame(read_parts(lake, "edges", EDGES, edge_columns)))
+
+
+def _project(overlay: Overlay, schema: pa.Schema, columns: Sequence[str] | None) -> Overlay:
+    if columns is None:
+        return overlay
+    return Overlay(overlay.upserts.select(list(columns)), overlay.removed)
+
+
+def read_graph(lake: Lake, layer: str = "consolidated", node_columns: Sequence[str] | None = None,
+               edge_columns: Sequence[str] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The graph of `layer` ("r2g" or "consolidated") as (nodes, edges) frames with the NODES / EDGES columns
+    asked for (default all; the key columns tenant and id are always read)."""
+    layers = LAYERS[:LAYERS.index(layer) + 1]
+    ncols = _with_key(node_columns, NODES)
+    ecols = _with_key(edge_columns, EDGES)
+    state_cols = [c for c in ncols if c in STATE_COLUMNS]
+    nodes, edges = read_parts_graph(lake, ncols, ecols)
+    for name in layers:
+        folder = layer_dir(lake, name)
+        nodes = apply_overlay(nodes, _project(read_overlay(folder, "nodes", NODES), NODES, ncols))
+        edges = apply_overlay(edges, _project(read_overlay(folder, "edges", EDGES), EDGES, ecols))
+    if layer == "consolidated" and state_cols:
+        state = _frame(read_table(layer_dir(lake, "consolidated") / "state.parquet", NODE_STATE)
+                       .select([*KEY, *state_cols]))
+        if state.height:
+            nodes = (nodes.drop(state_cols).join(state, on=list(KEY), how="left", maintain_order="left")
+                     .select(ncols))
+    return nodes, edges
+
+
+def read_graph_tables(lake: Lake, layer: str = "consolidated") -> tuple[pa.Table, pa.Table]:
+    """read_graph as Arrow tables with the full NODES / EDGES schemas, sorted by (tenant, id)."""
+    nodes, edges = read_graph(lake, layer)
+    return (conform(nodes.sort(list(KEY)).to_arrow(), NODES), conform(edges.sort(list(KEY)).to_arrow(), EDGES))
+
+
+def _with_key(columns: Sequence[str] | None, schema: pa.Schema) -> list[str]:
+    if columns is None:
+        return list(schema.names)
+    return [*KEY, *[c for c in columns if c not in KEY]]
+
+
+# ------------------------------------------------------------------------------------------ the R2G overlay
+
+_LINK_NODE_COLUMNS = ["id", "tenant", "type", "subtype", "predicate_norm", "negation", "modality", "time_start",
+                      "first_seen", "raw_refs"]
+_LINK_EDGE_TYPES = ("AGENT", "PATIENT", "LOCATION")
+
+
+def r2g_overlays(lake: Lake, dropped: set[tuple[str, str]] | frozenset = frozenset()) -> tuple[Overlay, Overlay]:
+    """The merge overlay over the partitions' graph parts: (nodes, edges).
+
+    Ids found in more than one partition → one merged row (r2g.merge); the nodes in `dropped` ((tenant, id)
+    pairs: forget requests) and every edge touching one → removed; then SAME_AS / SUPPORTS / CONTRADICTS between
+    the Facts of the whole lake (r2g.link) → added, where no partition edge has the id already. Reads only the
+    columns each step needs: the ids of every row, whole rows only for the repeated ids.
+    """
+    from r2g.link import link_facts
+    from r2g.merge import merge_edges, merge_nodes
+
+    node_paths, edge_paths = part_paths(lake, "nodes"), part_paths(lake, "edges")
+    node_keys = _frame(read_parts(lake, "nodes", NODES, ["tenant", "id"], paths=node_paths))
+    edge_keys = _frame(read_parts(lake, "edges", EDGES, ["tenant", "id", "src", "dst", "type"], paths=edge_paths))
+    dup_nodes = _rows_with_ids(lake, "nodes", NODES, node_paths, node_keys.filter(pl.col("id").is_duplicated()))
+    dup_edges = _rows_with_ids(lake, "edges", EDGES, edge_paths, edge_keys.filter(pl.col("id").is_duplicated()))
+    merged_nodes, merged_edges = merge_nodes(dup_nodes), merge_edges(dup_edges)
+
+    gone = pl.DataFrame(sorted(dropped), schema={"tenant": pl.String, "id": pl.String}, orient="row")
+    removed_nodes = node_keys.unique().join(gone, on=["tenant", "id"], how="semi")
+    removed_edges = pl.concat([
+        edge_keys.join(gone, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi"),
+        edge_keys.join(gone, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi")]).select(KEY).unique()
+    merged_nodes = merged_nodes.join(gone, on=["tenant", "id"], how="anti")
+    merged_edges = merged_edges.join(removed_edges, on=["tenant", "id"], how="anti")
+
+    # the facts and role edges of the merged graph, for the lake-wide fact links
+    node_overlay = Overlay(conform(merged_nodes.to_arrow(), NODES), conform(removed_nodes.to_arrow(), REMOVED))
+    facts = apply_overlay(_frame(read_parts(lake, "nodes", NODES, _LINK_NODE_COLUMNS, paths=node_paths))
+                          .filter(pl.col("type") == "Fact"),
+                          _project(node_overlay, NODES, _LINK_NODE_COLUMNS))
+    facts = facts.filter(pl.col("type") == "Fact").unique(["tenant", "id"], keep="first", maintain_order=True)
+    roles = edge_keys.filter(pl.col("type").is_in(_LINK_EDGE_TYPES)).join(removed_edges, on=KEY, how="anti")
+    links = pl.from_arrow(link_facts(conform(facts.to_arrow(), NODES), conform(roles.to_arrow(), EDGES)))
+    links = links.join(edge_keys.select(KEY), on=KEY, how="anti")
+    upserts = pl.concat([merged_edges, links], how="vertical_relaxed").sort(list(KEY))
+    edge_overlay = Overlay(conform(upserts.to_arrow(), EDGES), conform(removed_edges.sort(list(KEY)).to_arrow(), REMOVED))
+    return (Overlay(node_overlay.upserts.sort_by([(k, "ascending") for k in KEY]),
+                    node_overlay.removed.sort_by([(k, "ascending") for k in KEY])), edge_overlay)
+
+
+def _rows_with_ids(lake: Lake, name: str, schema: pa.Schema, paths: Sequence[Any], keys: pl.DataFrame) -> pl.DataFrame:
+    """The whole rows of the partitions' `name` tables whose (tenant, id) is in `keys` (only the files holding one)."""
+    if keys.height == 0:
+        return _frame(schema.empty_table())
+    wanted = keys.select(KEY).unique()
+    out = []
+    for p in paths:
+        t = _frame(read_parts(lake, name, schema, paths=[p]))
+        hit = t.join(wanted, on=list(KEY), how="semi")
+        if hit.height:
+            out.append(hit)
+    return pl.concat(out, how="vertical_relaxed") if out else _frame(schema.empty_table())
+
+
+# ------------------------------------------------------------------------------------------ FTS documents
+
+def content_hash(frame: pl.DataFrame, kind: str) -> pl.Expr:
+    """The hash of what a document is made from: a node's title, text and keywords, a chunk's text."""
+    cols = ["title", "text", "keywords"] if kind == "node" else ["text"]
+    return pl.struct(cols).hash(seed=11).alias("content")
+
+
+def make_docs(frame: pl.DataFrame, kind: str) -> pa.Table:
+    """DOCS rows for `frame` (tenant, id and, for kind "node", title/text/keywords; for "raw", text)."""
+    from r2g.tokens import node_doc, segment_for_fts
+
+    if frame.height == 0:
+        return DOCS.empty_table()
+    frame = frame.with_columns(content_hash(frame, kind))
+    if kind == "node":
+        docs = [node_doc(t, x, k) for t, x, k in frame.select("title", "text", "keywords").iter_rows()]
+    else:
+        docs = [segment_for_fts(t or "") for t in frame.get_column("text").to_list()]
+    out = frame.select("tenant", "id", "content").with_columns(pl.Series("doc", docs, dtype=pl.String))
+    return conform(out.to_arrow(), DOCS)
+
+
+def lake_docs(lake: Lake, rows: pl.DataFrame, kind: str) -> pl.DataFrame:
+    """DOCS of `rows` (the logical table's tenant, id and source columns): the partitions' documents where the row's
+    content is the one a partition indexed (`docs` / `raw_docs` files), made anew for the rest (merged, edited,
+    consolidation-made rows)."""
+    if rows.height == 0:
+        return _frame(DOCS.empty_table())
+    rows = rows.with_columns(content_hash(rows, kind))
+    stored = _frame(read_parts(lake, "docs" if kind == "node" else "raw_docs", DOCS)).unique(
+        ["tenant", "id", "content"], keep="first", maintain_order=True)
+    found = rows.select("tenant", "id", "content").join(stored, on=["tenant", "id", "content"], how="inner")
+    missing = rows.join(found.select(KEY), on=list(KEY), how="anti")
+    made = _frame(make_docs(missing.drop("content"), kind))
+    return pl.concat([found.select(DOCS.names), made.select(DOCS.names)], how="vertical_relaxed")
+
+
+# ----------------------------------------------------------------------------------------------- SQL
+
+def _sql_path(path: Any) -> str:
+    s = str(path) if not is_remote(path) else path.as_uri() if hasattr(path, "as_uri") else str(path)
+    return "'" + s.replace("'", "''") + "'"
+
+
+def _sql_list(paths: Sequence[Any]) -> str:
+    return "[" + ", ".join(_sql_path(p) for p in paths) + "]"
+
+
+def _empty_select(schema: pa.Schema) -> str:
+    cols = ", ".join(f'CAST(NULL AS {duckdb_type(f.type)}) AS "{f.name}"' for f in schema)
+    return f"SELECT {cols} WHERE false"
+
+
+def union_sql(paths: Sequence[Any], schema: pa.Schema) -> str:
+    """SELECT of the union of Parquet files written with `schema` (an empty SELECT when there are none)."""
+    if not paths:
+        return _empty_select(schema)
+    cols = ", ".join(f'"{c}"' for c in schema.names)
+    return f"SELECT {cols} FROM read_parquet({_sql_list(paths)}, union_by_name = true)"
+
+
+def graph_sql(lake: Lake) -> dict[str, str]:
+    """{view name: SELECT} for r2g_nodes, r2g_edges, nodes and edges, reading the lake's files as they are now."""
+    out: dict[str, str] = {}
+    bases = {"nodes": union_sql(part_paths(lake, "nodes"), NODES), "edges": union_sql(part_paths(lake, "edges"), EDGES)}
+    for layer in LAYERS:
+        folder = layer_dir(lake, layer)
+        for name, schema in (("nodes", NODES), ("edges", EDGES)):
+            upserts, removed = folder / f"{name}.parquet", folder / f"{name}_removed.parquet"
+            if _exists(upserts) and _exists(removed):
+                bases[name] = overlay_sql(bases[name], _sql_path(upserts), _sql_path(removed), schema.names)
+            out[f"{'r2g_' if layer == 'r2g' else ''}{name}"] = bases[name]
+    state = layer_dir(lake, "consolidated") / "state.parquet"
+    if _exists(state):
+        cols = ", ".join(f's."{c}"' if c in STATE_COLUMNS else f'n."{c}"' for c in NODES.names)
+        on = " AND ".join(f'n."{k}" = s."{k}"' for k in KEY)
+        out["nodes"] = f"SELECT {cols} FROM ({out['nodes']}) AS n LEFT JOIN read_parquet({_sql_path(state)}) AS s ON {on}"
+    return out
+
+
+def lake_views(lake: Lake) -> dict[str, str]:
+    """{table name: SELECT} for every lake table (UNION_TABLES, GRAPH_TABLES, FILE_TABLES) over the files as they
+    are now: what the DuckDB file's views, and `memctl sql --parquet`, read."""
+    views = {name: union_sql(part_paths(lake, name), schema) for name, schema in UNION_TABLES.items()}
+    # a RawChunk stored by two identical inbox files is one blob: one row (the first file's)
+    cols = ", ".join(f'"{c}"' for c in RAW_CHUNKS.names)
+    views["raw_chunks"] = (f"SELECT {cols} FROM ({views['raw_chunks']}) QUALIFY row_number() OVER "
+                           "(PARTITION BY tenant, id ORDER BY source_file, seq) = 1")
+    views.update(graph_sql(lake))
+    for name, schema in FILE_TABLES.items():
+        path = lake.table(name)
+        views[name] = union_sql([path], schema) if _exists(path) else _empty_select(schema)
+    return views
+
+
+def _exists(path: Any) -> bool:
+    try:
+        return path.exists()
+    except OSError:
+        return False
+
+
+__all__ = ["LAYERS", "REMOVED", "graph_sql", "layer_dir", "read_graph", "read_graph_tables", "read_parts_graph",
+           "union_sql"]

@@ -1,0 +1,174 @@
+"""The lake's logical tables, assembled from the files that hold them: part files and overlays.
+
+No lake-wide table is a copy. Every inbox file's partition keeps its own Parquet files
+(`lake/parts/<part>/<table>.parquet`: messages, raw_chunks, rejects, nodes, edges, …), and a
+lake-wide table is read as one of:
+
+- a **union** of the parts' files (messages, raw_chunks, rejects, feedback, forgotten);
+- a **layered** table: a base (the union, or another layered table) under an **overlay** of rows
+  that replace or add rows by key, and a list of keys it removes. The R2G graph is the parts'
+  nodes and edges under the merge overlay (`lake/r2g/`: ids seen in several parts merged into one
+  row, fact links added, forgotten ids removed); the consolidated graph is the R2G graph under the
+  consolidation overlay (`lake/consolidated/`), with a narrow `state` table whose columns
+  (tier, weight, status, …) replace the base's for every node it lists.
+
+So a new inbox file adds its own files and rewrites only the overlays, which hold what changed.
+The same assembly is written twice, once in polars (for the Python steps) and once in SQL (for the
+DuckDB views), and `tests/test_tables.py` holds them equal.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import polars as pl
+import pyarrow as pa
+
+from raw_store.lake import Lake, conform, is_remote, part_dirs, read_parquet, write_table
+
+KEY = ("tenant", "id")
+
+REMOVED = pa.schema([("tenant", pa.string()), ("id", pa.string())])
+
+
+def part_paths(lake: Lake, name: str) -> list[Any]:
+    """The `<name>.parquet` file of every complete partition that has one, in partition order."""
+    out = []
+    for d in part_dirs(lake):
+        p = d / f"{name}.parquet"
+        if is_remote(p) or Path(p).exists():
+            out.append(p)
+    return out
+
+
+def read_parts(lake: Lake, name: str, schema: pa.Schema, columns: Sequence[str] | None = None,
+               paths: Sequence[Any] | None = None) -> pa.Table:
+    """The union of the partitions' `name` tables (conformed to `schema`, then `columns` selected), in
+    partition order; an empty table of the schema when there is none."""
+    cols = list(columns) if columns is not None else schema.names
+    sub = pa.schema([schema.field(c) for c in cols])
+    tables = []
+    for p in paths if paths is not None else part_paths(lake, name):
+        try:
+            t = read_parquet(p, columns=[c for c in cols if c in _names(p)])
+        except FileNotFoundError:
+            continue
+        if t.num_rows:
+            tables.append(conform(t, sub))
+    return pa.concat_tables(tables) if tables else sub.empty_table()
+
+
+def _names(path: Any) -> set[str]:
+    import pyarrow.parquet as pq
+
+    if is_remote(path):
+        with path.open("rb") as f:
+            return set(pq.read_schema(f).names)
+    return set(pq.read_schema(path).names)
+
+
+# Not a path inside the inbox (no inbox file's partition key starts with ".."), so never an inbox file's partition.
+IMPORT_KEY = "../import"
+
+
+def write_import(lake: Lake, tables: dict[str, tuple[pa.Table, pa.Schema]], key: str = "") -> Any:
+    """Write tables built elsewhere (messages, raw_chunks, rejects, nodes, edges, … by name) as one complete
+    partition of the lake, `key`: they are then the lake's rows of those tables, like an inbox file's. For
+    benchmarks and tests that build a graph without the inbox, and for imports. Returns the partition folder."""
+    from raw_store.lake import read_manifest, write_manifest
+
+    key = IMPORT_KEY + (f"/{key}" if key else "")
+    part = lake.part_dir(key)
+    for name, (table, schema) in tables.items():
+        write_table(table, part / f"{name}.parquet", schema)
+    write_manifest(part, {**read_manifest(part), "partition_key": key, "import": sorted(tables)})
+    return part
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """Rows replacing or adding base rows by key, and keys removed from the base (`REMOVED`)."""
+
+    upserts: pa.Table
+    removed: pa.Table
+
+    @classmethod
+    def empty(cls, schema: pa.Schema) -> Overlay:
+        return cls(schema.empty_table(), REMOVED.empty_table())
+
+
+def apply_overlay(base: pl.DataFrame, overlay: Overlay, key: Sequence[str] = KEY) -> pl.DataFrame:
+    """`base` without the rows whose key the overlay upserts or removes, plus the upserts (base order first)."""
+    key = list(key)
+    gone = pl.concat([pl.from_arrow(overlay.upserts.select(key)), pl.from_arrow(overlay.removed.select(key))])
+    kept = base.join(gone, on=key, how="anti", nulls_equal=True) if gone.height else base
+    if not overlay.upserts.num_rows:
+        return kept
+    return pl.concat([kept, pl.from_arrow(overlay.upserts).select(base.columns)], how="vertical_relaxed")
+
+
+def overlay_sql(base_sql: str, upserts: str, removed: str, columns: Sequence[str], key: Sequence[str] = KEY) -> str:
+    """The SQL of `apply_overlay`: `base_sql` (a SELECT) under the overlay held by the Parquet files `upserts`
+    and `removed` (paths already SQL-quoted)."""
+    cols = ", ".join(f'"{c}"' for c in columns)
+    on = " AND ".join(f'g."{k}" IS NOT DISTINCT FROM b."{k}"' for k in key)
+    keys = ", ".join(f'"{k}"' for k in key)
+    return (f"SELECT {cols} FROM ({base_sql}) AS b WHERE NOT EXISTS ("
+            f"SELECT 1 FROM (SELECT {keys} FROM read_parquet({upserts}) UNION ALL "
+            f"SELECT {keys} FROM read_parquet({removed})) AS g WHERE {on}) "
+            f"UNION ALL SELECT {cols} FROM read_parquet({upserts})")
+
+
+def diff_overlay(base: pl.DataFrame, target: pl.DataFrame, schema: pa.Schema, key: Sequence[str] = KEY,
+                 ignore: Sequence[str] = ()) -> Overlay:
+    """The overlay that turns `base` into `target` (both with unique keys): target rows that are new or differ
+    in a column outside `ignore`, and the base keys target lacks. Rows equal outside `ignore` are not
+    upserted, so an unchanged row keeps coming from the base, byte for byte."""
+    key = list(key)
+    compared = [c for c in schema.names if c not in ignore and c not in key]
+    b = base.select(*key, pl.struct(compared).hash(seed=7).alias("_h"))
+    t = target.with_columns(pl.struct(compared).hash(seed=7).alias("_h"))
+    joined = t.join(b, on=key, how="left", suffix="_b", nulls_equal=True)
+    changed = joined.filter(pl.col("_h_b").is_null() | (pl.col("_h") != pl.col("_h_b")))
+    upserts = conform(changed.drop("_h", "_h_b").to_arrow(), schema)
+    removed = base.select(key).join(target.select(key), on=key, how="anti", nulls_equal=True)
+    return Overlay(_sorted(upserts, key), _sorted(conform(removed.to_arrow(), REMOVED), key))
+
+
+def _sorted(table: pa.Table, key: Sequence[str]) -> pa.Table:
+    return table.sort_by([(k, "ascending") for k in key]) if table.num_rows else table
+
+
+def write_overlay(folder: Any, name: str, overlay: Overlay, schema: pa.Schema) -> None:
+    """`<folder>/<name>.parquet` (the upserts) and `<folder>/<name>_removed.parquet`, each written atomically."""
+    write_table(overlay.upserts, folder / f"{name}.parquet", schema)
+    write_table(overlay.removed, folder / f"{name}_removed.parquet", REMOVED)
+
+
+def read_overlay(folder: Any, name: str, schema: pa.Schema) -> Overlay:
+    from raw_store.lake import read_table
+
+    return Overlay(read_table(folder / f"{name}.parquet", schema), read_table(folder / f"{name}_removed.parquet",
+                                                                            REMOVED))
+
+
+def duckdb_type(t: pa.DataType) -> str:
+    """The DuckDB type of an Arrow type of the lake's schemas (for typed empty SELECTs)."""
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "VARCHAR"
+    if pa.types.is_int64(t):
+        return "BIGINT"
+    if pa.types.is_int32(t):
+        return "INTEGER"
+    if pa.types.is_floating(t):
+        return "DOUBLE"
+    if pa.types.is_boolean(t):
+        return "BOOLEAN"
+    if pa.types.is_timestamp(t):
+        return "TIMESTAMPTZ" if t.tz else "TIMESTAMP"
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return duckdb_type(t.value_type) + "[]"
+    if pa.types.is_struct(t):
+        return "STRUCT(" + ", ".join(f'"{f.name}" {duckdb_type(f.type)}' for f in t) + ")"
+    raise TypeError(f"no DuckDB type for {t}")

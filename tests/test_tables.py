@@ -1,0 +1,150 @@
+"""The lake's logical tables (raw_store.tables, r2g.lake_graph): overlays, their SQL twin, imports, docs."""
+from __future__ import annotations
+
+from datetime import datetime
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from r2g.lake_graph import lake_docs, lake_views, layer_dir, read_graph, read_lake_table
+from r2g.schema import EDGES, NODE_STATE, NODES
+from raw_store.lake import Lake, write_table
+from raw_store.tables import (REMOVED, Overlay, apply_overlay, diff_overlay, part_paths, read_overlay, write_import,
+                              write_overlay)
+
+SMALL = pa.schema([("tenant", pa.string()), ("id", pa.string()), ("v", pa.int64()), ("tag", pa.string())])
+
+rows = st.dictionaries(st.tuples(st.sampled_from(["a", "b"]), st.text("xyz", min_size=1, max_size=3)),
+                       st.tuples(st.integers(0, 3), st.sampled_from([None, "p", "q"])), max_size=12)
+
+
+def _frame(d: dict) -> pl.DataFrame:
+    return pl.DataFrame([{"tenant": t, "id": i, "v": v, "tag": g} for (t, i), (v, g) in sorted(d.items())],
+                        schema={"tenant": pl.String, "id": pl.String, "v": pl.Int64, "tag": pl.String})
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows, rows)
+def test_an_overlay_turns_the_base_into_the_target(base: dict, target: dict) -> None:
+    b, t = _frame(base), _frame(target)
+    overlay = diff_overlay(b, t, SMALL)
+    got = apply_overlay(b, overlay).sort("tenant", "id")
+    assert got.equals(t.sort("tenant", "id"))
+    # only what changed is in the overlay: unchanged rows keep coming from the base
+    same = {k for k in base.keys() & target.keys() if base[k] == target[k]}
+    upserted = set(zip(overlay.upserts.column("tenant").to_pylist(), overlay.upserts.column("id").to_pylist()))
+    assert not (same & upserted)
+    assert set(zip(overlay.removed.column("tenant").to_pylist(), overlay.removed.column("id").to_pylist())) == \
+        base.keys() - target.keys()
+
+
+def test_ignored_columns_do_not_make_an_upsert() -> None:
+    b = _frame({("a", "x"): (1, "p")})
+    t = _frame({("a", "x"): (1, "q")})
+    assert diff_overlay(b, t, SMALL, ignore=["tag"]).upserts.num_rows == 0
+    assert diff_overlay(b, t, SMALL).upserts.num_rows == 1
+
+
+def _node(tenant: str, nid: str, title: str, **kw) -> dict:
+    return {"tenant": tenant, "id": nid, "type": kw.pop("type", "Episode"), "title": title, "text": title,
+            "keywords": [title], "first_seen": datetime(2024, 1, 1), **kw}
+
+
+def _edge(tenant: str, src: str, dst: str, etype: str = "MENTIONS") -> dict:
+    return {"tenant": tenant, "id": f"e_{src}_{etype}_{dst}", "src": src, "dst": dst, "type": etype, "weight": 0.5}
+
+
+def _layered_lake(root) -> Lake:
+    """Two partitions, an R2G overlay (a merged row, a removed node and edge, a link) and a consolidation overlay
+    with a state table."""
+    lake = Lake(root)
+    write_import(lake, {"nodes": (pa.Table.from_pylist([_node("t", "n1", "hiking"), _node("t", "n2", "chess"),
+                                                        _node("t", "e1", "Ann", type="Entity", mentions=1)], NODES),
+                                  NODES),
+                        "edges": (pa.Table.from_pylist([_edge("t", "n1", "e1"), _edge("t", "n2", "e1")], EDGES), EDGES)},
+                 key="one")
+    write_import(lake, {"nodes": (pa.Table.from_pylist([_node("t", "n3", "running"),
+                                                        _node("t", "e1", "Ann", type="Entity", mentions=2),
+                                                        _node("u", "n1", "other tenant")], NODES), NODES),
+                        "edges": (pa.Table.from_pylist([_edge("t", "n3", "e1")], EDGES), EDGES)}, key="two")
+    r2g = layer_dir(lake, "r2g")
+    write_overlay(r2g, "nodes", Overlay(pa.Table.from_pylist([_node("t", "e1", "Ann", type="Entity", mentions=3)], NODES),
+                                        pa.Table.from_pylist([{"tenant": "t", "id": "n2"}], REMOVED)), NODES)
+    write_overlay(r2g, "edges", Overlay(pa.Table.from_pylist([_edge("t", "n1", "n3", "SUPPORTS")], EDGES),
+                                        pa.Table.from_pylist([{"tenant": "t", "id": "e_n2_MENTIONS_e1"}], REMOVED)),
+                  EDGES)
+    cons = layer_dir(lake, "consolidated")
+    write_overlay(cons, "nodes", Overlay(pa.Table.from_pylist([_node("t", "c1", "topic", type="Concept",
+                                                                     tier="long")], NODES),
+                                         REMOVED.empty_table()), NODES)
+    write_overlay(cons, "edges", Overlay(pa.Table.from_pylist([_edge("t", "n1", "c1", "ABOUT")], EDGES),
+                                         pa.Table.from_pylist([{"tenant": "t", "id": "e_n1_SUPPORTS_n3"}], REMOVED)),
+                  EDGES)
+    state = [{"tenant": t, "id": i, "tier": "mid", "status": "active", "weight": 0.5}
+             for t, i in (("t", "n1"), ("t", "n3"), ("t", "e1"), ("t", "c1"), ("u", "n1"))]
+    write_table(pa.Table.from_pylist(state, NODE_STATE), cons / "state.parquet", NODE_STATE)
+    return lake
+
+
+def test_layers_read_as_the_overlays_say(tmp_path) -> None:
+    lake = _layered_lake(tmp_path)
+    n, e = read_graph(lake, "r2g")
+    assert sorted(zip(n["tenant"], n["id"])) == [("t", "e1"), ("t", "n1"), ("t", "n3"), ("u", "n1")]
+    assert n.filter(pl.col("id") == "e1")["mentions"].to_list() == [3]          # one merged row, not three
+    assert sorted(e["id"]) == ["e_n1_MENTIONS_e1", "e_n1_SUPPORTS_n3", "e_n3_MENTIONS_e1"]
+    n, e = read_graph(lake, "consolidated")
+    assert sorted(n["id"]) == ["c1", "e1", "n1", "n1", "n3"]
+    assert set(n["tier"]) == {"mid"}                                            # the state table wins
+    assert sorted(e["id"]) == ["e_n1_ABOUT_c1", "e_n1_MENTIONS_e1", "e_n3_MENTIONS_e1"]
+    only, _ = read_graph(lake, "consolidated", node_columns=["title"])
+    assert only.columns == ["tenant", "id", "title"]
+
+
+def test_the_duckdb_views_equal_the_polars_tables(tmp_path) -> None:
+    lake = _layered_lake(tmp_path)
+    con = duckdb.connect()
+    for name, sql in lake_views(lake).items():
+        got = pl.from_arrow(con.execute(sql).fetch_arrow_table())
+        want = pl.from_arrow(read_lake_table(lake, name))
+        keys = [c for c in ("tenant", "id", "node_id", "source_file", "line") if c in want.columns]
+        got = got.cast(dict(want.schema))    # DuckDB names the UTC zone "Etc/UTC"
+        assert got.sort(keys).equals(want.sort(keys)), name
+
+
+def test_an_empty_lake_reads_empty_tables(tmp_path) -> None:
+    lake = Lake(tmp_path)
+    con = duckdb.connect()
+    for name, sql in lake_views(lake).items():
+        assert con.execute(f"SELECT count(*) FROM ({sql})").fetchone() == (0,), name
+        assert read_lake_table(lake, name).num_rows == 0, name
+
+
+def test_an_import_is_one_partition_that_no_inbox_file_can_own(tmp_path) -> None:
+    lake = Lake(tmp_path)
+    part = write_import(lake, {"nodes": (pa.Table.from_pylist([_node("t", "n1", "x")], NODES), NODES)}, key="bench")
+    assert part_paths(lake, "nodes") == [part / "nodes.parquet"]
+    assert read_overlay(layer_dir(lake, "r2g"), "nodes", NODES).upserts.num_rows == 0
+
+
+def test_docs_are_reused_while_the_text_is_the_same(tmp_path, monkeypatch) -> None:
+    from r2g import lake_graph
+    from r2g.lake_graph import make_docs
+    from r2g.schema import DOCS
+    from r2g.tokens import node_doc
+
+    lake = Lake(tmp_path)
+    rows = pl.DataFrame([_node("t", "n1", "小明踢足球"), _node("t", "n2", "hiking")]).select(
+        "tenant", "id", "title", "text", "keywords")
+    write_import(lake, {"docs": (make_docs(rows, "node"), DOCS)})
+    made: list[int] = []
+    real = lake_graph.make_docs
+    monkeypatch.setattr(lake_graph, "make_docs", lambda f, k: made.append(f.height) or real(f, k))
+    changed = rows.with_columns(pl.when(pl.col("id") == "n2").then(pl.lit("sailing")).otherwise("title")
+                                .alias("title"))
+    docs = lake_docs(lake, changed, "node").sort("id")
+    assert made == [1]                                        # only the row whose text changed is segmented again
+    assert docs["doc"].to_list()[0] == node_doc("小明踢足球", "小明踢足球", ["小明踢足球"])
+    assert docs["doc"].to_list()[1].startswith("sailing")
