@@ -36,7 +36,7 @@ from pathlib import Path, PurePosixPath
 from typing import Callable
 
 from raw_store import errors as E
-from raw_store.lake import as_path, default_tenant, is_remote
+from raw_store.routing import as_path, source_file_for, tenant_for
 from raw_store.timeparse import parse_ts
 
 FORMATS = ("canonical_jsonl", "transcript", "locomo_json", "sillytavern_jsonl", "chatgpt_json", "whatsapp", "qq")
@@ -99,34 +99,6 @@ class ReadResult:
 
 
 # -- paths ---------------------------------------------------------------------------------------
-
-def tenant_for(path: Path, inbox: Path) -> str:
-    """The first folder under the inbox (inbox/<tenant>/...), else the configured default tenant
-    ($MEMCTL_TENANT, else "default"). A canonical JSONL record may still name its own tenant."""
-    rel = _relative(path, inbox)
-    parts = rel.parts if rel is not None else ()
-    return parts[0] if len(parts) >= 2 else default_tenant()
-
-
-def _relative(path: Path, inbox: Path) -> PurePosixPath | None:
-    if is_remote(path) or is_remote(inbox):
-        try:
-            return PurePosixPath(path.relative_to(inbox).as_posix())
-        except (ValueError, TypeError, AttributeError):
-            return None
-    for p, base in ((Path(path), Path(inbox)), (Path(path).resolve(), Path(inbox).resolve())):
-        try:
-            return PurePosixPath(p.relative_to(base).as_posix())
-        except ValueError:
-            continue
-    return None
-
-
-def source_file_for(path: Path, inbox: Path) -> str:
-    """The file's posix path relative to the inbox (its bare name when outside the inbox)."""
-    rel = _relative(path, inbox)
-    return rel.as_posix() if rel is not None else as_path(path).name
-
 
 def default_conv_id(source_file: str, tenant: str) -> str:
     """The file's path relative to its tenant folder, without extension ("alice/chats/day1.txt" → "chats/day1")."""
