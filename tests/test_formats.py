@@ -295,14 +295,16 @@ def test_chatgpt_malformed_conversations_and_nodes() -> None:
     data = json.dumps(doc, ensure_ascii=False, indent=1).encode()
     r = read_bytes(data, "conversations.json", "t")
     assert r.format == "chatgpt_json"
+    # without current_node the conversation's single path is read (issue 19: older exports lack it)
     assert [(m.conv_id, m.msg_id, m.text) for m in r.messages] == [
-        ("c1", "c1-0", "c1 turn 0"), ("c1", "c1-1", "c1 turn 1"), ("c4", "n1", "fine"), ("c4", "n5", "still here")]
-    assert _reasons(r) == [(3, E.E_JSON_SHAPE), (4, E.E_JSON_SHAPE), (5, E.E_JSON_SHAPE), (7, E.E_JSON_SHAPE),
-                           (8, E.E_TS_PARSE), (9, E.E_JSON_SHAPE)]
+        ("c1", "c1-0", "c1 turn 0"), ("c1", "c1-1", "c1 turn 1"), ("c2", "c2-0", "c2 turn 0"),
+        ("c2", "c2-1", "c2 turn 1"), ("c4", "n1", "fine"), ("c4", "n5", "still here")]
+    assert _reasons(r) == [(5, E.E_JSON_SHAPE), (6, E.E_JSON_SHAPE), (8, E.E_JSON_SHAPE), (9, E.E_TS_PARSE),
+                           (10, E.E_JSON_SHAPE)]
     # a malformed conversation is rejected with its own bytes, at its offset
-    for rej, conv in zip(r.rejects[:3], [no_current, "not a conversation", cycle]):
+    for rej, conv in zip(r.rejects[:2], ["not a conversation", cycle]):
         assert data[rej.byte_offset:rej.byte_offset + len(rej.raw)] == rej.raw and json.loads(rej.raw) == conv
-    assert json.loads(r.rejects[3].raw)["id"] == "n2"
+    assert json.loads(r.rejects[2].raw)["id"] == "n2"
 
 
 def test_chatgpt_truncated_export_keeps_whole_conversations() -> None:
@@ -351,7 +353,7 @@ def test_whatsapp_ios_fixture() -> None:
         ("L5", "王芳", "user", d(2023, 6, 15, 20, 6, 45), "好啊！我周六有空。\n需要带午饭吗？"),
         ("L7", "Bob", "user", d(2023, 6, 15, 20, 7, 10), "I'm in. Here's the trail map:"),
         ("L8", "Bob", "user", d(2023, 6, 15, 20, 7, 15), "<attached: 00000007-PHOTO-2023-06-15-20-07-15.jpg>"),
-        ("L9", "王芳", "user", d(2023, 6, 15, 20, 8, 2), "image omitted"),
+        ("L9", "王芳", "user", d(2023, 6, 15, 20, 8, 2), "[image]"),   # a placeholder is a note, not words
         ("L10", "Carol", "user", d(2023, 6, 16, 9, 15, 33), "Can I join? I'm Alice's cousin 😊"),
         ("L11", "Alice", "user", d(2023, 6, 16, 9, 16), "Of course!\n\nMeet at the parking lot at 8."),
         ("L14", "system", "system", d(2023, 6, 16, 9, 20, 41), f"Alice added ~{NNBSP}Carol"),
@@ -367,7 +369,7 @@ def test_whatsapp_android_us_fixture() -> None:
          "of this chat, not even WhatsApp, can read or listen to them. Tap to learn more."),
         ("L2", "Alice", "user", d(2023, 6, 15, 20, 4), "Hey! Did you get the tickets? 🎟️"),
         ("L3", "Bob", "user", d(2023, 6, 15, 20, 5), "Yes!! Two for Saturday"),
-        ("L4", "Bob", "user", d(2023, 6, 15, 20, 5), "<Media omitted>"),
+        ("L4", "Bob", "user", d(2023, 6, 15, 20, 5), "[media]"),
         ("L5", "Alice", "user", d(2023, 6, 15, 20, 6), "太好了 🎉\n我们几点见？"),
         ("L7", "Bob", "user", d(2023, 6, 15, 20, 7), "7pm at the north gate:\n- bring your ID\n- bring a jacket"),
         ("L10", "system", "system", d(2023, 6, 15, 20, 12), "Your security code with Bob changed. Tap to learn more."),
@@ -468,8 +470,10 @@ def test_qq_malformed_records() -> None:
     r = read_bytes(data, "chats/qq.txt", "t")
     assert _turns(r) == _turns(r_crlf)
     assert r.format == "qq"
-    assert [(m.line, m.conv_id, m.text) for m in r.messages] == [(10, "chats/qq", "第一段\n\n第二段 after a blank line")]
-    assert _reasons(r) == [(3, E.E_LINE_PARSE), (4, E.E_TS_PARSE), (7, E.E_LINE_PARSE)]
+    # an empty nickname is the account speaking (issue 19: these were E_LINE_PARSE rejects)
+    assert [(m.line, m.conv_id, m.speaker, m.text) for m in r.messages] == [
+        (7, "chats/qq", "10001234", "no nickname"), (10, "chats/qq", "小明", "第一段\n\n第二段 after a blank line")]
+    assert _reasons(r) == [(3, E.E_LINE_PARSE), (4, E.E_TS_PARSE)]
     assert r.rejects[1].raw == "2024-13-02 10:00:00 小明(10001234)\n月份不对".encode()
     banner_only = "消息记录（此消息记录为文本格式，不支持重新导入）\n\n消息对象:小明\n".encode()
     r = read_bytes(banner_only, "qq.txt", "t")
