@@ -142,6 +142,7 @@ EVENTS_RE = re.compile(_alternation(EVENTS), re.I)
 def media_note(first_line: str) -> str | None:
     """The bracketed note for a media placeholder or deleted notice ("[image]", "[document: Plan.pdf]",
     "[message deleted]"), or None when the line is a message's own text."""
+    first_line = first_line.replace("\u200e", "").replace("\u200f", "")   # iOS marks every generated piece
     key = _key(first_line)
     if key in MEDIA_NOTES:
         return MEDIA_NOTES[key]
