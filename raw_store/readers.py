@@ -9,8 +9,17 @@ What one input record is, per format (anything else is consumed, neither message
                      (current_node up to the root; without current_node, the path to the newest leaf) with
                      visible, non-empty text — root, hidden and empty nodes and other branches are not
                      messages of the chat; a malformed conversation is one record
+  claude_json        Claude.ai conversations.json: every element of every conversation's chat_messages[]
+  telegram_json      Telegram Desktop result.json (one chat or chats.list[]): every element of messages[];
+                     service messages are role "system"
+  discord_json       DiscordChatExporter JSON: every element of messages[]; non-message types are "system"
+  messenger_json     Facebook Messenger / Instagram message_N.json: every element of messages[] (read oldest first)
   sillytavern_jsonl  SillyTavern / Luker JSONL: every non-blank line except the header (first line, chat metadata)
   canonical_jsonl    {tenant?, conv_id?, msg_id?, speaker, role?, ts, text} per line: every non-blank line
+  wechat_csv         WeChatMsg / PyWxDump CSV: every row after the header
+  discord_csv        DiscordChatExporter CSV: every row after the header
+  line_txt           LINE chat history .txt: a `HH:MM<TAB>Name<TAB>text` (or name-less system) line with its
+                     continuation lines, or a stray line; title, `Saved on:` and date lines are header
   qq                 QQ message manager .txt: a `date time nick(QQ)` line with its text lines, or a stray text
                      line; the banner, `====` rules and `消息分组:` / `消息对象:` lines are header
   whatsapp           WhatsApp export .txt: a dated line with its undated continuation lines (system lines are

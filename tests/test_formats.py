@@ -524,7 +524,7 @@ _T_CLOCK = r"\d{1,2}:\d{2}(:\d{2})?(\s?[AaPp]\.?\s?[Mm]\.?)?"
 _T_DATE = r"\d{1,2}[/.-]\d{1,2}[/.-](\d{4}|\d{2})"
 _T_WA = re.compile(rf"^\u200e?(\[{_T_DATE},?\s+{_T_CLOCK}\]"
                    rf"|({_T_DATE}|\d{{4}}-\d{{1,2}}-\d{{1,2}}),?\s+{_T_CLOCK}\s[-–]\s)")
-_T_QQ_HEAD = re.compile(r"^\d{4}-\d{1,2}-\d{1,2}\s+\d{1,2}:\d{2}:\d{2}\s+.*(\(\d{4,12}\)|<[^<>\s@]+@[^<>\s]+>)$")
+_T_QQ_HEAD = re.compile(r"^\d{4}-\d{1,2}-\d{1,2}\s+\d{1,2}:\d{2}:\d{2}(\s.*)?(\(\d{4,12}\)|<[^<>\s@]+@[^<>\s]+>|<\d{4,15}>)$")
 _T_QQ_HEADER = re.compile(r"^(消息记录[（(]此消息记录为文本格式，?不支持重新导入[）)]|={16,}|(消息分组|消息对象)[:：].*)$")
 
 
@@ -570,6 +570,11 @@ def _check(data: bytes, name: str) -> ReadResult:
     if any(x.line == 0 for x in r.rejects):
         assert len(r.rejects) == 1 and not r.messages
         return r
+    heads = {"whatsapp": _T_WA, "qq": _T_QQ_HEAD}
+    if r.format in heads:   # no message carries another message's header (issue 19: QQ merged 66 of them)
+        for m in r.messages:
+            assert not any(heads[r.format].match(ln.strip() if r.format == "qq" else ln)
+                           for ln in m.text.split("\n")[1:]), m.text
     if r.format in _RECORDS:
         got = Counter([m.line for m in r.messages] + [x.line for x in r.rejects])
         assert got == Counter(_RECORDS[r.format](data)), (got, data)
@@ -685,6 +690,8 @@ _WA_HEADS = st.sampled_from([
 _WA_RESTS = st.sampled_from([
     "Alice: hi", "王芳: 好啊！", "~\u202fCarol: 😊", "Bob: \u200eimage omitted", "Bob: \u200e<attached: 0001-PHOTO.jpg>",
     "Group: \u200eAlice added Bob", "Messages and calls are end-to-end encrypted.", "Alice: ", "",
+    "Wandergruppe: \u200eLeon hat Mia hinzugefügt", "Leon: \u200eBild weggelassen", "Mia: <Medien ausgeschlossen>",
+    "Leon hat Mia hinzugefügt", "Mia: \u200eDiese Nachricht wurde gelöscht.",
     'Alice changed the subject to "a: b"', "Bob added Carol"])
 _WA_LINES = st.one_of(
     st.tuples(_WA_HEADS, _WA_RESTS).map("".join),
@@ -702,6 +709,8 @@ def test_fuzz_whatsapp_conserves_records(first: str, lines: list[str], how: int)
 
 _QQ_LINES = st.one_of(
     st.sampled_from(["2024-01-02 10:00:00 小明(10001234)", "2024-1-2 9:44:19 张三<zhangsan@example.com>",
+                     "2016-07-19 15:27:19 大数据-李雪<lixue@example.com>", "2016-07-19 15:28:02 大数据 - 张伟<13800000000>",
+                     "2016-07-19 23:51:24 (747150918)", "会议室在几楼？\r我第一次来。",
                      "2024-01-03 9:30:05 系统消息(10000)", "2024-13-02 10:00:00 小明(10001234)",
                      "2024-01-02 10:00:00 (12345)", "=" * 64, "消息分组:我的好友", "消息对象:小明", "消息对象:",
                      "消息记录（此消息记录为文本格式，不支持重新导入）"]),

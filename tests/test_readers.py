@@ -112,7 +112,8 @@ def test_detect_unknown_and_other_jsonl() -> None:
     assert detect_format(b'{"event": "click", "x": 1}\n{"event": "key", "k": "a"}\n', "a.jsonl") == "unknown"
     assert detect_format(b"", "a.txt") == "unknown"
     assert set(FORMATS) == {"canonical_jsonl", "transcript", "locomo_json", "sillytavern_jsonl", "chatgpt_json",
-                            "whatsapp", "qq"}
+                            "whatsapp", "qq", "claude_json", "telegram_json", "discord_json", "messenger_json",
+                            "wechat_csv", "discord_csv", "line_txt"}
 
 
 # -- canonical JSONL -------------------------------------------------------------------------------

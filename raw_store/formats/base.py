@@ -169,13 +169,15 @@ def normalize_newlines(text: str) -> str:
 
 
 class Builder:
-    """Collects messages and rejects of one file, numbering seq per (tenant, conv_id) in the order given."""
+    """Collects messages and rejects of one file, numbering seq per (tenant, conv_id) in the order given; a msg_id
+    repeated within a conversation gets its record's line appended, so (tenant, conv_id, msg_id) stays unique."""
 
     def __init__(self, source_file: str, tenant: str, fmt: str) -> None:
         self.source_file, self.tenant, self.format = source_file, tenant, fmt
         self.messages: list[Message] = []
         self.rejects: list[Reject] = []
         self._seq: dict[tuple[str, str], int] = {}
+        self._ids: set[tuple[str, str, str]] = set()
 
     def message(self, *, conv_id: str, msg_id: str, speaker: str, role: str, ts: datetime | None, text: str,
                 line: int, caption: str | None = None, tenant: str | None = None) -> None:
@@ -183,6 +185,9 @@ class Builder:
         key = (tenant, conv_id)
         seq = self._seq.get(key, 0)
         self._seq[key] = seq + 1
+        if (tenant, conv_id, msg_id) in self._ids:   # an export that repeats an id: each message keeps its own
+            msg_id = f"{msg_id}#L{line}"
+        self._ids.add((tenant, conv_id, msg_id))
         self.messages.append(Message(tenant, conv_id, msg_id, seq, speaker, role, ts, normalize_newlines(text),
                                      caption, self.source_file, line, self.format))
 

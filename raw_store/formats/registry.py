@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from raw_store.formats import (canonical_jsonl, chatgpt_json, locomo_json, qq, sillytavern_jsonl, transcript,
-                               whatsapp)
+from raw_store.formats import (canonical_jsonl, chatgpt_json, claude_json, discord_csv, discord_json, line_txt,
+                               locomo_json, messenger_json, qq, sillytavern_jsonl, telegram_json, transcript,
+                               wechat_csv, whatsapp)
 from raw_store.formats.base import DOCUMENT, UNKNOWN, Format, Sample
 
 
@@ -47,7 +48,9 @@ class Registry:
 
 
 REGISTRY = Registry([
-    locomo_json.FORMAT, chatgpt_json.FORMAT,
+    locomo_json.FORMAT, chatgpt_json.FORMAT, claude_json.FORMAT, telegram_json.FORMAT, discord_json.FORMAT,
+    messenger_json.FORMAT,
     sillytavern_jsonl.FORMAT, canonical_jsonl.FORMAT,
-    qq.FORMAT, whatsapp.FORMAT, transcript.FORMAT,
+    wechat_csv.FORMAT, discord_csv.FORMAT,
+    line_txt.FORMAT, qq.FORMAT, whatsapp.FORMAT, transcript.FORMAT,
 ])
