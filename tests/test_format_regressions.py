@@ -165,7 +165,7 @@ def test_whatsapp_german_ios_fixture() -> None:
         (9, "Leon", "user", d(2023, 6, 15, 20, 8, 2), "[document: Wanderkarte.pdf • 2 Seiten]"),
         (10, "system", "system", d(2023, 6, 15, 20, 9, 10), "Leon hat Jonas hinzugefügt"),
         (11, "Jonas", "user", d(2023, 6, 16, 9, 15, 33), "Hallo zusammen! I only speak a little German, 我也会说中文 😊"),
-        (12, "Mia", "user", d(2023, 6, 16, 9, 16), "[message deleted]"),
+        (12, "Mia", "user", d(2023, 6, 16, 9, 16), "[deleted message]"),
         (13, "system", "system", d(2023, 6, 16, 9, 17, 12), "Leon hat Jonas zum Gruppenadmin gemacht"),
         (14, "Leon", "user", d(2023, 6, 16, 9, 18, 40), "Treffpunkt 8 Uhr am Parkplatz."),
         (15, "system", "system", d(2023, 6, 16, 9, 20, 41), "Jonas hat die Gruppe verlassen."),
@@ -201,13 +201,13 @@ def test_whatsapp_system_lines_and_placeholders_per_language(lang: str, media: s
                      "[15/06/2023, 20:05:10] Mia: ok"]).encode()
     r = read_bytes(ios, "chat.txt", "t")
     assert [(m.speaker, m.role, m.text) for m in r.messages] == [
-        ("Leon", "user", "hello"), ("Leon", "user", note), ("Mia", "user", "[message deleted]"),
+        ("Leon", "user", "hello"), ("Leon", "user", note), ("Mia", "user", "[deleted message]"),
         ("system", "system", event), ("Mia", "user", "ok")]
     android = "\n".join([f"15/06/2023, 20:04 - Leon: {android_media}", f"15/06/2023, 20:05 - {event}",
                          f"15/06/2023, 20:06 - Mia: {deleted}"]).encode()
     r = read_bytes(android, "chat.txt", "t")
     assert [(m.speaker, m.role, m.text) for m in r.messages] == [
-        ("Leon", "user", "[media]"), ("system", "system", event), ("Mia", "user", "[message deleted]")]
+        ("Leon", "user", "[media]"), ("system", "system", event), ("Mia", "user", "[deleted message]")]
 
 
 def test_whatsapp_group_sender_is_structural_in_any_language() -> None:

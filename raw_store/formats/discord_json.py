@@ -7,7 +7,7 @@ application commands) are messages: role "user", or "other" for a bot's; every o
 ("GuildMemberJoin", "ChannelPinnedMessage", "RecipientAdd", "Call", "ChannelNameChange", …)
 is role "system", speaker "system", text "<author>: <content or type>". The speaker is the
 server nickname when set, else the user name. Attachments, stickers and embeds become
-bracketed notes after the content ("[attachment: map.png]", "[sticker: wave]", "[embed: title]").
+bracketed notes after the content ("[attachment: map.png]", "[sticker: wave]", "[link preview: title]").
 """
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def notes(msg: dict) -> list[str]:
         out.append(f"[sticker: {name}]" if name else "[sticker]")
     for e in msg.get("embeds") if isinstance(msg.get("embeds"), list) else []:
         title = (string(e, "title") or string(e, "url")) if isinstance(e, dict) else None
-        out.append(f"[embed: {title}]" if title else "[embed]")
+        out.append(f"[link preview: {title}]" if title else "[link preview]")
     return out
 
 

@@ -90,7 +90,7 @@ def _message(b: Builder, record: int, msg: object, conv_id: str) -> None:
     sender = fix_mojibake(sender).strip()
     text = _text(msg)
     if msg.get("is_unsent") is True and not text.strip():
-        text = "[message unsent]"
+        text = "[unsent message]"
     system = msg.get("type") in _SYSTEM_TYPES
     if system and not text.strip():   # a join / leave / call names its actor in its content; else say who
         text = f"{sender}: {msg['type']}"

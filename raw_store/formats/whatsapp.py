@@ -10,7 +10,7 @@ nobody's words. Which lines are system, most reliable cue first:
      the group itself (`GroupName: ‎…`): all its marked lines are system, whatever the language.
 Media placeholders ("image omitted", "Bild weggelassen", "<Media omitted>", …) and deleted
 notices stay their sender's messages, with the text replaced by a bracketed note ("[image]",
-"[document: Plan.pdf]", "[message deleted]") as chatgpt_json notes attachments: R2G finds
+"[document: Plan.pdf]", "[deleted message]") as chatgpt_json notes attachments: R2G finds
 no fact in a note, while recall still shows who sent a photo when.
 """
 from __future__ import annotations

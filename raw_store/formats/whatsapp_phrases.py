@@ -141,7 +141,7 @@ EVENTS_RE = re.compile(_alternation(EVENTS), re.I)
 
 def media_note(first_line: str) -> str | None:
     """The bracketed note for a media placeholder or deleted notice ("[image]", "[document: Plan.pdf]",
-    "[message deleted]"), or None when the line is a message's own text."""
+    "[deleted message]"), or None when the line is a message's own text."""
     first_line = first_line.replace("\u200e", "").replace("\u200f", "")   # iOS marks every generated piece
     key = _key(first_line)
     if key in MEDIA_NOTES:
@@ -149,7 +149,7 @@ def media_note(first_line: str) -> str | None:
     if key in ANDROID_MEDIA_KEYS or key.strip("<>").strip() in MEDIA_NOTES:
         return MEDIA_NOTES.get(key.strip("<>").strip(), "[media]")
     if key in DELETED_KEYS:
-        return "[message deleted]"
+        return "[deleted message]"
     m = DOCUMENT_ENDING.match(first_line.strip())   # iOS puts the file name before "document omitted"
     if m and _FILE_NAME.search(m.group("name")):
         return f"[document: {m.group('name').strip()}]"
