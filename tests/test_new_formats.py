@@ -49,6 +49,24 @@ def _reasons(r: ReadResult) -> list[tuple[int, str]]:
     return [(x.line, x.reason) for x in r.rejects]
 
 
+# -- registry --------------------------------------------------------------------------------------
+
+def test_every_format_is_registered_documented_and_small() -> None:
+    import raw_store.readers as readers
+    from raw_store.formats.registry import REGISTRY, Registry
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text("utf-8")
+    assert len(FORMATS) >= 13 and FORMATS == REGISTRY.names
+    for fmt in REGISTRY:
+        assert fmt.kind in ("lines", "document") and fmt.record.strip()
+        assert f"  {fmt.name} " in readers.__doc__, fmt.name        # what a record is, per format
+        assert f"| `{fmt.name}` |" in readme, fmt.name                 # the README's Input formats table
+        module = Path(__file__).parent.parent / "raw_store" / "formats" / f"{fmt.name}.py"
+        assert len(module.read_text("utf-8").splitlines()) <= 600
+    with pytest.raises(ValueError):
+        Registry([REGISTRY["qq"], REGISTRY["qq"]])
+
+
 # -- detection and ingest --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("fixture, fmt", sorted(NEW.items()))

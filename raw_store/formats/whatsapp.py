@@ -130,7 +130,8 @@ def read(src: Source) -> ReadResult:
     matched = [(ln, dated_line(ln.text) if ln.text is not None else None) for ln in src.lines]
     heads = [m for _, m in matched if m is not None]
     dayfirst = _dayfirst(heads)
-    group = _group_senders([_split(m.group("rest")) for m in heads])
+    splits = {ln.no: _split(m.group("rest")) for ln, m in matched if m is not None}   # (sender, first line)
+    group = _group_senders(list(splits.values()))
     pending: Pending | None = None
 
     def flush() -> None:
@@ -139,7 +140,7 @@ def read(src: Source) -> ReadResult:
             return
         p, pending = pending, None
         more, raw = p.trimmed(src.data)
-        sender, first = _split(p.match.group("rest"))
+        sender, first = splits[p.line]
         speaker, role, text = _classify(sender, "\n".join([first, *more]), group)
         b.record(p, raw, conv_id=conv, speaker=speaker, role=role, stamp=lambda: _ts(p.match, dayfirst),
                  text=text.strip().lstrip(MARKS).strip())

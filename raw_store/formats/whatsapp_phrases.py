@@ -132,6 +132,7 @@ def _key(text: str) -> str:
 
 MEDIA_NOTES = {_key(p): note for note, phrases in MEDIA.items() for p in phrases}
 DOCUMENT_ENDING = re.compile(rf"^(?P<name>.*?)\s*(?:{_alternation(MEDIA['[document]'])})$", re.S | re.I)
+_DOCUMENT_KEYS = tuple(_key(p) for p in MEDIA["[document]"])
 _FILE_NAME = re.compile(r"\S\.\w{1,8}(?:\s|$)")   # "Plan.pdf", "Plan.pdf • 2 pages"
 ANDROID_MEDIA_KEYS = frozenset(_key(p) for p in ANDROID_MEDIA)
 DELETED_KEYS = frozenset(_key(p) for p in DELETED)
@@ -150,6 +151,8 @@ def media_note(first_line: str) -> str | None:
         return MEDIA_NOTES.get(key.strip("<>").strip(), "[media]")
     if key in DELETED_KEYS:
         return "[deleted message]"
+    if not key.endswith(_DOCUMENT_KEYS):
+        return None
     m = DOCUMENT_ENDING.match(first_line.strip())   # iOS puts the file name before "document omitted"
     if m and _FILE_NAME.search(m.group("name")):
         return f"[document: {m.group('name').strip()}]"
@@ -157,7 +160,7 @@ def media_note(first_line: str) -> str | None:
 
 
 def is_encryption_notice(text: str) -> bool:
-    return ENCRYPTION_RE.search(text) is not None and "whatsapp" in text.casefold()
+    return "whatsapp" in text.casefold() and ENCRYPTION_RE.search(text) is not None
 
 
 def is_event(text: str) -> bool:
