@@ -40,13 +40,13 @@ stored and cited as UTF-8 RawChunks.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from raw_store import errors as E
 from raw_store.formats import encoding as enc
-from raw_store.formats.base import (DOCUMENT, MAX_MESSAGE_BYTES, UNKNOWN, Line, Message, ReadResult, Reject,  # noqa: F401
-                                    Sample, Source, default_conv_id, whole_file)
+from raw_store.formats.base import (DOCUMENT, MAX_MESSAGE_BYTES, NOT_JSON, UNKNOWN, Line, Message,  # noqa: F401
+                                    ReadResult, Reject, Sample, Source, default_conv_id, whole_file)
 from raw_store.formats.registry import REGISTRY
 from raw_store.routing import as_path, source_file_for, tenant_for
 
@@ -58,26 +58,33 @@ __all__ = ["FORMATS", "MAX_MESSAGE_BYTES", "UNKNOWN", "Message", "ReadResult", "
 
 @dataclass
 class _Plan:
-    """How to read one file: its format and decoded body, or the whole-file reject it is."""
+    """How to read one file: its format and decoded body — or, with a reason, the whole-file reject it is."""
     fmt: str
-    source: Source | None = None
     reason: str | None = None
     detail: str = ""
+    codec: str = enc.UTF8
+    offset: int = 0
+    text: str = ""                      # DOCUMENT formats
+    doc: object = NOT_JSON              # DOCUMENT formats: the JSON value detection parsed
+    lines: list[Line] = field(default_factory=list)   # LINES formats
+
+    def source(self, data: bytes, source_file: str, tenant: str) -> Source:
+        return Source(data, source_file, tenant, codec=self.codec, text=self.text, doc=self.doc, offset=self.offset,
+                      lines=self.lines)
 
 
-def _decoded(data: bytes, codec: str, offset: int, text: str, name: str, lines: list[Line] | None = None) -> _Plan:
+def _decoded(data: bytes, codec: str, offset: int, text: str, name: str) -> _Plan:
     """The plan for a body decoded in `codec` (text: the body, undecodable bytes replaced)."""
     sample = Sample(text, name)
     fmt = REGISTRY.detect(sample)
     if fmt == UNKNOWN:
-        return _Plan(fmt, reason=E.E_FORMAT_UNKNOWN,
-                     detail="content matches none of the chat-log formats read here: " + ", ".join(FORMATS))
+        return _Plan(fmt, E.E_FORMAT_UNKNOWN,
+                     "content matches none of the chat-log formats read here: " + ", ".join(FORMATS))
     if REGISTRY[fmt].kind == DOCUMENT:
         if codec != enc.UTF8:
-            return _Plan(fmt, reason=E.E_READ_UTF8, detail=f"a JSON document must be UTF-8, not {codec}")
-        return _Plan(fmt, Source(data, "", "", codec=codec, text=text, doc=sample.doc, offset=offset))
-    return _Plan(fmt, Source(data, "", "", codec=codec, offset=offset,
-                             lines=lines if lines is not None else enc.split_lines(data, offset, codec)))
+            return _Plan(fmt, E.E_READ_UTF8, f"a JSON document must be UTF-8, not {codec}")
+        return _Plan(fmt, codec=codec, offset=offset, text=text, doc=sample.doc)
+    return _Plan(fmt, codec=codec, offset=offset, lines=enc.split_lines(data, offset, codec))
 
 
 def _other_encoding(data: bytes, codec: str | None, offset: int, name: str) -> _Plan | None:
@@ -94,7 +101,7 @@ def _other_encoding(data: bytes, codec: str | None, offset: int, name: str) -> _
     if not text.strip() or enc.text_is_binary(text):
         return None
     plan = _decoded(data, codec, offset, text, name)
-    return plan if plan.source is not None and REGISTRY[plan.fmt].kind != DOCUMENT else None
+    return plan if plan.reason is None and REGISTRY[plan.fmt].kind != DOCUMENT else None
 
 
 def _plan(data: bytes, name: str) -> _Plan:
@@ -106,23 +113,23 @@ def _plan(data: bytes, name: str) -> _Plan:
         codec, offset = enc.UTF8, 0
     body = data[offset:]
     if not body.strip():
-        return _Plan(UNKNOWN, reason=E.E_READ_EMPTY, detail="empty or whitespace-only file")
+        return _Plan(UNKNOWN, E.E_READ_EMPTY, "empty or whitespace-only file")
     if enc.is_binary(body):
         return _other_encoding(data, None, offset, name) or _Plan(
-            UNKNOWN, reason=E.E_READ_BINARY, detail="NUL or control bytes: not a text file")
+            UNKNOWN, E.E_READ_BINARY, "NUL or control bytes: not a text file")
     try:
         return _decoded(data, codec, offset, body.decode("utf-8"), name)
     except UnicodeDecodeError as exc:
         utf8_error = exc
     plan = _decoded(data, codec, offset, body.decode("utf-8", errors="replace"), name)
-    if plan.source is not None and plan.source.lines:
-        bad = sum(1 for ln in plan.source.lines if ln.text is None)
-        nonblank = sum(1 for ln in plan.source.lines if ln.text is None or ln.text.strip())
+    if plan.reason is None and plan.lines:
+        bad = sum(1 for ln in plan.lines if ln.text is None)
+        nonblank = sum(1 for ln in plan.lines if ln.text is None or ln.text.strip())
         if 2 * bad <= nonblank:
             return plan   # a few damaged lines: each is its own E_READ_UTF8 reject
     # mostly undecodable: the file is in another encoding, not a few damaged lines
     return _other_encoding(data, None, offset, name) or _Plan(
-        plan.fmt, reason=E.E_READ_UTF8, detail=f"invalid UTF-8: {utf8_error}")
+        plan.fmt, E.E_READ_UTF8, f"invalid UTF-8: {utf8_error}")
 
 
 def detect_format(data: bytes, name: str) -> str:
@@ -134,11 +141,9 @@ def detect_format(data: bytes, name: str) -> str:
 def read_bytes(data: bytes, source_file: str, tenant: str) -> ReadResult:
     """Read one chat log. Never raises on bad input: problems become coded rejects (see module doc)."""
     plan = _plan(data, source_file)
-    if plan.source is None:
-        return whole_file(data, source_file, tenant, plan.fmt, plan.reason or E.E_FORMAT_UNKNOWN, plan.detail)
-    src = plan.source
-    src.source_file, src.tenant = source_file, tenant
-    result = REGISTRY[plan.fmt].read(src)
+    if plan.reason is not None:
+        return whole_file(data, source_file, tenant, plan.fmt, plan.reason, plan.detail)
+    result = REGISTRY[plan.fmt].read(plan.source(data, source_file, tenant))
     if not result.messages and not result.rejects:
         # a file never vanishes silently: e.g. a SillyTavern header or a QQ banner with no message after it
         return whole_file(data, source_file, tenant, plan.fmt, E.E_NO_MESSAGES, "the file holds no message records")
