@@ -15,8 +15,7 @@ from r2g.pipeline import PartAnnotations, annotate_messages, annotations_from_ta
 from r2g.lake_graph import make_docs
 from r2g.schema import ANNOTATIONS, DOCS, EDGES, NODES
 from raw_store.cas import RawStore
-from raw_store.readers import tenant_for
-from raw_store.lake import (read_manifest, read_table, resolve_partition, value_counts, write_manifest,
+from raw_store.lake import (read_manifest, read_table, resolve_partition, tenant_for, value_counts, write_manifest,
                             write_table)
 from raw_store.schema import FORGOTTEN, MESSAGES, RAW_CHUNKS, REJECTS
 

@@ -12,9 +12,8 @@ from jobs.forget import ForgetRules
 from jobs.ops import looks_like_ops, parse_ops
 from jobs.schema import FEEDBACK
 from raw_store.cas import RawStore
-from raw_store.lake import as_path
 from raw_store.ingest import IngestResult, ingest_bytes, ingest_records
-from raw_store.readers import source_file_for, tenant_for
+from raw_store.lake import as_path, source_file_for, tenant_for
 
 OPS_FORMAT = "agent_ops"
 OPS_MIME = "application/x-ndjson; memctl=agent_ops"

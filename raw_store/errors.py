@@ -10,7 +10,7 @@ E_READ_EMPTY = "E_READ_EMPTY"          # empty or whitespace-only file
 E_FORMAT_UNKNOWN = "E_FORMAT_UNKNOWN"  # content matches no known chat-log format
 E_JSON_PARSE = "E_JSON_PARSE"          # a JSON line / document does not parse
 E_JSON_SHAPE = "E_JSON_SHAPE"          # JSON parses but lacks required fields / has wrong types
-E_LINE_PARSE = "E_LINE_PARSE"          # a transcript line is not `Speaker: text`
+E_LINE_PARSE = "E_LINE_PARSE"          # a line / CSV row is not a record of its format (e.g. not `Speaker: text`)
 E_TS_PARSE = "E_TS_PARSE"              # a timestamp is present but cannot be parsed
 E_TS_MISSING = "E_TS_MISSING"          # the format requires a timestamp and none is given
 E_TEXT_EMPTY = "E_TEXT_EMPTY"          # a message with no text
@@ -24,7 +24,7 @@ REASONS: dict[str, str] = {
     E_FORMAT_UNKNOWN: "unknown chat-log format",
     E_JSON_PARSE: "malformed JSON",
     E_JSON_SHAPE: "JSON record lacks required fields",
-    E_LINE_PARSE: "line is not `Speaker: text`",
+    E_LINE_PARSE: "line is not a record of its format",
     E_TS_PARSE: "unparseable timestamp",
     E_TS_MISSING: "missing timestamp",
     E_TEXT_EMPTY: "empty message text",

@@ -16,9 +16,9 @@ import pyarrow as pa
 
 from raw_store import schema
 from raw_store.cas import RawStore
-from raw_store.lake import as_path
 from raw_store.chunker import Chunk, chunk_conversation
-from raw_store.readers import Message, ReadResult, Reject, read_bytes, source_file_for, tenant_for
+from raw_store.readers import Message, ReadResult, Reject, read_bytes
+from raw_store.routing import as_path, source_file_for, tenant_for
 from raw_store.text import detect_lang
 
 MIME = "text/plain; charset=utf-8"

@@ -25,18 +25,15 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-DEFAULT_TENANT = "default"
-
-
-def default_tenant() -> str:
-    """The tenant of files directly in the inbox (not in an inbox/<tenant>/ folder): $MEMCTL_TENANT, else "default"."""
-    return os.environ.get("MEMCTL_TENANT", "").strip() or DEFAULT_TENANT
+# the inbox layout lives below the lake and the readers; re-exported here, the lake's paths
+from raw_store.routing import (DEFAULT_TENANT, as_path, default_tenant, is_remote,  # noqa: F401
+                               source_file_for, tenant_for)
 
 
 def data_root() -> Path:
@@ -67,16 +64,6 @@ def storage_options() -> dict:
     if not isinstance(opts, dict):
         raise ValueError("$MEMCTL_STORAGE_OPTIONS must be a JSON object")
     return opts
-
-
-def is_remote(path: Any) -> bool:
-    """True for a location on object storage (a UPath of a non-local file system)."""
-    return not isinstance(path, PurePath)
-
-
-def as_path(path: Any) -> Any:
-    """`path` as a path object: remote locations stay UPaths, anything else becomes a `Path`."""
-    return path if is_remote(path) else Path(path)
 
 
 def local_cache_for(root: Any) -> Path:
@@ -455,8 +442,6 @@ def stale_partitions(lake: Lake, files: dict[str, InboxFile], forget_version: st
     """{partition key: sha256} of the inbox `files` whose graph part is missing, built from other bytes,
     filed under another tenant (a loose file after $MEMCTL_TENANT changed) or under another set of forget
     requests (`forget_version`, jobs.forget.forget_version)."""
-    from raw_store.readers import tenant_for
-
     out = {}
     for key, f in files.items():
         m = read_manifest(lake.part_dir(key))

@@ -1,4 +1,5 @@
-"""Architecture rules that must never regress: library folders never import dagster."""
+"""Architecture rules that must never regress: library folders never import dagster, and no module of a
+library folder imports itself back through a circle of module-level imports."""
 from __future__ import annotations
 
 import ast
@@ -10,6 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARIES = ("raw_store", "r2g", "recall", "jobs")
+CYCLE_FREE = LIBRARIES + ("assets",)
 
 
 def _imported_modules(path: Path) -> set[str]:
@@ -47,3 +49,123 @@ def test_this_check_detects_a_dagster_import(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("from dagster import asset\n", "utf-8")
     assert "dagster" in _imported_modules(bad)
+
+
+# -- import circles --------------------------------------------------------------------------------
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _top_level_imports(path: Path, module: str, known: set[str]) -> set[str]:
+    """The modules of `known` that `module` imports when it is loaded: module-level statements only (an import
+    inside a function, or under `if TYPE_CHECKING:`, runs later or never). `from pkg import name` counts as
+    pkg.name when that is a module, else as pkg."""
+    tree = ast.parse(path.read_text("utf-8"), filename=str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out: set[str] = set()
+
+    def visit(stmts: list[ast.stmt]) -> None:
+        for node in stmts:
+            if isinstance(node, ast.If):
+                test = node.test
+                if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+                        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"):
+                    visit(node.orelse)
+                    continue
+                visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, (ast.Try, ast.With)):
+                for block in (node.body, *(h.body for h in getattr(node, "handlers", [])),
+                              getattr(node, "orelse", []), getattr(node, "finalbody", [])):
+                    visit(block)
+            elif isinstance(node, ast.Import):
+                out.update(a.name for a in node.names if a.name in known)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")
+                    anchor = anchor[:len(anchor) - (node.level - 1)]
+                    base = ".".join([*anchor, base] if base else anchor)
+                for a in node.names:
+                    if f"{base}.{a.name}" in known:
+                        out.add(f"{base}.{a.name}")
+                    elif base in known:
+                        out.add(base)
+    visit(tree.body)
+    out.discard(module)
+    return out
+
+
+def import_graph(root: Path, packages: tuple[str, ...]) -> dict[str, set[str]]:
+    files = {_module_name(p, root): p for pkg in packages for p in sorted((root / pkg).rglob("*.py"))}
+    known = set(files)
+    return {m: _top_level_imports(p, m, known) for m, p in files.items()}
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The circles of the graph (Tarjan's strongly connected components with more than one module)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return cycles
+
+
+def test_library_modules_import_no_circle() -> None:
+    graph = import_graph(ROOT, CYCLE_FREE)
+    assert "raw_store.readers" in graph and "raw_store.lake" in graph
+    assert import_cycles(graph) == []
+
+
+def test_readers_never_import_the_lake() -> None:
+    """Routing a file to a tenant is the lake's business; readers get bytes, a tenant and a source_file."""
+    graph = import_graph(ROOT, CYCLE_FREE)
+    readers = [m for m in graph if m == "raw_store.readers" or m.startswith("raw_store.formats")]
+    assert readers and all("raw_store.lake" not in graph[m] for m in readers)
+    # and the lake imports no reader, not even inside a function (it used to, for tenant_for)
+    lake = ast.parse((ROOT / "raw_store" / "lake.py").read_text("utf-8"))
+    imported = {n.module for n in ast.walk(lake) if isinstance(n, ast.ImportFrom)} | {
+        a.name for n in ast.walk(lake) if isinstance(n, ast.Import) for a in n.names}
+    assert not {m for m in imported if m and (m == "raw_store.readers" or m.startswith("raw_store.formats"))}
+
+
+def test_the_cycle_check_finds_a_circle(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("", "utf-8")
+    (pkg / "a.py").write_text("from pkg.b import x\n", "utf-8")
+    (pkg / "b.py").write_text("from pkg import c\n", "utf-8")
+    (pkg / "c.py").write_text("import pkg.a\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.d\n",
+                              "utf-8")
+    (pkg / "d.py").write_text("def f():\n    from pkg import c\nfrom . import b\n", "utf-8")
+    graph = import_graph(tmp_path, ("pkg",))
+    assert graph["pkg.c"] == {"pkg.a"} and graph["pkg.d"] == {"pkg.b"}
+    assert import_cycles(graph) == [["pkg.a", "pkg.b", "pkg.c"]]

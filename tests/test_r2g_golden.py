@@ -269,3 +269,14 @@ def test_episode_summary_is_not_the_raw_text_of_a_long_message() -> None:
 
 def test_one_sentence_summary_is_the_sentence() -> None:
     assert G("小明在公园里踢足球").one("Episode")["text"] == "小明在公园里踢足球"
+
+
+def test_reader_notes_make_no_facts() -> None:
+    """Media placeholders become bracketed notes in the readers (raw_store.formats.whatsapp and the export
+    formats) so that no Fact is made of "image omitted" or "Bild weggelassen" (issue 19)."""
+    notes = ["[image]", "[media]", "[sticker 👍]", "[document: Wanderkarte.pdf • 2 Seiten]", "[deleted message]",
+             "[voice message]", "[attachment: trail-map.png]", "[photo]", "[poll: Which trail?]", "[图片]",
+             "[unsent message]", "[audio/video call]", "[link preview: Beijing weather]", "[contact card]", "[GIF]",
+             "[share: https://example.org/trails/xiangshan]", "[file: report.pdf]", "[link]", "[voice]"]
+    g = G(notes)
+    assert g.of("Fact") == [] and g.of("Preference") == []

@@ -10,9 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from raw_store import errors as E
-from raw_store.lake import DEFAULT_TENANT
-from raw_store.readers import (FORMATS, MAX_MESSAGE_BYTES, ReadResult, default_conv_id, detect_format, read_bytes,
-                               read_file, tenant_for)
+from raw_store.readers import FORMATS, MAX_MESSAGE_BYTES, ReadResult, default_conv_id, detect_format, read_bytes, read_file
+from raw_store.routing import DEFAULT_TENANT, tenant_for
 from raw_store.timeparse import parse_ts
 from fuzzing import fuzz_settings
 
@@ -113,7 +112,8 @@ def test_detect_unknown_and_other_jsonl() -> None:
     assert detect_format(b'{"event": "click", "x": 1}\n{"event": "key", "k": "a"}\n', "a.jsonl") == "unknown"
     assert detect_format(b"", "a.txt") == "unknown"
     assert set(FORMATS) == {"canonical_jsonl", "transcript", "locomo_json", "sillytavern_jsonl", "chatgpt_json",
-                            "whatsapp", "qq"}
+                            "whatsapp", "qq", "claude_json", "telegram_json", "discord_json", "messenger_json",
+                            "wechat_csv", "discord_csv", "line_txt"}
 
 
 # -- canonical JSONL -------------------------------------------------------------------------------
