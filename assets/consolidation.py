@@ -6,7 +6,7 @@ import polars as pl
 import pyarrow as pa
 
 from assets.lake import _check
-from assets.metadata import (KEYS, RunChanges, bar_chart_png, degree_chart_png, degrees, key_change, png_markdown,
+from assets.metadata import (KEYS, RunChanges, write_keys, bar_chart_png, degree_chart_png, degrees, key_change, png_markdown,
                              row_keys, table_metadata, tier_flow_png)
 from assets.resources import LakeResource
 from assets.sensors import LAKE_JOB
@@ -58,7 +58,7 @@ def run_changes(lake: Lake, nodes: pa.Table, edges: pa.Table, messages: int, for
                          nodes=key_change(previous, current, "n"), edges=key_change(previous, current, "e"),
                          forget_requests=forget_requests,
                          messages_forgotten=sum(m.get("forgotten") or 0 for m, _ in manifests))
-    write_table(current, keys_path, KEYS)
+    write_keys(current, keys_path)
     return changes
 
 

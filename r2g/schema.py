@@ -78,9 +78,12 @@ EDGES = pa.schema([
     ("provenance", pa.string()),
 ])
 
-# The node columns consolidation recomputes every run as of its date (jobs.tiers): the consolidated graph keeps them
-# in a narrow table of their own (r2g.lake_graph), so a run whose only change is the date rewrites just that table.
-STATE_COLUMNS = ("tier", "category", "status", "weight", "activation", "feedback", "pinned")
+# The node columns consolidation sets (R2G leaves them null): tiers and decay as of the run's date (jobs.tiers), fact
+# versions (jobs.versions) and PII flags (jobs.pii). The consolidated graph keeps them in a narrow table of their own
+# (r2g.lake_graph), so a node whose only change is one of these is no overlay row, and a run whose only change is the
+# date rewrites just that table.
+STATE_COLUMNS = ("tier", "category", "status", "weight", "activation", "feedback", "pinned", "valid_since",
+                 "valid_until", "pii")
 NODE_STATE = pa.schema([NODES.field("tenant"), NODES.field("id"), *[NODES.field(c) for c in STATE_COLUMNS]])
 
 # Full-text documents, computed once per partition where the rows are made (jieba segmentation is the cost), and
