@@ -53,6 +53,8 @@ def _parser() -> argparse.ArgumentParser:
 
     m = sub.add_parser("materialize", help="ingest $MEMCTL_DATA/inbox through the Dagster assets (only what changed)")
     m.add_argument("--quiet", action="store_true", help="no progress bar")
+    m.add_argument("--full", action="store_true",
+                   help="recompute every lake-wide step from the partitions and compact the indexes (also $MEMCTL_FULL=1)")
     m.set_defaults(func=cmd_materialize)
 
     r = sub.add_parser("recall", help="what do we know about QUERY, with citations")
@@ -136,7 +138,7 @@ def cmd_materialize(args: argparse.Namespace, lake: Lake) -> int:
         ExecutorConfig.from_env()
     except ValueError as e:
         raise UserError(str(e)) from None
-    summary = materialize(lake, progress=not args.quiet)
+    summary = materialize(lake, progress=not args.quiet, full=args.full)
     print(f"inbox files: {summary.files}  ingested now: {len(summary.ran)}  "
           + (f"re-derived (code changed): {len(summary.rederived)}  " if summary.rederived else "")
           + f"lake rebuilt: {'yes' if summary.lake_rebuilt else 'no (up to date)'}")
@@ -274,7 +276,7 @@ def cmd_forget(args: argparse.Namespace, lake: Lake) -> int:
         print(f"already requested: {request.id} (re-applying)")
     else:
         save_request(lake, request)
-    summary = materialize(lake, progress=not args.quiet)
+    summary = materialize(lake, progress=not args.quiet, full=args.full)
     if not summary.ok:
         for key, msg in summary.failed.items():
             print(f"memctl: file {key!r} failed: {msg}", file=sys.stderr)

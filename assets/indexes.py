@@ -23,12 +23,13 @@ def indexes(lake: LakeResource):
     """Rebuild both recall indexes into temp files and swap them in, so readers see old or new, never half."""
     lk = lake.get()
     fingerprint = lake_fingerprint(lk)  # the partition set the tables were just merged from
-    stats = build_indexes(lk, SQL_TABLES)
+    stats = build_indexes(lk, SQL_TABLES, full=lake.full_rebuild)
     write_lake_state(lk, fingerprint)
     graphs = stats["graphs"]
     yield dg.MaterializeResult(asset_key="memory_duckdb", metadata={
         "tables": dg.MetadataValue.json(stats["tables"]), "tenants": stats["tenants"],
-        "node_docs": stats["node_docs"], "raw_docs": stats["raw_docs"], "seconds": stats["seconds"]})
+        "node_docs": stats["node_docs"], "raw_docs": stats["raw_docs"], "seconds": stats["seconds"],
+        "rebuilt": stats["rebuilt"]})
     yield dg.MaterializeResult(asset_key="graph_index", metadata={
         "graphs": dg.MetadataValue.json(graphs), "tenants": len(graphs),
         "vertices": sum(g["vertices"] for g in graphs.values()), "edges": sum(g["edges"] for g in graphs.values())})

@@ -1,5 +1,6 @@
 """The lake resource: where $MEMCTL_DATA lives, resolved at run time."""
 
+import os
 from datetime import datetime
 
 import dagster as dg
@@ -12,6 +13,12 @@ class LakeResource(dg.ConfigurableResource):
 
     data_root: str = ""
     as_of: str = ""   # consolidation date (ISO); empty: $MEMCTL_AS_OF, else the newest message time
+    full: bool = False   # recompute every lake-wide step from the partitions (no reuse), as $MEMCTL_FULL=1 does
+
+    @property
+    def full_rebuild(self) -> bool:
+        """Recompute everything lake-wide: this config, or $MEMCTL_FULL=1 (`memctl materialize --full`)."""
+        return self.full or os.environ.get("MEMCTL_FULL", "").strip().lower() in ("1", "true", "yes")
 
     def as_of_datetime(self) -> datetime | None:
         return datetime.fromisoformat(self.as_of) if self.as_of.strip() else None

@@ -115,10 +115,14 @@ def prepare_dagster_home(lake: Lake) -> Path:
     return home
 
 
-def materialize(lake: Lake, progress: bool = True, executor: ExecutorConfig | None = None) -> MaterializeSummary:
+def materialize(lake: Lake, progress: bool = True, executor: ExecutorConfig | None = None,
+                full: bool = False) -> MaterializeSummary:
     """Run the per-file assets for every stale inbox file, then the lake-wide assets if anything changed.
 
     `executor`: where the runs execute (default: ExecutorConfig.from_env()); the tables are the same bytes either way.
+    `full` (or $MEMCTL_FULL=1): run the lake-wide assets even when nothing changed, recomputing every step from the
+    partitions instead of reusing the last build's results where their inputs are unchanged, and compacting the
+    indexes — the same tables an incremental build gives (tests/test_incremental.py), from scratch.
     """
     import dagster as dg
     from tqdm import tqdm
@@ -130,6 +134,7 @@ def materialize(lake: Lake, progress: bool = True, executor: ExecutorConfig | No
     from recall.index import ensure_index
 
     executor = executor or ExecutorConfig.from_env()
+    full = full or os.environ.get("MEMCTL_FULL", "").strip().lower() in ("1", "true", "yes")
     prepare_dagster_home(lake)
     files = scan_inbox(lake.inbox)  # hashes every file once; the rest works from this
     summary = MaterializeSummary(files=len(files), executor=executor.kind)
@@ -146,7 +151,7 @@ def materialize(lake: Lake, progress: bool = True, executor: ExecutorConfig | No
                          ("file_annotations", "file_graph") if outdated[k] == "annotations" else ("file_graph",),
                          size=files[k].size)
                  for k in sorted(outdated)]
-        if not runs:
+        if not runs and not full:
             state = read_lake_state(lake)
             if state is not None and state == lake_fingerprint(lake):   # the tables are current
                 if index_is_current(lake, state):
@@ -162,8 +167,8 @@ def materialize(lake: Lake, progress: bool = True, executor: ExecutorConfig | No
                     summary.failed[outcome.key] = outcome.message
             summary.ran = [r.key for r in runs if r.stages is None and r.key not in summary.failed]
             summary.rederived = [r.key for r in runs if r.stages is not None and r.key not in summary.failed]
-            if summary.ran or summary.rederived or not lake_is_current(lake):
-                summary.lake_failed = engine.lake()
+            if summary.ran or summary.rederived or full or not lake_is_current(lake):
+                summary.lake_failed = engine.lake(full)
                 summary.lake_rebuilt = summary.lake_failed is None
     return summary
 
@@ -196,7 +201,7 @@ class _InProcess:
         for run in runs:
             yield run_file(self.instance, self.lake_root, run)
 
-    def lake(self) -> str | None:
+    def lake(self, full: bool = False) -> str | None:
         import dagster as dg
 
         from assets.definitions import FILE_ASSETS, LAKE_ASSETS
@@ -204,7 +209,8 @@ class _InProcess:
 
         result = dg.materialize([*FILE_ASSETS, *LAKE_ASSETS],
                                 selection=dg.AssetSelection.groups("lake", "consolidation", "indexes"),
-                                instance=self.instance, resources={"lake": LakeResource(data_root=self.lake_root)},
+                                instance=self.instance,
+                                resources={"lake": LakeResource(data_root=self.lake_root, full=full)},
                                 run_config=QUIET, raise_on_error=False)
         return None if result.success else _failure_message(result)
 
@@ -276,13 +282,13 @@ class _OnDask:
             except Exception as e:   # the worker died or the task could not run: that file failed, the rest go on
                 yield FileOutcome(run.key, False, f"dask task failed: {type(e).__name__}: {e}", "", 0.0, 0.0)
 
-    def lake(self) -> str | None:
+    def lake(self, full: bool = False) -> str | None:
         import dagster as dg
 
         from assets.sensors import LAKE_JOB
 
         run_config = {**QUIET, "execution": {"config": {"cluster": {"existing": {"address": self.address}}}},
-                      "resources": {"lake": {"config": {"data_root": self.lake_root}}}}
+                      "resources": {"lake": {"config": {"data_root": self.lake_root, "full": full}}}}
         job = dg.build_reconstructable_job("assets.run", "dask_job", reconstructable_args=(LAKE_JOB,))
         result = dg.execute_job(job, self.instance, run_config=run_config)
         return None if result.success else _failure_message(result)
@@ -309,8 +315,8 @@ class _Auto:
         with _engine(replace(self.config, kind="dask", workers=workers), self.lake_, self.local.instance) as dask:
             yield from dask.files(runs)
 
-    def lake(self) -> str | None:
-        return self.local.lake()
+    def lake(self, full: bool = False) -> str | None:
+        return self.local.lake(full)
 
 
 @contextmanager

@@ -243,10 +243,20 @@ def union_sql(paths: Sequence[Any], schema: pa.Schema) -> str:
     return f"SELECT {cols} FROM read_parquet({_sql_list(paths)}, union_by_name = true)"
 
 
-def graph_sql(lake: Lake) -> dict[str, str]:
-    """{view name: SELECT} for r2g_nodes, r2g_edges, nodes and edges, reading the lake's files as they are now."""
+def parts_sql(lake: Lake, name: str, schema: pa.Schema, glob: bool = False) -> str:
+    """SELECT of the union of the partitions' `name` files: the files there are now, or with `glob` a pattern
+    that also takes in files added later (a view that never needs rebuilding for a new inbox file)."""
+    paths = part_paths(lake, name)
+    if glob and paths and not is_remote(lake.parts):
+        cols = ", ".join(f'"{c}"' for c in schema.names)
+        return f"SELECT {cols} FROM read_parquet({_sql_path(lake.parts / '*' / f'{name}.parquet')}, union_by_name = true)"
+    return union_sql(paths, schema)
+
+
+def graph_sql(lake: Lake, glob: bool = False) -> dict[str, str]:
+    """{view name: SELECT} for r2g_nodes, r2g_edges, nodes and edges over the lake's files (see parts_sql)."""
     out: dict[str, str] = {}
-    bases = {"nodes": union_sql(part_paths(lake, "nodes"), NODES), "edges": union_sql(part_paths(lake, "edges"), EDGES)}
+    bases = {"nodes": parts_sql(lake, "nodes", NODES, glob), "edges": parts_sql(lake, "edges", EDGES, glob)}
     for layer in LAYERS:
         folder = layer_dir(lake, layer)
         for name, schema in (("nodes", NODES), ("edges", EDGES)):
@@ -262,15 +272,15 @@ def graph_sql(lake: Lake) -> dict[str, str]:
     return out
 
 
-def lake_views(lake: Lake) -> dict[str, str]:
-    """{table name: SELECT} for every lake table (UNION_TABLES, GRAPH_TABLES, FILE_TABLES) over the files as they
-    are now: what the DuckDB file's views, and `memctl sql --parquet`, read."""
-    views = {name: union_sql(part_paths(lake, name), schema) for name, schema in UNION_TABLES.items()}
+def lake_views(lake: Lake, glob: bool = False) -> dict[str, str]:
+    """{table name: SELECT} for every lake table (UNION_TABLES, GRAPH_TABLES, FILE_TABLES): what the DuckDB file's
+    views, and `memctl sql --parquet`, read (`glob`: see parts_sql)."""
+    views = {name: parts_sql(lake, name, schema, glob) for name, schema in UNION_TABLES.items()}
     # a RawChunk stored by two identical inbox files is one blob: one row (the first file's)
     cols = ", ".join(f'"{c}"' for c in RAW_CHUNKS.names)
     views["raw_chunks"] = (f"SELECT {cols} FROM ({views['raw_chunks']}) QUALIFY row_number() OVER "
                            "(PARTITION BY tenant, id ORDER BY source_file, seq) = 1")
-    views.update(graph_sql(lake))
+    views.update(graph_sql(lake, glob))
     for name, schema in FILE_TABLES.items():
         path = lake.table(name)
         views[name] = union_sql([path], schema) if _exists(path) else _empty_select(schema)

@@ -7,6 +7,8 @@ file keeps reading it.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import tempfile
 import time
@@ -21,10 +23,11 @@ from r2g.schema import (AUDIT, COLD_EDGES, COMMUNITIES, EDGES, FEEDBACK, NODES, 
                         PROMOTIONS, REVIEW_QUEUE)
 from r2g.lake_graph import lake_docs, lake_views, read_graph, read_lake_table
 from r2g.tokens import node_doc  # noqa: F401  (re-exported: the document of a node)
-from raw_store.lake import Lake, fsync_dir, index_is_current, read_lake_state, write_index_state
-from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS, TOMBSTONES
+from raw_store.lake import (Lake, fsync_dir, index_is_current, read_lake_state, write_bytes_atomic,
+                            write_index_state, write_table)
+from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS, TOMBSTONES, TS
 from recall import vectors
-from recall.store import connect, graph_path, node_docs_table, raw_docs_table, tenant_slug
+from recall.store import _sql_str, connect, graph_path, node_docs_table, raw_docs_table, tenant_slug
 
 # Lake tables the DuckDB file has a view of (recall reads these).
 TABLES: dict[str, pa.Schema] = {
@@ -46,11 +49,19 @@ SQL_TABLES: dict[str, pa.Schema] = {
 # letter or digit in any script is dropped here.
 FTS_IGNORE = r"(\.|[^\p{L}\p{N}])+"
 
+# The DuckDB file is rebuilt (its full-text indexes refreshed) when the nodes it indexed and the lake's nodes differ by
+# more than this share, at a full build (`memctl materialize --full`, the daily schedule), or when its views change;
+# else it is left as it is: its views read the lake's files as they are, and recall keeps its own index.
+FTS_STALE_SHARE = 0.2
+
+TENANTS = pa.schema([("tenant", pa.string()), ("slug", pa.string()), ("n_nodes", pa.int64()),
+                     ("n_chunks", pa.int64()), ("newest", TS)])
+
 # Nodes in these states are out of recall (forgetting removes rows; this guards stale ones).
 INACTIVE_STATUS = ("forgotten", "deleted")
 
 
-def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = None) -> dict:
+def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = None, full: bool = False) -> dict:
     """Rebuild lake.duckdb_path and lake.graph_dir/<slug>.pkl from the lake's tables.
 
     The DuckDB file holds a view per lake table over the Parquet files where they lie (r2g.lake_graph.lake_views;
@@ -71,7 +82,7 @@ def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = Non
     tenants = _tenants(lake, nodes)
     graphs = _write_graphs(lake, nodes, edges, tenants)
     vectors = _write_vectors(lake, nodes, tenants)
-    stats = _write_duckdb(lake, names, nodes, tenants, newest)
+    stats = _write_duckdb(lake, names, nodes, tenants, newest, full)
     stats["graphs"] = graphs
     if vectors:
         stats["vectors"] = vectors
@@ -104,16 +115,41 @@ def _active(status: pl.Expr) -> pl.Expr:
     return status.is_null() | ~status.is_in(INACTIVE_STATUS)
 
 
-def _write_duckdb(lake: Lake, names: list[str], nodes: pl.DataFrame, tenants: list[str], newest: dict) -> dict:
+def _write_duckdb(lake: Lake, names: list[str], nodes: pl.DataFrame, tenants: list[str], newest: dict,
+                  full: bool) -> dict:
+    """The tenants table, then — when due — the DuckDB file (views + full-text indexes), built in memory and copied
+    into a temp file that is swapped in."""
+    docs = nodes.group_by("tenant").len()
+    counts = dict(docs.iter_rows())
+    chunks = pl.from_arrow(read_lake_table(lake, "raw_chunks", ["tenant", "id", "text", "mime"]))
+    chunks = chunks.filter(pl.col("mime").is_null() | pl.col("mime").str.starts_with("text/plain"))
+    chunk_counts = dict(chunks.group_by("tenant").len().iter_rows())
+    table = pa.table({"tenant": tenants, "slug": [tenant_slug(t) for t in tenants],
+                      "n_nodes": [counts.get(t, 0) for t in tenants], "n_chunks": [chunk_counts.get(t, 0) for t in tenants],
+                      "newest": [newest.get(t) for t in tenants]}, schema=TENANTS)
+    write_table(table, _tenants_path(lake), TENANTS)
+    views = lake_views(lake, glob=not lake.remote)
+    signature = hashlib.sha256(json.dumps({n: views[n] for n in names}, sort_keys=True).encode()).hexdigest()
+    previous = _read_json(_fts_state_path(lake))
+    fts = previous.get("docs", {})
+    stale = sum(abs(counts.get(t, 0) - fts.get(t, 0)) for t in set(counts) | set(fts))
+    due = (full or lake.remote or not lake.duckdb_path.exists() or previous.get("signature") != signature
+           or set(fts) != set(tenants) or stale > FTS_STALE_SHARE * max(1, sum(counts.values())))
+    stats = {"tables": {}, "tenants": len(tenants), "node_docs": previous.get("node_docs", 0),
+             "raw_docs": previous.get("raw_docs", 0), "rebuilt": due}
+    if not due:
+        return stats
     fd, tmp_name = tempfile.mkstemp(prefix=".memory.", suffix=".duckdb.tmp", dir=lake.index_dir)
     os.close(fd)
     tmp = Path(tmp_name)
     tmp.unlink()  # DuckDB refuses to open an empty file as a database
     try:
-        con = connect(tmp, read_only=False)
+        con = connect(None, read_only=False)
         try:
-            stats = _fill(con, lake, names, nodes, tenants, newest)
-            con.execute("CHECKPOINT")
+            stats.update(_fill(con, lake, names, views, nodes, chunks, tenants))
+            con.execute(f"ATTACH '{_sql_str(str(tmp))}' AS dst")
+            con.execute("COPY FROM DATABASE memory TO dst")
+            con.execute("DETACH dst")
         finally:
             con.close()
         with open(tmp, "rb") as f:
@@ -123,51 +159,59 @@ def _write_duckdb(lake: Lake, names: list[str], nodes: pl.DataFrame, tenants: li
     finally:
         for leftover in (tmp, Path(str(tmp) + ".wal")):
             leftover.unlink(missing_ok=True)
+    write_bytes_atomic(_fts_state_path(lake), json.dumps(
+        {"signature": signature, "docs": counts, "node_docs": stats["node_docs"], "raw_docs": stats["raw_docs"]},
+        sort_keys=True).encode())
     return stats
 
 
-def _fill(con, lake: Lake, names: list[str], nodes: pl.DataFrame, tenants: list[str], newest: dict) -> dict:
-    views = lake_views(lake)
-    if lake.remote:   # DuckDB cannot read the bucket on its own: this machine's index holds copies
+def _fill(con, lake: Lake, names: list[str], views: dict[str, str], nodes: pl.DataFrame, chunks: pl.DataFrame,
+          tenants: list[str]) -> dict:
+    """Views of the lake tables (copies on object storage, which DuckDB cannot reach by itself), the tenants view,
+    and per tenant the BM25 indexes over node and raw-passage documents."""
+    if lake.remote:
         con.register_filesystem(lake.root.fs)
     kind = "TABLE" if lake.remote else "VIEW"
     counts = {}
     for name in names:
         con.execute(f"CREATE {kind} {name} AS {views[name]}")
         counts[name] = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
+    con.execute(f"CREATE {kind} tenants AS SELECT * FROM read_parquet('{_sql_str(str(_tenants_path(lake)))}')")
 
     docs = lake_docs(lake, nodes.select("tenant", "id", "title", "text", "keywords"), "node")
     docs = nodes.select("tenant", "id", "type").join(docs.select("tenant", "id", "doc"), on=["tenant", "id"])
-    con.register("_src", docs.to_arrow())
-    con.execute("CREATE TABLE node_docs AS SELECT * FROM _src")
-    con.unregister("_src")
-
-    chunks = pl.from_arrow(read_lake_table(lake, "raw_chunks", ["tenant", "id", "text", "mime"]))
-    chunks = chunks.filter(pl.col("mime").is_null() | pl.col("mime").str.starts_with("text/plain"))
     raw = lake_docs(lake, chunks.select("tenant", "id", "text"), "raw").select("tenant", "id", "doc")
-    con.register("_src", raw.to_arrow())
-    con.execute("CREATE TABLE raw_docs AS SELECT * FROM _src")
-    con.unregister("_src")
-
-    con.execute("CREATE TABLE tenants(tenant VARCHAR PRIMARY KEY, slug VARCHAR, n_nodes BIGINT, "
-                "n_chunks BIGINT, newest TIMESTAMP)")
     for tenant in tenants:
         slug = tenant_slug(tenant)
-        n_nodes = _per_tenant_fts(con, "node_docs", node_docs_table(slug), tenant, "tenant, id, type, doc")
-        n_chunks = _per_tenant_fts(con, "raw_docs", raw_docs_table(slug), tenant, "tenant, id, doc")
-        con.execute("INSERT INTO tenants VALUES (?, ?, ?, ?, ?)", [tenant, slug, n_nodes, n_chunks,
-                                                                  newest.get(tenant)])
-    return {"tables": counts, "tenants": len(tenants), "node_docs": docs.height, "raw_docs": raw.height}
+        _per_tenant_fts(con, docs.filter(pl.col("tenant") == tenant).sort("id"), node_docs_table(slug))
+        _per_tenant_fts(con, raw.filter(pl.col("tenant") == tenant).sort("id"), raw_docs_table(slug))
+    return {"tables": counts, "node_docs": docs.height, "raw_docs": raw.height}
 
 
-def _per_tenant_fts(con, source: str, table: str, tenant: str, columns: str) -> int:
-    """Copy one tenant's docs into `table` and index it; BM25 statistics (IDF, avgdl) stay per tenant."""
-    con.execute(f"CREATE TABLE {table} AS SELECT {columns} FROM {source} WHERE tenant = ? ORDER BY id", [tenant])
-    n = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-    if n:
+def _tenants_path(lake: Lake) -> Path:
+    return lake.index_dir / "tenants.parquet"
+
+
+def _fts_state_path(lake: Lake) -> Path:
+    return lake.index_dir / "_fts.json"
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text("utf-8"))
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def _per_tenant_fts(con, docs: pl.DataFrame, table: str) -> int:
+    """Index one tenant's documents in `table` (BM25 statistics — IDF, avgdl — stay per tenant)."""
+    con.register("_src", docs.to_arrow())
+    con.execute(f"CREATE TABLE {table} AS SELECT * FROM _src")
+    con.unregister("_src")
+    if docs.height:
         con.execute(f"PRAGMA create_fts_index('{table}', 'id', 'doc', stemmer='porter', stopwords='english', "
                     f"ignore='{FTS_IGNORE}', overwrite=1)")
-    return n
+    return docs.height
 
 
 def _write_vectors(lake: Lake, nodes: pl.DataFrame, tenants: list[str]) -> dict:

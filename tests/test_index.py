@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import duckdb
 import igraph
+import pyarrow as pa
 import pytest
+
+from r2g.schema import NODES
 
 from raw_store.lake import Lake
 from recall.index import build_indexes
@@ -28,7 +31,7 @@ def _two_tenant_lake(root, extra_word: str = "") -> Lake:
 
 def test_build_views_the_lake_tables_and_counts(tmp_path):
     lake = _two_tenant_lake(tmp_path)
-    stats = build_indexes(lake)
+    stats = build_indexes(lake, full=True)
     assert stats["tables"]["nodes"] == 4 and stats["tables"]["edges"] == 3
     assert stats["tables"]["rejects"] == 0          # missing Parquet → empty table with the schema
     assert stats["tenants"] == 2 and stats["seconds"] >= 0
@@ -36,10 +39,10 @@ def test_build_views_the_lake_tables_and_counts(tmp_path):
     try:
         kinds = dict(con.execute("SELECT table_name, table_type FROM information_schema.tables "
                                  "WHERE table_schema = 'main'").fetchall())
-        for name in ("nodes", "edges", "raw_chunks", "messages", "rejects"):
+        for name in ("nodes", "edges", "raw_chunks", "messages", "rejects", "tenants"):
             assert kinds[name] == "VIEW"           # over the lake's Parquet files: no copy
-        for name in ("tenants", "node_docs", "raw_docs"):
-            assert kinds[name] == "BASE TABLE"
+        for name in (node_docs_table(tenant_slug("alice")), raw_docs_table(tenant_slug("alice"))):
+            assert kinds[name] == "BASE TABLE"     # the documents of the full-text index (fts_main_…)
         assert con.execute("SELECT count(*) FROM rejects").fetchone()[0] == 0
         assert sorted(con.execute("SELECT tenant, slug FROM tenants").fetchall()) == [
             ("alice", tenant_slug("alice")), ("bob", tenant_slug("bob"))]
@@ -130,3 +133,21 @@ def test_fts_ignore_pattern_keeps_letters_and_digits_of_every_script():
         hits = con.execute("SELECT id FROM (SELECT id, fts_main_d.match_bm25(id, ?) AS s FROM d) WHERE s IS NOT NULL",
                            [query]).fetchall()
         assert hits == [(expected,)], query
+
+
+def test_the_duckdb_file_is_kept_while_its_views_see_the_lake(tmp_path):
+    lake = _two_tenant_lake(tmp_path)
+    before = lake.duckdb_path.stat().st_ino
+    b = LakeBuilder(tmp_path)   # another partition with one more node: the views see it without a rebuild
+    ra = b.conversation("alice", "c2", [("m1", "Alice", "we sailed to Corsica")])
+    b.node("alice", "ep7", "Episode", "sailing Corsica", "we sailed to Corsica", ("sailing",), (ra["m1"],))
+    from raw_store.tables import write_import
+    write_import(lake, {"nodes": (pa.Table.from_pylist(b.nodes, schema=NODES), NODES)}, key="more")
+    assert build_indexes(lake)["rebuilt"] is False and lake.duckdb_path.stat().st_ino == before
+    con = connect(lake.duckdb_path, read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM nodes WHERE tenant = 'alice'").fetchone()[0] == 4
+        assert con.execute("SELECT n_nodes FROM tenants WHERE tenant = 'alice'").fetchone()[0] == 4
+    finally:
+        con.close()
+    assert build_indexes(lake, full=True)["rebuilt"] is True and lake.duckdb_path.stat().st_ino != before
