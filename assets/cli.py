@@ -46,52 +46,71 @@ def main(argv: list[str] | None = None) -> int:
         return 141
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="memctl", description="Chat logs → memory graph → cited recall.")
-    p.add_argument("--data", help="data directory (default: $MEMCTL_DATA or ./data)")
-    sub = p.add_subparsers(dest="command", required=True)
+class _HelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends in its default, when it has one worth saying (not None/False/"")."""
 
-    m = sub.add_parser("materialize", help="ingest $MEMCTL_DATA/inbox through the Dagster assets (only what changed)")
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (action.option_strings and "%(default)" not in text
+                and action.default not in (None, False, "", argparse.SUPPRESS)):
+            text += " (default: %(default)s)"
+        return text
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="memctl", description="Chat logs → memory graph → cited recall.",
+                                formatter_class=_HelpFormatter)
+    p.add_argument("--data", metavar="DIR", help="data directory (default: $MEMCTL_DATA, else ./data)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=text, description=text, formatter_class=_HelpFormatter)
+
+    tenant_help = "the tenant{}: the first folder under inbox/ (required{}; `memctl stats` lists them)"
+
+    m = command("materialize", "ingest $MEMCTL_DATA/inbox through the Dagster assets (only what changed)")
     m.add_argument("--quiet", action="store_true", help="no progress bar")
     m.set_defaults(func=cmd_materialize)
 
-    r = sub.add_parser("recall", help="what do we know about QUERY, with citations")
-    r.add_argument("query")
-    r.add_argument("--tenant", required=True)
-    r.add_argument("--k", type=int, default=10)
+    r = command("recall", "what do we know about QUERY, with citations")
+    r.add_argument("query", help="a question or keywords, in any language the lake holds")
+    r.add_argument("--tenant", required=True, help=tenant_help.format("", ""))
+    r.add_argument("--k", type=int, default=10, metavar="N", help="number of results")
     r.add_argument("--depth", type=int, default=1, help="graph expansion depth (0–2)")
     r.add_argument("--json", action="store_true", help="print the results as JSON")
-    r.add_argument("--trace", action="store_true", help="print every recall stage with its timing")
-    r.add_argument("--types", nargs="+", metavar="TYPE", help="only these node types (Episode Fact Entity … RawChunk)")
+    r.add_argument("--trace", action="store_true", help="print every recall stage with its timing (to stderr)")
+    r.add_argument("--types", nargs="+", metavar="TYPE",
+                   help="only these node types (Episode Fact Entity Preference Task Concept RawChunk; default: all)")
     r.add_argument("--since", metavar="DATE", help="only memories of this date/time or later (ISO-8601)")
     r.add_argument("--until", metavar="DATE", help="only memories up to this date (a bare date: its whole day)")
     r.add_argument("--as-of", metavar="DATE", help="only what was known then")
-    r.add_argument("--budget-tokens", type=int, metavar="N", help="fit results and citations into N tokens")
+    r.add_argument("--budget-tokens", type=int, metavar="N",
+                   help="fit results and citations into N tokens (default: no budget)")
     r.add_argument("--vectors", action="store_true",
                    help="also search the vector index (stage B; indexes built with $MEMCTL_VECTORS set)")
     r.add_argument("--no-log", action="store_true",
                    help="do not record the hits (they feed the memories' access feedback at the next consolidation)")
     r.set_defaults(func=cmd_recall)
 
-    t = sub.add_parser("tools", help="print the search_memories tool definition, or run one call of it")
+    t = command("tools", "print the search_memories tool definition, or run one call of it")
     t.add_argument("arguments", nargs="?", help="a call's JSON arguments, e.g. '{\"query\": \"puppy\"}'")
-    t.add_argument("--tenant", help="the tenant a call searches (required with arguments)")
+    t.add_argument("--tenant", help=tenant_help.format(" a call searches", " with arguments"))
     t.set_defaults(func=cmd_tools)
 
-    s = sub.add_parser("sql", help="run SQL on lake/memory.duckdb (read-only)")
-    s.add_argument("query")
+    s = command("sql", "run SQL on lake/memory.duckdb (read-only)")
+    s.add_argument("query", help="one SQL statement (DuckDB dialect)")
     s.add_argument("--tenant", help="see only this tenant's rows (a sandbox that cannot reach other tenants)")
     s.add_argument("--parquet", action="store_true",
                    help="query the lake's Parquet tables where they lie (local or object storage), not the index")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="print the rows as JSON")
     s.set_defaults(func=cmd_sql)
 
-    st = sub.add_parser("stats", help="row counts per table and tenant, rejects by reason")
-    st.add_argument("--json", action="store_true")
+    st = command("stats", "the tenants, row counts per table and tenant, rejects by reason")
+    st.add_argument("--json", action="store_true", help="print the counts as JSON")
     st.set_defaults(func=cmd_stats)
 
-    f = sub.add_parser("forget", help="forget a node, conversation, speaker, topic, time window or a whole tenant")
-    f.add_argument("--tenant", required=True)
+    f = command("forget", "forget a node, conversation, speaker, topic, time window or a whole tenant")
+    f.add_argument("--tenant", required=True, help=tenant_help.format("", ""))
     which = f.add_mutually_exclusive_group(required=True)
     which.add_argument("--node", metavar="ID", help="one node (an Episode takes its turn with it)")
     which.add_argument("--conv", metavar="ID", help="every message of a conversation")
@@ -104,17 +123,17 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--quiet", action="store_true", help="no progress bar")
     f.set_defaults(func=cmd_forget)
 
-    v = sub.add_parser("verify", help="re-hash the raw store; quarantine corrupt blobs (never served again)")
-    v.add_argument("--tenant", help="only this tenant's blobs")
-    v.add_argument("--sample", type=int, metavar="N", help="check a random sample of N blobs instead of all")
+    v = command("verify", "re-hash the raw store; quarantine corrupt blobs (never served again)")
+    v.add_argument("--tenant", help="only this tenant's blobs (default: every tenant)")
+    v.add_argument("--sample", type=int, metavar="N", help="check a random sample of N blobs (default: all)")
     v.add_argument("--seed", type=int, default=0, help="seed of the sample")
     v.add_argument("--dry-run", action="store_true", help="report only: move nothing")
-    v.add_argument("--json", action="store_true")
+    v.add_argument("--json", action="store_true", help="print the report as JSON")
     v.set_defaults(func=cmd_verify)
 
-    u = sub.add_parser("ui", help="open the Dagster lineage UI on this lake")
-    u.add_argument("--port", type=int, default=3000)
-    u.add_argument("--host", default="127.0.0.1")
+    u = command("ui", "open the Dagster lineage UI on this lake")
+    u.add_argument("--port", type=int, default=3000, help="port of the web UI")
+    u.add_argument("--host", default="127.0.0.1", help="address the web UI listens on")
     u.set_defaults(func=cmd_ui)
     return p
 
@@ -180,8 +199,10 @@ def cmd_recall(args: argparse.Namespace, lake: Lake) -> int:
         print(json.dumps([r.to_json() for r in results], ensure_ascii=False, indent=2))
         return 0
     if not results:
-        if args.tenant not in _known_tenants(lake):
-            raise UserError(f"unknown tenant {args.tenant!r} (`memctl stats` lists the tenants)")
+        known = _known_tenants(lake)
+        if args.tenant not in known:
+            raise UserError(f"unknown tenant {args.tenant!r} (known: {', '.join(sorted(known)) or 'none'}; "
+                            "`memctl stats` lists the tenants with their counts)")
         print("no memories found")
     for i, r in enumerate(results, 1):
         print(f"{i:>2}. [{r.type}] {r.title}  (score {r.score:.3f})")
@@ -300,16 +321,20 @@ def cmd_verify(args: argparse.Namespace, lake: Lake) -> int:
         raise UserError(f"no raw store at {lake.raw} (run `memctl materialize` first)")
     out = verify_store(lake, args.tenant, sample=args.sample, seed=args.seed, quarantine=not args.dry_run)
     r = out.report
+    partial = r.partial + out.leftovers
     if args.json:
-        print(json.dumps({"total": r.total, "checked": r.checked, "corrupt": r.corrupt,
-                          "partial": r.partial + out.leftovers,
-                          "quarantined": r.quarantined, "reingest": out.invalidated}, ensure_ascii=False, indent=2))
+        # what this run did, not what it would have done: lists of paths, empty when nothing moved
+        print(json.dumps({"total": r.total, "checked": r.checked, "corrupt": r.corrupt, "partial": partial,
+                          "dry_run": args.dry_run,
+                          "quarantined": [p["path"] for p in r.corrupt] if r.quarantined else [],
+                          "removed": partial if r.quarantined else [],
+                          "reingest": out.invalidated}, ensure_ascii=False, indent=2))
     else:
         print(f"raw store: {out.summary}")
         for p in r.corrupt:
             where = "quarantined" if r.quarantined else "left in place (--dry-run)"
             print(f"  corrupt  {p['path']}  ({p['problem']}; {where})")
-        for rel in r.partial + out.leftovers:
+        for rel in partial:
             print(f"  partial  {rel}  ({'removed' if r.quarantined else 'left in place'})")
         if out.invalidated:
             print("  `memctl materialize` re-ingests: " + ", ".join(out.invalidated))
@@ -351,9 +376,10 @@ def _known_tenants(lake: Lake) -> set[str]:
 
 
 def _stats(lake: Lake) -> dict:
+    """{"data", "tenants": {tenant: {table: rows}}, "tables": {table: {"rows", "by_tenant", …}}}."""
     from raw_store.lake import read_parquet, value_counts
 
-    out: dict = {"data": str(lake.root), "tables": {}}
+    out: dict = {"data": str(lake.root), "tenants": {}, "tables": {}}
     for name in ("raw_chunks", "messages", "nodes", "edges", "rejects"):
         try:
             t = read_parquet(lake.table(name))
@@ -366,6 +392,9 @@ def _stats(lake: Lake) -> dict:
         if name == "rejects":
             entry["by_reason"] = value_counts(t, "reason")
         out["tables"][name] = entry
+    tenants = sorted({k for entry in out["tables"].values() for k in entry["by_tenant"]})
+    out["tenants"] = {k: {name: entry["by_tenant"].get(k, 0) for name, entry in out["tables"].items()}
+                      for k in tenants}
     return out
 
 
@@ -374,10 +403,20 @@ def _print_counts(lake: Lake, stats: dict | None = None) -> None:
     if not stats["tables"]:
         print(f"lake at {lake.lake} is empty (run `memctl materialize`)")
         return
+    print(f"tenants ({len(stats['tenants'])}): " + ", ".join(
+        f"{k} ({c.get('messages', 0)} messages, {c.get('nodes', 0)} nodes"
+        + (f", {c['rejects']} rejects" if c.get("rejects") else "") + ")"
+        for k, c in stats["tenants"].items()))
     for name, entry in stats["tables"].items():
         extra = entry.get("by_type") or entry.get("by_reason") or {}
-        detail = ", ".join(f"{k}={v}" for k, v in list(extra.items())[:8])
-        print(f"{name:<11}{entry['rows']:>8} rows  tenants={len(entry['by_tenant'])}" + (f"  [{detail}]" if detail else ""))
+        detail = _some(extra)
+        print(f"{name:<11}{entry['rows']:>8} rows  " + _some(entry["by_tenant"]) + (f"  [{detail}]" if detail else ""))
+
+
+def _some(counts: dict[str, int], n: int = 8) -> str:
+    """"a=3, b=1" of the first n entries, then how many more."""
+    text = ", ".join(f"{k}={v}" for k, v in list(counts.items())[:n])
+    return text + (f", … {len(counts) - n} more" if len(counts) > n else "")
 
 
 def _print_rows(cols: list[str], rows: list[tuple]) -> None:
