@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -356,13 +355,39 @@ def cmd_ui(args: argparse.Namespace, lake: Lake) -> int:
     prepare_dagster_home(lake)
     os.environ["MEMCTL_DATA"] = str(lake.root)
     project = Path(__file__).resolve().parent.parent
-    dg_bin = shutil.which("dg") or str(Path(sys.executable).with_name("dg"))
-    if (project / "pyproject.toml").exists() and Path(dg_bin).exists():
-        cmd = [dg_bin, "dev", "--host", args.host, "--port", str(args.port)]
-    else:
-        cmd = [sys.executable, "-m", "dagster", "dev", "-m", "assets.definitions", "-h", args.host, "-p", str(args.port)]
-    print(f"lineage UI on http://{args.host}:{args.port}  (DAGSTER_HOME={os.environ['DAGSTER_HOME']})")
-    return subprocess.call(cmd, cwd=project)
+    cmd, env = _ui_command(project, args.host, args.port)
+    print(f"lineage UI on http://{args.host}:{args.port}  (DAGSTER_HOME={os.environ['DAGSTER_HOME']})", flush=True)
+    return subprocess.call(cmd, cwd=project, env=env)
+
+
+# Settings that name files: Dagster runs in the project folder, so a relative path would point elsewhere there.
+PATH_SETTINGS = ("MEMCTL_CONSOLIDATION", "MEMCTL_CONCEPTS", "MEMCTL_CACHE_DIR")
+
+
+def _ui_command(project: Path, host: str, port: int) -> tuple[list[str], dict[str, str]]:
+    """`dg dev` of this interpreter's environment, with the environment that `memctl materialize` sees.
+
+    The daemon and code server run in `project` (where the definitions are), not in the caller's folder: relative
+    file settings are made absolute. dg warns (twice) when the project has a .venv but $VIRTUAL_ENV does not name
+    it, which is always the case for `.venv/bin/memctl` run without activating the venv: this process's venv is
+    declared active, so dg and the code server use the interpreter memctl runs in. Outside that venv (memctl
+    installed elsewhere), plain `dagster dev` loads the same definitions without dg's venv check."""
+    env = dict(os.environ)
+    for name in PATH_SETTINGS:
+        value = env.get(name, "").strip()
+        if value:
+            env[name] = os.pathsep.join(str(Path(v).resolve()) if v else v for v in value.split(os.pathsep))
+    venv = Path(sys.prefix)
+    dg_bin = Path(sys.executable).with_name("dg")
+    project_venv = project / ".venv"
+    own_venv = sys.prefix != sys.base_prefix and (not project_venv.exists()
+                                                   or project_venv.resolve() == venv.resolve())
+    if (project / "pyproject.toml").exists() and dg_bin.exists() and own_venv:
+        env["VIRTUAL_ENV"] = str(venv)
+        env["PATH"] = os.pathsep.join([str(dg_bin.parent), env.get("PATH", "")])
+        env.pop("PYTHONHOME", None)
+        return [str(dg_bin), "dev", "--host", host, "--port", str(port)], env
+    return [sys.executable, "-m", "dagster", "dev", "-m", "assets.definitions", "-h", host, "-p", str(port)], env
 
 
 def _known_tenants(lake: Lake) -> set[str]:
