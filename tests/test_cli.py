@@ -105,3 +105,71 @@ def test_verify_json_lists_what_it_moved_and_a_dry_run_moves_nothing(lake: Lake,
     done = json.loads(capsys.readouterr().out)
     assert done["quarantined"] == [rel] and done["removed"] == dry["partial"] and not bad.exists()
     assert (lake.root / "quarantine" / rel).exists()
+
+
+# `memctl ui` runs `dg dev` through _run_process_group; these stand-ins make the same process shapes in a second.
+_WRAPPER = ("import os, sys; from pathlib import Path; from assets.cli import _run_process_group; "
+            "sys.exit(_run_process_group(sys.argv[2:], Path('.'), dict(os.environ), grace=float(sys.argv[1])))")
+_STUBBORN = ("import signal, subprocess, sys, time\n"
+             "for s in (signal.SIGINT, signal.SIGTERM): signal.signal(s, signal.SIG_IGN)\n"
+             "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"   # inherits SIG_IGN
+             "print('ready', flush=True); time.sleep(600)\n")
+_POLITE = "import time\nprint('ready', flush=True)\ntime.sleep(600)\n"   # Python's default: SIGINT stops it
+
+
+def _start(grace: float, child: str) -> tuple:
+    """The wrapper started as `memctl ui &` from a script starts: with SIGINT ignored."""
+    import shlex
+    import subprocess
+    import sys
+
+    cmd = shlex.join([sys.executable, "-c", _WRAPPER, str(grace), sys.executable, "-c", child])
+    proc = subprocess.Popen(["sh", "-c", f"trap '' INT; exec {cmd}"], cwd=Path(__file__).resolve().parent.parent,
+                            stdout=subprocess.PIPE, start_new_session=True)
+    assert proc.stdout.readline() == b"ready\n"
+    import psutil
+
+    return proc, psutil.Process(proc.pid).children(recursive=True)
+
+
+def _stop(proc, family: list, within: float) -> int:
+    import os
+    import signal
+    import subprocess
+
+    import psutil
+
+    try:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=within)
+        _, alive = psutil.wait_procs(family, timeout=within)
+        assert alive == [], alive
+        return code
+    finally:
+        for p in family:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def test_sigterm_stops_the_child_group_at_once_even_when_started_with_sigint_ignored() -> None:
+    import time
+
+    proc, family = _start(grace=30, child=_POLITE)
+    assert len(family) == 1
+    started = time.monotonic()
+    assert _stop(proc, family, within=10) == 128 + 15
+    assert time.monotonic() - started < 10   # the child got a SIGINT it did not ignore, long before the grace
+
+
+def test_sigterm_kills_children_that_ignore_it_after_the_grace() -> None:
+    proc, family = _start(grace=1, child=_STUBBORN)
+    assert len(family) == 2   # the child and its grandchild, both ignoring SIGINT and SIGTERM
+    assert _stop(proc, family, within=15) == 128 + 15
