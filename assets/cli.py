@@ -202,7 +202,9 @@ def cmd_recall(args: argparse.Namespace, lake: Lake) -> int:
     if not results:
         known = _known_tenants(lake)
         if args.tenant not in known:
-            raise UserError(f"unknown tenant {args.tenant!r} (known: {', '.join(sorted(known)) or 'none'}; "
+            names = sorted(known)
+            listed = ", ".join(names[:10]) + (f", … {len(names) - 10} more" if len(names) > 10 else "")
+            raise UserError(f"unknown tenant {args.tenant!r} (known: {listed or 'none'}; "
                             "`memctl stats` lists the tenants with their counts)")
         print("no memories found")
     for i, r in enumerate(results, 1):
