@@ -78,8 +78,9 @@ def test_sigterm_stops_memctl_ui_and_every_process_it_started(tmp_path: Path) ->
         assert proc.wait(timeout=60) == 128 + signal.SIGTERM
         _, alive = psutil.wait_procs(family, timeout=10)
         assert alive == [], [p.cmdline() for p in alive]
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", port))   # nothing listens any more
+        with socket.socket() as s:   # nothing listens any more (SO_REUSEADDR: the closed connections' TIME_WAIT
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # does not count, a listener does)
+            s.bind(("127.0.0.1", port))
     finally:
         for p in family:
             try:
