@@ -8,9 +8,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from raw_store.lake import Lake, lake_root
@@ -46,54 +47,73 @@ def main(argv: list[str] | None = None) -> int:
         return 141
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="memctl", description="Chat logs → memory graph → cited recall.")
-    p.add_argument("--data", help="data directory (default: $MEMCTL_DATA or ./data)")
-    sub = p.add_subparsers(dest="command", required=True)
+class _HelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends in its default, when it has one worth saying (not None/False/"")."""
 
-    m = sub.add_parser("materialize", help="ingest $MEMCTL_DATA/inbox through the Dagster assets (only what changed)")
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (action.option_strings and "%(default)" not in text
+                and action.default not in (None, False, "", argparse.SUPPRESS)):
+            text += " (default: %(default)s)"
+        return text
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="memctl", description="Chat logs → memory graph → cited recall.",
+                                formatter_class=_HelpFormatter)
+    p.add_argument("--data", metavar="DIR", help="data directory (default: $MEMCTL_DATA, else ./data)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=text, description=text, formatter_class=_HelpFormatter)
+
+    tenant_help = "the tenant{}: the first folder under inbox/ (required{}; `memctl stats` lists them)"
+
+    m = command("materialize", "ingest $MEMCTL_DATA/inbox through the Dagster assets (only what changed)")
     m.add_argument("--quiet", action="store_true", help="no progress bar")
     m.add_argument("--full", action="store_true",
                    help="recompute every lake-wide step from the partitions and compact the indexes (also $MEMCTL_FULL=1)")
     m.set_defaults(func=cmd_materialize)
 
-    r = sub.add_parser("recall", help="what do we know about QUERY, with citations")
-    r.add_argument("query")
-    r.add_argument("--tenant", required=True)
-    r.add_argument("--k", type=int, default=10)
+    r = command("recall", "what do we know about QUERY, with citations")
+    r.add_argument("query", help="a question or keywords, in any language the lake holds")
+    r.add_argument("--tenant", required=True, help=tenant_help.format("", ""))
+    r.add_argument("--k", type=int, default=10, metavar="N", help="number of results")
     r.add_argument("--depth", type=int, default=1, help="graph expansion depth (0–2)")
     r.add_argument("--json", action="store_true", help="print the results as JSON")
-    r.add_argument("--trace", action="store_true", help="print every recall stage with its timing")
-    r.add_argument("--types", nargs="+", metavar="TYPE", help="only these node types (Episode Fact Entity … RawChunk)")
+    r.add_argument("--trace", action="store_true", help="print every recall stage with its timing (to stderr)")
+    r.add_argument("--types", nargs="+", metavar="TYPE",
+                   help="only these node types (Episode Fact Entity Preference Task Concept RawChunk; default: all)")
     r.add_argument("--since", metavar="DATE", help="only memories of this date/time or later (ISO-8601)")
     r.add_argument("--until", metavar="DATE", help="only memories up to this date (a bare date: its whole day)")
     r.add_argument("--as-of", metavar="DATE", help="only what was known then")
-    r.add_argument("--budget-tokens", type=int, metavar="N", help="fit results and citations into N tokens")
+    r.add_argument("--budget-tokens", type=int, metavar="N",
+                   help="fit results and citations into N tokens (default: no budget)")
     r.add_argument("--vectors", action="store_true",
                    help="also search the vector index (stage B; indexes built with $MEMCTL_VECTORS set)")
     r.add_argument("--no-log", action="store_true",
                    help="do not record the hits (they feed the memories' access feedback at the next consolidation)")
     r.set_defaults(func=cmd_recall)
 
-    t = sub.add_parser("tools", help="print the search_memories tool definition, or run one call of it")
+    t = command("tools", "print the search_memories tool definition, or run one call of it")
     t.add_argument("arguments", nargs="?", help="a call's JSON arguments, e.g. '{\"query\": \"puppy\"}'")
-    t.add_argument("--tenant", help="the tenant a call searches (required with arguments)")
+    t.add_argument("--tenant", help=tenant_help.format(" a call searches", " with arguments"))
     t.set_defaults(func=cmd_tools)
 
-    s = sub.add_parser("sql", help="run SQL on lake/memory.duckdb (read-only)")
-    s.add_argument("query")
+    s = command("sql", "run SQL on lake/memory.duckdb (read-only)")
+    s.add_argument("query", help="one SQL statement (DuckDB dialect)")
     s.add_argument("--tenant", help="see only this tenant's rows (a sandbox that cannot reach other tenants)")
     s.add_argument("--parquet", action="store_true",
                    help="query the lake's Parquet tables where they lie (local or object storage), not the index")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="print the rows as JSON")
     s.set_defaults(func=cmd_sql)
 
-    st = sub.add_parser("stats", help="row counts per table and tenant, rejects by reason")
-    st.add_argument("--json", action="store_true")
+    st = command("stats", "the tenants, row counts per table and tenant, rejects by reason")
+    st.add_argument("--json", action="store_true", help="print the counts as JSON")
     st.set_defaults(func=cmd_stats)
 
-    f = sub.add_parser("forget", help="forget a node, conversation, speaker, topic, time window or a whole tenant")
-    f.add_argument("--tenant", required=True)
+    f = command("forget", "forget a node, conversation, speaker, topic, time window or a whole tenant")
+    f.add_argument("--tenant", required=True, help=tenant_help.format("", ""))
     which = f.add_mutually_exclusive_group(required=True)
     which.add_argument("--node", metavar="ID", help="one node (an Episode takes its turn with it)")
     which.add_argument("--conv", metavar="ID", help="every message of a conversation")
@@ -106,17 +126,17 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--quiet", action="store_true", help="no progress bar")
     f.set_defaults(func=cmd_forget)
 
-    v = sub.add_parser("verify", help="re-hash the raw store; quarantine corrupt blobs (never served again)")
-    v.add_argument("--tenant", help="only this tenant's blobs")
-    v.add_argument("--sample", type=int, metavar="N", help="check a random sample of N blobs instead of all")
+    v = command("verify", "re-hash the raw store; quarantine corrupt blobs (never served again)")
+    v.add_argument("--tenant", help="only this tenant's blobs (default: every tenant)")
+    v.add_argument("--sample", type=int, metavar="N", help="check a random sample of N blobs (default: all)")
     v.add_argument("--seed", type=int, default=0, help="seed of the sample")
     v.add_argument("--dry-run", action="store_true", help="report only: move nothing")
-    v.add_argument("--json", action="store_true")
+    v.add_argument("--json", action="store_true", help="print the report as JSON")
     v.set_defaults(func=cmd_verify)
 
-    u = sub.add_parser("ui", help="open the Dagster lineage UI on this lake")
-    u.add_argument("--port", type=int, default=3000)
-    u.add_argument("--host", default="127.0.0.1")
+    u = command("ui", "open the Dagster lineage UI on this lake")
+    u.add_argument("--port", type=int, default=3000, help="port of the web UI")
+    u.add_argument("--host", default="127.0.0.1", help="address the web UI listens on")
     u.set_defaults(func=cmd_ui)
     return p
 
@@ -182,8 +202,12 @@ def cmd_recall(args: argparse.Namespace, lake: Lake) -> int:
         print(json.dumps([r.to_json() for r in results], ensure_ascii=False, indent=2))
         return 0
     if not results:
-        if args.tenant not in _known_tenants(lake):
-            raise UserError(f"unknown tenant {args.tenant!r} (`memctl stats` lists the tenants)")
+        known = _known_tenants(lake)
+        if args.tenant not in known:
+            names = sorted(known)
+            listed = ", ".join(names[:10]) + (f", … {len(names) - 10} more" if len(names) > 10 else "")
+            raise UserError(f"unknown tenant {args.tenant!r} (known: {listed or 'none'}; "
+                            "`memctl stats` lists the tenants with their counts)")
         print("no memories found")
     for i, r in enumerate(results, 1):
         print(f"{i:>2}. [{r.type}] {r.title}  (score {r.score:.3f})")
@@ -302,16 +326,20 @@ def cmd_verify(args: argparse.Namespace, lake: Lake) -> int:
         raise UserError(f"no raw store at {lake.raw} (run `memctl materialize` first)")
     out = verify_store(lake, args.tenant, sample=args.sample, seed=args.seed, quarantine=not args.dry_run)
     r = out.report
+    partial = r.partial + out.leftovers
     if args.json:
-        print(json.dumps({"total": r.total, "checked": r.checked, "corrupt": r.corrupt,
-                          "partial": r.partial + out.leftovers,
-                          "quarantined": r.quarantined, "reingest": out.invalidated}, ensure_ascii=False, indent=2))
+        # what this run did, not what it would have done: lists of paths, empty when nothing moved
+        print(json.dumps({"total": r.total, "checked": r.checked, "corrupt": r.corrupt, "partial": partial,
+                          "dry_run": args.dry_run,
+                          "quarantined": [p["path"] for p in r.corrupt] if r.quarantined else [],
+                          "removed": partial if r.quarantined else [],
+                          "reingest": out.invalidated}, ensure_ascii=False, indent=2))
     else:
         print(f"raw store: {out.summary}")
         for p in r.corrupt:
             where = "quarantined" if r.quarantined else "left in place (--dry-run)"
             print(f"  corrupt  {p['path']}  ({p['problem']}; {where})")
-        for rel in r.partial + out.leftovers:
+        for rel in partial:
             print(f"  partial  {rel}  ({'removed' if r.quarantined else 'left in place'})")
         if out.invalidated:
             print("  `memctl materialize` re-ingests: " + ", ".join(out.invalidated))
@@ -333,13 +361,105 @@ def cmd_ui(args: argparse.Namespace, lake: Lake) -> int:
     prepare_dagster_home(lake)
     os.environ["MEMCTL_DATA"] = str(lake.root)
     project = Path(__file__).resolve().parent.parent
-    dg_bin = shutil.which("dg") or str(Path(sys.executable).with_name("dg"))
-    if (project / "pyproject.toml").exists() and Path(dg_bin).exists():
-        cmd = [dg_bin, "dev", "--host", args.host, "--port", str(args.port)]
-    else:
-        cmd = [sys.executable, "-m", "dagster", "dev", "-m", "assets.definitions", "-h", args.host, "-p", str(args.port)]
-    print(f"lineage UI on http://{args.host}:{args.port}  (DAGSTER_HOME={os.environ['DAGSTER_HOME']})")
-    return subprocess.call(cmd, cwd=project)
+    cmd, env = _ui_command(project, args.host, args.port)
+    print(f"lineage UI on http://{args.host}:{args.port}  (DAGSTER_HOME={os.environ['DAGSTER_HOME']})", flush=True)
+    return _run_process_group(cmd, cwd=project, env=env)
+
+
+# Settings that name files: Dagster runs in the project folder, so a relative path would point elsewhere there.
+PATH_SETTINGS = ("MEMCTL_CONSOLIDATION", "MEMCTL_CONCEPTS", "MEMCTL_CACHE_DIR")
+
+
+def _ui_command(project: Path, host: str, port: int) -> tuple[list[str], dict[str, str]]:
+    """`dg dev` of this interpreter's environment, with the environment that `memctl materialize` sees.
+
+    The daemon and code server run in `project` (where the definitions are), not in the caller's folder: relative
+    file settings are made absolute. dg warns (twice) when the project has a .venv but $VIRTUAL_ENV does not name
+    it, which is always the case for `.venv/bin/memctl` run without activating the venv: this process's venv is
+    declared active, so dg and the code server use the interpreter memctl runs in. Outside that venv (memctl
+    installed elsewhere), plain `dagster dev` loads the same definitions without dg's venv check."""
+    env = dict(os.environ)
+    for name in PATH_SETTINGS:
+        value = env.get(name, "").strip()
+        if value:
+            env[name] = os.pathsep.join(str(Path(v).resolve()) if v else v for v in value.split(os.pathsep))
+    venv = Path(sys.prefix)
+    dg_bin = Path(sys.executable).with_name("dg")
+    project_venv = project / ".venv"
+    own_venv = sys.prefix != sys.base_prefix and (not project_venv.exists()
+                                                   or project_venv.resolve() == venv.resolve())
+    if (project / "pyproject.toml").exists() and dg_bin.exists() and own_venv:
+        env["VIRTUAL_ENV"] = str(venv)
+        env["PATH"] = os.pathsep.join([str(dg_bin.parent), env.get("PATH", "")])
+        env.pop("PYTHONHOME", None)
+        return [str(dg_bin), "dev", "--host", host, "--port", str(port)], env
+    return [sys.executable, "-m", "dagster", "dev", "-m", "assets.definitions", "-h", host, "-p", str(port)], env
+
+
+def _run_process_group(cmd: list[str], cwd: Path, env: dict[str, str], grace: float = 30.0) -> int:
+    """Run `cmd` in a process group of its own; when memctl is told to stop, stop the whole group.
+
+    SIGINT, SIGTERM or SIGHUP to memctl become a SIGINT to the child: what Ctrl-C sends `dagster dev`, which then
+    shuts its webserver, daemon and code server down. A second signal, or `grace` seconds without an exit, kill
+    the group; whatever outlives the child gets SIGTERM, then SIGKILL. The handlers are in place before the child
+    starts, so it begins with default dispositions even when memctl was started with SIGINT ignored (`memctl ui &`
+    in a script): dagster maps SIGTERM to its SIGINT handler, and would ignore both.
+    Returns the child's exit code, or 128 + the signal that stopped memctl."""
+    stopped: list[tuple[int, float]] = []   # (signal, when) per signal received
+    child: list[subprocess.Popen] = []
+
+    def stop(signum: int, _frame: object) -> None:
+        stopped.append((signum, time.monotonic()))
+        if child:
+            _stop_child(child[0].pid, kill=len(stopped) > 1)
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, process_group=0)
+        child.append(proc)
+        if stopped:   # a signal came before the child existed
+            _stop_child(proc.pid, kill=False)
+        killed = False
+        while True:
+            try:
+                code = proc.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                if stopped and not killed and time.monotonic() - stopped[0][1] > grace:
+                    _stop_child(proc.pid, kill=True)
+                    killed = True
+        _reap_group(proc.pid, grace=5.0)   # a grandchild that outlived dagster dev
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return 128 + stopped[0][0] if stopped else code
+
+
+def _stop_child(pid: int, kill: bool) -> None:
+    """SIGINT to the group leader only (dagster dev stops its services; SIGINT to all of them would print a
+    KeyboardInterrupt traceback per process), or SIGKILL to the whole group."""
+    try:
+        if kill:
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGINT)
+    except ProcessLookupError:
+        pass
+
+
+def _reap_group(pgid: int, grace: float) -> None:
+    """SIGTERM what is left of process group `pgid`, SIGKILL what is still there after `grace` seconds."""
+    deadline = time.monotonic() + grace
+    sig = signal.SIGTERM
+    while True:
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return   # the group is empty
+        if sig == signal.SIGKILL:
+            return
+        time.sleep(0.1)
+        sig = signal.SIGKILL if time.monotonic() > deadline else 0
 
 
 def _known_tenants(lake: Lake) -> set[str]:
@@ -353,10 +473,11 @@ def _known_tenants(lake: Lake) -> set[str]:
 
 
 def _stats(lake: Lake) -> dict:
+    """{"data", "tenants": {tenant: {table: rows}}, "tables": {table: {"rows", "by_tenant", …}}}."""
     from r2g.lake_graph import read_lake_table
     from raw_store.lake import part_dirs, value_counts
 
-    out: dict = {"data": str(lake.root), "tables": {}}
+    out: dict = {"data": str(lake.root), "tenants": {}, "tables": {}}
     if not part_dirs(lake):
         return out
     for name, cols in (("raw_chunks", ["tenant"]), ("messages", ["tenant"]), ("nodes", ["tenant", "type"]),
@@ -368,6 +489,9 @@ def _stats(lake: Lake) -> dict:
         if name == "rejects":
             entry["by_reason"] = value_counts(t, "reason")
         out["tables"][name] = entry
+    tenants = sorted({k for entry in out["tables"].values() for k in entry["by_tenant"]})
+    out["tenants"] = {k: {name: entry["by_tenant"].get(k, 0) for name, entry in out["tables"].items()}
+                      for k in tenants}
     return out
 
 
@@ -376,10 +500,20 @@ def _print_counts(lake: Lake, stats: dict | None = None) -> None:
     if not stats["tables"]:
         print(f"lake at {lake.lake} is empty (run `memctl materialize`)")
         return
+    print(f"tenants ({len(stats['tenants'])}): " + ", ".join(
+        f"{k} ({c.get('messages', 0)} messages, {c.get('nodes', 0)} nodes"
+        + (f", {c['rejects']} rejects" if c.get("rejects") else "") + ")"
+        for k, c in stats["tenants"].items()))
     for name, entry in stats["tables"].items():
         extra = entry.get("by_type") or entry.get("by_reason") or {}
-        detail = ", ".join(f"{k}={v}" for k, v in list(extra.items())[:8])
-        print(f"{name:<11}{entry['rows']:>8} rows  tenants={len(entry['by_tenant'])}" + (f"  [{detail}]" if detail else ""))
+        detail = _some(extra)
+        print(f"{name:<11}{entry['rows']:>8} rows  " + _some(entry["by_tenant"]) + (f"  [{detail}]" if detail else ""))
+
+
+def _some(counts: dict[str, int], n: int = 8) -> str:
+    """"a=3, b=1" of the first n entries, then how many more."""
+    text = ", ".join(f"{k}={v}" for k, v in list(counts.items())[:n])
+    return text + (f", … {len(counts) - n} more" if len(counts) > n else "")
 
 
 def _print_rows(cols: list[str], rows: list[tuple]) -> None:

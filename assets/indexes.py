@@ -3,7 +3,7 @@
 import dagster as dg
 
 from assets.resources import LakeResource
-from raw_store.lake import lake_fingerprint, write_lake_state
+from raw_store.lake import lake_fingerprints, write_lake_state
 from recall.index import SQL_TABLES, build_indexes
 
 
@@ -22,9 +22,9 @@ from recall.index import SQL_TABLES, build_indexes
 def indexes(lake: LakeResource):
     """Rebuild both recall indexes into temp files and swap them in, so readers see old or new, never half."""
     lk = lake.get()
-    fingerprint = lake_fingerprint(lk)  # the partition set the tables were just merged from
+    fingerprints = lake_fingerprints(lk)  # the partition set the tables were just merged from
     stats = build_indexes(lk, SQL_TABLES, full=lake.full_rebuild)
-    write_lake_state(lk, fingerprint)
+    write_lake_state(lk, *fingerprints)
     graphs = stats["graphs"]
     yield dg.MaterializeResult(asset_key="memory_duckdb", metadata={
         "tables": dg.MetadataValue.json(stats["tables"]), "tenants": stats["tenants"],

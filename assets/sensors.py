@@ -28,11 +28,14 @@ def inbox_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
 
 @dg.sensor(job_name=LAKE_JOB, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
 def lake_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
-    """Rebuild lake-wide tables and indexes once the set of completed file partitions changes."""
+    """Rebuild lake-wide tables and indexes once the set of completed file partitions (or a setting) changes.
+
+    Recall hits logged since the last build are no reason: a rebuild per `memctl recall` would be a full lake
+    run for a weight change; they are folded in by the next `memctl materialize` or the daily consolidation."""
     lake = Lake.from_env()
     if stale_partitions(lake, scan_inbox(lake.inbox), forget_version(load_requests(lake))):
         return dg.SkipReason("file partitions still pending")
-    if lake_is_current(lake):
+    if lake_is_current(lake, hits=False):
         return dg.SkipReason("lake is up to date")
     fingerprint = lake_fingerprint(lake)
     return dg.SensorResult(run_requests=[dg.RunRequest(run_key=f"lake@{fingerprint}")])

@@ -359,24 +359,40 @@ CONSOLIDATION_ENV = ("MEMCTL_AS_OF", "MEMCTL_REDACT_PII", "MEMCTL_CONSOLIDATION"
 INDEX_ENV = ("MEMCTL_VECTORS",)   # changes only the indexes (the embedder of stage B's vector files)
 
 
-def lake_fingerprint(lake: Lake) -> str:
-    """A hash of every complete partition's (key, source sha), of the consolidation settings ($MEMCTL_AS_OF,
-    $MEMCTL_REDACT_PII, the $MEMCTL_CONSOLIDATION file), of the index settings ($MEMCTL_VECTORS) and of the access
-    feedback logged since (recall hits): changes iff the lake-wide tables or indexes must."""
-    h = hashlib.sha256()
+def lake_fingerprints(lake: Lake) -> tuple[str, str]:
+    """(fingerprint, fingerprint without hits) in one pass. The fingerprint hashes every complete partition's
+    (key, source sha), the consolidation settings ($MEMCTL_AS_OF, $MEMCTL_REDACT_PII, the content of the
+    $MEMCTL_CONSOLIDATION file), the index settings ($MEMCTL_VECTORS) and the recall hits logged since
+    (feedback/): it changes iff the lake-wide tables or indexes must. Without hits it changes iff the inputs do
+    (what the lake sensor rebuilds for; hits wait for the next materialize or the daily consolidation).
+
+    Path-independent: the settings file counts by its content, so a relative $MEMCTL_CONSOLIDATION and the same
+    file named absolutely (`memctl ui` starts Dagster in the project folder) give the same fingerprint."""
+    full, without_hits = hashlib.sha256(), hashlib.sha256()
+
+    def update(text: str, hits: bool = False) -> None:
+        full.update(text.encode())
+        if not hits:
+            without_hits.update(text.encode())
+
     for name in CONSOLIDATION_ENV + INDEX_ENV:
-        h.update(f"{name}={os.environ.get(name, '').strip()}\n".encode())
-    settings = os.environ.get("MEMCTL_CONSOLIDATION", "").strip()
-    if settings and Path(settings).is_file():
-        h.update(hashlib.sha256(Path(settings).read_bytes()).digest())
+        value = os.environ.get(name, "").strip()
+        if name == "MEMCTL_CONSOLIDATION" and value:
+            value = (f"sha256:{hashlib.sha256(Path(value).read_bytes()).hexdigest()}" if Path(value).is_file()
+                     else f"missing:{Path(value).resolve()}")
+        update(f"{name}={value}\n")
     for rel, _, size in files_under(lake.feedback):
         if rel.endswith(".jsonl"):
-            h.update(f"{rel}\x1f{size}\n".encode())
+            update(f"{rel}\x1f{size}\n", hits=True)
     for d in part_dirs(lake):
         m = read_manifest(d)
-        h.update(f"{d.name}\x1f{m.get('source_sha256')}\x1f{m.get('graph_sha256')}\x1f{m.get('graph_version')}\n"
-                 .encode())
-    return h.hexdigest()
+        update(f"{d.name}\x1f{m.get('source_sha256')}\x1f{m.get('graph_sha256')}\x1f{m.get('graph_version')}\n")
+    return full.hexdigest(), without_hits.hexdigest()
+
+
+def lake_fingerprint(lake: Lake, hits: bool = True) -> str:
+    """lake_fingerprints(lake)'s fingerprint, or with `hits=False` the one without the recall hits."""
+    return lake_fingerprints(lake)[0 if hits else 1]
 
 
 def _state_path(lake: Lake) -> Any:
@@ -388,21 +404,23 @@ def _index_state_path(lake: Lake) -> Path:
     return lake.index_dir / "_state.json"
 
 
-def read_lake_state(lake: Lake) -> str | None:
-    """The fingerprint the lake-wide tables were last built from (None: never built)."""
-    return _read_fingerprint(_state_path(lake))
+def read_lake_state(lake: Lake, hits: bool = True) -> str | None:
+    """The fingerprint the lake-wide tables were last built from (None: never built); `hits=False`: the one
+    without the recall hits (None also for a state written before it was recorded)."""
+    return _read_fingerprint(_state_path(lake), "fingerprint" if hits else "without_hits")
 
 
-def _read_fingerprint(path: Any) -> str | None:
+def _read_fingerprint(path: Any, key: str = "fingerprint") -> str | None:
     try:
-        return json.loads(path.read_text("utf-8")).get("fingerprint")
+        return json.loads(path.read_text("utf-8")).get(key)
     except (FileNotFoundError, ValueError, AttributeError):
         return None
 
 
-def write_lake_state(lake: Lake, fingerprint: str) -> None:
-    """Record which partition set the lake-wide tables and indexes were last built from."""
-    data = json.dumps({"fingerprint": fingerprint}).encode("utf-8")
+def write_lake_state(lake: Lake, fingerprint: str, without_hits: str | None = None) -> None:
+    """Record which partition set the lake-wide tables and indexes were last built from (both fingerprints of
+    lake_fingerprints, taken before the build)."""
+    data = json.dumps({"fingerprint": fingerprint, "without_hits": without_hits}).encode("utf-8")
     if lake.remote:
         write_bytes_atomic(_index_state_path(lake), data)   # this machine's index cache is that build's
     write_bytes_atomic(_state_path(lake), data)
@@ -424,10 +442,16 @@ def index_is_current(lake: Lake, state: str | None = None) -> bool:
     return state is not None and _read_fingerprint(_index_state_path(lake)) == state
 
 
-def lake_is_current(lake: Lake) -> bool:
-    """True when the lake-wide tables and indexes were built from the current set of partitions."""
+def lake_is_current(lake: Lake, hits: bool = True) -> bool:
+    """True when the lake-wide tables and indexes were built from the current set of partitions and settings,
+    and (`hits`) the recall hits logged so far."""
     state = read_lake_state(lake)
-    return state is not None and state == lake_fingerprint(lake) and index_is_current(lake, state)
+    if state is None or not index_is_current(lake, state):
+        return False
+    recorded = None if hits else read_lake_state(lake, hits=False)
+    if recorded is None:   # or a state from before the second fingerprint was recorded: the full one decides
+        return state == lake_fingerprint(lake)
+    return recorded == lake_fingerprint(lake, hits=False)
 
 
 def value_counts(table: pa.Table, column: str) -> dict[str, int]:

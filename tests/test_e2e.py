@@ -177,6 +177,8 @@ def test_cli_sql_stats_and_clear_errors(lake, tmp_path: Path) -> None:
     assert "Traceback" not in missing.stderr
     unknown = _memctl(lk, "recall", "football", "--tenant", "nobody")
     assert unknown.returncode == 2 and "unknown tenant 'nobody'" in unknown.stderr
+    assert "known: demo, messy, research;" in unknown.stderr   # the names, as `memctl stats` shows them
+    assert set(json.loads(stats.stdout)["tenants"]) == {"demo", "messy", "research"}
     # --tenant: a sandbox holding only that tenant's rows, with no way back to the shared index
     scoped = _memctl(lk, "sql", "SELECT DISTINCT tenant FROM nodes", "--json", "--tenant", "research")
     assert scoped.returncode == 0 and json.loads(scoped.stdout) == [{"tenant": "research"}]

@@ -1,10 +1,13 @@
 """`memctl ui` starts the Dagster lineage UI on loopback with DAGSTER_HOME under $MEMCTL_DATA, and a person
 opening it (headless Chromium) sees the asset graph, a materialization's metadata with its chart, and a check.
+Started right after the README's first command, it launches no run and prints no warning; SIGTERM stops it
+with every process it started.
 
 Screenshots go to $MEMCTL_ARTIFACTS/ui (default: test-artifacts/ui, gitignored), kept after the run.
 """
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -33,43 +36,108 @@ def _graphql(port: int, query: str) -> dict:
     return json.loads(urllib.request.urlopen(req, timeout=5).read())
 
 
-@pytest.fixture(scope="module")
-def ui(tmp_path_factory: pytest.TempPathFactory):
-    """The sample inbox materialized into a temp $MEMCTL_DATA, then `memctl ui` on a free loopback port."""
-    data = tmp_path_factory.mktemp("ui") / "data"
-    shutil.copytree(ROOT / "data" / "inbox", data / "inbox")
+def _wait_for_ui(proc: subprocess.Popen, port: int, log: Path, timeout: float = 180) -> dict:
+    """The webserver's answer once it serves the asset graph (fails with the UI's output if it never does)."""
+    deadline, body = time.time() + timeout, None
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            body = _graphql(port, "{ assetNodes { assetKey { path } groupName } }")
+            if body.get("data", {}).get("assetNodes"):
+                return body
+        except (OSError, ValueError):
+            pass
+        time.sleep(1)
+    raise AssertionError(f"no UI on port {port}: {body}\n{log.read_text(errors='replace')[-4000:]}")
+
+
+def _env(data: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}   # default: $MEMCTL_DATA/dagster_home
     env["MEMCTL_DATA"] = str(data)
-    subprocess.run([sys.executable, "-m", "assets.cli", "materialize", "--quiet"], cwd=ROOT, env=env, check=True,
-                   capture_output=True, timeout=300)
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "assets.cli", "ui", "--port", str(port)], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    return env
+
+
+def test_sigterm_stops_memctl_ui_and_every_process_it_started(tmp_path: Path) -> None:
+    """`memctl ui &` from a script (SIGINT ignored, so dagster would ignore SIGTERM too), then `kill <pid>`:
+    webserver, daemon and code server go, the port is free, memctl exits 143. (Before the module's `ui`
+    fixture, so the two UIs do not start at once.)"""
+    import psutil
+
+    (tmp_path / "data" / "inbox").mkdir(parents=True)
+    port, log = _free_port(), tmp_path / "ui.log"
+    cmd = shlex.join([sys.executable, "-m", "assets.cli", "ui", "--port", str(port)])
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(["sh", "-c", f"trap '' INT; exec {cmd}"], cwd=ROOT, env=_env(tmp_path / "data"),
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    family: list[psutil.Process] = []
     try:
-        deadline, body = time.time() + 120, None
-        while time.time() < deadline and proc.poll() is None:
+        _wait_for_ui(proc, port, log)
+        family = psutil.Process(proc.pid).children(recursive=True)
+        names = " ".join(" ".join(p.cmdline()) for p in family)
+        assert "dagster_webserver" in names and "dagster._daemon" in names and "code-server" in names, names
+        os.kill(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+        _, alive = psutil.wait_procs(family, timeout=10)
+        assert alive == [], [p.cmdline() for p in alive]
+        with socket.socket() as s:   # nothing listens any more (SO_REUSEADDR: the closed connections' TIME_WAIT
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # does not count, a listener does)
+            s.bind(("127.0.0.1", port))
+    finally:
+        for p in family:
             try:
-                body = _graphql(port, "{ assetNodes { assetKey { path } groupName } }")
-                if body.get("data", {}).get("assetNodes"):
-                    break
-            except (OSError, ValueError):
+                p.kill()
+            except psutil.NoSuchProcess:
                 pass
-            time.sleep(1)
-        assert body and body.get("data"), proc.stdout.read1().decode(errors="replace") if proc.poll() is not None else body
-        yield port, data, body
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def ui(tmp_path_factory: pytest.TempPathFactory):
+    """The README's first command on a copy of the sample inbox (materialize, then a recall, which logs its hits),
+    then `memctl ui` on a free loopback port; its output goes to ui.log beside the data."""
+    data = tmp_path_factory.mktemp("ui") / "data"
+    shutil.copytree(ROOT / "data" / "inbox", data / "inbox")
+    env = _env(data)
+    for cmd in (["materialize", "--quiet"], ["recall", "Where did Xiaoming play football?", "--tenant", "demo"]):
+        subprocess.run([sys.executable, "-m", "assets.cli", *cmd], cwd=ROOT, env=env, check=True,
+                       capture_output=True, timeout=300)
+    port, log = _free_port(), data.parent / "ui.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "assets.cli", "ui", "--port", str(port)], cwd=ROOT, env=env,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        body = _wait_for_ui(proc, port, log)
+        yield port, data, body, log
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
-            proc.wait(timeout=30)
+            proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
 
 
 def test_memctl_ui_serves_the_asset_graph(ui) -> None:
-    port, data, body = ui
+    port, data, body, _ = ui
     keys = {"/".join(n["assetKey"]["path"]) for n in body["data"]["assetNodes"]}
     assert {"file_chunks", "nodes", "edges", "memory_duckdb"} <= keys
     assert (data / "dagster_home" / "dagster.yaml").exists()
+
+
+def test_the_ui_opens_on_the_up_to_date_lake_with_no_run_and_no_warning(ui) -> None:
+    """Two ticks of each sensor in the UI's daemon after the README's first command: no run, nothing spurious."""
+    port, _, _, log = ui
+    deadline = time.time() + 150
+    while time.time() < deadline and log.read_text(errors="replace").count("Sensor lake_sensor skipped") < 2:
+        time.sleep(2)
+    text = log.read_text(errors="replace")
+    assert text.count("Sensor lake_sensor skipped: lake is up to date") >= 2, text[-4000:]
+    assert "Creating new run" not in text
+    runs = _graphql(port, "{ runsOrError { ... on Runs { results { runId tags { key value } } } } }")
+    launched = [r for r in runs["data"]["runsOrError"]["results"]
+                if any(t["key"] == "dagster/sensor_name" for t in r["tags"])]
+    assert launched == []
+    assert "virtual environment" not in text and "Traceback" not in text, text[:4000]
 
 
 def _artifacts() -> Path:
@@ -96,7 +164,7 @@ def _browser():
 
 @pytest.mark.ui
 def test_a_person_sees_assets_metadata_charts_and_checks(ui) -> None:
-    port, data, _ = ui
+    port, data, _, _ = ui
     base, shots = f"http://127.0.0.1:{port}", _artifacts()
     _graphql(port, "mutation { setNuxSeen }")   # the one-time "join the community" dialog would cover the page
     n_nodes = pq.read_metadata(data / "lake" / "nodes.parquet").num_rows
