@@ -129,7 +129,9 @@ def _write_duckdb(lake: Lake, names: list[str], nodes: pl.DataFrame, tenants: li
                       "newest": [newest.get(t) for t in tenants]}, schema=TENANTS)
     write_table(table, _tenants_path(lake), TENANTS)
     views = lake_views(lake, glob=not lake.remote)
-    signature = hashlib.sha256(json.dumps({n: views[n] for n in names}, sort_keys=True).encode()).hexdigest()
+    # what the views read, wherever the lake lies (the same lake in another folder has the same state file)
+    signature = hashlib.sha256(json.dumps({n: views[n].replace(str(lake.root), "<lake>") for n in names},
+                                          sort_keys=True).encode()).hexdigest()
     previous = _read_json(_fts_state_path(lake))
     fts = previous.get("docs", {})
     stale = sum(abs(counts.get(t, 0) - fts.get(t, 0)) for t in set(counts) | set(fts))

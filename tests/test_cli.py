@@ -6,8 +6,10 @@ import json
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
+
+from r2g.lake_graph import table_schema
+from raw_store.tables import write_import
 
 from assets.cli import _parser, main
 from raw_store.cas import RawStore
@@ -56,8 +58,9 @@ def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Lake:
 
 
 def _table(lake: Lake, name: str, rows: list[dict]) -> None:
-    lake.lake.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows), lake.table(name))
+    schema = table_schema(name)
+    write_import(lake, {name: (pa.Table.from_pylist(rows, schema=pa.schema([schema.field(k) for k in rows[0]])),
+                               schema)}, key=name)
 
 
 def test_stats_lists_the_tenants_by_name_with_their_counts(lake: Lake, capsys: pytest.CaptureFixture) -> None:
@@ -71,8 +74,8 @@ def test_stats_lists_the_tenants_by_name_with_their_counts(lake: Lake, capsys: p
     assert "messages          4 rows  demo=3, research=1" in out
     assert main(["stats", "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
-    assert stats["tenants"] == {"demo": {"messages": 3, "nodes": 2, "rejects": 0},
-                                "research": {"messages": 1, "nodes": 2, "rejects": 1}}
+    assert stats["tenants"] == {"demo": {"raw_chunks": 0, "messages": 3, "nodes": 2, "edges": 0, "rejects": 0},
+                                "research": {"raw_chunks": 0, "messages": 1, "nodes": 2, "edges": 0, "rejects": 1}}
     assert stats["tables"]["messages"]["by_tenant"] == {"demo": 3, "research": 1}
 
 

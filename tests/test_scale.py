@@ -127,3 +127,27 @@ def test_dask_executor_fans_files_out_and_builds_the_same_bytes(tmp_path: Path) 
     assert len(addresses) == 2 and len(pids) == 2, spans
     # in parallel, not only spread: a run on one worker overlaps a run on the other
     assert any(wa != wb and a0 < b1 and b0 < a1 for wa, a0, a1 in spans for wb, b0, b1 in spans)
+
+
+def test_auto_executor_fans_out_only_when_the_input_is_worth_a_cluster(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default executor: a small inbox runs in this process; past AUTO_PARALLEL_BYTES the files go to a
+    LocalCluster of one worker process per core, and the lake is the same bytes."""
+    from assets import run
+    from assets.run import IN_PROCESS, ExecutorConfig, materialize
+    from raw_store.lake import Lake
+
+    for k in [k for k in os.environ if k.startswith("MEMCTL_")] + ["DAGSTER_HOME"]:
+        monkeypatch.delenv(k, raising=False)
+    assert ExecutorConfig.from_env() == ExecutorConfig(kind="auto", workers=os.cpu_count() or 1)
+    files = dict(list(scale_inbox(6).items()))
+    small, big = _root(tmp_path / "small", files), _root(tmp_path / "big", files)
+    summary = materialize(Lake(small), progress=False, executor=ExecutorConfig(kind="auto", workers=2))
+    assert summary.ok and {o.worker for o in summary.placements.values()} == {IN_PROCESS}
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    monkeypatch.setattr(run, "AUTO_PARALLEL_BYTES", 0)
+    summary = materialize(Lake(big), progress=False, executor=ExecutorConfig(kind="auto", workers=2))
+    assert summary.ok and summary.lake_rebuilt
+    assert len({o.worker.split(" pid=")[0] for o in summary.placements.values()}) == 2
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    assert lake_fingerprint(small) == lake_fingerprint(big)

@@ -17,8 +17,10 @@ import time
 import urllib.request
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
+
+from r2g.lake_graph import read_lake_table
+from raw_store.lake import Lake
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -167,7 +169,7 @@ def test_a_person_sees_assets_metadata_charts_and_checks(ui) -> None:
     port, data, _, _ = ui
     base, shots = f"http://127.0.0.1:{port}", _artifacts()
     _graphql(port, "mutation { setNuxSeen }")   # the one-time "join the community" dialog would cover the page
-    n_nodes = pq.read_metadata(data / "lake" / "nodes.parquet").num_rows
+    n_nodes = read_lake_table(Lake(data), "nodes", ["id"]).num_rows
     with _browser() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
         page = browser.new_page(viewport={"width": 1440, "height": 900})
