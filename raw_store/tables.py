@@ -18,6 +18,7 @@ DuckDB views), and `tests/test_tables.py` holds them equal.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -50,13 +51,64 @@ def read_parts(lake: Lake, name: str, schema: pa.Schema, columns: Sequence[str] 
     sub = pa.schema([schema.field(c) for c in cols])
     tables = []
     for p in paths if paths is not None else part_paths(lake, name):
-        try:
-            t = read_parquet(p, columns=[c for c in cols if c in _names(p)])
-        except FileNotFoundError:
-            continue
-        if t.num_rows:
+        t = _CACHE.read(p, schema, cols)
+        if t is not None and t.num_rows:
             tables.append(conform(t, sub))
     return pa.concat_tables(tables) if tables else sub.empty_table()
+
+
+class _ReadCache:
+    """Whole partition files read this process, kept while they are unchanged (path, size, mtime) and fit a byte
+    budget ($MEMCTL_READ_CACHE_MB, default 1024; 0 turns it off): the lake-wide run reads the same graph parts in
+    several steps. Projected reads of a file not cached are read as asked and not kept."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, tuple[tuple, pa.Table]] = {}
+        self._bytes = 0
+
+    @staticmethod
+    def _budget() -> int:
+        raw = os.environ.get("MEMCTL_READ_CACHE_MB", "").strip()
+        return (int(raw) if raw.isdigit() else 1024) << 20
+
+    def read(self, path: Any, schema: pa.Schema, columns: list[str]) -> pa.Table | None:
+        try:
+            st = path.stat()
+        except (FileNotFoundError, OSError):
+            return None
+        stamp = (st.st_size, getattr(st, "st_mtime_ns", None) or st.st_mtime)
+        key = str(path)
+        hit = self._items.get(key)
+        if hit is not None and hit[0] == stamp:
+            return hit[1].select(columns)
+        names = _names(path)
+        whole = set(columns) >= set(schema.names) or not is_remote(path) and st.st_size * 8 < self._budget() // 64
+        try:
+            t = read_parquet(path, columns=None if whole else [c for c in columns if c in names])
+        except FileNotFoundError:
+            return None
+        t = conform(t, schema) if whole else t
+        if whole and not is_remote(path):
+            self._keep(key, stamp, t)
+        return t.select([c for c in columns if c in t.column_names])
+
+    def _keep(self, key: str, stamp: tuple, table: pa.Table) -> None:
+        budget = self._budget()
+        if table.nbytes > budget // 4:
+            return
+        old = self._items.pop(key, None)
+        if old is not None:
+            self._bytes -= old[1].nbytes
+        while self._items and self._bytes + table.nbytes > budget:
+            # the newest goes first: a scan over more files than fit keeps a stable first part cached, where
+            # least-recently-used eviction would miss on every file of every scan
+            _, (_, dropped) = self._items.popitem()
+            self._bytes -= dropped.nbytes
+        self._items[key] = (stamp, table)
+        self._bytes += table.nbytes
+
+
+_CACHE = _ReadCache()
 
 
 def _names(path: Any) -> set[str]:
