@@ -59,20 +59,18 @@ def fts_extension_path(version: str | None = None) -> str:
 
 
 def lake_sql(lake: Lake) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with one view per Parquet table of the lake, read where it lies: local files,
-    or on object storage through the lake's fsspec file system registered in DuckDB (no httpfs extension:
-    it cannot be downloaded here). Every tenant's rows: for operators, not for a tenant (see tenant_sql).
-    Each query reads the Parquet files again, so it sees the lake's tables as they are now."""
-    from raw_store.lake import files_under, is_remote
+    """An in-memory DuckDB with one view per lake table (r2g.lake_graph.lake_views) over the files where they lie:
+    local files, or on object storage through the lake's fsspec file system registered in DuckDB (no httpfs
+    extension: it cannot be downloaded here). Every tenant's rows: for operators, not for a tenant (see
+    tenant_sql). The views name the files there are when it opens; reopen after a materialization."""
+    from r2g.lake_graph import lake_views
+    from raw_store.lake import is_remote
 
     con = duckdb.connect(":memory:", config=DUCKDB_CONFIG)
     if is_remote(lake.root):
         con.register_filesystem(lake.root.fs)
-    for rel, path, _ in files_under(lake.lake):
-        name = rel.removesuffix(".parquet")
-        if "/" in rel or not rel.endswith(".parquet") or not _IDENT.match(name):
-            continue   # partitions (parts/…) and anything else that is no lake-wide table
-        con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{_sql_str(str(path))}')")
+    for name, sql in lake_views(lake).items():
+        con.execute(f"CREATE VIEW {name} AS {sql}")
     return con
 
 
