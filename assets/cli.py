@@ -300,7 +300,7 @@ def cmd_forget(args: argparse.Namespace, lake: Lake) -> int:
         print(f"already requested: {request.id} (re-applying)")
     else:
         save_request(lake, request)
-    summary = materialize(lake, progress=not args.quiet, full=args.full)
+    summary = materialize(lake, progress=not args.quiet)
     if not summary.ok:
         for key, msg in summary.failed.items():
             print(f"memctl: file {key!r} failed: {msg}", file=sys.stderr)

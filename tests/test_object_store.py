@@ -101,14 +101,16 @@ def test_a_lake_on_s3_serves_two_machines(s3, tmp_path: Path) -> None:
     _memctl({**a, "MEMCTL_DATA": str(local), "MEMCTL_CACHE_DIR": str(tmp_path / "unused")}, "materialize", "--quiet")
     objects = _objects(client, bucket, "team/lake/")
     reference = lake_fingerprint(local)
-    assert any(k.startswith("raw/") for k in reference) and "lake/nodes.parquet" in reference
+    assert any(k.startswith("raw/") for k in reference) and "lake/consolidated/state.parquet" in reference
     assert _s3_fingerprint(objects) == reference
 
     # Nothing durable on A's disk: only its index cache, NLP cache and Dagster instance.
     (cache_a,) = (tmp_path / "cache_a").iterdir()
     kept = {p.relative_to(cache_a).as_posix() for p in cache_a.rglob("*") if p.is_file()}
     assert {"lake/memory.duckdb", "cache/nlp.sqlite"} <= kept
-    assert not [k for k in kept if k.endswith((".blob.zst", ".parquet")) or k.startswith(("inbox/", "raw/"))]
+    # (lake/tenants.parquet is the index's own table of tenants, made on this machine)
+    assert not [k for k in kept if (k.endswith((".blob.zst", ".parquet")) and k != "lake/tenants.parquet")
+                or k.startswith(("inbox/", "raw/"))]
     assert not (tmp_path / "unused").exists()
 
     # Machine B: a recall builds B's index cache from the bucket's tables and cites the line from the bucket's blob.
