@@ -581,27 +581,39 @@ def _review(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pa.Table:
 def tiers_monotone(nodes: pa.Table, promotions: pa.Table, config: TierConfig = TierConfig()) -> CheckOutcome:
     """Tiers only move up: a promotions row going back (long → mid …) names a demotion reason ("downvote");
     each node's history chains (a row's from_tier is the previous row's to_tier) and ends at the node's tier."""
-    bad: list[dict] = []
-    history: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    rows = promotions.select(["tenant", "node_id", "from_tier", "to_tier", "reason", "at"]).to_pylist()
-    for r in rows:
-        history[(r["tenant"], r["node_id"])].append(r)
-        if r["to_tier"] not in _RANK or (r["from_tier"] is not None and r["from_tier"] not in _RANK):
-            bad.append({**r, "problem": "unknown_tier"})
-        elif (r["from_tier"] is not None and _RANK[r["to_tier"]] < _RANK[r["from_tier"]]
-              and not any(word in (r["reason"] or "") for word in config.demotion_reasons)):
-            bad.append({**r, "problem": "demoted_without_reason"})
-    for key, hist in history.items():
-        hist.sort(key=lambda r: r["at"] or datetime.min)
-        for before, after in zip(hist, hist[1:]):
-            if after["from_tier"] != before["to_tier"]:
-                bad.append({**after, "problem": "broken_chain"})
-    for r in nodes.select(["tenant", "id", "tier"]).to_pylist():
-        hist = history.get((r["tenant"], r["id"]))
-        if hist and hist[-1]["to_tier"] != r["tier"]:
-            bad.append({"tenant": r["tenant"], "node_id": r["id"], "tier": r["tier"],
-                        "last_to_tier": hist[-1]["to_tier"], "problem": "tier_not_last_promotion"})
-    return CheckOutcome(passed=not bad, checked=len(rows) + nodes.num_rows, failures=len(bad), examples=bad[:5])
+    cols = ["tenant", "node_id", "from_tier", "to_tier", "reason", "at"]
+    p = pl.from_arrow(promotions.select(cols)).with_row_index("_row")
+    rank = {t: i for t, i in _RANK.items()}
+    to_rank = pl.col("to_tier").replace_strict(rank, default=None, return_dtype=pl.Int64)
+    from_rank = pl.col("from_tier").replace_strict(rank, default=None, return_dtype=pl.Int64)
+    unknown = to_rank.is_null() | (pl.col("from_tier").is_not_null() & from_rank.is_null())
+    excused = pl.lit(False)
+    for word in config.demotion_reasons:
+        excused = excused | pl.col("reason").fill_null("").str.contains(word, literal=True)
+    demoted = ~unknown & pl.col("from_tier").is_not_null() & (to_rank < from_rank) & ~excused
+    per_row = p.filter(unknown | demoted).select(
+        *cols, pl.when(unknown).then(pl.lit("unknown_tier")).otherwise(pl.lit("demoted_without_reason"))
+        .alias("problem"))
+    # each node's history in time order (undated first, ties in table order), keys in order of first appearance
+    key = ["tenant", "node_id"]
+    hist = (p.with_columns(pl.col("_row").min().over(key).alias("_first"),
+                           pl.col("at").fill_null(datetime.min).alias("_at"))
+            .sort(["_first", "_at", "_row"]))
+    hist = hist.with_columns(pl.col("to_tier").shift(1).over(key).alias("_before"),
+                             pl.int_range(pl.len()).over(key).alias("_k"))
+    broken = hist.filter((pl.col("_k") > 0) & pl.col("from_tier").ne_missing(pl.col("_before"))).select(
+        *cols, pl.lit("broken_chain").alias("problem"))
+    last = hist.group_by(key, maintain_order=True).agg(pl.col("to_tier").last().alias("last_to_tier"))
+    n = pl.from_arrow(nodes.select(["tenant", "id", "tier"]))
+    ended = (n.join(last, left_on=["tenant", "id"], right_on=key, how="inner", maintain_order="left",
+                    nulls_equal=True)
+             .filter(pl.col("last_to_tier").ne_missing(pl.col("tier")))
+             .select("tenant", pl.col("id").alias("node_id"), "tier", "last_to_tier",
+                     pl.lit("tier_not_last_promotion").alias("problem")))
+    failures = per_row.height + broken.height + ended.height
+    examples = (per_row.head(5).to_dicts() + broken.head(5).to_dicts() + ended.head(5).to_dicts())[:5]
+    return CheckOutcome(passed=failures == 0, checked=p.height + nodes.num_rows, failures=failures,
+                        examples=examples)
 
 
 __all__ = ["TierConfig", "TierResult", "DecayRule", "promote", "apply_boosts", "boost_schedule", "counted_events",
