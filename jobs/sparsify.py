@@ -34,6 +34,7 @@ from typing import Mapping
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from jobs.schema import COLD_EDGES
 from r2g.schema import EDGES, NODES
@@ -105,7 +106,13 @@ def _over_cap(e: pl.DataFrame, nodes: pl.DataFrame, as_of: datetime, config: Spa
     if sym.height:
         sides.append(sym.select("row", "tenant", "type", "weight", "valid_since",
                                 pl.col("dst").alias("node"), pl.col("src").alias("other")))
-    inc = pl.concat(sides).join(nodes, on=["tenant", "other"], how="left")
+    group = ["tenant", "node", "type"]
+    # only a group over its cap has edges to rank: most nodes hold a handful of each type
+    inc = pl.concat(sides).with_columns(pl.col("type").replace_strict(caps, return_dtype=pl.Int64).alias("cap"))
+    inc = inc.filter(pl.len().over(group) > pl.col("cap"))
+    if inc.height == 0:
+        return pl.DataFrame(schema={"row": pl.UInt32, "reason": pl.String})
+    inc = inc.join(nodes, on=["tenant", "other"], how="left")
     tau = pl.col("other_type").replace_strict(dict(config.tau_days), default=config.default_tau_days,
                                               return_dtype=pl.Float64)
     t = pl.coalesce("valid_since", "other_t")
@@ -115,8 +122,7 @@ def _over_cap(e: pl.DataFrame, nodes: pl.DataFrame, as_of: datetime, config: Spa
     inc = inc.join(e.select("row", pl.col("id").alias("id_key")), on="row").sort(
         ["tenant", "node", "type", "score", "w", "t", "id_key"],
         descending=[False, False, False, True, True, True, False], nulls_last=True)
-    inc = inc.with_columns(pl.int_range(pl.len()).over(["tenant", "node", "type"]).alias("rank"),
-                           pl.col("type").replace_strict(caps, return_dtype=pl.Int64).alias("cap"))
+    inc = inc.with_columns(pl.int_range(pl.len()).over(group).alias("rank"))
     over = inc.filter(pl.col("rank") >= pl.col("cap"))
     return over.group_by("row").agg(pl.col("type").first(), pl.col("cap").first()).select(
         "row", pl.format("degree_cap:{}>{}", "type", "cap").alias("reason"))
@@ -130,22 +136,22 @@ def sparsify(nodes: pa.Table, edges: pa.Table, as_of: datetime, config: Sparsify
     reference time and the cold rows' capped_at. Input rows are returned unchanged.
     """
     edges = conform(edges, EDGES)
-    e = pl.from_arrow(edges).with_row_index("row")
+    e = pl.from_arrow(edges.select(["id", "tenant", "src", "dst", "type", "weight", "valid_since"])
+                      ).with_row_index("row")
     below = e.filter((pl.col("type") == "SIMILAR_TO")
                      & (pl.col("weight").fill_null(0.0) < config.similar_threshold)).select(
         "row", pl.lit(f"similar_to<{config.similar_threshold:g}").alias("reason"))
     over = _over_cap(e.join(below, on="row", how="anti"), _node_times(nodes), as_of, config)
     cold_rows = pl.concat([below, over]).sort("row")
-    reason = dict(zip(cold_rows.get_column("row").to_list(), cold_rows.get_column("reason").to_list()))
-
-    keep = [i for i in range(edges.num_rows) if i not in reason]
-    cold_idx = sorted(reason)
-    kept = _sorted(edges.take(pa.array(keep, pa.int64())))
-    cold = edges.take(pa.array(cold_idx, pa.int64()))
-    cold = cold.append_column("reason", pa.array([reason[i] for i in cold_idx], pa.string()))
-    cold = cold.append_column("capped_at", pa.array([as_of] * len(cold_idx), COLD_EDGES.field("capped_at").type))
+    cold_mask = e.select(pl.col("row").is_in(cold_rows.get_column("row"))).to_series().to_arrow()
+    kept = _sorted(edges.filter(pc.invert(cold_mask)))
+    cold = edges.filter(cold_mask)   # row order, as cold_rows
+    cold = cold.append_column("reason", cold_rows.get_column("reason").to_arrow().cast(pa.string()))
+    cold = cold.append_column("capped_at", pa.array([as_of] * cold.num_rows, COLD_EDGES.field("capped_at").type))
     return SparsifyResult(edges=kept, cold=_sorted(conform(cold, COLD_EDGES)))
 
 
 def _sorted(table: pa.Table) -> pa.Table:
-    return table.sort_by([("tenant", "ascending"), ("id", "ascending"), ("src", "ascending"), ("dst", "ascending")])
+    # one chunk first: Arrow's take over many chunks of nested columns (raw_refs) is several times slower
+    keys = [("tenant", "ascending"), ("id", "ascending"), ("src", "ascending"), ("dst", "ascending")]
+    return table.combine_chunks().take(pc.sort_indices(table, sort_keys=keys))
