@@ -150,6 +150,9 @@ class TierResult:
     nodes: pa.Table        # NODES, every node with tier, category, weight, activation, feedback, pinned, status
     promotions: pa.Table   # PROMOTIONS, the changes against `previous`
     review: pa.Table       # REVIEW_QUEUE, kind fact_low_weight
+    # tenant → mid-tier Fact/Preference/Task nodes before the capacity rule: what a run over part of a tenant's
+    # nodes passes as `tenant_mid_counts` to decide exactly as this run did
+    mid_counts: Mapping[str | None, int] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------------------------- boosts
@@ -408,6 +411,7 @@ def promote(nodes: pa.Table, feedback: pa.Table | None, previous: pa.Table | Non
     n = _decide_category(n, cfg)
     n = _decide_tier(n, as_of, cfg)
     n = _pre_archive(n, as_of, cfg)
+    mid_counts = _mid_counts(n, cfg)
     n = _capacity(n, cfg, tenant_mid_counts)
     n = n.with_columns(
         pl.when(pl.col("archived")).then(pl.lit("archived"))
@@ -419,7 +423,8 @@ def promote(nodes: pa.Table, feedback: pa.Table | None, previous: pa.Table | Non
         field = NODES.field(col)
         table = table.set_column(table.schema.get_field_index(col), field,
                                  n.get_column(src).to_arrow().cast(field.type))
-    return TierResult(nodes=table, promotions=_promotions(n, as_of), review=_review(n, as_of, cfg))
+    return TierResult(nodes=table, promotions=_promotions(n, as_of), review=_review(n, as_of, cfg),
+                      mid_counts=mid_counts)
 
 
 def _decide_category(n: pl.DataFrame, cfg: TierConfig) -> pl.DataFrame:
@@ -502,14 +507,22 @@ def _pre_archive(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pl.DataFr
         .otherwise(pl.lit(None, dtype=pl.String)).alias("status_reason"))
 
 
+def _mid(cfg: TierConfig) -> pl.Expr:
+    """The nodes the capacity rule counts: mid tier, live, neither downvoted nor pinned, of a capacity type."""
+    return ((pl.col("tier") == "mid") & ~pl.col("archived") & ~pl.col("downvoted") & ~pl.col("pinned")
+            & pl.col("type").is_in(sorted(cfg.capacity_types)).fill_null(False))
+
+
+def _mid_counts(n: pl.DataFrame, cfg: TierConfig) -> dict[str | None, int]:
+    return dict(n.filter(_mid(cfg)).group_by("tenant").len().iter_rows())
+
+
 def _capacity(n: pl.DataFrame, cfg: TierConfig, counts: Mapping[str | None, int] | None) -> pl.DataFrame:
     """seed 002 short-term capacity over each tenant's mid-tier Fact/Preference/Task nodes (the one rule that
     couples the nodes of a tenant: how many of them are mid decides what happens to each)."""
     if cfg.overflow_strategy is None:
         return n
-    mid = ((pl.col("tier") == "mid") & ~pl.col("archived") & ~pl.col("downvoted") & ~pl.col("pinned")
-           & pl.col("type").is_in(sorted(cfg.capacity_types)).fill_null(False))
-    n = n.with_columns(mid.alias("_mid"))
+    n = n.with_columns(_mid(cfg).alias("_mid"))
     if counts is None:
         n = n.with_columns(pl.col("_mid").cast(pl.Int64).sum().over("tenant").alias("_count"))
     else:
@@ -576,6 +589,34 @@ def _review(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pa.Table:
     return conform(rows.to_arrow(), REVIEW_QUEUE)
 
 
+def tier_input(nodes: pa.Table, feedback: pa.Table | None, previous: pa.Table | None, edges: pa.Table | None,
+               keys: pa.Table) -> tuple[pa.Table, pa.Table | None, pa.Table | None, pa.Table | None]:
+    """The rows promote needs to redo the nodes in `keys` (tenant, id): those nodes, their FEEDBACK rows, their
+    previous rows, and the ABOUT edges into every topic they take part in (the topic-repetition count).
+
+    Contract (tests/test_consolidation_contracts.py): promote over these rows, with `tenant_mid_counts` = the
+    full run's TierResult.mid_counts, gives the full run's node, promotion and review rows of those nodes. Per
+    node otherwise; the capacity count is the one coupling between the nodes of a tenant."""
+    k = pl.from_arrow(keys.select(["tenant", "id"])).unique()
+
+    def rows(table: pa.Table | None, id_col: str) -> pa.Table | None:
+        if table is None:
+            return None
+        t = pl.from_arrow(table.select(["tenant", id_col])).with_row_index("_row").join(
+            k, left_on=["tenant", id_col], right_on=["tenant", "id"], how="semi", nulls_equal=True)
+        return table.take(t.get_column("_row").to_arrow())
+
+    about = None
+    if edges is not None:
+        e = (pl.from_arrow(edges.select(["tenant", "src", "dst", "type"])).with_row_index("_row")
+             .filter(pl.col("type") == "ABOUT"))
+        topics = pl.concat([k, e.join(k, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi",
+                                      nulls_equal=True).select("tenant", pl.col("dst").alias("id"))]).unique()
+        about = edges.take(e.join(topics, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi",
+                                  nulls_equal=True).get_column("_row").to_arrow())
+    return rows(nodes, "id"), rows(feedback, "node_id"), rows(previous, "id"), about
+
+
 # ----------------------------------------------------------------------------------------------- check
 
 def tiers_monotone(nodes: pa.Table, promotions: pa.Table, config: TierConfig = TierConfig()) -> CheckOutcome:
@@ -616,5 +657,5 @@ def tiers_monotone(nodes: pa.Table, promotions: pa.Table, config: TierConfig = T
                         examples=examples)
 
 
-__all__ = ["TierConfig", "TierResult", "DecayRule", "promote", "apply_boosts", "boost_schedule", "counted_events",
+__all__ = ["TierConfig", "TierResult", "DecayRule", "promote", "tier_input", "apply_boosts", "boost_schedule", "counted_events",
            "decayed_weight", "tiers_monotone", "TIERS"]
