@@ -155,3 +155,39 @@ def _sorted(table: pa.Table) -> pa.Table:
     # one chunk first: Arrow's take over many chunks of nested columns (raw_refs) is several times slower
     keys = [("tenant", "ascending"), ("id", "ascending"), ("src", "ascending"), ("dst", "ascending")]
     return table.combine_chunks().take(pc.sort_indices(table, sort_keys=keys))
+
+
+def sparsify_group_keys(edges: pa.Table, config: SparsifyConfig = SparsifyConfig()) -> pa.Table:
+    """(tenant, node, type, id): the degree-cap group(s) of every edge — (tenant, src, type), and for a symmetric
+    type (SIMILAR_TO, SAME_AS) also (tenant, dst, type), where the edge counts too.
+
+    Contract (tests/test_consolidation_contracts.py): sparsify over sparsify_input(nodes, edges, G) puts every edge
+    of the groups G on the same side (hot or cold, same reason) as the full run. An edge's side depends on its
+    group's edges and their other endpoints' types and times — for a symmetric edge, on both its groups."""
+    e = pl.from_arrow(conform(edges, EDGES).select(["id", "tenant", "src", "dst", "type"]))
+    sym = pl.col("type").is_in(sorted(config.symmetric))
+    keys = pl.concat([e.select("tenant", pl.col("src").alias("node"), "type", "id"),
+                      e.filter(sym).select("tenant", pl.col("dst").alias("node"), "type", "id")])
+    return keys.to_arrow()
+
+
+def sparsify_input(nodes: pa.Table, edges: pa.Table, keys: pa.Table, config: SparsifyConfig = SparsifyConfig()
+                   ) -> tuple[pa.Table, pa.Table]:
+    """The rows sparsify needs to place the edges of the groups in `keys` (tenant, node, type): those groups'
+    edges, every edge of the other group of their symmetric edges, and the nodes at both ends of all of them."""
+    nodes, edges = conform(nodes, NODES), conform(edges, EDGES)
+    k = pl.from_arrow(keys.select(["tenant", "node", "type"])).unique()
+    all_keys = pl.from_arrow(sparsify_group_keys(edges, config)).join(
+        pl.from_arrow(edges.select(["id", "tenant"])).with_row_index("_row"), on=["tenant", "id"])
+    mine = all_keys.join(k, on=["tenant", "node", "type"], how="semi", nulls_equal=True)
+    sym = mine.filter(pl.col("type").is_in(sorted(config.symmetric))).select("tenant", "id")
+    # the other end of each symmetric edge: its whole group counts towards the edge's fate
+    other = all_keys.join(sym, on=["tenant", "id"], how="semi").select("tenant", "node", "type").unique()
+    rows = pl.concat([mine, all_keys.join(other, on=["tenant", "node", "type"], how="semi", nulls_equal=True)]
+                     ).get_column("_row").unique().sort()
+    chosen = edges.take(rows.to_arrow())
+    ends = pl.from_arrow(chosen.select(["tenant", "src", "dst"]))
+    ends = pl.concat([ends.select("tenant", pl.col("src").alias("id")), ends.select("tenant", pl.col("dst").alias("id"))])
+    n = pl.from_arrow(nodes.select(["tenant", "id"])).with_row_index("_row").join(ends.unique(), on=["tenant", "id"],
+                                                                                   how="semi", nulls_equal=True)
+    return nodes.take(n.get_column("_row").to_arrow()), chosen
