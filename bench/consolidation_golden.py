@@ -182,7 +182,8 @@ def pipeline(lake: Path, impls: list[str], *, use_previous: bool, feedback_rows:
             stored = read_table(lake / f"{name}.parquet", schema)
             ours = table.take(pa.compute.sort_indices(table, [("tenant", "ascending"), ("id", "ascending")]))
             if not same(conform_sorted(stored, schema), ours, schema):
-                s.failures.append(f"final {name} vs the lake's: {first_difference(conform_sorted(stored, schema), ours)}")
+                diff = first_difference(conform_sorted(stored, schema), ours)
+                s.failures.append(f"final {name} vs the lake's: {diff}")
     return s
 
 

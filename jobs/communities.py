@@ -34,6 +34,14 @@ update Concept nodes". Per tenant, pure, deterministic:
 
 Only level 0 (the Leiden partition itself) is built; COMMUNITIES.level leaves room for
 coarser levels.
+
+Per tenant (nothing crosses tenants), and incremental up to Leiden: `context_items` (steps 1–2) gives each
+context's rows from its Episode, what derives from it and their links, so a batch of new Episodes (an inbox file)
+adds contexts without touching old ones; `context_pairs` of a batch, summed with `aggregate_pairs`, is the lake's
+pair table; `communities_from_pairs` runs steps 4–7 (hubs, Leiden, ids, rows) from that table and the items.
+A batch whose rows change an old context (a merged Fact gaining a link) must recompute that context's rows.
+Tested in tests/test_consolidation_contracts.py::test_communities_are_per_tenant_and_pairs_add_over_batches_of_contexts
+and ::test_context_items_of_a_file_batch_are_its_contexts_rows.
 """
 from __future__ import annotations
 

@@ -19,6 +19,9 @@ the stronger evidence wins: email > id_card (checksum + date) > card (Luhn) > ph
 
 `flag_nodes` and `redact` touch only graph text: the raw store keeps its bytes, so
 citations still verify against the original lines.
+
+Per row: a node's `pii` (and redacted text) depends on its own title/text/keywords/aliases/entities only
+(`pii_group_keys`; tests/test_consolidation_contracts.py::test_pii_flags_are_per_row).
 """
 from __future__ import annotations
 

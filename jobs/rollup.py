@@ -19,6 +19,12 @@ SEMANTIC_CONTAINS edges. A child claimed by any parent (whatever its status) is 
 again (seed: CHILD_HAS_PARENT), so running on nodes ∪ output and edges ∪ output adds nothing.
 With group_by="concept" an Episode about two Concepts could sit in two groups; the first group
 (timeline order, then key) takes it, the other is re-formed from what is left.
+
+Group-local under group_by="conversation" (`rollup_group_keys`: (tenant, conversation, period bucket);
+`rollup_input` adds the tenant's existing rollups and SEMANTIC_CONTAINS edges): a group's parents, at every
+level, depend on its own Episodes only. Under group_by="concept" the first-group-wins rule couples every
+Concept of a tenant: the tenant is the unit. Node ids unique per tenant. Tested in
+tests/test_consolidation_contracts.py::test_rollups_of_some_conversations_are_the_full_runs_parents_of_those.
 """
 from __future__ import annotations
 
@@ -178,7 +184,8 @@ class _State:
         children: dict[tuple[str, str], list[str]] = {}
         for t, src, dst in contains.select("tenant", "src", "dst").iter_rows():
             children.setdefault((t, src), []).append(dst)
-        claimed = contains.select("tenant", pl.col("dst").alias("id")).unique().with_columns(pl.lit(True).alias("claimed"))
+        claimed = (contains.select("tenant", pl.col("dst").alias("id")).unique()
+                   .with_columns(pl.lit(True).alias("claimed")))
         kinds = n.select("tenant", "id", "type")
         concepts = (e.filter(pl.col("type") == "ABOUT")
                     .join(kinds, left_on=["tenant", "dst"], right_on=["tenant", "id"])
@@ -266,7 +273,8 @@ def _by_conversation(state: _State, config: RollupConfig) -> tuple[pl.DataFrame,
                                           & pl.col("conv_id").is_not_null())
                     .sort([*key, pl.col("t").is_null(), "t", "id"], nulls_last=True))
             kept = pl.len().over(key).cast(pl.Int64) - keep
-            runs = pool.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(key).alias("pos"), kept.alias("_kept")).filter(
+            runs = pool.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(key).alias("pos"),
+                                     kept.alias("_kept")).filter(
                 (pl.col("_kept") >= config.threshold)
                 & (pl.col("pos") < (pl.col("_kept") // config.fan_in) * config.fan_in))
             groups = (runs.with_columns((pl.col("pos") // config.fan_in).alias("_g"))

@@ -24,6 +24,11 @@ In-degree is not capped (the seed caps out-degree): an Entity mentioned by thous
 keeps every MENTIONS edge, since each is the only link from that Episode to it.
 Not done here: seed §22.1.2 age–confidence pruning, §22.1.4 evidence folding, §22.1.5 Concept
 down-sampling and SIMILAR_TO triangle-closure limits.
+
+Per group (`sparsify_group_keys`: (tenant, src, type), and for a symmetric type also (tenant, dst, type)): an
+edge's side depends on its group's edges and their other endpoints' type and time; a symmetric edge on both of
+its groups (`sparsify_input` adds the second). Depends on `as_of`. Tested in tests/test_consolidation_contracts.py::
+test_sparsify_of_some_groups_places_their_edges_as_the_full_run.
 """
 from __future__ import annotations
 
@@ -187,7 +192,8 @@ def sparsify_input(nodes: pa.Table, edges: pa.Table, keys: pa.Table, config: Spa
                      ).get_column("_row").unique().sort()
     chosen = edges.take(rows.to_arrow())
     ends = pl.from_arrow(chosen.select(["tenant", "src", "dst"]))
-    ends = pl.concat([ends.select("tenant", pl.col("src").alias("id")), ends.select("tenant", pl.col("dst").alias("id"))])
+    ends = pl.concat([ends.select("tenant", pl.col("src").alias("id")),
+                      ends.select("tenant", pl.col("dst").alias("id"))])
     n = pl.from_arrow(nodes.select(["tenant", "id"])).with_row_index("_row").join(ends.unique(), on=["tenant", "id"],
                                                                                    how="semi", nulls_equal=True)
     return nodes.take(n.get_column("_row").to_arrow()), chosen

@@ -63,6 +63,12 @@ crossed since the previous tier ("new" when nothing fired) — at = as_of.
 `nodes` is the graph as upstream derives it (R2G merge, then the other consolidation steps), not this function's
 own output: a status "archived" on it is someone else's decision and is kept as is, while an archive made here
 lives in `previous` and can be restored.
+
+What one node's output depends on (`tier_input` selects it): its row, its FEEDBACK rows, its previous row, the
+number of nodes ABOUT each topic it takes part in (all ABOUT edges into those Concepts), `as_of` and the config
+— and one coupling: the capacity rule counts a tenant's mid-tier Fact/Preference/Task nodes, so a run over part of
+a tenant passes the full count (`tenant_mid_counts`, as TierResult.mid_counts reports it). Tested in
+tests/test_consolidation_contracts.py::test_promote_of_some_nodes_with_the_tenants_mid_count_is_the_full_run.
 """
 from __future__ import annotations
 
@@ -562,7 +568,8 @@ def _promotions(n: pl.DataFrame, as_of: datetime) -> pa.Table:
         pl.when(ch_status & pl.col("status_reason").is_not_null()).then(one("status_reason")).otherwise(_EMPTY),
     ).list.unique(maintain_order=True).list.join("; ")
     rows = n.filter(ch_tier | ch_cat | ch_status).select(
-        "tenant", pl.col("id").alias("node_id"), pl.col("prev_tier").alias("from_tier"), pl.col("tier").alias("to_tier"),
+        "tenant", pl.col("id").alias("node_id"), pl.col("prev_tier").alias("from_tier"),
+        pl.col("tier").alias("to_tier"),
         pl.col("prev_category").alias("from_category"), pl.col("category").alias("to_category"),
         pl.col("prev_status").alias("from_status"), pl.col("new_status").alias("to_status"),
         pl.when(reasons != "").then(reasons).when(new).then(pl.lit("new")).otherwise(pl.lit("input_changed"))
@@ -657,5 +664,6 @@ def tiers_monotone(nodes: pa.Table, promotions: pa.Table, config: TierConfig = T
                         examples=examples)
 
 
-__all__ = ["TierConfig", "TierResult", "DecayRule", "promote", "tier_input", "apply_boosts", "boost_schedule", "counted_events",
+__all__ = ["TierConfig", "TierResult", "DecayRule", "promote", "tier_input", "apply_boosts", "boost_schedule",
+           "counted_events",
            "decayed_weight", "tiers_monotone", "TIERS"]

@@ -34,6 +34,13 @@ subject to the current head, and repeats SUPPORTS their head (unless an edge of 
 chain is one connected piece.
 
 R2G's CONTRADICTS between members of different segments are removed: they were a change over time.
+
+Group-local (`version_group_keys`, `version_input`): a group's outputs — its members' valid_since/valid_until,
+the VERSION_NEXT / ACTIVE_OF / SUPPORTS / CONTRADICTS among them, the removed R2G CONTRADICTS between them, its
+review rows — depend on its members, their edges (roles, SUPPORTS / SAME_AS touching them, edges of the ids it
+would write), the tenant's Entities (subject, speaker → PERSON) and, for Preferences, the Facts of their messages.
+Node ids unique per tenant. Tested in tests/test_consolidation_contracts.py::
+test_version_facts_of_some_groups_are_the_full_runs_rows_of_those_groups.
 """
 from __future__ import annotations
 
@@ -210,7 +217,8 @@ def _members(nodes: pa.Table, edges: pl.DataFrame, cfg: VersionConfig) -> tuple[
     # a Preference takes the attribute of the Fact made from the same words (same message, inside its span)
     located = (attributed.filter(pl.col("raw_refs").list.len() > 0)
                .select("tenant", "conv_id", "msg_id", pl.col("raw_refs").list.first().struct.field("raw_id"),
-                       pl.col("raw_refs").list.first().struct.field("offset").alias("_off"), pl.col("id").alias("_fid")))
+                       pl.col("raw_refs").list.first().struct.field("offset").alias("_off"),
+                       pl.col("id").alias("_fid")))
     attrs = (attributed.select("tenant", pl.col("id").alias("_fid"), "canon", "patient", "modality", "obj")
              .unique(subset=["tenant", "_fid"], keep="last", maintain_order=True))
     prefs = n.filter(pl.col("type") == "Preference").sort("id", maintain_order=True).with_row_index("_p")
@@ -229,7 +237,8 @@ def _members(nodes: pa.Table, edges: pl.DataFrame, cfg: VersionConfig) -> tuple[
     members = pl.concat([m.select(*_GROUP_KEY, "id", pl.coalesce("time_start", "first_seen").alias("t"),
                                   "affirmative", "obj",
                                   pl.col("confidence").fill_null(_DEFAULT_CONF).cast(pl.Float64).alias("conf"),
-                                  pl.max_horizontal(pl.col("frequency").fill_null(1), 1).cast(pl.Int64).alias("frequency"),
+                                  pl.max_horizontal(pl.col("frequency").fill_null(1), 1).cast(pl.Int64)
+                                  .alias("frequency"),
                                   pl.col("speaker").fill_null(""), "raw_refs")
                          for m in (fact_members, prefs)])
     members = members.filter(pl.col("t").is_not_null()).sort([*_GROUP_KEY, "t", "id"], maintain_order=True)
@@ -459,8 +468,8 @@ def version_facts(nodes: pa.Table, edges: pa.Table, config: VersionConfig = Vers
     groups = _python_members(multi)
     ids = multi.select("tenant", "id").unique()
     links = e.filter(pl.col("type").is_in(["SUPPORTS", "SAME_AS"]))
-    links = pl.concat([links.join(ids, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi", nulls_equal=True),
-                       links.join(ids, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi", nulls_equal=True)])
+    links = pl.concat([links.join(ids, left_on=["tenant", end], right_on=["tenant", "id"], how="semi",
+                                  nulls_equal=True) for end in ("src", "dst")])
     support_edges: dict[tuple[str, str], set[str]] = {}
     for tn, s, d in links.select(["tenant", "src", "dst"]).iter_rows():
         support_edges.setdefault((tn, s), set()).add(d)
@@ -533,7 +542,7 @@ def one_active_per_chain(nodes: pa.Table, edges: pa.Table) -> CheckOutcome:
              .join(versioned, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi", nulls_equal=True)
              .join(versioned, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi", nulls_equal=True)
              .sort(["tenant", "src", "dst", "type"]))
-    ends = pl.concat([links.select("tenant", pl.col("src").alias("id")), links.select("tenant", pl.col("dst").alias("id"))])
+    ends = pl.concat([links.select("tenant", pl.col(end).alias("id")) for end in ("src", "dst")])
     vertex = ends.unique(maintain_order=True).with_row_index("_v")
     a = links.join(vertex, left_on=["tenant", "src"], right_on=["tenant", "id"], maintain_order="left",
                    nulls_equal=True).get_column("_v")

@@ -13,6 +13,10 @@ linked "I live in Paris" to "I live in Berlin"):
 - same polarity otherwise → SUPPORTS (the claim repeated later);
 - opposite polarity → CONTRADICTS (issue-5 consolidation turns these into versions).
 Linking only to the nearest earlier fact keeps the edge count linear in the facts.
+
+Group-local: a link never leaves its group, so the links out of the Facts of any set of groups are a function
+of those Facts and their AGENT / PATIENT / LOCATION edges alone (`link_group_keys`, `link_input`; tested in
+tests/test_consolidation_contracts.py::test_link_facts_of_some_groups_are_the_full_runs_links_of_those_groups).
 """
 from __future__ import annotations
 

@@ -23,7 +23,8 @@ OBJECTS = ["coffee", "tea", "soccer", "guitar", "Paris", "Berlin", "the park", "
 PREDICATES = ["like", "love", "hate", "dislike", "play_soccer", "live", "work", "go", "be", "have", "enjoy",
               "stop", "start", "喜欢", "讨厌", "want", "visit", "play"]
 MODALITIES = [None, None, None, "want", "can", "maybe"]
-TEXTS = ["I love coffee. Really!", "我今天不开心，因为昨晚没睡好。", "Call me at 138 0013 8000 or a@b.io",
+TEXTS = ["I love coffee. Really!", "我今天不开心，因为昨晚没睡好。",
+         "Call me at 138 0013 8000 or a@b.io",
          "See you at 2023-05-08 12:30.", "Card 4111 1111 1111 1111; id 11010519491231002X.",
          "Plain words only", "", None, "[EMAIL] was here.", "+44 20 7946 0958 is the office", "v1.2.3 build 10.0.19045",
          "Mixed 小明 text. Second sentence. Third one? Yes!", "tel: (415) 555-2671", "done.\nnext line; more"]
@@ -106,7 +107,8 @@ def random_graph(seed: int, *, tenants: int = 2, episodes: int = 30, feedback: i
                 fid = f"{tenant}:f{e}_{f}"
                 off = 100 * e + 10 * f
                 fact = {"id": fid, "tenant": tenant, "type": "Fact", "subtype": r.choice(["event", "state"]),
-                        "title": r.choice(TEXTS), "text": r.choice(TEXTS), "predicate_norm": r.choice(PREDICATES + [None]),
+                        "title": r.choice(TEXTS), "text": r.choice(TEXTS),
+                        "predicate_norm": r.choice(PREDICATES + [None]),
                         "negation": r.choice([True, False, None]), "modality": r.choice(MODALITIES),
                         "time_start": ts if r.random() < 0.7 else t_at(), "first_seen": ts, "last_seen": ts,
                         "confidence": r.choice([None, 0.5, 0.8, 0.9]), "frequency": r.choice([None, 1, 2, 3]),

@@ -229,7 +229,8 @@ def test_duplicate_ids_keep_the_reference_row() -> None:
     dup = dup.set_column(dup.schema.get_field_index("title"), "title", pa.array(["zz", "aa", None, "mm"]))
     nodes = pa.concat_tables([g.nodes, dup])
     cfg = RollupConfig(threshold=2, fan_in=2)
-    assert_same(rollup.rollup_episodes(nodes, g.edges, cfg).nodes, old_rollup.rollup_episodes(nodes, g.edges, cfg).nodes)
+    assert_same(rollup.rollup_episodes(nodes, g.edges, cfg).nodes,
+                old_rollup.rollup_episodes(nodes, g.edges, cfg).nodes)
 
 
 # ------------------------------------------------------------------------------------------ sparsify and link
