@@ -168,9 +168,8 @@ class _State:
     group_by="concept" — the Concepts each node is ABOUT; parents are appended as they are made."""
 
     def __init__(self, episodes: pl.DataFrame, ids: pl.DataFrame, children: dict[tuple[str, str], list[str]],
-                 concepts: pl.DataFrame, other_subtypes: dict[tuple[str, str], str | None]) -> None:
+                 concepts: pl.DataFrame) -> None:
         self.episodes, self.ids, self.children, self.concepts = episodes, ids, children, concepts
-        self.other_subtypes = other_subtypes
 
     @classmethod
     def load(cls, nodes: pa.Table, edges: pa.Table, config: RollupConfig) -> _State:
@@ -193,13 +192,8 @@ class _State:
         eps = (n.filter(pl.col("type") == EPISODE).select(_EPISODE_COLS)
                .join(claimed, on=["tenant", "id"], how="left", maintain_order="left")
                .with_columns(pl.col("claimed").fill_null(False)))
-        rollups = n.filter(pl.col("subtype") == ROLLUP_SUBTYPE)
-        other = {} if rollups.height == 0 else {
-            (t, i): st for t, i, st in n.join(contains.select("tenant", pl.col("dst").alias("id")).unique(),
-                                              on=["tenant", "id"], how="semi")
-            .select("tenant", "id", "subtype").iter_rows()}
-        eps = eps.with_columns(_depths(eps, children, config).alias("depth"))
-        return cls(_timeline(eps, config), ids, children, concepts, other)
+        eps = _with_depths(eps, n.filter(pl.col("subtype") == ROLLUP_SUBTYPE), children)
+        return cls(_timeline(eps, config), ids, children, concepts)
 
     def add(self, parents: pl.DataFrame, contains: pl.DataFrame, depth: int, config: RollupConfig) -> None:
         claimed = contains.select("tenant", pl.col("dst").alias("id"), pl.lit(True).alias("_now"))
@@ -230,29 +224,33 @@ def _one_row_per_id(nodes: pa.Table) -> pl.DataFrame:
     return n.filter(~dup | pl.col("_row").is_in(winners)).drop("_row")
 
 
-def _depths(eps: pl.DataFrame, children: dict[tuple[str, str], list[str]], config: RollupConfig) -> pl.Series:
-    """Depth of each Episode: 0, or for a rollup 1 + its deepest child's, in the Python rollup's order of first
-    visit (ids ascending among unclaimed live Episodes: a SEMANTIC_CONTAINS cycle resolves the same way)."""
-    rollups = eps.filter(pl.col("subtype") == ROLLUP_SUBTYPE)
+def _with_depths(eps: pl.DataFrame, rollups: pl.DataFrame, children: dict[tuple[str, str], list[str]]
+                 ) -> pl.DataFrame:
+    """`eps` plus `depth`: 0, or for a rollup (any node of subtype rollup, `rollups`) 1 + its deepest child's,
+    visited in the Python rollup's order (ids ascending among unclaimed live Episodes, so a SEMANTIC_CONTAINS
+    cycle resolves the same way). Only rollups are held in Python: there are few, none in an R2G graph."""
     if rollups.height == 0:
-        return pl.Series("depth", [0] * eps.height, dtype=pl.Int64)
-    subtype = {(t, i): st for t, i, st in eps.select("tenant", "id", "subtype").iter_rows()}
+        return eps.with_columns(pl.lit(0, dtype=pl.Int64).alias("depth"))
+    is_rollup = set(rollups.select("tenant", "id").iter_rows())
     depth: dict[tuple[str, str], int] = {}
 
     def visit(t: str, nid: str) -> int:
         if (t, nid) not in depth:
             depth[(t, nid)] = 0        # guards a cycle
-            if subtype.get((t, nid)) == ROLLUP_SUBTYPE:
+            if (t, nid) in is_rollup:
                 depth[(t, nid)] = 1 + max((visit(t, c) for c in children.get((t, nid), ())), default=0)
         return depth[(t, nid)]
 
     live = pl.col("status").fill_null("active").is_in(list(LIVE_STATUS))
-    for t, nid in eps.filter(~pl.col("claimed") & live).sort(["tenant", "id"]).select("tenant", "id").iter_rows():
+    first = eps.filter(~pl.col("claimed") & live & (pl.col("subtype") == ROLLUP_SUBTYPE)).sort(["tenant", "id"])
+    for t, nid in first.select("tenant", "id").iter_rows():
         visit(t, nid)
-    for t, nid in rollups.select("tenant", "id").iter_rows():
+    for t, nid in sorted(is_rollup):
         visit(t, nid)
-    return pl.Series("depth", [depth.get((t, i), 0) for t, i in eps.select("tenant", "id").iter_rows()],
-                     dtype=pl.Int64)
+    found = pl.DataFrame([(t, i, d) for (t, i), d in depth.items() if (t, i) in is_rollup],
+                         schema={"tenant": pl.String, "id": pl.String, "depth": pl.Int64}, orient="row")
+    return eps.join(found, on=["tenant", "id"], how="left", maintain_order="left").with_columns(
+        pl.col("depth").fill_null(0))
 
 
 def _timeline(eps: pl.DataFrame, config: RollupConfig) -> pl.DataFrame:

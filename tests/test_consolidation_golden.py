@@ -270,3 +270,36 @@ def test_differential_tests_see_every_rule_fire() -> None:
     assert sparsify.sparsify(g.nodes, g.edges, g.as_of, SPARSIFY_CONFIGS[1]).cold.num_rows
     assert rollup.rollup_episodes(g.nodes, g.edges, ROLLUP_CONFIGS[1]).nodes.num_rows
     assert pii.flag_nodes(g.nodes).column("pii").null_count < g.nodes.num_rows
+
+
+@fuzz_settings(30)
+@given(SEEDS)
+def test_rollup_depths_with_cycles_and_odd_children_match_the_reference(seed) -> None:
+    """Existing rollups whose SEMANTIC_CONTAINS edges form cycles or point at non-Episodes: depths as before."""
+    r = random.Random(seed)
+    g = random_graph(seed, episodes=12, tenants=1)
+    rows = g.nodes.to_pylist()
+    eps = [n for n in rows if n["type"] == "Episode"]
+    for n in r.sample(eps, min(len(eps), 6)):
+        n["subtype"] = "rollup"
+    ups = [n for n in eps if n["subtype"] == "rollup"]
+    others = [n["id"] for n in rows]
+    edges = g.edges.to_pylist()
+    for n in ups:
+        for child in r.sample(others, r.randint(0, 3)):
+            edges.append({**edges[0], "id": f"sc_{n['id']}_{child}", "src": n["id"], "dst": child,
+                          "type": "SEMANTIC_CONTAINS"})
+    nodes, edges = pa.Table.from_pylist(rows, schema=g.nodes.schema), pa.Table.from_pylist(edges, schema=g.edges.schema)
+    cfg = RollupConfig(threshold=1, fan_in=2, max_depth=4)
+    new, old = rollup.rollup_episodes(nodes, edges, cfg), old_rollup.rollup_episodes(nodes, edges, cfg)
+    assert_same(new.nodes, old.nodes)
+    assert_same(new.edges, old.edges)
+
+
+def test_conservation_counts_empty_messages_as_python_strips() -> None:
+    from jobs.integrity import _PY_WHITESPACE, conservation
+    assert _PY_WHITESPACE == "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
+    texts = ["a", "", None, " \x1c\u3000", "\u200b", "b ", "\x85"]
+    out = conservation(len(texts), pa.table({"text": texts}), pa.table({"x": pa.array([], pa.int64())}))
+    assert out.examples == [{"empty_message": i} for i, t in enumerate(texts) if not (t or "").strip()][:5]
+    assert out.failures == sum(1 for t in texts if not (t or "").strip())
