@@ -146,15 +146,16 @@ def _mapped(col: str, fn, values: pl.Series, dtype: pl.DataType) -> pl.DataFrame
     return pl.DataFrame({col: distinct, "_out": pl.Series([fn(v) for v in distinct.to_list()], dtype=dtype)})
 
 
-def _with_roles(rows: pl.DataFrame, edges: pl.DataFrame) -> pl.DataFrame:
-    """`rows` plus AGENT / PATIENT / LOCATION columns: the smallest dst of each role edge (tenant, src, type)."""
-    roles = (edges.filter(pl.col("type").is_in(_ROLES)).group_by(["tenant", "src", "type"])
-             .agg(pl.col("dst").min()))
-    for role in _ROLES:
-        rows = rows.join(roles.filter(pl.col("type") == role).select("tenant", pl.col("src").alias("id"),
-                                                                       pl.col("dst").alias(role)),
-                         on=["tenant", "id"], how="left", maintain_order="left", nulls_equal=True)
-    return rows
+def _roles(edges: pl.DataFrame) -> pl.DataFrame:
+    """(tenant, id, AGENT, PATIENT, LOCATION): the smallest dst of each role edge type out of each node."""
+    return (edges.filter(pl.col("type").is_in(_ROLES)).group_by(["tenant", "src"])
+            .agg(*(pl.col("dst").filter(pl.col("type") == role).min().alias(role) for role in _ROLES))
+            .rename({"src": "id"}))
+
+
+def _with_roles(rows: pl.DataFrame, roles: pl.DataFrame) -> pl.DataFrame:
+    """`rows` plus their AGENT / PATIENT / LOCATION columns (see _roles)."""
+    return rows.join(roles, on=["tenant", "id"], how="left", maintain_order="left", nulls_equal=True)
 
 
 def _entities(n: pl.DataFrame) -> pl.DataFrame:
@@ -193,13 +194,14 @@ def _members(nodes: pa.Table, edges: pl.DataFrame, cfg: VersionConfig) -> tuple[
     with its claim (affirmative, obj) and time t, in (group, t, id) order; and the Entities (see the module doc)."""
     n = pl.from_arrow(nodes.select(_NODE_COLS))
     entities = _entities(n)
+    roles = _roles(edges)
     canon = pl.DataFrame({"predicate_norm": n.get_column("predicate_norm").unique().drop_nulls()})
     folded = [canonical_predicate(v) for v in canon.get_column("predicate_norm").to_list()]
     canon = canon.with_columns(pl.Series("canon", [c for c, _ in folded], dtype=pl.String),
                                pl.Series("_flip", [f for _, f in folded], dtype=pl.Boolean))
     facts = n.filter((pl.col("type") == "Fact") & pl.col("predicate_norm").is_not_null()).sort("id",
                                                                                                maintain_order=True)
-    facts = _with_subject(_with_roles(facts, edges), entities).join(canon, on="predicate_norm", how="left",
+    facts = _with_subject(_with_roles(facts, roles), entities).join(canon, on="predicate_norm", how="left",
                                                                      maintain_order="left")
     patient = pl.col("PATIENT").fill_null("")
     light = (patient == "") & ~pl.col("canon").str.contains("_", literal=True) & pl.col("canon").is_in(
@@ -228,7 +230,7 @@ def _members(nodes: pa.Table, edges: pl.DataFrame, cfg: VersionConfig) -> tuple[
              .filter((pl.col("offset") <= pl.col("_off")) & (pl.col("_off") < pl.col("offset") + pl.col("length")))
              .sort(["_p", "_off", "_fid"]).group_by("_p", maintain_order=True).first()
              .select("_p", "_fid"))
-    prefs = (_with_subject(_with_roles(prefs.drop("modality"), edges), entities)
+    prefs = (_with_subject(_with_roles(prefs.drop("modality"), roles), entities)
              .join(spans, on="_p", how="inner", maintain_order="left")
              .join(attrs, on=["tenant", "_fid"], how="left", maintain_order="left", nulls_equal=True)
              .filter(pl.col("subject").is_not_null())
@@ -430,13 +432,19 @@ def _version_group(key: tuple, members: list[_Member], subject_title: str,
 
 
 def _sorted(table: pa.Table) -> pa.Table:
+    """`table` sorted by (id, tenant), stable; as it is when its ids already increase strictly (R2G's do)."""
+    ids = table.column("id")
+    if table.num_rows < 2 or (ids.null_count == 0
+                              and pc.all(pc.less(ids.slice(0, table.num_rows - 1), ids.slice(1))).as_py()):
+        return table
     # one chunk first: Arrow's take over many chunks of nested columns (raw_refs) is several times slower
     return table.combine_chunks().take(pc.sort_indices(table, [("id", "ascending"), ("tenant", "ascending")]))
 
 
 def _base(edges: pa.Table) -> pa.Table:
     """The input edges this job did not make (its own are recomputed)."""
-    return edges.filter(pc.invert(pc.starts_with(edges.column("provenance").fill_null(""), PROVENANCE_PREFIX)))
+    ours = pc.starts_with(edges.column("provenance").fill_null(""), PROVENANCE_PREFIX)
+    return edges.filter(pc.invert(ours)) if pc.any(ours).as_py() else edges
 
 
 def _python_members(rows: pl.DataFrame) -> dict[tuple, list[_Member]]:
@@ -484,22 +492,19 @@ def version_facts(nodes: pa.Table, edges: pa.Table, config: VersionConfig = Vers
     for t, i in made.join(e.select("tenant", "id"), on=["tenant", "id"], how="semi", nulls_equal=True).iter_rows():
         del out.edges[(t, i)]
 
-    # R2G's CONTRADICTS between members of different segments were a change over time, not a conflict
+    # R2G's CONTRADICTS between members of different segments were a change over time, not a conflict; and a row
+    # of ours replaces an input row of the same id
     order = {key: k for k, key in enumerate(sorted(groups))}
     place = pl.DataFrame([(t, i, order[key], seg) for (t, i), (key, seg) in out.place.items()],
                          schema={"tenant": pl.String, "id": pl.String, "_g": pl.Int64, "_s": pl.Int64}, orient="row")
     ours = pl.DataFrame(list(out.edges), schema={"tenant": pl.String, "id": pl.String}, orient="row")
-    a = place.rename({"id": "src", "_g": "_ga", "_s": "_sa"})
-    b = place.rename({"id": "dst", "_g": "_gb", "_s": "_sb"})
-    checked = (e.with_row_index("_row")
-               .join(a, on=["tenant", "src"], how="left", maintain_order="left", nulls_equal=True)
-               .join(b, on=["tenant", "dst"], how="left", maintain_order="left", nulls_equal=True)
-               .join(ours.with_columns(pl.lit(True).alias("_ours")), on=["tenant", "id"], how="left",
-                     maintain_order="left", nulls_equal=True))
-    over_time = ((pl.col("type") == "CONTRADICTS") & (pl.col("_ga") == pl.col("_gb"))
-                 & (pl.col("_sa") != pl.col("_sb"))).fill_null(False)
-    keep = checked.select(~over_time & pl.col("_ours").is_null()).to_series()
-    kept = base.filter(keep.to_arrow())
+    rows = e.with_row_index("_row")
+    over_time = (rows.filter(pl.col("type") == "CONTRADICTS")
+                 .join(place.rename({"id": "src", "_g": "_ga", "_s": "_sa"}), on=["tenant", "src"], nulls_equal=True)
+                 .join(place.rename({"id": "dst", "_g": "_gb", "_s": "_sb"}), on=["tenant", "dst"], nulls_equal=True)
+                 .filter((pl.col("_ga") == pl.col("_gb")) & (pl.col("_sa") != pl.col("_sb"))))
+    replaced = rows.join(ours, on=["tenant", "id"], how="semi", nulls_equal=True)
+    dropped = pl.concat([over_time.get_column("_row"), replaced.get_column("_row")]).unique()
     added = pa.Table.from_pylist([out.edges[k] for k in sorted(out.edges)], schema=EDGES)
 
     validity = pl.concat([
@@ -519,7 +524,12 @@ def version_facts(nodes: pa.Table, edges: pa.Table, config: VersionConfig = Vers
         out_nodes = out_nodes.set_column(nodes.schema.get_field_index(name), name, v.get_column(name).to_arrow()
                                          .cast(TS))
     queue = pa.Table.from_pylist(sorted(out.review, key=lambda r: r["id"]), schema=REVIEW_QUEUE)
-    return VersionResult(_sorted(out_nodes), _sorted(conform(pa.concat_tables([kept, added]), EDGES)), queue)
+    # base without the dropped rows, then ours, sorted (stable): one take over both
+    both = pa.concat_tables([base, added]).combine_chunks()
+    order = pc.sort_indices(both, [("id", "ascending"), ("tenant", "ascending")])
+    if dropped.len():
+        order = order.filter(pc.invert(pc.is_in(order, value_set=dropped.cast(pl.UInt64).to_arrow())))
+    return VersionResult(_sorted(out_nodes), both.take(order), queue)
 
 
 # ---------------------------------------------------------------- check
