@@ -15,8 +15,9 @@ from raw_store.errors import RawStoreError
 from raw_store.lake import Lake, part_dirs, read_manifest, read_parquet, write_manifest
 
 
-# every character str.isspace() accepts (str.strip's set); tests/test_consolidation_golden.py checks the list
-_PY_WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+# every character str.isspace() accepts (str.strip's and str.split's set; Rust's \s differs on \x1c-\x1f);
+# tests/test_consolidation_golden.py checks the list
+PY_WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
                   "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
 
 
@@ -50,7 +51,7 @@ def conservation(n_input: int, messages: pa.Table, rejects: pa.Table, store: Raw
                     "forgotten": forgotten, "routed": routed})
     # Python's whitespace (str.strip), not Rust's: they differ on a few control characters
     texts = pl.from_arrow(messages.select(["text"])).with_row_index("i")
-    empty = texts.filter(pl.col("text").fill_null("").str.strip_chars(_PY_WHITESPACE) == "")
+    empty = texts.filter(pl.col("text").fill_null("").str.strip_chars(PY_WHITESPACE) == "")
     bad.extend({"empty_message": i} for i in empty.get_column("i").to_list())
     if store is not None:
         for r in rejects.select(["tenant", "raw_path", "length", "line", "source_file"]).to_pylist():

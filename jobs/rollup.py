@@ -37,6 +37,7 @@ from typing import Iterable
 import polars as pl
 import pyarrow as pa
 
+from jobs.integrity import PY_WHITESPACE
 from r2g.ids import edge_ids, stable_id
 from r2g.merge import MERGED_REF_CAP
 from r2g.rules import TITLE_MAX_CHARS, clip
@@ -344,7 +345,8 @@ def _build_parents(groups: pl.DataFrame, episodes: pl.DataFrame, config: RollupC
            .join(best, on="gid", how="left", maintain_order="left")
            .join(lang, on="gid", how="left", maintain_order="left")
            .join(_capped_refs(kids), on="gid", how="left", maintain_order="left"))
-    sentences: dict[str, list[str]] = {}
+    distinct = agg.select(pl.col("_texts").explode().unique().alias("_t")).get_column("_t")
+    sentences = dict(zip(distinct.to_list(), sentences_of(distinct).to_list()))
     texts, titles = [], []
     for keywords, best_title, kid_texts, imps in agg.select("keywords", "_best", "_texts", "_imps").iter_rows():
         texts.append(_summary(kid_texts, imps, config.text_max_chars, sentences))
@@ -494,6 +496,25 @@ def _key_order(key: tuple) -> tuple:
 
 # a sentence ends after 。！？!?；; or a newline, or after a "." followed by whitespace or the end of the text
 _SENTENCE_BREAK = re.compile(r"(?<=[。！？!?；;\n])|(?<=\.)(?=\s|\Z)")
+
+
+# the same rule for polars (Rust regex): mark each break with a NUL, split there; Python's whitespace set, not \s
+_WS = "[" + PY_WHITESPACE + "]"
+
+
+def sentences_of(texts: pl.Series) -> pl.Series:
+    """_sentences of every text, vectorised (a text holding a NUL falls back to Python)."""
+    marked = (texts.str.replace_all(r"([。！？!?；;\n])", "${1}\x00")
+              .str.replace_all(r"\.(" + _WS + ")", ".\x00${1}").str.replace(r"\.$", ".\x00"))
+    pieces = (marked.str.split("\x00")
+              .list.eval(pl.element().str.replace_all(_WS + "+", " ").str.strip_chars(PY_WHITESPACE))
+              .list.eval(pl.element().filter(pl.element() != "")))
+    nul = texts.str.contains("\x00", literal=True).fill_null(False)
+    if nul.any():
+        fixed = [_sentences(t) if has else None for t, has in zip(texts.to_list(), nul.to_list())]
+        pieces = pl.select(pl.when(pl.lit(nul)).then(pl.lit(pl.Series(fixed, dtype=pl.List(pl.String))))
+                           .otherwise(pl.lit(pieces))).to_series()
+    return pieces
 
 
 def _sentences(text: str) -> list[str]:

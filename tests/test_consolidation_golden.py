@@ -297,9 +297,18 @@ def test_rollup_depths_with_cycles_and_odd_children_match_the_reference(seed) ->
 
 
 def test_conservation_counts_empty_messages_as_python_strips() -> None:
-    from jobs.integrity import _PY_WHITESPACE, conservation
-    assert _PY_WHITESPACE == "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
+    from jobs.integrity import PY_WHITESPACE, conservation
+    assert PY_WHITESPACE == "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
     texts = ["a", "", None, " \x1c\u3000", "\u200b", "b ", "\x85"]
     out = conservation(len(texts), pa.table({"text": texts}), pa.table({"x": pa.array([], pa.int64())}))
     assert out.examples == [{"empty_message": i} for i, t in enumerate(texts) if not (t or "").strip()][:5]
     assert out.failures == sum(1 for t in texts if not (t or "").strip())
+
+
+@fuzz_settings(300)
+@given(st.lists(st.one_of(st.none(), st.text(st.sampled_from(list("ab .。！？!?；;\n\t\u3000\u00a0\u2028\x1cx\x00$")),
+                                             max_size=30)), min_size=1, max_size=8))
+def test_vectorised_sentences_split_as_the_reference(texts) -> None:
+    import polars as pl
+    got = rollup.sentences_of(pl.Series(texts, dtype=pl.String)).to_list()
+    assert got == [None if t is None else old_rollup._sentences(t) for t in texts]
