@@ -149,17 +149,23 @@ def sparsify(nodes: pa.Table, edges: pa.Table, as_of: datetime, config: Sparsify
     over = _over_cap(e.join(below, on="row", how="anti"), _node_times(nodes), as_of, config)
     cold_rows = pl.concat([below, over]).sort("row")
     cold_mask = e.select(pl.col("row").is_in(cold_rows.get_column("row"))).to_series().to_arrow()
-    kept = _sorted(edges.filter(pc.invert(cold_mask)))
+    # one copy of the hot edges: the sorted order of all edges, without the cold rows, taken once
+    order = pc.sort_indices(edges, sort_keys=_ORDER)
+    if cold_rows.height:
+        order = order.filter(pc.invert(pc.is_in(order, value_set=cold_rows.get_column("row").cast(pl.UInt64)
+                                                .to_arrow())))
+    kept = edges.take(order)
     cold = edges.filter(cold_mask)   # row order, as cold_rows
     cold = cold.append_column("reason", cold_rows.get_column("reason").to_arrow().cast(pa.string()))
     cold = cold.append_column("capped_at", pa.array([as_of] * cold.num_rows, COLD_EDGES.field("capped_at").type))
     return SparsifyResult(edges=kept, cold=_sorted(conform(cold, COLD_EDGES)))
 
 
+_ORDER = [("tenant", "ascending"), ("id", "ascending"), ("src", "ascending"), ("dst", "ascending")]
+
+
 def _sorted(table: pa.Table) -> pa.Table:
-    # one chunk first: Arrow's take over many chunks of nested columns (raw_refs) is several times slower
-    keys = [("tenant", "ascending"), ("id", "ascending"), ("src", "ascending"), ("dst", "ascending")]
-    return table.combine_chunks().take(pc.sort_indices(table, sort_keys=keys))
+    return table.take(pc.sort_indices(table, sort_keys=_ORDER))
 
 
 def sparsify_group_keys(edges: pa.Table, config: SparsifyConfig = SparsifyConfig()) -> pa.Table:

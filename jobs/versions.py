@@ -437,8 +437,7 @@ def _sorted(table: pa.Table) -> pa.Table:
     if table.num_rows < 2 or (ids.null_count == 0
                               and pc.all(pc.less(ids.slice(0, table.num_rows - 1), ids.slice(1))).as_py()):
         return table
-    # one chunk first: Arrow's take over many chunks of nested columns (raw_refs) is several times slower
-    return table.combine_chunks().take(pc.sort_indices(table, [("id", "ascending"), ("tenant", "ascending")]))
+    return table.take(pc.sort_indices(table, [("id", "ascending"), ("tenant", "ascending")]))
 
 
 def _base(edges: pa.Table) -> pa.Table:
@@ -525,7 +524,7 @@ def version_facts(nodes: pa.Table, edges: pa.Table, config: VersionConfig = Vers
                                          .cast(TS))
     queue = pa.Table.from_pylist(sorted(out.review, key=lambda r: r["id"]), schema=REVIEW_QUEUE)
     # base without the dropped rows, then ours, sorted (stable): one take over both
-    both = pa.concat_tables([base, added]).combine_chunks()
+    both = pa.concat_tables([base, added])   # chunks, not copied: the take below is the one copy
     order = pc.sort_indices(both, [("id", "ascending"), ("tenant", "ascending")])
     if dropped.len():
         order = order.filter(pc.invert(pc.is_in(order, value_set=dropped.cast(pl.UInt64).to_arrow())))
