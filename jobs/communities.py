@@ -163,48 +163,53 @@ def context_items(nodes: pa.Table, edges: pa.Table, config: CommunityConfig = Co
     hops) and their MENTIONS / role / ABOUT edges to member nodes: a batch of new Episodes (one inbox file) gives
     new contexts without touching the old ones, so this table can be kept per batch and concatenated."""
     n = pl.from_arrow(conform(nodes, NODES).select(["tenant", "id", "type", "subtype"]))
+    # every node but this job's Concepts, one row per (tenant, id) (the last), numbered: the joins below run on
+    # these integer codes, not on (tenant, id) strings
     kind = (n.filter(~((pl.col("type") == "Concept") & (pl.col("subtype") == CONCEPT_SUBTYPE)).fill_null(False))
-            .unique(subset=["tenant", "id"], keep="last", maintain_order=True))
+            .unique(subset=["tenant", "id"], keep="last", maintain_order=True).with_row_index("_k"))
     skipped = ((pl.col("type") == "Entity") & pl.col("subtype").is_in(list(config.skip_subtypes))).fill_null(False)
-    members = kind.filter(pl.col("type").is_in(list(config.member_types)) & ~skipped).select("tenant", "id")
+    flags = kind.select(
+        (pl.col("type").is_in(list(config.member_types)) & ~skipped).fill_null(False).alias("member"),
+        (pl.col("type") == "Episode").fill_null(False).alias("episode"),
+        pl.col("type").is_in(list(_CARRIER_TYPES)).fill_null(False).alias("carrier_type"))
+    member, episode = flags.get_column("member"), flags.get_column("episode")
+    code = kind.select("tenant", "id", "_k")
     e = (pl.from_arrow(conform(edges, EDGES).select(["tenant", "src", "dst", "type"]))
-         .filter(pl.col("src") != pl.col("dst"))
-         .join(kind.select("tenant", "id"), left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi",
-               nulls_equal=True)
-         .join(kind.select("tenant", "id"), left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi",
-               nulls_equal=True))
-    derived = e.filter(pl.col("type") == "DERIVED_FROM").select("tenant", "src", "dst").unique()
-    links = (e.filter(pl.col("type").is_in(sorted(_LINK_EDGES)))
-             .join(members, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi", nulls_equal=True)
-             .select("tenant", pl.col("src").alias("carrier"), pl.col("dst").alias("item")).unique())
-    own = (members.join(kind.filter(pl.col("type").is_in(list(_CARRIER_TYPES))), on=["tenant", "id"], how="semi",
-                        nulls_equal=True).select("tenant", pl.col("id").alias("carrier"), pl.col("id").alias("item")))
+         .filter((pl.col("src") != pl.col("dst")) & pl.col("type").is_in(sorted(_LINK_EDGES | {"DERIVED_FROM"})))
+         .join(code.rename({"id": "src", "_k": "s"}), on=["tenant", "src"], nulls_equal=True)
+         .join(code.rename({"id": "dst", "_k": "d"}), on=["tenant", "dst"], nulls_equal=True)
+         .select("s", "d", pl.col("type") == "DERIVED_FROM"))
+    derived = e.filter(pl.col("type")).select("s", "d").unique()
+    links = e.filter(~pl.col("type"))
+    links = (links.filter(member.gather(links.get_column("d"))).select(pl.col("s").alias("carrier"),
+                                                                      pl.col("d").alias("item")).unique())
     # a member carrier also attaches itself (wherever it sits), a carrier with links attaches what it points to
-    attached = pl.concat([links, own,
-                          links.select("tenant", "carrier").unique()
-                          .join(members, left_on=["tenant", "carrier"], right_on=["tenant", "id"], how="semi",
-                                nulls_equal=True).with_columns(pl.col("carrier").alias("item"))]).unique()
-    carriers = attached.select("tenant", "carrier").unique().join(
-        kind.select("tenant", pl.col("id").alias("carrier"), "type"), on=["tenant", "carrier"], nulls_equal=True)
-    is_episode = (pl.col("type") == "Episode").fill_null(False)
-    found = [carriers.filter(is_episode).select("tenant", "carrier", pl.col("carrier").alias("context"))]
-    episode = kind.select("tenant", pl.col("id").alias("node"), (pl.col("type") == "Episode").fill_null(False)
-                          .alias("_ep"))
-    frontier = carriers.filter(~is_episode).select("tenant", "carrier", pl.col("carrier").alias("node"))
+    own = kind.filter(flags.get_column("member") & flags.get_column("carrier_type")).select(
+        pl.col("_k").alias("carrier"), pl.col("_k").alias("item"))
+    linking = links.select("carrier").unique()
+    linking = linking.filter(member.gather(linking.get_column("carrier"))).select(
+        "carrier", pl.col("carrier").alias("item"))
+    attached = pl.concat([links, own, linking]).unique()
+    carriers = attached.select("carrier").unique()
+    is_episode = episode.gather(carriers.get_column("carrier"))
+    found = [carriers.filter(is_episode).select("carrier", pl.col("carrier").alias("context"))]
+    frontier = carriers.filter(~is_episode).select("carrier", pl.col("carrier").alias("node"))
     reached = []
     for _ in range(_DERIVE_DEPTH):   # walks through non-Episodes reach exactly what the BFS reached
-        step = (frontier.join(derived, left_on=["tenant", "node"], right_on=["tenant", "src"], nulls_equal=True)
-                .select("tenant", "carrier", pl.col("dst").alias("node")).unique()
-                .join(episode, on=["tenant", "node"], nulls_equal=True))
-        reached.append(step.filter(pl.col("_ep")).select("tenant", "carrier", pl.col("node").alias("context")))
-        frontier = step.filter(~pl.col("_ep")).select("tenant", "carrier", "node")
+        step = (frontier.join(derived, left_on="node", right_on="s").select("carrier", pl.col("d").alias("node"))
+                .unique())
+        at_episode = episode.gather(step.get_column("node"))
+        reached.append(step.filter(at_episode).select("carrier", pl.col("node").alias("context")))
+        frontier = step.filter(~at_episode)
     reached = pl.concat(reached).unique()
-    alone = (carriers.filter(~is_episode).join(reached, on=["tenant", "carrier"], how="anti", nulls_equal=True)
-             .select("tenant", "carrier", pl.col("carrier").alias("context")))
-    contexts = pl.concat([*found, reached, alone])
-    items = (contexts.join(attached, on=["tenant", "carrier"], nulls_equal=True)
-             .select("tenant", "context", "item").unique().sort(["tenant", "context", "item"]))
-    return items.to_arrow()
+    alone = (carriers.filter(~is_episode).join(reached, on="carrier", how="anti")
+             .select("carrier", pl.col("carrier").alias("context")))
+    pairs = (pl.concat([*found, reached, alone]).join(attached, on="carrier").select("context", "item").unique())
+    tenant, ids = kind.get_column("tenant"), kind.get_column("id")
+    items = pl.DataFrame({"tenant": tenant.gather(pairs.get_column("context")),
+                          "context": ids.gather(pairs.get_column("context")),
+                          "item": ids.gather(pairs.get_column("item"))})
+    return items.sort(["tenant", "context", "item"]).to_arrow()
 
 
 def context_pairs(items: pa.Table) -> pa.Table:
