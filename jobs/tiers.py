@@ -72,6 +72,7 @@ tests/test_consolidation_contracts.py::test_promote_of_some_nodes_with_the_tenan
 """
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -83,7 +84,6 @@ import pyarrow.compute as pc
 
 from jobs.integrity import CheckOutcome
 from jobs.schema import FEEDBACK, PROMOTIONS, REVIEW_QUEUE
-from r2g.ids import stable_id
 from r2g.schema import NODES
 from raw_store.lake import conform
 
@@ -224,9 +224,6 @@ def decayed_weight(base: float, start: datetime | None, events: Iterable[tuple[d
 # as_of) replay their events in Python (_assess_feedback); for every other node the replay is a closed form —
 # no use, so weight = importance × factor^(whole periods since last_seen) — evaluated once per distinct
 # (importance, periods) pair, with the very same float operations as decayed_weight.
-
-_EMPTY = pl.lit([], dtype=pl.List(pl.String))
-
 
 @dataclass
 class _Feedback:
@@ -376,11 +373,6 @@ def _sessions_sources(n: pl.DataFrame) -> pl.DataFrame:
                     .alias("sources")))
 
 
-def _reasons(*items: pl.Expr) -> pl.Expr:
-    """A list column of the items that are not null (each item: a string expression, null when it does not apply)."""
-    return pl.concat_list(*items).list.drop_nulls()
-
-
 def promote(nodes: pa.Table, feedback: pa.Table | None, previous: pa.Table | None, as_of: datetime,
             config: TierConfig = TierConfig(), *, edges: pa.Table | None = None,
             tenant_mid_counts: Mapping[str | None, int] | None = None) -> TierResult:
@@ -429,8 +421,32 @@ def promote(nodes: pa.Table, feedback: pa.Table | None, previous: pa.Table | Non
         field = NODES.field(col)
         table = table.set_column(table.schema.get_field_index(col), field,
                                  n.get_column(src).to_arrow().cast(field.type))
-    return TierResult(nodes=table, promotions=_promotions(n, as_of), review=_review(n, as_of, cfg),
+    return TierResult(nodes=table, promotions=_promotions(n, as_of, cfg), review=_review(n, as_of, cfg),
                       mid_counts=mid_counts)
+
+
+# Reasons are boolean columns, one per reason text ("slot"); _promotions joins the texts of the slots that hold,
+# in this order (tier, then category, then status), each text once.
+def _tier_slots(cfg: TierConfig) -> list[tuple[str, str]]:
+    return [("r_pin", "pin"), ("r_down", "downvote"), ("r_age_mid", f"age>={cfg.short_days:g}d"),
+            ("r_topic", f"topic_repetition>={cfg.topic_repetition}"),
+            ("r_activation", f"activation>={cfg.activation_threshold}"), ("r_age_long", f"age>={cfg.long_days:g}d"),
+            ("r_consistent", f"consistent:sessions>={cfg.min_sessions},sources>={cfg.min_sources},"
+                             f"confidence>={cfg.confidence_threshold:g}"),
+            ("r_overflow", f"overflow:{cfg.overflow_strategy}"),
+            ("r_occupancy", f"importance>={cfg.transfer_threshold:g}:occupancy>={cfg.transfer_occupancy:.0%}")]
+
+
+def _category_slots(cfg: TierConfig) -> list[tuple[str, str]]:
+    return [("c_pin", "core:pin"), ("c_down", "downvote"),
+            ("c_weight", f"core:weight>={cfg.core_weight:g},activation>={cfg.core_activation}"),
+            ("c_preference", f"core:preference_sessions>={cfg.core_preference_sessions}"), ("c_unpin", "unpin")]
+
+
+def _status_slots(cfg: TierConfig) -> list[tuple[str, str]]:
+    return [("s_restore_pin", "restore:pin"), ("s_restore_core", "restore:core"),
+            ("s_restore_access", "restore:access"), ("s_aged", f"archive:episode_age>={cfg.episode_archive_days:g}d"),
+            ("s_overflow", f"overflow:{cfg.overflow_strategy}")]
 
 
 def _decide_category(n: pl.DataFrame, cfg: TierConfig) -> pl.DataFrame:
@@ -453,11 +469,9 @@ def _decide_category(n: pl.DataFrame, cfg: TierConfig) -> pl.DataFrame:
     return n.with_columns(
         pl.when(c_pin).then(core).when(c_down).then("_cat").when(c_weight).then(core).when(c_pref).then(core)
         .when(c_sticky).then(core).otherwise("_cat").alias("category"),
-        pl.when(c_pin).then(pl.lit("core:pin")).when(c_down).then(pl.lit("downvote"))
-        .when(c_weight).then(pl.lit(f"core:weight>={cfg.core_weight:g},activation>={cfg.core_activation}"))
-        .when(c_pref).then(pl.lit(f"core:preference_sessions>={cfg.core_preference_sessions}"))
-        .when(c_sticky).then(pl.lit(None, dtype=pl.String))
-        .when(prev_core).then(pl.lit("unpin")).otherwise(pl.lit(None, dtype=pl.String)).alias("category_reason"),
+        c_pin.alias("c_pin"), (~c_pin & c_down).alias("c_down"), (~c_pin & ~c_down & c_weight).alias("c_weight"),
+        (~c_pin & ~c_down & ~c_weight & c_pref).alias("c_preference"),
+        (~(c_pin | c_down | c_weight | c_pref | c_sticky) & prev_core).alias("c_unpin"),
     ).with_columns(pl.when(pl.col("category") == pl.col("_cat")).then("w_base").otherwise("w_none").alias("weight"))
 
 
@@ -474,24 +488,18 @@ def _decide_tier(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pl.DataFr
     computed = pl.when(l_age | l_consistent).then(2).when(to_mid).then(1).otherwise(0)
     prev_rank = pl.col("prev_tier").replace_strict(_RANK, default=None, return_dtype=pl.Int64)
     start = prev_rank.fill_null(0)
-    none = pl.lit(None, dtype=pl.String)
-    crossed = _reasons(
-        pl.when(m_age & (start < 1)).then(pl.lit(f"age>={cfg.short_days:g}d")).otherwise(none),
-        pl.when(m_topic & (start < 1)).then(pl.lit(f"topic_repetition>={cfg.topic_repetition}")).otherwise(none),
-        pl.when(m_act & (start < 1)).then(pl.lit(f"activation>={cfg.activation_threshold}")).otherwise(none),
-        pl.when(l_age & (computed == 2)).then(pl.lit(f"age>={cfg.long_days:g}d")).otherwise(none),
-        pl.when(l_consistent & (computed == 2)).then(pl.lit(
-            f"consistent:sessions>={cfg.min_sessions},sources>={cfg.min_sources},"
-            f"confidence>={cfg.confidence_threshold:g}")).otherwise(none))
-    down = ~pl.col("pinned") & (pl.col("feedback") < 0)
+    pinned = pl.col("pinned")
+    down = ~pinned & (pl.col("feedback") < 0)
     sticky = prev_rank.is_not_null() & (prev_rank >= computed)
-    rank = (pl.when(pl.col("pinned")).then(2).when(down).then(pl.max_horizontal(computed - 1, 0))
+    crossed = ~pinned & ~down & ~sticky        # the steps crossed since the previous tier name the reasons
+    rank = (pl.when(pinned).then(2).when(down).then(pl.max_horizontal(computed - 1, 0))
             .when(sticky).then(prev_rank).otherwise(computed))
     return n.with_columns(
         rank.replace_strict(dict(enumerate(TIERS)), return_dtype=pl.String).alias("tier"),
-        pl.when(pl.col("pinned")).then(pl.concat_list(pl.lit("pin"))).when(down)
-        .then(pl.concat_list(pl.lit("downvote"))).when(sticky).then(_EMPTY).otherwise(crossed).alias("tier_reasons"),
-        down.alias("downvoted"))
+        down.alias("downvoted"), pinned.alias("r_pin"), down.alias("r_down"),
+        (crossed & m_age & (start < 1)).alias("r_age_mid"), (crossed & m_topic & (start < 1)).alias("r_topic"),
+        (crossed & m_act & (start < 1)).alias("r_activation"), (crossed & l_age & (computed == 2)).alias("r_age_long"),
+        (crossed & l_consistent & (computed == 2)).alias("r_consistent"))
 
 
 def _pre_archive(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pl.DataFrame:
@@ -504,13 +512,11 @@ def _pre_archive(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pl.DataFr
     seen = pl.coalesce("last_seen", "first_seen", "time_start")
     aged = (~given & ~stays & (pl.col("type") == "Episode").fill_null(False) & ~keep & seen.is_not_null()
             & (_age_us(seen, as_of) >= _us(cfg.episode_archive_days)).fill_null(False) & ~pl.col("recent"))
+    core = pl.col("category") == "core"
     return n.with_columns(
         (given | stays | aged).alias("archived"),
-        pl.when(restore).then(pl.when(pl.col("pinned")).then(pl.lit("restore:pin"))
-                              .when(pl.col("category") == "core").then(pl.lit("restore:core"))
-                              .otherwise(pl.lit("restore:access")))
-        .when(aged).then(pl.lit(f"archive:episode_age>={cfg.episode_archive_days:g}d"))
-        .otherwise(pl.lit(None, dtype=pl.String)).alias("status_reason"))
+        (restore & pl.col("pinned")).alias("s_restore_pin"), (restore & ~pl.col("pinned") & core).alias("s_restore_core"),
+        (restore & ~pl.col("pinned") & ~core).alias("s_restore_access"), aged.alias("s_aged"))
 
 
 def _mid(cfg: TierConfig) -> pl.Expr:
@@ -527,7 +533,8 @@ def _capacity(n: pl.DataFrame, cfg: TierConfig, counts: Mapping[str | None, int]
     """seed 002 short-term capacity over each tenant's mid-tier Fact/Preference/Task nodes (the one rule that
     couples the nodes of a tenant: how many of them are mid decides what happens to each)."""
     if cfg.overflow_strategy is None:
-        return n
+        return n.with_columns(pl.lit(False).alias("r_overflow"), pl.lit(False).alias("r_occupancy"),
+                              pl.lit(False).alias("s_overflow"))
     n = n.with_columns(_mid(cfg).alias("_mid"))
     if counts is None:
         n = n.with_columns(pl.col("_mid").cast(pl.Int64).sum().over("tenant").alias("_count"))
@@ -543,30 +550,29 @@ def _capacity(n: pl.DataFrame, cfg: TierConfig, counts: Mapping[str | None, int]
     move = high if cfg.overflow_strategy != "transfer_all" else pl.lit(True)
     to_long = (overflow & move) | (occupied & high)
     to_archive = overflow & ~move & (pl.col("category") != "core")
-    reason = f"overflow:{cfg.overflow_strategy}"
+    # an overflow archive's reason replaces the status reasons before it
     return n.with_columns(
         pl.when(to_long).then(pl.lit("long")).otherwise("tier").alias("tier"),
-        pl.when(overflow & move).then(pl.concat_list("tier_reasons", pl.lit(reason)))
-        .when(occupied & high).then(pl.concat_list("tier_reasons", pl.lit(
-            f"importance>={cfg.transfer_threshold:g}:occupancy>={cfg.transfer_occupancy:.0%}")))
-        .otherwise("tier_reasons").alias("tier_reasons"),
-        (pl.col("archived") | to_archive).alias("archived"),
-        pl.when(to_archive).then(pl.lit(reason)).otherwise("status_reason").alias("status_reason"),
+        (overflow & move).alias("r_overflow"), (occupied & high).alias("r_occupancy"),
+        (pl.col("archived") | to_archive).alias("archived"), to_archive.alias("s_overflow"),
+        *(pl.col(c) & ~to_archive for c in ("s_restore_pin", "s_restore_core", "s_restore_access", "s_aged")),
     ).drop("_mid", "_count")
 
 
-def _promotions(n: pl.DataFrame, as_of: datetime) -> pa.Table:
+def _promotions(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pa.Table:
     """PROMOTIONS: one row per node whose tier, category or status differs from its previous row (all: none)."""
     new = ~pl.col("has_prev")
     ch_tier = new | pl.col("prev_tier").ne_missing(pl.col("tier"))
     ch_cat = new | pl.col("prev_category").ne_missing(pl.col("category"))
     ch_status = new | pl.col("prev_status").ne_missing(pl.col("new_status"))
-    one = pl.concat_list
-    reasons = pl.concat_list(
-        pl.when(ch_tier).then("tier_reasons").otherwise(_EMPTY),
-        pl.when(ch_cat & pl.col("category_reason").is_not_null()).then(one("category_reason")).otherwise(_EMPTY),
-        pl.when(ch_status & pl.col("status_reason").is_not_null()).then(one("status_reason")).otherwise(_EMPTY),
-    ).list.unique(maintain_order=True).list.join("; ")
+    pieces, said = [], {}     # a text said by an earlier slot is not said again (several slots may share one)
+    for changed, slots in ((ch_tier, _tier_slots(cfg)), (ch_cat, _category_slots(cfg)),
+                           (ch_status, _status_slots(cfg))):
+        for col, text in slots:
+            holds = changed & pl.col(col)
+            pieces.append(pl.when(holds & ~said[text] if text in said else holds).then(pl.lit(text)))
+            said[text] = said[text] | holds if text in said else holds
+    reasons = pl.concat_str(pieces, separator="; ", ignore_nulls=True)
     rows = n.filter(ch_tier | ch_cat | ch_status).select(
         "tenant", pl.col("id").alias("node_id"), pl.col("prev_tier").alias("from_tier"),
         pl.col("tier").alias("to_tier"),
@@ -580,6 +586,22 @@ def _promotions(n: pl.DataFrame, as_of: datetime) -> pa.Table:
     return conform(rows.to_arrow(), PROMOTIONS)
 
 
+def review_ids(tenants: list[str | None], ids: list[str | None]) -> list[str]:
+    """stable_id("rq", tenant, "fact_low_weight", id) of many nodes, its framing inlined (one review row per
+    decayed fact: hundreds of thousands on a large lake)."""
+    sha = hashlib.sha256
+    kind = f"{len(_LOW_WEIGHT)}:{_LOW_WEIGHT}"
+    return [f"rq_{sha(f'{_frame(t)}{kind}{_frame(i)}'.encode('utf-8', 'surrogatepass')).hexdigest()[:24]}"
+            for t, i in zip(tenants, ids)]
+
+
+def _frame(part: str | None) -> str:
+    return "~" if part is None else f"{len(part)}:{part}"
+
+
+_LOW_WEIGHT = "fact_low_weight"
+
+
 def _review(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pa.Table:
     """REVIEW_QUEUE kind fact_low_weight: live, non-core, unpinned, unused Facts whose weight fell below the mark."""
     due = n.filter(pl.col("type").is_in(sorted(cfg.review_types)).fill_null(False)
@@ -587,7 +609,7 @@ def _review(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pa.Table:
                    & ~pl.col("recent") & (pl.col("weight") < cfg.review_threshold))
     if due.height == 0:
         return REVIEW_QUEUE.empty_table()
-    ids = [stable_id("rq", t, "fact_low_weight", i) for t, i in due.select("tenant", "id").iter_rows()]
+    ids = review_ids(due.get_column("tenant").to_list(), due.get_column("id").to_list())
     rows = due.select(
         pl.Series("id", ids, dtype=pl.String), "tenant", pl.lit("fact_low_weight").alias("kind"),
         pl.concat_list("id").alias("node_ids"), pl.concat_list("weight").alias("scores"),
