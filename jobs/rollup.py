@@ -211,7 +211,7 @@ class _State:
 def _one_row_per_id(nodes: pa.Table) -> pl.DataFrame:
     """The nodes of tenants (not null), one row per (tenant, id): of duplicates, the row the Python rollup kept —
     the last in (id, repr of the sorted row) order."""
-    n = pl.from_arrow(nodes).with_row_index("_row").filter(pl.col("tenant").is_not_null())
+    n = pl.from_arrow(nodes.select(_EPISODE_COLS)).with_row_index("_row").filter(pl.col("tenant").is_not_null())
     dup = n.select(pl.struct("tenant", "id").is_duplicated()).to_series()
     if not dup.any():
         return n.drop("_row")
@@ -281,7 +281,7 @@ def _by_conversation(state: _State, config: RollupConfig) -> tuple[pl.DataFrame,
             accepted = _new_parents(groups, state)
             if accepted.height == 0:
                 break
-            parents, contains = _build_parents(accepted, state.episodes, config)
+            parents, contains = _build_parents(accepted, pool, config)
             state.add(parents, contains, depth, config)
             made_nodes.append(parents)
             made_edges.append(contains)
@@ -295,7 +295,9 @@ def _new_parents(groups: pl.DataFrame, state: _State) -> pl.DataFrame:
                                     "id": pl.List(pl.String)})
     parent = [_parent_id(t, kids) for t, kids in groups.select("tenant", "id").iter_rows()]
     g = groups.select("tenant", "id").with_columns(pl.Series("parent", parent, dtype=pl.String))
-    return (g.join(state.ids.rename({"id": "parent"}), on=["tenant", "parent"], how="anti", maintain_order="left")
+    # which of these ids exist already: the few new ids are hashed, the many existing ones only probed
+    taken = state.ids.join(g.select("tenant", pl.col("parent").alias("id")), on=["tenant", "id"], how="semi")
+    return (g.join(taken.rename({"id": "parent"}), on=["tenant", "parent"], how="anti", maintain_order="left")
             .with_row_index("gid").select("gid", "tenant", "parent", "id"))
 
 
@@ -345,22 +347,49 @@ def _build_parents(groups: pl.DataFrame, episodes: pl.DataFrame, config: RollupC
            .join(best, on="gid", how="left", maintain_order="left")
            .join(lang, on="gid", how="left", maintain_order="left")
            .join(_capped_refs(kids), on="gid", how="left", maintain_order="left"))
-    distinct = agg.select(pl.col("_texts").explode().unique().alias("_t")).get_column("_t")
-    sentences = dict(zip(distinct.to_list(), sentences_of(distinct).to_list()))
-    texts, titles = [], []
-    for keywords, best_title, kid_texts, imps in agg.select("keywords", "_best", "_texts", "_imps").iter_rows():
-        texts.append(_summary(kid_texts, imps, config.text_max_chars, sentences))
-        titles.append(clip(" · ".join(keywords[:3]), TITLE_MAX_CHARS) if keywords
-                      else clip(best_title or "", TITLE_MAX_CHARS))
-    parents = agg.with_columns(
+    summary = _summaries(agg, config.text_max_chars)
+    parents = agg.join(summary, on="gid", how="left", maintain_order="left").with_columns(
         pl.lit(EPISODE).alias("type"), pl.lit(ROLLUP_SUBTYPE).alias("subtype"),
-        pl.Series("title", titles, dtype=pl.String), pl.Series("text", texts, dtype=pl.String),
+        clip_expr(pl.when(pl.col("keywords").list.len() > 0).then(pl.col("keywords").list.head(3).list.join(" · "))
+                  .otherwise(pl.col("_best").fill_null("")), TITLE_MAX_CHARS).alias("title"),
         pl.col("keywords").fill_null(pl.lit([], dtype=pl.List(pl.String))),
         pl.when(pl.col("entities").list.len() > 0).then("entities").alias("entities"),
         pl.lit("active").alias("status"), pl.lit(PROVENANCE).alias("provenance"))
     contains = groups.select("tenant", pl.col("parent").alias("src"), pl.col("id").alias("dst")).explode("dst")
     ids = edge_ids([(t, s, SEMANTIC_CONTAINS, d) for t, s, d in contains.iter_rows()])
     return parents, contains.with_columns(pl.Series("id", ids, dtype=pl.String))
+
+
+def _summaries(agg: pl.DataFrame, max_chars: int) -> pl.DataFrame:
+    """(gid, text): each parent's extractive summary (_summary). Where every distinct sentence of the children fits
+    in max_chars the greedy takes them all: that is polars; the other groups run _summary in Python."""
+    kids = (agg.select("gid", pl.col("_texts").alias("_t"), "_imps")
+            .with_columns(pl.int_ranges(pl.col("_t").list.len()).alias("pos")).explode("_t", "_imps", "pos"))
+    distinct = kids.select(pl.col("_t").unique())
+    distinct = distinct.with_columns(sentences_of(distinct.get_column("_t")).alias("_s"))
+    cands = (kids.join(distinct, on="_t", how="left")
+             .with_columns(pl.int_ranges(pl.col("_s").list.len()).alias("j")).explode("_s", "j")
+             .filter(pl.col("_s").is_not_null())
+             .sort(["gid", "j", "_imps", "pos"], descending=[False, False, True, False])
+             .unique(subset=["gid", "_s"], keep="first", maintain_order=True))
+    size = cands.group_by("gid").agg((pl.col("_s").str.len_chars().sum() + pl.len() - 1).alias("_size"))
+    fits = size.filter(pl.col("_size") <= max_chars).select("gid")
+    easy = (cands.join(fits, on="gid", how="semi").sort(["gid", "pos", "j"])
+            .group_by("gid", maintain_order=True).agg(pl.col("_s").str.join(" ").alias("text")))
+    hard = agg.join(fits, on="gid", how="anti").join(cands.select("gid").unique(), on="gid", how="semi")
+    texts = [_summary(t, i, max_chars) for t, i in hard.select("_texts", "_imps").iter_rows()]
+    rest = hard.select("gid", pl.Series("text", texts, dtype=pl.String))
+    # a group whose children hold no sentence at all: the empty summary
+    return pl.concat([easy, rest]).join(agg.select("gid"), on="gid", how="right").select(
+        "gid", pl.col("text").fill_null(""))
+
+
+def clip_expr(s: pl.Expr, n: int) -> pl.Expr:
+    """r2g.rules.clip, vectorised: whitespace collapsed (Python's set), cut to n chars with an ellipsis."""
+    collapsed = s.str.replace_all(_WS + "+", " ").str.strip_chars(PY_WHITESPACE)
+    return (pl.when(collapsed.str.len_chars() <= n).then(collapsed)
+            .otherwise(pl.concat_str(collapsed.str.slice(0, n - 1).str.strip_chars_end(PY_WHITESPACE),
+                                     pl.lit("…"))))
 
 
 def _capped_refs(kids: pl.DataFrame) -> pl.DataFrame:

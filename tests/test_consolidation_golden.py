@@ -319,3 +319,14 @@ def test_review_ids_are_stable_ids() -> None:
     keys = [("t", "n_1"), (None, "x"), ("租户", "节点"), ("", ""), ("a:b", "3:c"), ("t", None)]
     assert tiers.review_ids([t for t, _ in keys], [i for _, i in keys]) == [
         stable_id("rq", t, "fact_low_weight", i) for t, i in keys]
+
+
+@fuzz_settings(300)
+@given(st.lists(st.text(st.sampled_from(list("ab ·.\t\u3000\u00a0\x1c…xyz中")), max_size=20), min_size=1, max_size=8),
+       st.integers(2, 12))
+def test_vectorised_clip_is_r2g_clip(texts, n) -> None:
+    import polars as pl
+
+    from r2g.rules import clip
+    got = pl.DataFrame({"s": texts}).select(rollup.clip_expr(pl.col("s"), n)).to_series().to_list()
+    assert got == [clip(t, n) for t in texts]
