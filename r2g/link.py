@@ -59,12 +59,6 @@ def canonical_predicate(predicate_norm: str) -> tuple[str, bool]:
     return (f"{canon}_{rest}" if rest else canon), flip
 
 
-def _role_table(edges: pl.DataFrame, etype: str, name: str) -> pl.DataFrame:
-    """src → one dst per fact (the smallest id, deterministic) for a role edge type."""
-    return (edges.filter(pl.col("type") == etype).group_by("src").agg(pl.col("dst").min().alias(name))
-            .rename({"src": "id"}))
-
-
 LINK_GROUP = ["tenant", "agent", "canon", "patient", "modality"]
 
 
@@ -77,9 +71,11 @@ def _linkable(nodes: pa.Table, edges: pa.Table) -> pl.DataFrame:
         pl.col("predicate_norm").is_not_null())
     e = pl.from_arrow(edges.select(["src", "dst", "type"])).filter(
         pl.col("type").is_in(["AGENT", "PATIENT", "LOCATION"]))
-    facts = (facts.join(_role_table(e, "AGENT", "agent"), on="id", how="inner")
-             .join(_role_table(e, "PATIENT", "patient"), on="id", how="left")
-             .join(_role_table(e, "LOCATION", "location"), on="id", how="left")
+    # each role's smallest dst per fact (keyed by id alone, as ever), in one pass over the role edges
+    roles = e.group_by("src").agg(*(pl.col("dst").filter(pl.col("type") == t).min().alias(name)
+                                    for t, name in (("AGENT", "agent"), ("PATIENT", "patient"),
+                                                    ("LOCATION", "location")))).rename({"src": "id"})
+    facts = (facts.join(roles.filter(pl.col("agent").is_not_null()), on="id", how="inner")
              .with_columns(pl.col("patient").fill_null(""), pl.col("location").fill_null(""),
                            pl.col("modality").fill_null(""),
                            pl.col("negation").fill_null(False),
