@@ -34,10 +34,17 @@ update Concept nodes". Per tenant, pure, deterministic:
 
 Only level 0 (the Leiden partition itself) is built; COMMUNITIES.level leaves room for
 coarser levels.
+
+Per tenant (nothing crosses tenants), and incremental up to Leiden: `context_items` (steps 1–2) gives each
+context's rows from its Episode, what derives from it and their links, so a batch of new Episodes (an inbox file)
+adds contexts without touching old ones; `context_pairs` of a batch, summed with `aggregate_pairs`, is the lake's
+pair table; `communities_from_pairs` runs steps 4–7 (hubs, Leiden, ids, rows) from that table and the items.
+A batch whose rows change an old context (a merged Fact gaining a link) must recompute that context's rows.
+Tested in tests/test_consolidation_contracts.py::test_communities_are_per_tenant_and_pairs_add_over_batches_of_contexts
+and ::test_context_items_of_a_file_batch_are_its_contexts_rows.
 """
 from __future__ import annotations
 
-import itertools
 import math
 import random
 import threading
@@ -47,6 +54,7 @@ from datetime import datetime
 from typing import Callable, Iterable
 
 import igraph
+import polars as pl
 import pyarrow as pa
 
 from jobs.schema import COMMUNITIES
@@ -148,79 +156,139 @@ def _is_own_concept(row: dict) -> bool:
     return row["type"] == "Concept" and row.get("subtype") == CONCEPT_SUBTYPE
 
 
+def context_items(nodes: pa.Table, edges: pa.Table, config: CommunityConfig = CommunityConfig()) -> pa.Table:
+    """(tenant, context, item): steps 1–2 of the module doc for every tenant at once, one row per item of a context.
+
+    A context's rows depend only on its Episode, the Facts/Preferences/Tasks derived from it (≤ 3 DERIVED_FROM
+    hops) and their MENTIONS / role / ABOUT edges to member nodes: a batch of new Episodes (one inbox file) gives
+    new contexts without touching the old ones, so this table can be kept per batch and concatenated."""
+    n = pl.from_arrow(conform(nodes, NODES).select(["tenant", "id", "type", "subtype"]))
+    # every node but this job's Concepts, one row per (tenant, id) (the last), numbered: the joins below run on
+    # these integer codes, not on (tenant, id) strings
+    kind = (n.filter(~((pl.col("type") == "Concept") & (pl.col("subtype") == CONCEPT_SUBTYPE)).fill_null(False))
+            .unique(subset=["tenant", "id"], keep="last", maintain_order=True).with_row_index("_k"))
+    skipped = ((pl.col("type") == "Entity") & pl.col("subtype").is_in(list(config.skip_subtypes))).fill_null(False)
+    flags = kind.select(
+        (pl.col("type").is_in(list(config.member_types)) & ~skipped).fill_null(False).alias("member"),
+        (pl.col("type") == "Episode").fill_null(False).alias("episode"),
+        pl.col("type").is_in(list(_CARRIER_TYPES)).fill_null(False).alias("carrier_type"))
+    member, episode = flags.get_column("member"), flags.get_column("episode")
+    code = kind.select("tenant", "id", "_k")
+    e = (pl.from_arrow(conform(edges, EDGES).select(["tenant", "src", "dst", "type"]))
+         .filter((pl.col("src") != pl.col("dst")) & pl.col("type").is_in(sorted(_LINK_EDGES | {"DERIVED_FROM"})))
+         .join(code.rename({"id": "src", "_k": "s"}), on=["tenant", "src"], nulls_equal=True)
+         .join(code.rename({"id": "dst", "_k": "d"}), on=["tenant", "dst"], nulls_equal=True)
+         .select("s", "d", pl.col("type") == "DERIVED_FROM"))
+    derived = e.filter(pl.col("type")).select("s", "d").unique()
+    links = e.filter(~pl.col("type"))
+    links = (links.filter(member.gather(links.get_column("d"))).select(pl.col("s").alias("carrier"),
+                                                                      pl.col("d").alias("item")).unique())
+    # a member carrier also attaches itself (wherever it sits), a carrier with links attaches what it points to
+    own = kind.filter(flags.get_column("member") & flags.get_column("carrier_type")).select(
+        pl.col("_k").alias("carrier"), pl.col("_k").alias("item"))
+    linking = links.select("carrier").unique()
+    linking = linking.filter(member.gather(linking.get_column("carrier"))).select(
+        "carrier", pl.col("carrier").alias("item"))
+    attached = pl.concat([links, own, linking]).unique()
+    carriers = attached.select("carrier").unique()
+    is_episode = episode.gather(carriers.get_column("carrier"))
+    found = [carriers.filter(is_episode).select("carrier", pl.col("carrier").alias("context"))]
+    frontier = carriers.filter(~is_episode).select("carrier", pl.col("carrier").alias("node"))
+    reached = []
+    for _ in range(_DERIVE_DEPTH):   # walks through non-Episodes reach exactly what the BFS reached
+        step = (frontier.join(derived, left_on="node", right_on="s").select("carrier", pl.col("d").alias("node"))
+                .unique())
+        at_episode = episode.gather(step.get_column("node"))
+        reached.append(step.filter(at_episode).select("carrier", pl.col("node").alias("context")))
+        frontier = step.filter(~at_episode)
+    reached = pl.concat(reached).unique()
+    alone = (carriers.filter(~is_episode).join(reached, on="carrier", how="anti")
+             .select("carrier", pl.col("carrier").alias("context")))
+    pairs = (pl.concat([*found, reached, alone]).join(attached, on="carrier").select("context", "item").unique())
+    tenant, ids = kind.get_column("tenant"), kind.get_column("id")
+    items = pl.DataFrame({"tenant": tenant.gather(pairs.get_column("context")),
+                          "context": ids.gather(pairs.get_column("context")),
+                          "item": ids.gather(pairs.get_column("item"))})
+    return items.sort(["tenant", "context", "item"]).to_arrow()
+
+
+def context_pairs(items: pa.Table) -> pa.Table:
+    """(tenant, a, b, weight): step 3 — for each pair a < b of items sharing contexts, how many they share.
+
+    Weights add over disjoint sets of contexts: the pairs of a lake are the sum of its batches' pairs
+    (aggregate_pairs), so communities_from_pairs can run from an incrementally kept pair table."""
+    i = pl.from_arrow(items.select(["tenant", "context", "item"]))
+    pairs = (i.join(i, on=["tenant", "context"], suffix="_b", nulls_equal=True)
+             .filter(pl.col("item") < pl.col("item_b"))
+             .group_by(["tenant", "item", "item_b"]).agg(pl.len().cast(pl.Int64).alias("weight"))
+             .rename({"item": "a", "item_b": "b"}).sort(["tenant", "a", "b"]))
+    return pairs.to_arrow()
+
+
+def aggregate_pairs(*batches: pa.Table) -> pa.Table:
+    """The pair tables of several batches of contexts, summed per (tenant, a, b)."""
+    parts = [pl.from_arrow(b.select(["tenant", "a", "b", "weight"])) for b in batches if b.num_rows]
+    if not parts:
+        return pl.DataFrame(schema={"tenant": pl.String, "a": pl.String, "b": pl.String,
+                                    "weight": pl.Int64}).to_arrow()
+    return (pl.concat(parts).group_by(["tenant", "a", "b"]).agg(pl.col("weight").sum())
+            .sort(["tenant", "a", "b"]).to_arrow())
+
+
+@dataclass
+class _TenantGraph:
+    """One tenant's hub-free graph: sorted vertex ids, edges (i < j, sorted) with integer weights, hubs."""
+
+    vertices: list[str]
+    edges: list[tuple[int, int]]
+    weights: list[int]
+    hubs: tuple[str, ...]
+
+
+def _tenant_graph(pairs: pl.DataFrame, config: CommunityConfig) -> _TenantGraph:
+    """Step 4 on one tenant's pairs (a < b, unique): hubs out, vertices sorted, edges by (i, j)."""
+    degree = pl.concat([pairs.select(pl.col("a").alias("v")), pairs.select(pl.col("b").alias("v"))]
+                       ).group_by("v").len()
+    cap = max(config.hub_min_degree, config.hub_share * (degree.height - 1))
+    hubs = tuple(sorted(degree.filter(pl.col("len") > cap).get_column("v").to_list()))
+    kept = pairs.filter(~pl.col("a").is_in(list(hubs)) & ~pl.col("b").is_in(list(hubs)))
+    vertices = pl.concat([kept.get_column("a"), kept.get_column("b")]).unique().sort()
+    index = pl.DataFrame({"v": vertices, "i": pl.int_range(vertices.len(), eager=True, dtype=pl.Int64)})
+    ij = (kept.join(index.rename({"v": "a"}), on="a").join(index.rename({"v": "b", "i": "j"}), on="b")
+          .sort(["i", "j"]))
+    return _TenantGraph(vertices.to_list(), list(zip(ij.get_column("i").to_list(), ij.get_column("j").to_list())),
+                        ij.get_column("weight").to_list(), hubs)
+
+
 def cooccurrence_graph(tenant: str, nodes: list[dict], edges: list[dict],
                        config: CommunityConfig = CommunityConfig()) -> CooccurrenceGraph:
     """Build one tenant's co-occurrence graph from its node rows (id, type, subtype, …) and edge rows
     (src, dst, type); rows of other tenants must already be filtered out."""
-    kind = {r["id"]: r for r in nodes if not _is_own_concept(r)}
-    members = {i for i, r in kind.items()
-               if r["type"] in config.member_types
-               and not (r["type"] == "Entity" and r.get("subtype") in config.skip_subtypes)}
-
-    derived: dict[str, set[str]] = defaultdict(set)
-    links: dict[str, set[str]] = defaultdict(set)
-    for e in edges:
-        src, dst, etype = e["src"], e["dst"], e["type"]
-        if src not in kind or dst not in kind or src == dst:
-            continue
-        if etype == "DERIVED_FROM":
-            derived[src].add(dst)
-        elif etype in _LINK_EDGES and dst in members:
-            links[src].add(dst)
-
-    def contexts_of(nid: str) -> list[str]:
-        if kind[nid]["type"] == "Episode":
-            return [nid]
-        found, seen, frontier = set(), {nid}, [nid]
-        for _ in range(_DERIVE_DEPTH):
-            nxt = []
-            for x in frontier:
-                for d in derived.get(x, ()):
-                    if d in seen:
-                        continue
-                    seen.add(d)
-                    (found.add(d) if kind[d]["type"] == "Episode" else nxt.append(d))
-            frontier = nxt
-        return sorted(found) or [nid]
-
-    items: dict[str, set[str]] = defaultdict(set)
-    carriers = set(links) | {i for i in members if kind[i]["type"] in _CARRIER_TYPES}
-    for nid in carriers:
-        ctxs = contexts_of(nid)
-        attached = links.get(nid, set()) | ({nid} if nid in members else set())
-        for c in ctxs:
-            items[c] |= attached
-
-    pairs: Counter[tuple[str, str]] = Counter()
+    n = pa.Table.from_pylist([{"tenant": tenant, **{k: r.get(k) for k in ("id", "type", "subtype")}} for r in nodes],
+                             schema=NODES.empty_table().select(["tenant", "id", "type", "subtype"]).schema)
+    e = pa.Table.from_pylist([{"tenant": tenant, **{k: r.get(k) for k in ("src", "dst", "type")}} for r in edges],
+                             schema=EDGES.empty_table().select(["tenant", "src", "dst", "type"]).schema)
+    items = context_items(n, e, config)
+    g = _tenant_graph(pl.from_arrow(context_pairs(items)), config)
     seen_in: dict[str, set[str]] = defaultdict(set)
-    for c, its in items.items():
-        for x in its:
-            seen_in[x].add(c)
-        for a, b in itertools.combinations(sorted(its), 2):
-            pairs[a, b] += 1
-
-    neighbours: dict[str, set[str]] = defaultdict(set)
-    for a, b in pairs:
-        neighbours[a].add(b)
-        neighbours[b].add(a)
-    cap = max(config.hub_min_degree, config.hub_share * (len(neighbours) - 1))
-    hubs = tuple(sorted(v for v, nb in neighbours.items() if len(nb) > cap))
-    hub_set = set(hubs)
-    kept = {p: w for p, w in pairs.items() if p[0] not in hub_set and p[1] not in hub_set}
-    vertices = sorted({v for p in kept for v in p})
-    index = {v: i for i, v in enumerate(vertices)}
-    weights = dict(sorted(((index[a], index[b]), w) for (a, b), w in kept.items()))
-    return CooccurrenceGraph(tenant, vertices, weights,
-                             {v: frozenset(seen_in[v]) for v in vertices}, hubs)
+    for c, x in pl.from_arrow(items).select("context", "item").iter_rows():
+        seen_in[x].add(c)
+    return CooccurrenceGraph(tenant, g.vertices, dict(zip(g.edges, g.weights)),
+                             {v: frozenset(seen_in[v]) for v in g.vertices}, g.hubs)
 
 
 def leiden(graph: CooccurrenceGraph, config: CommunityConfig = CommunityConfig()) -> tuple[list[int], float]:
     """Leiden (modularity) membership of each vertex, renumbered by each community's first vertex, and the
     partition's modularity. Deterministic: igraph's RNG is a fresh random.Random(config.seed) for the call."""
-    if not graph.vertices:
+    return _leiden(len(graph.vertices), list(graph.weights), list(graph.weights.values()), config)
+
+
+def _leiden(n: int, edges: list[tuple[int, int]], weights: list[int], config: CommunityConfig
+            ) -> tuple[list[int], float]:
+    if not n:
         return [], 0.0
-    g = igraph.Graph(n=len(graph.vertices), edges=list(graph.weights), directed=False)
-    g.es["weight"] = [float(w) for w in graph.weights.values()]
+    g = igraph.Graph(n=n, edges=edges, directed=False)
+    g.es["weight"] = [float(w) for w in weights]
     with _RNG_LOCK:
         igraph.set_random_number_generator(random.Random(config.seed))
         try:
@@ -344,24 +412,33 @@ _NODE_COLS = ("id", "tenant", "type", "subtype", "title", "keywords", "lang", "m
 def detect_communities(nodes: pa.Table, edges: pa.Table, previous: pa.Table | None = None,
                        config: CommunityConfig = CommunityConfig()) -> CommunityResult:
     """Communities of every tenant in `nodes`/`edges` (NODES/EDGES schemas, tenants mixed), their Concept
-    nodes and ABOUT edges; `previous` is the last run's COMMUNITIES table (ids are carried over from it)."""
+    nodes and ABOUT edges; `previous` is the last run's COMMUNITIES table (ids are carried over from it).
+
+    Vectorised: context_items → context_pairs → communities_from_pairs (polars joins, igraph's Leiden)."""
     nodes = conform(nodes, NODES)
-    edges = conform(edges, EDGES)
-    node_rows: dict[str, list[dict]] = defaultdict(list)
-    for r in nodes.select(list(_NODE_COLS)).to_pylist():
-        node_rows[r["tenant"]].append(r)
-    edge_rows: dict[str, list[dict]] = defaultdict(list)
-    for r in edges.select(["tenant", "src", "dst", "type"]).to_pylist():
-        edge_rows[r["tenant"]].append(r)
-    prev_rows: dict[str, list[dict]] = defaultdict(list)
+    items = context_items(nodes, edges, config)
+    return communities_from_pairs(context_pairs(items), items, nodes, previous, config)
+
+
+def communities_from_pairs(pairs: pa.Table, items: pa.Table, nodes: pa.Table, previous: pa.Table | None = None,
+                           config: CommunityConfig = CommunityConfig()) -> CommunityResult:
+    """Steps 4–7 from an aggregated pair table (context_pairs / aggregate_pairs) and the context items
+    (context_items: each community's frequency is the number of distinct contexts of its members). `nodes`
+    gives the tenants, the member rows (labels, Concept times) and nothing else; per tenant, independent."""
+    nodes = conform(nodes, NODES)
+    p = pl.from_arrow(pairs.select(["tenant", "a", "b", "weight"]))
+    inc = pl.from_arrow(items.select(["tenant", "context", "item"]))
+    info_cols = pl.from_arrow(nodes.select(list(_NODE_COLS)))
+    prev_rows: dict[str | None, list[dict]] = defaultdict(list)
     if previous is not None:
         for r in conform(previous, COMMUNITIES).to_pylist():
             if r["level"] == LEVEL:
                 prev_rows[r["tenant"]].append(r)
-
+    tenants = set(info_cols.get_column("tenant").unique().to_list()) | set(prev_rows)
     communities, concepts, abouts, hubs = [], [], [], {}
-    for tenant in sorted(set(node_rows) | set(prev_rows), key=lambda t: (t is None, t or "")):
-        c, n, e, h = _tenant(tenant, node_rows.get(tenant, []), edge_rows.get(tenant, []),
+    for tenant in sorted(tenants, key=lambda t: (t is None, t or "")):
+        mine = (pl.col("tenant").is_null() if tenant is None else pl.col("tenant") == tenant)
+        c, n, e, h = _tenant(tenant, p.filter(mine), inc.filter(mine), info_cols.filter(mine),
                              prev_rows.get(tenant, []), config)
         communities += c
         concepts += n
@@ -378,11 +455,21 @@ def detect_communities(nodes: pa.Table, edges: pa.Table, previous: pa.Table | No
         hubs=hubs)
 
 
-def _tenant(tenant: str, nodes: list[dict], edges: list[dict], previous: list[dict],
-            config: CommunityConfig) -> tuple[list[dict], list[dict], list[dict], tuple[str, ...]]:
-    info = {r["id"]: r for r in nodes}
-    graph = cooccurrence_graph(tenant, nodes, edges, config)
-    membership, modularity = leiden(graph, config)
+def _contexts_per_group(inc: pl.DataFrame, groups: dict[int, list[str]]) -> dict[int, int]:
+    """{group: number of distinct contexts any of its members appears in}."""
+    rows = [(k, m) for k, ms in groups.items() for m in ms]
+    if not rows:
+        return {}
+    g = pl.DataFrame(rows, schema={"_k": pl.Int64, "item": pl.String}, orient="row")
+    counts = inc.join(g, on="item").group_by("_k").agg(pl.col("context").n_unique())
+    return dict(counts.iter_rows())
+
+
+def _tenant(tenant: str | None, pairs: pl.DataFrame, inc: pl.DataFrame, node_info: pl.DataFrame,
+            previous: list[dict], config: CommunityConfig
+            ) -> tuple[list[dict], list[dict], list[dict], tuple[str, ...]]:
+    graph = _tenant_graph(pairs, config)
+    membership, modularity = _leiden(len(graph.vertices), graph.edges, graph.weights, config)
     groups: dict[int, list[int]] = defaultdict(list)
     for v, m in enumerate(membership):
         groups[m].append(v)
@@ -394,11 +481,22 @@ def _tenant(tenant: str, nodes: list[dict], edges: list[dict], previous: list[di
     matched = match_previous(current, prev, config.keep_jaccard)
     used_ids = set(prev_by_id)
 
-    strength = graph.strength()
+    wanted = sorted(set().union(*current, *(m for _, m in prev)))
+    info = {r["id"]: r for r in node_info.filter(pl.col("id").is_in(wanted)).to_dicts()}   # the last row wins
+    strength = [0.0] * len(graph.vertices)
     weights_of: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for (i, j), w in graph.weights.items():
-        weights_of[i].append((j, w))
-        weights_of[j].append((i, w))
+    in_community = {v: k for k, g in enumerate(kept) for v in g}
+    for (i, j), w in zip(graph.edges, graph.weights):
+        strength[i] += w
+        strength[j] += w
+        if in_community.get(i, -1) == in_community.get(j, -2):
+            weights_of[i].append((j, w))
+            weights_of[j].append((i, w))
+    vertex_set = set(graph.vertices)
+    freq = _contexts_per_group(inc.filter(pl.col("item").is_in(graph.vertices)),
+                               {k: sorted(mem) for k, mem in enumerate(current)})
+    prev_freq = _contexts_per_group(inc.filter(pl.col("item").is_in(graph.vertices)),
+                                    {k: sorted(m for m in mem if m in vertex_set) for k, (_, mem) in enumerate(prev)})
 
     communities, concepts, abouts = [], [], []
     for k in sorted(range(len(current)), key=lambda k: sorted(current[k])):
@@ -418,10 +516,9 @@ def _tenant(tenant: str, nodes: list[dict], edges: list[dict], previous: list[di
         cohesion = round(sum(inside.values()) / total, 6) if total else 0.0
         ranked = ranked_members(mem, info)
         label, keywords = label_of(ranked, config)
-        frequency = len(frozenset().union(*(graph.contexts[m] for m in mem)))
         communities.append({"id": cid, "tenant": tenant, "level": LEVEL, "members": sorted(mem), "label": label,
                             "size": len(mem), "modularity": round(modularity, 6), "concept_id": nid})
-        concepts.append(concept_row(tenant, nid, label, keywords, ranked, frequency, cohesion, "active"))
+        concepts.append(concept_row(tenant, nid, label, keywords, ranked, freq.get(k, 0), cohesion, "active"))
         for v in sorted(verts):
             share = round(inside[v] / strength[v], 6) if strength[v] else 0.0
             src = graph.vertices[v]
@@ -430,14 +527,19 @@ def _tenant(tenant: str, nodes: list[dict], edges: list[dict], previous: list[di
                            "provenance": PROVENANCE})
 
     taken = set(matched.values())
-    for pid, mem in prev:
+    for k, (pid, mem) in enumerate(prev):
         if pid in taken:
             continue
         r = prev_by_id[pid]
         ranked = ranked_members(mem, info)
         fresh_label, keywords = label_of(ranked, config)
         label = r.get("label") or fresh_label
-        frequency = len(frozenset().union(*(graph.contexts.get(m, frozenset()) for m in mem)))
         concepts.append(concept_row(tenant, r.get("concept_id") or concept_id(tenant, pid), label, keywords,
-                                    ranked, frequency, None, "archived"))
+                                    ranked, prev_freq.get(k, 0), None, "archived"))
     return communities, concepts, abouts, graph.hubs
+
+
+def community_group_keys(nodes: pa.Table) -> pa.Table:
+    """(tenant, id) → tenant: communities are computed per tenant (one Leiden per tenant, nothing shared across
+    tenants), so the group of every node is its tenant."""
+    return conform(nodes, NODES).select(["tenant", "id"])

@@ -19,6 +19,9 @@ the stronger evidence wins: email > id_card (checksum + date) > card (Luhn) > ph
 
 `flag_nodes` and `redact` touch only graph text: the raw store keeps its bytes, so
 citations still verify against the original lines.
+
+Per row: a node's `pii` (and redacted text) depends on its own title/text/keywords/aliases/entities only
+(`pii_group_keys`; tests/test_consolidation_contracts.py::test_pii_flags_are_per_row).
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ import re
 from dataclasses import dataclass
 from datetime import date
 
+import polars as pl
 import pyarrow as pa
 
 from r2g.schema import NODES
@@ -155,32 +159,85 @@ def _kinds(text: str | None) -> set[str]:
     return found
 
 
+# Every detectable span needs an "@" (email), a "+" and at least 8 digits (an international phone), or at least 10
+# digits (US and landline phones 10, mobile 11, card 13, ID card 17); a placeholder needs a "[". Strings with none
+# of these (most text, and dates: "2024-12-20" has 8 digits) are never scanned. Rust's \d is \p{Nd}, a superset of
+# what Python's re counts as a digit, so the prefilter never drops a hit.
+def _maybe_pii(value: pl.Expr) -> pl.Expr:
+    """True where `value` could hold PII or a placeholder (cheap, vectorised; exact check in Python after)."""
+    digits = value.str.count_matches(r"\d")
+    return (value.str.contains("@", literal=True) | value.str.contains("[", literal=True) | (digits >= 10)
+            | (value.str.contains("+", literal=True) & (digits >= 8))).fill_null(False)
+
+
+def _candidates_of(nodes: pa.Table) -> pl.DataFrame:
+    """(row, col, pos, value) of every title/text string and keywords/aliases/entities element that may hold PII;
+    pos is the element's index in its list (0 for the text columns)."""
+    df = pl.from_arrow(nodes.select([*TEXT_COLUMNS, *LIST_COLUMNS])).with_row_index("row")
+    parts = [df.select("row", pl.lit(c).alias("col"), pl.lit(0, pl.Int64).alias("pos"), pl.col(c).alias("value"))
+             .filter(_maybe_pii(pl.col("value"))) for c in TEXT_COLUMNS]
+    for c in LIST_COLUMNS:
+        parts.append(df.select("row", pl.col(c).alias("value")).filter(pl.col("value").list.len() > 0)
+                     .with_columns(pl.int_ranges(pl.col("value").list.len()).alias("pos"))
+                     .explode("value", "pos").filter(_maybe_pii(pl.col("value")))
+                     .select("row", pl.lit(c).alias("col"), pl.col("pos").cast(pl.Int64), "value"))
+    return pl.concat(parts)
+
+
 def flag_nodes(nodes: pa.Table, redact_text: bool = False) -> pa.Table:
     """NODES with `pii` set to the sorted distinct kinds found in title/text/keywords/aliases/entities (null: none).
 
     With `redact_text`, those fields are rewritten with placeholders too. Rows keep their order and every
     other column; the raw store is not touched, so citations (raw_refs) still verify byte-exact.
+    Per node: a row's output depends on that row alone (group key: the row; see pii_group_keys).
+    Vectorised: a polars prefilter ("@", "[", "+" and 8 digits, or 10 digits) picks the distinct strings the
+    regexes run on.
     """
     nodes = conform(nodes, NODES)
-    cols = {c: nodes.column(c).to_pylist() for c in (*TEXT_COLUMNS, *LIST_COLUMNS)}
-    flags: list[list[str] | None] = []
-    for i in range(nodes.num_rows):
-        kinds: set[str] = set()
-        for c in TEXT_COLUMNS:
-            kinds |= _kinds(cols[c][i])
-            if redact_text and cols[c][i]:
-                cols[c][i] = redact(cols[c][i])[0]
-        for c in LIST_COLUMNS:
-            values = cols[c][i]
-            if values:
-                for v in values:
-                    kinds |= _kinds(v)
-                if redact_text:
-                    cols[c][i] = [redact(v)[0] if v else v for v in values]
-        flags.append(sorted(kinds) or None)
-    pii = NODES.field("pii")
-    out = nodes.set_column(nodes.schema.get_field_index("pii"), pii, pa.array(flags, pii.type))
+    cand = _candidates_of(nodes)
+    distinct = cand.select("value").unique()          # the same string (an entity title, a date) recurs a lot
+    values = distinct.get_column("value").to_list()
+    found = {"kinds": pl.Series([sorted(_kinds(v)) for v in values], dtype=pl.List(pl.String))}
     if redact_text:
-        for c, values in cols.items():
-            out = out.set_column(out.schema.get_field_index(c), NODES.field(c), pa.array(values, NODES.field(c).type))
+        found["redacted"] = pl.Series([redact(v)[0] for v in values], dtype=pl.String)
+    cand = cand.join(distinct.with_columns(**found), on="value", how="left")
+    flags = (cand.select("row", "kinds").explode("kinds").drop_nulls("kinds").unique()
+             .group_by("row").agg(pl.col("kinds").sort()))
+    rows = pl.DataFrame({"row": pl.int_range(0, nodes.num_rows, dtype=pl.UInt32, eager=True)})
+    pii = rows.join(flags, on="row", how="left").sort("row").get_column("kinds")
+    field = NODES.field("pii")
+    out = nodes.set_column(nodes.schema.get_field_index("pii"), field, pii.to_arrow().cast(field.type))
+    if redact_text:
+        out = _redacted(out, cand)
     return out
+
+
+def _redacted(nodes: pa.Table, cand: pl.DataFrame) -> pa.Table:
+    """`nodes` with each candidate string replaced by its redaction (only rows holding a candidate change)."""
+    changed = cand.filter(pl.col("redacted") != pl.col("value"))
+    for c in (*TEXT_COLUMNS, *LIST_COLUMNS):
+        mine = changed.filter(pl.col("col") == c)
+        if mine.height == 0:
+            continue
+        col = pl.from_arrow(nodes.select([c])).with_row_index("row")
+        if c in TEXT_COLUMNS:
+            new = col.join(mine.select("row", "redacted"), on="row", how="left").sort("row").select(
+                pl.coalesce("redacted", c)).to_series()
+        else:
+            touched = mine.select("row").unique()
+            rebuilt = (col.join(touched, on="row", how="semi")
+                       .with_columns(pl.int_ranges(pl.col(c).list.len()).alias("pos"))
+                       .explode(c, "pos").with_columns(pl.col("pos").cast(pl.Int64))
+                       .join(mine.select("row", "pos", "redacted"), on=["row", "pos"], how="left")
+                       .group_by("row", maintain_order=True)
+                       .agg(pl.coalesce("redacted", c).alias("rebuilt")))
+            new = col.join(rebuilt, on="row", how="left").sort("row").select(
+                pl.coalesce("rebuilt", c)).to_series()
+        field = NODES.field(c)
+        nodes = nodes.set_column(nodes.schema.get_field_index(c), field, new.to_arrow().cast(field.type))
+    return nodes
+
+
+def pii_group_keys(nodes: pa.Table) -> pa.Table:
+    """(tenant, id) of each row: flag_nodes is row-local, so any subset of rows flags exactly as in a full run."""
+    return conform(nodes, NODES).select(["tenant", "id"])

@@ -19,17 +19,26 @@ SEMANTIC_CONTAINS edges. A child claimed by any parent (whatever its status) is 
 again (seed: CHILD_HAS_PARENT), so running on nodes ∪ output and edges ∪ output adds nothing.
 With group_by="concept" an Episode about two Concepts could sit in two groups; the first group
 (timeline order, then key) takes it, the other is re-formed from what is left.
+
+Group-local under group_by="conversation" (`rollup_group_keys`: (tenant, conversation, period bucket);
+`rollup_input` adds the tenant's existing rollups and SEMANTIC_CONTAINS edges): a group's parents, at every
+level, depend on its own Episodes only. Under group_by="concept" the first-group-wins rule couples every
+Concept of a tenant: the tenant is the unit. Node ids unique per tenant. Tested in
+tests/test_consolidation_contracts.py::test_rollups_of_some_conversations_are_the_full_runs_parents_of_those.
 """
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+import re
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Iterable
 
+import polars as pl
 import pyarrow as pa
 
-from r2g.ids import edge_id, stable_id
+from jobs.integrity import PY_WHITESPACE
+from r2g.ids import edge_ids, stable_id
 from r2g.merge import MERGED_REF_CAP
 from r2g.rules import TITLE_MAX_CHARS, clip
 from r2g.schema import EDGES, NODES
@@ -43,7 +52,6 @@ SEMANTIC_CONTAINS = "SEMANTIC_CONTAINS"
 EPISODE = "Episode"
 PERIODS = ("day", "week", "month", "year")
 
-_SENTENCE_END = frozenset("。！？!?；;\n")
 
 
 @dataclass(frozen=True)
@@ -80,102 +88,385 @@ class RollupResult:
     edges: pa.Table   # EDGES: SEMANTIC_CONTAINS parent → child, sorted by (tenant, id)
 
 
+_EPISODE_COLS = ["id", "tenant", "type", "subtype", "title", "text", "keywords", "entities", "lang", "time_start",
+                 "time_end", "first_seen", "last_seen", "importance", "confidence", "frequency", "status", "raw_refs",
+                 "conv_id", "speaker"]
+_OUT_COLS = ["id", "tenant", "type", "subtype", "title", "text", "keywords", "entities", "lang", "time_start",
+             "time_end", "importance", "confidence", "frequency", "first_seen", "last_seen", "status", "raw_refs",
+             "provenance", "conv_id", "speaker"]
+
+
 def rollup_episodes(nodes: pa.Table, edges: pa.Table, config: RollupConfig = RollupConfig()) -> RollupResult:
-    """New rollup parents and their SEMANTIC_CONTAINS edges for every tenant (only what is not there yet)."""
+    """New rollup parents and their SEMANTIC_CONTAINS edges for every tenant (only what is not there yet).
+
+    group_by="conversation" (the default) is vectorised and group-local: the groups are (tenant, conversation,
+    period bucket) — see rollup_group_keys — and no group's parents depend on another's rows. group_by="concept"
+    is not: an Episode about two Concepts goes to the first group that takes it, so a tenant is one unit there.
+    """
     nodes, edges = conform(nodes, NODES), conform(edges, EDGES)
-    by_tenant: dict[str, list[dict]] = defaultdict(list)
-    for row in nodes.to_pylist():
-        by_tenant[row["tenant"]].append(row)
-    edges_by_tenant: dict[str, list[dict]] = defaultdict(list)
-    for row in edges.select(["tenant", "src", "dst", "type"]).to_pylist():
-        if row["type"] in (SEMANTIC_CONTAINS, "ABOUT"):
-            edges_by_tenant[row["tenant"]].append(row)
-    new_nodes: list[dict] = []
-    new_edges: list[dict] = []
-    for tenant in sorted(t for t in by_tenant if t is not None):
-        n, e = _Tenant(tenant, by_tenant[tenant], edges_by_tenant.get(tenant, []), config).run()
-        new_nodes += n
-        new_edges += e
-    new_nodes.sort(key=lambda r: (r["tenant"], r["id"]))
-    new_edges.sort(key=lambda r: (r["tenant"], r["id"]))
-    return RollupResult(nodes=pa.Table.from_pylist(new_nodes, schema=NODES),
-                        edges=pa.Table.from_pylist(new_edges, schema=EDGES))
+    state = _State.load(nodes, edges, config)
+    if config.group_by == "conversation":
+        parents, contains = _by_conversation(state, config)
+    else:
+        parents, contains = _by_concept(state, config)
+    out_nodes = (conform(parents.sort(["tenant", "id"]).select(_OUT_COLS).to_arrow(), NODES)
+                 if parents.height else NODES.empty_table())
+    out_edges = EDGES.empty_table()
+    if contains.height:
+        out_edges = conform(contains.sort(["tenant", "id"]).select(
+            "id", "tenant", "src", "dst", pl.lit(SEMANTIC_CONTAINS).alias("type"), pl.lit(1.0).alias("weight"),
+            pl.lit(1.0).alias("confidence"), pl.lit(PROVENANCE).alias("provenance")).to_arrow(), EDGES)
+    return RollupResult(nodes=out_nodes, edges=out_edges)
 
 
-class _Tenant:
-    """One tenant's Episodes, parent links and topic keys; `run` rolls them up level by level."""
+def rollup_group_keys(nodes: pa.Table, config: RollupConfig = RollupConfig()) -> pa.Table:
+    """(tenant, id, conv_id, bucket) of every Episode: its rollup group under group_by="conversation" (bucket: the
+    `period` bucket of coalesce(time_start, first_seen), null without a period or a time). Episodes without a
+    conversation have no group (conv_id null) and are never rolled up.
 
-    def __init__(self, tenant: str, rows: list[dict], edges: list[dict], config: RollupConfig) -> None:
-        self.tenant, self.config = tenant, config
-        self.nodes = {r["id"]: r for r in sorted(rows, key=_row_order)}   # duplicate ids: one, deterministically
-        self.children: dict[str, list[str]] = defaultdict(list)
-        self.claimed: set[str] = set()
-        self.concepts: dict[str, set[str]] = defaultdict(set)
-        for e in edges:
-            if e["src"] not in self.nodes or e["dst"] not in self.nodes:
-                continue            # an edge into another tenant's node (or a RawChunk) links nothing here
-            if e["type"] == SEMANTIC_CONTAINS:
-                self.children[e["src"]].append(e["dst"])
-                self.claimed.add(e["dst"])
-            elif self.nodes[e["dst"]]["type"] == "Concept":
-                self.concepts[e["src"]].add(e["dst"])
-        self._depth: dict[str, int] = {}
+    Contract (tests/test_consolidation_contracts.py): rollup_episodes over rollup_input(nodes, edges, G) yields
+    exactly the parents (and their SEMANTIC_CONTAINS edges) of the full run whose group is in G; a parent's group
+    is its children's. Under group_by="concept" there is no smaller unit than the tenant (see rollup_episodes).
+    """
+    n = pl.from_arrow(conform(nodes, NODES).select(["tenant", "id", "type", "conv_id", "time_start", "first_seen"]))
+    n = n.filter(pl.col("type") == EPISODE)
+    return _with_bucket(n, config.period).select("tenant", "id", "conv_id", "bucket").to_arrow()
+
+
+def rollup_input(nodes: pa.Table, edges: pa.Table, keys: pa.Table, config: RollupConfig = RollupConfig()
+                 ) -> tuple[pa.Table, pa.Table]:
+    """The rows rollup_episodes needs to redo the conversation groups in `keys` (rows of rollup_group_keys): their
+    Episodes, the tenant's existing rollup parents and every SEMANTIC_CONTAINS edge of the tenant with both ends."""
+    nodes, edges = conform(nodes, NODES), conform(edges, EDGES)
+    k = pl.from_arrow(keys.select(["tenant", "conv_id", "bucket"])).unique()
+    n = _with_bucket(pl.from_arrow(nodes.select(["tenant", "id", "type", "subtype", "conv_id", "time_start",
+                                                 "first_seen"])).with_row_index("_row"), config.period)
+    tenants = k.select("tenant").unique()
+    e = pl.from_arrow(edges.select(["tenant", "src", "dst", "type"])).with_row_index("_row").filter(
+        pl.col("type") == SEMANTIC_CONTAINS).join(tenants, on="tenant", how="semi")
+    ends = pl.concat([e.select("tenant", pl.col("src").alias("id")), e.select("tenant", pl.col("dst").alias("id"))])
+    chosen = pl.concat([
+        n.filter(pl.col("type") == EPISODE).join(k, on=["tenant", "conv_id", "bucket"], how="semi", nulls_equal=True),
+        n.filter(pl.col("subtype") == ROLLUP_SUBTYPE).join(tenants, on="tenant", how="semi"),
+        n.join(ends, on=["tenant", "id"], how="semi")]).get_column("_row").unique().sort()
+    return nodes.take(chosen.to_arrow()), edges.take(e.get_column("_row").to_arrow())
+
+
+def _with_bucket(n: pl.DataFrame, period: str | None) -> pl.DataFrame:
+    """`n` plus `bucket`: the calendar bucket of coalesce(time_start, first_seen) (Python's strftime/isocalendar,
+    once per distinct date)."""
+    t = pl.coalesce("time_start", "first_seen")
+    if period is None:
+        return n.with_columns(pl.lit(None, dtype=pl.String).alias("bucket"))
+    days = n.select(t.dt.date().alias("_d")).unique().drop_nulls().get_column("_d")
+    table = pl.DataFrame({"_d": days, "bucket": pl.Series(
+        [_bucket(datetime(d.year, d.month, d.day), period) for d in days.to_list()], dtype=pl.String)})
+    return n.with_columns(t.dt.date().alias("_d")).join(table, on="_d", how="left", maintain_order="left").drop("_d")
+
+
+class _State:
+    """Every tenant's Episodes (one row per id) with depth and claim flags, the ids already taken, and — for
+    group_by="concept" — the Concepts each node is ABOUT; parents are appended as they are made."""
+
+    def __init__(self, episodes: pl.DataFrame, ids: pl.DataFrame, children: dict[tuple[str, str], list[str]],
+                 concepts: pl.DataFrame) -> None:
+        self.episodes, self.ids, self.children, self.concepts = episodes, ids, children, concepts
+
+    @classmethod
+    def load(cls, nodes: pa.Table, edges: pa.Table, config: RollupConfig) -> _State:
+        n = _one_row_per_id(nodes)
+        ids = n.select("tenant", "id")
+        e = (pl.from_arrow(edges.select(["tenant", "src", "dst", "type"]))
+             .filter(pl.col("tenant").is_not_null() & pl.col("type").is_in([SEMANTIC_CONTAINS, "ABOUT"]))
+             .join(ids, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi")
+             .join(ids, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi"))
+        contains = e.filter(pl.col("type") == SEMANTIC_CONTAINS)
+        children: dict[tuple[str, str], list[str]] = {}
+        for t, src, dst in contains.select("tenant", "src", "dst").iter_rows():
+            children.setdefault((t, src), []).append(dst)
+        claimed = (contains.select("tenant", pl.col("dst").alias("id")).unique()
+                   .with_columns(pl.lit(True).alias("claimed")))
+        kinds = n.select("tenant", "id", "type")
+        concepts = (e.filter(pl.col("type") == "ABOUT")
+                    .join(kinds, left_on=["tenant", "dst"], right_on=["tenant", "id"])
+                    .filter(pl.col("type_right") == "Concept").select("tenant", "src", "dst").unique())
+        eps = (n.filter(pl.col("type") == EPISODE).select(_EPISODE_COLS)
+               .join(claimed, on=["tenant", "id"], how="left", maintain_order="left")
+               .with_columns(pl.col("claimed").fill_null(False)))
+        eps = _with_depths(eps, n.filter(pl.col("subtype") == ROLLUP_SUBTYPE), children)
+        return cls(_timeline(eps, config), ids, children, concepts)
+
+    def add(self, parents: pl.DataFrame, contains: pl.DataFrame, depth: int, config: RollupConfig) -> None:
+        claimed = contains.select("tenant", pl.col("dst").alias("id"), pl.lit(True).alias("_now"))
+        eps = self.episodes.join(claimed, on=["tenant", "id"], how="left", maintain_order="left")
+        eps = eps.with_columns((pl.col("claimed") | pl.col("_now").fill_null(False)).alias("claimed")).drop("_now")
+        fresh = parents.select(_EPISODE_COLS).with_columns(pl.lit(False).alias("claimed"),
+                                                         pl.lit(depth + 1, dtype=pl.Int64).alias("depth"))
+        self.episodes = pl.concat([eps, _timeline(fresh, config)], how="vertical_relaxed")
+        self.ids = pl.concat([self.ids, parents.select("tenant", "id")])
+        for t, src, dst in contains.select("tenant", "src", "dst").iter_rows():
+            self.children.setdefault((t, src), []).append(dst)
+
+
+def _one_row_per_id(nodes: pa.Table) -> pl.DataFrame:
+    """The nodes of tenants (not null), one row per (tenant, id): of duplicates, the row the Python rollup kept —
+    the last in (id, repr of the sorted row) order."""
+    n = pl.from_arrow(nodes.select(_EPISODE_COLS)).with_row_index("_row").filter(pl.col("tenant").is_not_null())
+    dup = n.select(pl.struct("tenant", "id").is_duplicated()).to_series()
+    if not dup.any():
+        return n.drop("_row")
+    rows = n.filter(dup).get_column("_row").to_list()
+    best: dict[tuple, tuple] = {}
+    for i, row in zip(rows, nodes.take(pa.array(rows, pa.int64())).to_pylist()):
+        key, order = (row["tenant"], row["id"]), repr(sorted(row.items()))
+        if key not in best or order >= best[key][0]:
+            best[key] = (order, i)
+    winners = pl.Series([i for _, i in best.values()], dtype=pl.UInt32)
+    return n.filter(~dup | pl.col("_row").is_in(winners)).drop("_row")
+
+
+def _with_depths(eps: pl.DataFrame, rollups: pl.DataFrame, children: dict[tuple[str, str], list[str]]
+                 ) -> pl.DataFrame:
+    """`eps` plus `depth`: 0, or for a rollup (any node of subtype rollup, `rollups`) 1 + its deepest child's,
+    visited in the Python rollup's order (ids ascending among unclaimed live Episodes, so a SEMANTIC_CONTAINS
+    cycle resolves the same way). Only rollups are held in Python: there are few, none in an R2G graph."""
+    if rollups.height == 0:
+        return eps.with_columns(pl.lit(0, dtype=pl.Int64).alias("depth"))
+    is_rollup = set(rollups.select("tenant", "id").iter_rows())
+    depth: dict[tuple[str, str], int] = {}
+
+    def visit(t: str, nid: str) -> int:
+        if (t, nid) not in depth:
+            depth[(t, nid)] = 0        # guards a cycle
+            if (t, nid) in is_rollup:
+                depth[(t, nid)] = 1 + max((visit(t, c) for c in children.get((t, nid), ())), default=0)
+        return depth[(t, nid)]
+
+    live = pl.col("status").fill_null("active").is_in(list(LIVE_STATUS))
+    first = eps.filter(~pl.col("claimed") & live & (pl.col("subtype") == ROLLUP_SUBTYPE)).sort(["tenant", "id"])
+    for t, nid in first.select("tenant", "id").iter_rows():
+        visit(t, nid)
+    for t, nid in sorted(is_rollup):
+        visit(t, nid)
+    found = pl.DataFrame([(t, i, d) for (t, i), d in depth.items() if (t, i) in is_rollup],
+                         schema={"tenant": pl.String, "id": pl.String, "depth": pl.Int64}, orient="row")
+    return eps.join(found, on=["tenant", "id"], how="left", maintain_order="left").with_columns(
+        pl.col("depth").fill_null(0))
+
+
+def _timeline(eps: pl.DataFrame, config: RollupConfig) -> pl.DataFrame:
+    """Episodes plus their timeline position t = coalesce(time_start, first_seen), bucket and liveness."""
+    return _with_bucket(eps, config.period).with_columns(
+        pl.coalesce("time_start", "first_seen").alias("t"),
+        pl.col("status").fill_null("active").is_in(list(LIVE_STATUS)).alias("live"))
+
+
+def _by_conversation(state: _State, config: RollupConfig) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """compaction_candidates' groups of each (tenant, conversation, bucket), level by level, all groups at once."""
+    key = ["tenant", "conv_id", "bucket"]
+    made_nodes, made_edges = [], []
+    for depth in range(config.max_depth):
+        keep = config.keep_recent_leaves if depth == 0 else 0
+        while True:
+            pool = (state.episodes.filter(~pl.col("claimed") & pl.col("live") & (pl.col("depth") == depth)
+                                          & pl.col("conv_id").is_not_null())
+                    .sort([*key, pl.col("t").is_null(), "t", "id"], nulls_last=True))
+            kept = pl.len().over(key).cast(pl.Int64) - keep
+            runs = pool.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(key).alias("pos"),
+                                     kept.alias("_kept")).filter(
+                (pl.col("_kept") >= config.threshold)
+                & (pl.col("pos") < (pl.col("_kept") // config.fan_in) * config.fan_in))
+            groups = (runs.with_columns((pl.col("pos") // config.fan_in).alias("_g"))
+                      .group_by([*key, "_g"], maintain_order=True).agg("id"))
+            accepted = _new_parents(groups, state)
+            if accepted.height == 0:
+                break
+            parents, contains = _build_parents(accepted, pool, config)
+            state.add(parents, contains, depth, config)
+            made_nodes.append(parents)
+            made_edges.append(contains)
+    return _concat(made_nodes), _concat(made_edges)
+
+
+def _new_parents(groups: pl.DataFrame, state: _State) -> pl.DataFrame:
+    """(gid, tenant, parent, id: child ids in timeline order) of the groups whose parent does not exist yet."""
+    if groups.height == 0:
+        return pl.DataFrame(schema={"gid": pl.UInt32, "tenant": pl.String, "parent": pl.String,
+                                    "id": pl.List(pl.String)})
+    parent = [_parent_id(t, kids) for t, kids in groups.select("tenant", "id").iter_rows()]
+    g = groups.select("tenant", "id").with_columns(pl.Series("parent", parent, dtype=pl.String))
+    # which of these ids exist already: the few new ids are hashed, the many existing ones only probed
+    taken = state.ids.join(g.select("tenant", pl.col("parent").alias("id")), on=["tenant", "id"], how="semi")
+    return (g.join(taken.rename({"id": "parent"}), on=["tenant", "parent"], how="anti", maintain_order="left")
+            .with_row_index("gid").select("gid", "tenant", "parent", "id"))
+
+
+def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame()
+
+
+def _top_items(kids: pl.DataFrame, col: str, n: int) -> pl.DataFrame:
+    """(gid, col): per group, the n items found in the most children (each child counts once), ties by first
+    appearance (children in timeline order, items in list order) — _top, vectorised."""
+    items = (kids.select("gid", "pos", pl.col(col).alias("_item")).filter(pl.col("_item").list.len() > 0)
+             .explode("_item").filter(pl.col("_item").is_not_null() & (pl.col("_item") != ""))
+             .unique(subset=["gid", "pos", "_item"], keep="first", maintain_order=True).with_row_index("_at"))
+    return (items.group_by(["gid", "_item"]).agg(pl.len().alias("_n"), pl.col("_at").min())
+            .sort(["gid", "_n", "_at"], descending=[False, True, False])
+            .group_by("gid", maintain_order=True).agg(pl.col("_item").head(n).alias(col)))
+
+
+def _build_parents(groups: pl.DataFrame, episodes: pl.DataFrame, config: RollupConfig
+                   ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The parent rows (NODES columns of _OUT_COLS) and SEMANTIC_CONTAINS edges of `groups` (gid, tenant, parent,
+    id: child ids in timeline order), from their children's rows (see the module doc for each field)."""
+    kids = (groups.with_columns(pl.int_ranges(pl.col("id").list.len()).alias("pos")).explode("id", "pos")
+            .join(episodes, on=["tenant", "id"], how="left", maintain_order="left"))
+    start = pl.coalesce("time_start", "first_seen")
+    agg = kids.group_by("gid", maintain_order=True).agg(
+        pl.col("tenant").first(), pl.col("parent").first().alias("id"), pl.col("id").alias("_kids"),
+        start.min().alias("time_start"),
+        pl.coalesce("time_end", "time_start", "last_seen", "first_seen").max().alias("time_end"),
+        pl.col("first_seen").min(), pl.col("last_seen").max(),
+        pl.col("importance").fill_null(0.0).max(), pl.col("confidence").fill_null(0.0).max(),
+        pl.when(pl.col("frequency").fill_null(0) == 0).then(1).otherwise("frequency").sum().cast(pl.Int64)
+        .alias("frequency"),
+        pl.when(pl.col("conv_id").n_unique() == 1).then(pl.col("conv_id").first()).alias("conv_id"),
+        pl.when(pl.col("speaker").n_unique() == 1).then(pl.col("speaker").first()).alias("speaker"),
+        # the summary's inputs: text (else title), importance, in timeline order
+        pl.coalesce(pl.when(pl.col("text") != "").then("text"), pl.when(pl.col("title") != "").then("title"),
+                    pl.lit("")).alias("_texts"),
+        pl.col("importance").fill_null(0.0).alias("_imps"))
+    best = (kids.sort(["gid", pl.col("importance").fill_null(0.0), "pos"], descending=[False, True, False])
+            .group_by("gid", maintain_order=True).agg(pl.col("title").first().alias("_best")))
+    lang = (kids.filter(pl.col("lang").is_not_null() & (pl.col("lang") != "")).group_by(["gid", "lang"]).len()
+            .sort(["gid", "len", "lang"], descending=[False, True, False])
+            .group_by("gid", maintain_order=True).agg(pl.col("lang").first()))
+    agg = (agg.join(_top_items(kids, "keywords", config.max_keywords), on="gid", how="left", maintain_order="left")
+           .join(_top_items(kids, "entities", config.max_entities), on="gid", how="left", maintain_order="left")
+           .join(best, on="gid", how="left", maintain_order="left")
+           .join(lang, on="gid", how="left", maintain_order="left")
+           .join(_capped_refs(kids), on="gid", how="left", maintain_order="left"))
+    summary = _summaries(agg, config.text_max_chars)
+    parents = agg.join(summary, on="gid", how="left", maintain_order="left").with_columns(
+        pl.lit(EPISODE).alias("type"), pl.lit(ROLLUP_SUBTYPE).alias("subtype"),
+        clip_expr(pl.when(pl.col("keywords").list.len() > 0).then(pl.col("keywords").list.head(3).list.join(" · "))
+                  .otherwise(pl.col("_best").fill_null("")), TITLE_MAX_CHARS).alias("title"),
+        pl.col("keywords").fill_null(pl.lit([], dtype=pl.List(pl.String))),
+        pl.when(pl.col("entities").list.len() > 0).then("entities").alias("entities"),
+        pl.lit("active").alias("status"), pl.lit(PROVENANCE).alias("provenance"))
+    contains = groups.select("tenant", pl.col("parent").alias("src"), pl.col("id").alias("dst")).explode("dst")
+    ids = edge_ids([(t, s, SEMANTIC_CONTAINS, d) for t, s, d in contains.iter_rows()])
+    return parents, contains.with_columns(pl.Series("id", ids, dtype=pl.String))
+
+
+def _summaries(agg: pl.DataFrame, max_chars: int) -> pl.DataFrame:
+    """(gid, text): each parent's extractive summary (_summary). Where every distinct sentence of the children fits
+    in max_chars the greedy takes them all: that is polars; the other groups run _summary in Python."""
+    kids = (agg.select("gid", pl.col("_texts").alias("_t"), "_imps")
+            .with_columns(pl.int_ranges(pl.col("_t").list.len()).alias("pos")).explode("_t", "_imps", "pos"))
+    distinct = kids.select(pl.col("_t").unique())
+    distinct = distinct.with_columns(sentences_of(distinct.get_column("_t")).alias("_s"))
+    cands = (kids.join(distinct, on="_t", how="left")
+             .with_columns(pl.int_ranges(pl.col("_s").list.len()).alias("j")).explode("_s", "j")
+             .filter(pl.col("_s").is_not_null())
+             .sort(["gid", "j", "_imps", "pos"], descending=[False, False, True, False])
+             .unique(subset=["gid", "_s"], keep="first", maintain_order=True))
+    size = cands.group_by("gid").agg((pl.col("_s").str.len_chars().sum() + pl.len() - 1).alias("_size"))
+    fits = size.filter(pl.col("_size") <= max_chars).select("gid")
+    easy = (cands.join(fits, on="gid", how="semi").sort(["gid", "pos", "j"])
+            .group_by("gid", maintain_order=True).agg(pl.col("_s").str.join(" ").alias("text")))
+    hard = agg.join(fits, on="gid", how="anti").join(cands.select("gid").unique(), on="gid", how="semi")
+    texts = [_summary(t, i, max_chars) for t, i in hard.select("_texts", "_imps").iter_rows()]
+    rest = hard.select("gid", pl.Series("text", texts, dtype=pl.String))
+    # a group whose children hold no sentence at all: the empty summary
+    return pl.concat([easy, rest]).join(agg.select("gid"), on="gid", how="right").select(
+        "gid", pl.col("text").fill_null(""))
+
+
+def clip_expr(s: pl.Expr, n: int) -> pl.Expr:
+    """r2g.rules.clip, vectorised: whitespace collapsed (Python's set), cut to n chars with an ellipsis."""
+    collapsed = s.str.replace_all(_WS + "+", " ").str.strip_chars(PY_WHITESPACE)
+    return (pl.when(collapsed.str.len_chars() <= n).then(collapsed)
+            .otherwise(pl.concat_str(collapsed.str.slice(0, n - 1).str.strip_chars_end(PY_WHITESPACE),
+                                     pl.lit("…"))))
+
+
+def _capped_refs(kids: pl.DataFrame) -> pl.DataFrame:
+    """(gid, raw_refs): _refs, vectorised — each child's distinct refs sorted, taken round-robin over the children
+    (rank, then child) until MERGED_REF_CAP distinct refs, then sorted; none → null."""
+    refs = (kids.select("gid", "pos", "raw_refs").filter(pl.col("raw_refs").list.len() > 0).explode("raw_refs")
+            .unnest("raw_refs").unique(subset=["gid", "pos", "raw_id", "offset", "length"])
+            .sort(["gid", "pos", "raw_id", "offset", "length"])
+            .with_columns(pl.int_range(pl.len()).over(["gid", "pos"]).alias("_rank"))
+            .sort(["gid", "_rank", "pos"])
+            .unique(subset=["gid", "raw_id", "offset", "length"], keep="first", maintain_order=True)
+            .with_columns(pl.int_range(pl.len()).over("gid").alias("_n")).filter(pl.col("_n") < MERGED_REF_CAP)
+            .sort(["gid", "raw_id", "offset", "length"]))
+    return refs.group_by("gid", maintain_order=True).agg(pl.struct("raw_id", "offset", "length").alias("raw_refs"))
+
+
+def _by_concept(state: _State, config: RollupConfig) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """group_by="concept": per tenant, the Python selection (an Episode under two Concepts: first group wins),
+    each level's accepted groups built by the vectorised builder."""
+    made_nodes, made_edges = [], []
+    for (tenant,), eps in sorted(state.episodes.partition_by("tenant", as_dict=True).items()):
+        sel = _ConceptTenant(tenant, eps, state, config)
+        for depth in range(config.max_depth):
+            while True:
+                accepted = sel.take_groups(sel.groups(depth))
+                if not accepted:
+                    break
+                groups = pl.DataFrame({"gid": list(range(len(accepted))), "tenant": [tenant] * len(accepted),
+                                       "parent": [_parent_id(tenant, g) for g in accepted],
+                                       "id": [list(g) for g in accepted]},
+                                      schema={"gid": pl.UInt32, "tenant": pl.String, "parent": pl.String,
+                                              "id": pl.List(pl.String)})
+                parents, contains = _build_parents(groups, state.episodes, config)
+                state.add(parents, contains, depth, config)
+                sel.added(parents, accepted, depth + 1)
+                made_nodes.append(parents)
+                made_edges.append(contains)
+    return _concat(made_nodes), _concat(made_edges)
+
+
+class _ConceptTenant:
+    """One tenant's Episodes under group_by="concept": keys are the Concepts a node is ABOUT (a rollup's: its
+    children's shared ones), each paired with its period bucket."""
+
+    def __init__(self, tenant: str, eps: pl.DataFrame, state: _State, config: RollupConfig) -> None:
+        self.tenant, self.config, self.state = tenant, config, state
+        self.rows = {r["id"]: r for r in eps.select("id", "subtype", "status", "t", "bucket", "depth",
+                                                    "claimed").iter_rows(named=True)}
+        self.claimed = {i for i, r in self.rows.items() if r["claimed"]}
+        self.about: dict[str, set[str]] = {}
+        for src, dst in state.concepts.filter(pl.col("tenant") == tenant).select("src", "dst").iter_rows():
+            self.about.setdefault(src, set()).add(dst)
+        self.ids = set(state.ids.filter(pl.col("tenant") == tenant).get_column("id").to_list())
         self._keys: dict[str, frozenset] = {}
 
-    # -- structure
-
-    def depth(self, nid: str) -> int:
-        if nid not in self._depth:
-            self._depth[nid] = 0        # guards a SEMANTIC_CONTAINS cycle
-            row = self.nodes[nid]
-            if row["subtype"] == ROLLUP_SUBTYPE:
-                self._depth[nid] = 1 + max((self.depth(c) for c in self.children.get(nid, ())), default=0)
-        return self._depth[nid]
-
     def keys(self, nid: str) -> frozenset:
-        """The keys a node is grouped under: its conversation, or the Concepts it is about (a rollup's: its
-        children's shared ones), each paired with its period bucket."""
         if nid not in self._keys:
             self._keys[nid] = frozenset()   # cycle guard
-            row = self.nodes[nid]
-            kids = self.children.get(nid, ()) if row["subtype"] == ROLLUP_SUBTYPE else ()
-            if self.config.group_by == "conversation":
-                base = {row["conv_id"]} if row["conv_id"] is not None else set()
-            elif kids:
-                base = set.intersection(*({k for k, _ in self.keys(c)} for c in kids))
+            row = self.rows.get(nid)
+            if row is None:                 # a non-Episode child: its own Concepts
+                base = set(self.about.get(nid, ()))
+                bucket = None
             else:
-                base = set(self.concepts.get(nid, ()))
-            bucket = _bucket(_time(row), self.config.period)
+                kids = self.state.children.get((self.tenant, nid), ()) if row["subtype"] == ROLLUP_SUBTYPE else ()
+                base = (set.intersection(*({k for k, _ in self.keys(c)} for c in kids)) if kids
+                        else set(self.about.get(nid, ())))
+                bucket = row["bucket"]
             self._keys[nid] = frozenset((k, bucket) for k in base)
         return self._keys[nid]
 
-    # -- the rollup loop
-
-    def run(self) -> tuple[list[dict], list[dict]]:
-        out_nodes: list[dict] = []
-        out_edges: list[dict] = []
-        for depth in range(self.config.max_depth):
-            while True:
-                accepted = self._take_groups(self._groups(depth))
-                if not accepted:
-                    break
-                for child_ids in accepted:
-                    parent = self._parent(child_ids)
-                    self.nodes[parent["id"]] = parent
-                    self.children[parent["id"]] = list(child_ids)
-                    self.claimed.update(child_ids)
-                    out_nodes.append(parent)
-                    out_edges += [_contains_edge(self.tenant, parent["id"], c) for c in child_ids]
-        return out_nodes, out_edges
-
-    def _groups(self, depth: int) -> list[tuple[tuple, tuple[str, ...]]]:
-        """compaction_candidates' groups at `depth`: ((sort key), child ids) in (first time, key, run) order."""
+    def groups(self, depth: int) -> list[tuple[tuple, tuple[str, ...]]]:
         pools: dict[tuple, list[tuple]] = defaultdict(list)
-        for nid, row in self.nodes.items():
-            if (row["type"] != EPISODE or nid in self.claimed or (row["status"] or "active") not in LIVE_STATUS
-                    or self.depth(nid) != depth):
+        for nid in sorted(self.rows):
+            row = self.rows[nid]
+            if nid in self.claimed or (row["status"] or "active") not in LIVE_STATUS or row["depth"] != depth:
                 continue
-            t = _time(row)
+            t = row["t"]
             for key in self.keys(nid):
                 pools[key].append((t is None, t or datetime.min, nid))
         keep = self.config.keep_recent_leaves if depth == 0 else 0
@@ -192,65 +483,28 @@ class _Tenant:
         groups.sort()
         return groups
 
-    def _take_groups(self, groups: list[tuple[tuple, tuple[str, ...]]]) -> list[tuple[str, ...]]:
+    def take_groups(self, groups: list[tuple[tuple, tuple[str, ...]]]) -> list[tuple[str, ...]]:
         taken: set[str] = set()
         accepted = []
         for _, child_ids in groups:
-            if taken.isdisjoint(child_ids) and _parent_id(self.tenant, child_ids) not in self.nodes:
+            if taken.isdisjoint(child_ids) and _parent_id(self.tenant, child_ids) not in self.ids:
                 accepted.append(child_ids)
                 taken.update(child_ids)
         return accepted
 
-    def _parent(self, child_ids: tuple[str, ...]) -> dict:
-        kids = [self.nodes[c] for c in child_ids]          # timeline order
-        starts = [t for t in (_time(k) for k in kids) if t is not None]
-        ends = [t for t in (_coalesce(k, "time_end", "time_start", "last_seen", "first_seen") for k in kids)
-                if t is not None]
-        firsts = [k["first_seen"] for k in kids if k["first_seen"] is not None]
-        lasts = [k["last_seen"] for k in kids if k["last_seen"] is not None]
-        keywords = _top((k["keywords"] or () for k in kids), self.config.max_keywords)
-        best = min(kids, key=lambda k: -(k["importance"] or 0.0))   # earliest among the most important
-        title = clip(" · ".join(keywords[:3]), TITLE_MAX_CHARS) if keywords else clip(best["title"] or "",
-                                                                                       TITLE_MAX_CHARS)
-        langs = Counter(k["lang"] for k in kids if k["lang"])
-        return {
-            "id": _parent_id(self.tenant, child_ids), "tenant": self.tenant, "type": EPISODE,
-            "subtype": ROLLUP_SUBTYPE, "title": title, "text": _summary(kids, self.config.text_max_chars),
-            "keywords": keywords,
-            "entities": _top((k["entities"] or () for k in kids), self.config.max_entities) or None,
-            "lang": min(langs, key=lambda x: (-langs[x], x)) if langs else None,
-            "time_start": min(starts) if starts else None, "time_end": max(ends) if ends else None,
-            "importance": max((k["importance"] or 0.0) for k in kids),
-            "confidence": max((k["confidence"] or 0.0) for k in kids),
-            "frequency": sum(k["frequency"] or 1 for k in kids),
-            "first_seen": min(firsts) if firsts else None, "last_seen": max(lasts) if lasts else None,
-            "status": "active", "raw_refs": _refs(kids), "provenance": PROVENANCE,
-            "conv_id": _shared(k["conv_id"] for k in kids), "speaker": _shared(k["speaker"] for k in kids),
-        }
+    def added(self, parents: pl.DataFrame, accepted: list[tuple[str, ...]], depth: int) -> None:
+        for r in _timeline(parents.select(_EPISODE_COLS), self.config).select(
+                "id", "subtype", "status", "t", "bucket").iter_rows(named=True):
+            self.rows[r["id"]] = {**r, "depth": depth, "claimed": False}
+            self.ids.add(r["id"])
+        for kids in accepted:
+            self.claimed.update(kids)
 
 
 # -- helpers
 
 def _parent_id(tenant: str, child_ids: Iterable[str]) -> str:
     return stable_id("n", tenant, PROVENANCE, *sorted(child_ids))
-
-
-def _contains_edge(tenant: str, parent: str, child: str) -> dict:
-    return {"id": edge_id(tenant, parent, SEMANTIC_CONTAINS, child), "tenant": tenant, "src": parent, "dst": child,
-            "type": SEMANTIC_CONTAINS, "weight": 1.0, "confidence": 1.0, "provenance": PROVENANCE}
-
-
-def _row_order(row: dict) -> tuple:
-    return (row["id"] or "", repr(sorted(row.items())))
-
-
-def _coalesce(row: dict, *cols: str):
-    return next((row[c] for c in cols if row[c] is not None), None)
-
-
-def _time(row: dict) -> datetime | None:
-    """Timeline position, as read_api: coalesce(time_start, first_seen)."""
-    return _coalesce(row, "time_start", "first_seen")
 
 
 def _bucket(t: datetime | None, period: str | None) -> str | None:
@@ -269,40 +523,48 @@ def _key_order(key: tuple) -> tuple:
     return (k, bucket is None, bucket or "")
 
 
-def _shared(values: Iterable[str | None]) -> str | None:
-    distinct = set(values)
-    return distinct.pop() if len(distinct) == 1 else None
+# a sentence ends after 。！？!?；; or a newline, or after a "." followed by whitespace or the end of the text
+_SENTENCE_BREAK = re.compile(r"(?<=[。！？!?；;\n])|(?<=\.)(?=\s|\Z)")
 
 
-def _top(lists: Iterable[Iterable[str]], n: int) -> list[str]:
-    """The n items found in the most children (each child counts once), ties by first appearance."""
-    count: Counter = Counter()
-    first: dict[str, int] = {}
-    for lst in lists:
-        for item in dict.fromkeys(x for x in lst if x):
-            count[item] += 1
-            first.setdefault(item, len(first))
-    return sorted(count, key=lambda x: (-count[x], first[x]))[:n]
+# the same rule for polars (Rust regex): mark each break with a NUL, split there; Python's whitespace set, not \s
+_WS = "[" + PY_WHITESPACE + "]"
+
+
+def sentences_of(texts: pl.Series) -> pl.Series:
+    """_sentences of every text, vectorised (a text holding a NUL falls back to Python)."""
+    marked = (texts.str.replace_all(r"([。！？!?；;\n])", "${1}\x00")
+              .str.replace_all(r"\.(" + _WS + ")", ".\x00${1}").str.replace(r"\.$", ".\x00"))
+    pieces = (marked.str.split("\x00")
+              .list.eval(pl.element().str.replace_all(_WS + "+", " ").str.strip_chars(PY_WHITESPACE))
+              .list.eval(pl.element().filter(pl.element() != "")))
+    nul = texts.str.contains("\x00", literal=True).fill_null(False)
+    if nul.any():
+        fixed = [_sentences(t) if has else None for t, has in zip(texts.to_list(), nul.to_list())]
+        pieces = pl.select(pl.when(pl.lit(nul)).then(pl.lit(pl.Series(fixed, dtype=pl.List(pl.String))))
+                           .otherwise(pl.lit(pieces))).to_series()
+    return pieces
 
 
 def _sentences(text: str) -> list[str]:
-    out, cur = [], []
-    for i, ch in enumerate(text):
-        cur.append(ch)
-        if ch in _SENTENCE_END or (ch == "." and (i + 1 == len(text) or text[i + 1].isspace())):
-            out.append(cur)
-            cur = []
-    out.append(cur)
-    return [s for s in (" ".join("".join(c).split()) for c in out) if s]
+    """The sentences of `text`, whitespace-collapsed, empty ones dropped."""
+    return [s for s in (" ".join(p.split()) for p in _SENTENCE_BREAK.split(text)) if s]
 
 
-def _summary(kids: list[dict], max_chars: int) -> str:
+def _summary(texts: list[str], importances: list[float], max_chars: int,
+             cache: dict[str, list[str]] | None = None) -> str:
     """Extractive: every child's first sentence (most important children first), then second sentences, …,
-    while they fit in max_chars; duplicates skipped; printed in timeline order."""
+    while they fit in max_chars; duplicates skipped; printed in timeline order. `texts` (each child's text, else
+    title) and `importances` (null as 0) are in timeline order; `cache` keeps each text's sentences."""
     cands = []
-    for i, k in enumerate(kids):
-        for j, s in enumerate(_sentences(k["text"] or k["title"] or "")):
-            cands.append((j, -(k["importance"] or 0.0), i, s))
+    for i, (text, imp) in enumerate(zip(texts, importances)):
+        split = cache.get(text) if cache is not None else None
+        if split is None:
+            split = _sentences(text)
+            if cache is not None:
+                cache[text] = split
+        for j, s in enumerate(split):
+            cands.append((j, -imp, i, s))
     chosen, seen, used = [], set(), 0
     for j, _, i, s in sorted(cands):
         if s in seen:
@@ -318,13 +580,3 @@ def _summary(kids: list[dict], max_chars: int) -> str:
     return " ".join(s for _, _, s in sorted(chosen))
 
 
-def _refs(kids: list[dict]) -> list[dict] | None:
-    """Union of the children's raw_refs, capped at MERGED_REF_CAP: taken round-robin over the children (so each
-    child keeps a citation while they number <= the cap), then sorted."""
-    per_child = [sorted({(r["raw_id"], r["offset"], r["length"]) for r in (k["raw_refs"] or ())}) for k in kids]
-    picked: set[tuple] = set()
-    for rank in range(max((len(p) for p in per_child), default=0)):
-        for p in per_child:
-            if rank < len(p) and len(picked) < MERGED_REF_CAP:
-                picked.add(p[rank])
-    return [{"raw_id": a, "offset": b, "length": c} for a, b, c in sorted(picked)] or None

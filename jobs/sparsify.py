@@ -24,6 +24,11 @@ In-degree is not capped (the seed caps out-degree): an Entity mentioned by thous
 keeps every MENTIONS edge, since each is the only link from that Episode to it.
 Not done here: seed §22.1.2 age–confidence pruning, §22.1.4 evidence folding, §22.1.5 Concept
 down-sampling and SIMILAR_TO triangle-closure limits.
+
+Per group (`sparsify_group_keys`: (tenant, src, type), and for a symmetric type also (tenant, dst, type)): an
+edge's side depends on its group's edges and their other endpoints' type and time; a symmetric edge on both of
+its groups (`sparsify_input` adds the second). Depends on `as_of`. Tested in tests/test_consolidation_contracts.py::
+test_sparsify_of_some_groups_places_their_edges_as_the_full_run.
 """
 from __future__ import annotations
 
@@ -34,6 +39,7 @@ from typing import Mapping
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from jobs.schema import COLD_EDGES
 from r2g.schema import EDGES, NODES
@@ -105,7 +111,13 @@ def _over_cap(e: pl.DataFrame, nodes: pl.DataFrame, as_of: datetime, config: Spa
     if sym.height:
         sides.append(sym.select("row", "tenant", "type", "weight", "valid_since",
                                 pl.col("dst").alias("node"), pl.col("src").alias("other")))
-    inc = pl.concat(sides).join(nodes, on=["tenant", "other"], how="left")
+    group = ["tenant", "node", "type"]
+    # only a group over its cap has edges to rank: most nodes hold a handful of each type
+    inc = pl.concat(sides).with_columns(pl.col("type").replace_strict(caps, return_dtype=pl.Int64).alias("cap"))
+    inc = inc.filter(pl.len().over(group) > pl.col("cap"))
+    if inc.height == 0:
+        return pl.DataFrame(schema={"row": pl.UInt32, "reason": pl.String})
+    inc = inc.join(nodes, on=["tenant", "other"], how="left")
     tau = pl.col("other_type").replace_strict(dict(config.tau_days), default=config.default_tau_days,
                                               return_dtype=pl.Float64)
     t = pl.coalesce("valid_since", "other_t")
@@ -115,8 +127,7 @@ def _over_cap(e: pl.DataFrame, nodes: pl.DataFrame, as_of: datetime, config: Spa
     inc = inc.join(e.select("row", pl.col("id").alias("id_key")), on="row").sort(
         ["tenant", "node", "type", "score", "w", "t", "id_key"],
         descending=[False, False, False, True, True, True, False], nulls_last=True)
-    inc = inc.with_columns(pl.int_range(pl.len()).over(["tenant", "node", "type"]).alias("rank"),
-                           pl.col("type").replace_strict(caps, return_dtype=pl.Int64).alias("cap"))
+    inc = inc.with_columns(pl.int_range(pl.len()).over(group).alias("rank"))
     over = inc.filter(pl.col("rank") >= pl.col("cap"))
     return over.group_by("row").agg(pl.col("type").first(), pl.col("cap").first()).select(
         "row", pl.format("degree_cap:{}>{}", "type", "cap").alias("reason"))
@@ -130,22 +141,65 @@ def sparsify(nodes: pa.Table, edges: pa.Table, as_of: datetime, config: Sparsify
     reference time and the cold rows' capped_at. Input rows are returned unchanged.
     """
     edges = conform(edges, EDGES)
-    e = pl.from_arrow(edges).with_row_index("row")
+    e = pl.from_arrow(edges.select(["id", "tenant", "src", "dst", "type", "weight", "valid_since"])
+                      ).with_row_index("row")
     below = e.filter((pl.col("type") == "SIMILAR_TO")
                      & (pl.col("weight").fill_null(0.0) < config.similar_threshold)).select(
         "row", pl.lit(f"similar_to<{config.similar_threshold:g}").alias("reason"))
     over = _over_cap(e.join(below, on="row", how="anti"), _node_times(nodes), as_of, config)
     cold_rows = pl.concat([below, over]).sort("row")
-    reason = dict(zip(cold_rows.get_column("row").to_list(), cold_rows.get_column("reason").to_list()))
-
-    keep = [i for i in range(edges.num_rows) if i not in reason]
-    cold_idx = sorted(reason)
-    kept = _sorted(edges.take(pa.array(keep, pa.int64())))
-    cold = edges.take(pa.array(cold_idx, pa.int64()))
-    cold = cold.append_column("reason", pa.array([reason[i] for i in cold_idx], pa.string()))
-    cold = cold.append_column("capped_at", pa.array([as_of] * len(cold_idx), COLD_EDGES.field("capped_at").type))
+    cold_mask = e.select(pl.col("row").is_in(cold_rows.get_column("row"))).to_series().to_arrow()
+    # one copy of the hot edges: the sorted order of all edges, without the cold rows, taken once
+    order = pc.sort_indices(edges, sort_keys=_ORDER)
+    if cold_rows.height:
+        order = order.filter(pc.invert(pc.is_in(order, value_set=cold_rows.get_column("row").cast(pl.UInt64)
+                                                .to_arrow())))
+    kept = edges.take(order)
+    cold = edges.filter(cold_mask)   # row order, as cold_rows
+    cold = cold.append_column("reason", cold_rows.get_column("reason").to_arrow().cast(pa.string()))
+    cold = cold.append_column("capped_at", pa.array([as_of] * cold.num_rows, COLD_EDGES.field("capped_at").type))
     return SparsifyResult(edges=kept, cold=_sorted(conform(cold, COLD_EDGES)))
 
 
+_ORDER = [("tenant", "ascending"), ("id", "ascending"), ("src", "ascending"), ("dst", "ascending")]
+
+
 def _sorted(table: pa.Table) -> pa.Table:
-    return table.sort_by([("tenant", "ascending"), ("id", "ascending"), ("src", "ascending"), ("dst", "ascending")])
+    return table.take(pc.sort_indices(table, sort_keys=_ORDER))
+
+
+def sparsify_group_keys(edges: pa.Table, config: SparsifyConfig = SparsifyConfig()) -> pa.Table:
+    """(tenant, node, type, id): the degree-cap group(s) of every edge — (tenant, src, type), and for a symmetric
+    type (SIMILAR_TO, SAME_AS) also (tenant, dst, type), where the edge counts too.
+
+    Contract (tests/test_consolidation_contracts.py): sparsify over sparsify_input(nodes, edges, G) puts every edge
+    of the groups G on the same side (hot or cold, same reason) as the full run. An edge's side depends on its
+    group's edges and their other endpoints' types and times — for a symmetric edge, on both its groups."""
+    e = pl.from_arrow(conform(edges, EDGES).select(["id", "tenant", "src", "dst", "type"]))
+    sym = pl.col("type").is_in(sorted(config.symmetric))
+    keys = pl.concat([e.select("tenant", pl.col("src").alias("node"), "type", "id"),
+                      e.filter(sym).select("tenant", pl.col("dst").alias("node"), "type", "id")])
+    return keys.to_arrow()
+
+
+def sparsify_input(nodes: pa.Table, edges: pa.Table, keys: pa.Table, config: SparsifyConfig = SparsifyConfig()
+                   ) -> tuple[pa.Table, pa.Table]:
+    """The rows sparsify needs to place the edges of the groups in `keys` (tenant, node, type): those groups'
+    edges, every edge of the other group of their symmetric edges, and the nodes at both ends of all of them."""
+    nodes, edges = conform(nodes, NODES), conform(edges, EDGES)
+    k = pl.from_arrow(keys.select(["tenant", "node", "type"])).unique()
+    all_keys = pl.from_arrow(sparsify_group_keys(edges, config)).join(
+        pl.from_arrow(edges.select(["id", "tenant"])).with_row_index("_row"), on=["tenant", "id"])
+    mine = all_keys.join(k, on=["tenant", "node", "type"], how="semi", nulls_equal=True)
+    sym = mine.filter(pl.col("type").is_in(sorted(config.symmetric))).select("tenant", "id")
+    # the other end of each symmetric edge: its whole group counts towards the edge's fate
+    other = all_keys.join(sym, on=["tenant", "id"], how="semi").select("tenant", "node", "type").unique()
+    rows = pl.concat([mine, all_keys.join(other, on=["tenant", "node", "type"], how="semi", nulls_equal=True)]
+                     ).get_column("_row").unique().sort()
+    chosen = edges.take(rows.to_arrow())
+    ends = pl.from_arrow(chosen.select(["tenant", "src", "dst"]))
+    ends = pl.concat([ends.select("tenant", pl.col("src").alias("id")),
+                      ends.select("tenant", pl.col("dst").alias("id"))])
+    n = pl.from_arrow(nodes.select(["tenant", "id"])).with_row_index("_row").join(ends.unique(), on=["tenant", "id"],
+                                                                                   how="semi", nulls_equal=True)
+    return nodes.take(n.get_column("_row").to_arrow()), chosen

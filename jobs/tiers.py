@@ -63,20 +63,27 @@ crossed since the previous tier ("new" when nothing fired) — at = as_of.
 `nodes` is the graph as upstream derives it (R2G merge, then the other consolidation steps), not this function's
 own output: a status "archived" on it is someone else's decision and is kept as is, while an archive made here
 lives in `previous` and can be restored.
+
+What one node's output depends on (`tier_input` selects it): its row, its FEEDBACK rows, its previous row, the
+number of nodes ABOUT each topic it takes part in (all ABOUT edges into those Concepts), `as_of` and the config
+— and one coupling: the capacity rule counts a tenant's mid-tier Fact/Preference/Task nodes, so a run over part of
+a tenant passes the full count (`tenant_mid_counts`, as TierResult.mid_counts reports it). Tested in
+tests/test_consolidation_contracts.py::test_promote_of_some_nodes_with_the_tenants_mid_count_is_the_full_run.
 """
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Iterable, Mapping
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.integrity import CheckOutcome
 from jobs.schema import FEEDBACK, PROMOTIONS, REVIEW_QUEUE
-from r2g.ids import stable_id
 from r2g.schema import NODES
 from raw_store.lake import conform
 
@@ -149,6 +156,9 @@ class TierResult:
     nodes: pa.Table        # NODES, every node with tier, category, weight, activation, feedback, pinned, status
     promotions: pa.Table   # PROMOTIONS, the changes against `previous`
     review: pa.Table       # REVIEW_QUEUE, kind fact_low_weight
+    # tenant → mid-tier Fact/Preference/Task nodes before the capacity rule: what a run over part of a tenant's
+    # nodes passes as `tenant_mid_counts` to decide exactly as this run did
+    mid_counts: Mapping[str | None, int] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------------------------- boosts
@@ -209,27 +219,21 @@ def decayed_weight(base: float, start: datetime | None, events: Iterable[tuple[d
 
 
 # ----------------------------------------------------------------------------------------------- promote
+#
+# Vectorised: every rule is a polars expression over all nodes at once. Only the nodes with FEEDBACK rows (up to
+# as_of) replay their events in Python (_assess_feedback); for every other node the replay is a closed form —
+# no use, so weight = importance × factor^(whole periods since last_seen) — evaluated once per distinct
+# (importance, periods) pair, with the very same float operations as decayed_weight.
 
 @dataclass
-class _Node:
-    row: dict
-    prev: dict | None
+class _Feedback:
+    """What one node's FEEDBACK rows make of it (the defaults: a node with none)."""
     pinned: bool
     unpinned: bool           # the last pin-state event is an unpin
     activation: int
     feedback: float
-    last_use: datetime | None
     recent_use: bool
-    base_category: str
-    replay: list[tuple[datetime, float, bool]] = field(default_factory=list)   # decayed_weight's events
-    category: str = ""
-    category_reasons: list[str] = field(default_factory=list)
-    weight: float = 0.0
-    tier: str = "short"
-    tier_reasons: list[str] = field(default_factory=list)
-    downvoted: bool = False
-    archived: bool = False
-    status_reasons: list[str] = field(default_factory=list)
+    replay: list[tuple[datetime, float, bool]]   # decayed_weight's events
 
 
 def _naive_utc(t: datetime) -> datetime:
@@ -240,46 +244,7 @@ def _base_category(node_type: str | None) -> str:
     return "episode" if node_type == "Episode" else "fact"
 
 
-def _feedback_by_node(feedback: pa.Table | None, as_of: datetime) -> dict[tuple[str, str], list[tuple[datetime, str]]]:
-    out: dict[tuple[str, str], list[tuple[datetime, str]]] = defaultdict(list)
-    if feedback is None or not feedback.num_rows:
-        return out
-    for r in conform(feedback, FEEDBACK).select(["tenant", "node_id", "kind", "at"]).to_pylist():
-        if r["at"] is not None and r["at"] <= as_of and r["kind"] in FEEDBACK_KINDS:
-            out[(r["tenant"], r["node_id"])].append((r["at"], r["kind"]))
-    return out
-
-
-def _previous_by_node(previous: pa.Table | None) -> dict[tuple[str, str], dict]:
-    if previous is None or not previous.num_rows:
-        return {}
-    cols = ["tenant", "id", "tier", "category", "status"]
-    return {(r["tenant"], r["id"]): r for r in conform(previous, NODES).select(cols).to_pylist()}
-
-
-def _about_counts(edges: pa.Table | None) -> dict[tuple[str, str], int]:
-    """(tenant, node) → the most nodes ABOUT one topic it takes part in (as the topic or as one of them)."""
-    if edges is None or not edges.num_rows:
-        return {}
-    pairs = {(r["tenant"], r["src"], r["dst"]) for r in edges.select(["tenant", "src", "dst", "type"]).to_pylist()
-             if r["type"] == "ABOUT"}
-    per_topic: dict[tuple[str, str], int] = defaultdict(int)
-    for tenant, _, dst in pairs:
-        per_topic[(tenant, dst)] += 1
-    out: dict[tuple[str, str], int] = dict(per_topic)
-    for tenant, src, dst in pairs:
-        out[(tenant, src)] = max(out.get((tenant, src), 0), per_topic[(tenant, dst)])
-    return out
-
-
-def _sessions_sources(row: dict) -> tuple[int, int]:
-    refs = row.get("raw_refs") or []
-    sessions = len({r["raw_id"] for r in refs}) or (1 if row.get("conv_id") else 0)
-    sources = max(row.get("frequency") or 0, len({(r["raw_id"], r["offset"], r["length"]) for r in refs}))
-    return sessions, sources
-
-
-def _assess_feedback(row: dict, events: list[tuple[datetime, str]], as_of: datetime, cfg: TierConfig) -> _Node:
+def _assess_feedback(row: dict, events: list[tuple[datetime, str]], as_of: datetime, cfg: TierConfig) -> _Feedback:
     """Pinned, activation, net feedback and the weight's replay events of one node."""
     pin_events = sorted((t, k == "unpin") for t, k in events if k in ("pin", "unpin"))
     pinned = (not pin_events[-1][1]) if pin_events else bool(row.get("pinned"))
@@ -290,198 +255,395 @@ def _assess_feedback(row: dict, events: list[tuple[datetime, str]], as_of: datet
     fb = round(sum(g for _, g in boosts) - sum(g for _, g in penalties), 9)
     last_use = max((t for t, k in events if k in USE_KINDS), default=None)
     recent = last_use is not None and as_of - last_use < timedelta(days=cfg.access_protection_days)
-    node = _Node(row=row, prev=None, pinned=pinned, unpinned=bool(pin_events) and pin_events[-1][1],
-                 activation=len(uses), feedback=fb, last_use=last_use, recent_use=recent,
-                 base_category=_base_category(row.get("type")),
-                 replay=[(t, 0.0, True) for t in uses] + [(t, g, False) for t, g in boosts]
-                 + [(t, -g, False) for t, g in penalties])
-    return node
+    return _Feedback(pinned=pinned, unpinned=bool(pin_events) and pin_events[-1][1], activation=len(uses),
+                     feedback=fb, recent_use=recent,
+                     replay=[(t, 0.0, True) for t in uses] + [(t, g, False) for t, g in boosts]
+                     + [(t, -g, False) for t, g in penalties])
 
 
-def _weight(n: _Node, as_of: datetime, cfg: TierConfig, category: str) -> float:
-    row = n.row
-    base = row.get("importance")
-    base = cfg.default_importance if base is None else float(base)
-    start = row.get("last_seen") or row.get("first_seen") or row.get("time_start")
-    rule = None if (category == "core" or n.pinned) else cfg.decay.get(category)
-    w = decayed_weight(base, start, n.replay, as_of, rule)
-    if rule is not None and row.get("type") in cfg.structural_types:
-        w = max(w, min(cfg.structural_floor, decayed_weight(base, start, n.replay, as_of, None)))
-    return w
+def _us(days: float) -> int:
+    """timedelta(days=…) in whole microseconds, as datetime rounds it."""
+    return timedelta(days=days) // timedelta(microseconds=1)
 
 
-def _decide_category(n: _Node, as_of: datetime, cfg: TierConfig) -> None:
-    row, prev_cat = n.row, (n.prev or {}).get("category")
-    base_weight = _weight(n, as_of, cfg, n.base_category)
-    sessions, _ = _sessions_sources(row)
-    if n.pinned:
-        n.category, n.category_reasons = "core", ["core:pin"]
-    elif n.feedback < 0:
-        n.category, n.category_reasons = n.base_category, ["downvote"]
-    elif row.get("type") != "Episode" and base_weight >= cfg.core_weight and n.activation >= cfg.core_activation:
-        n.category = "core"
-        n.category_reasons = [f"core:weight>={cfg.core_weight:g},activation>={cfg.core_activation}"]
-    elif row.get("type") == "Preference" and sessions >= cfg.core_preference_sessions:
-        n.category, n.category_reasons = "core", [f"core:preference_sessions>={cfg.core_preference_sessions}"]
-    elif prev_cat == "core" and not n.unpinned:
-        n.category = "core"                      # sticky: seed 003 core never decays
-    else:
-        n.category = n.base_category
-        n.category_reasons = ["unpin"] if prev_cat == "core" else []
-    n.weight = base_weight if n.category == n.base_category else _weight(n, as_of, cfg, n.category)
+def _age_us(col: str | pl.Expr, as_of: datetime) -> pl.Expr:
+    t = pl.col(col) if isinstance(col, str) else col
+    return (pl.lit(as_of, dtype=pl.Datetime("us")) - t).dt.total_microseconds()
 
 
-def _decide_tier(n: _Node, as_of: datetime, cfg: TierConfig, about: int) -> None:
-    row = n.row
-    born = row.get("first_seen") or row.get("time_start") or row.get("last_seen")
-    age = (as_of - born) / timedelta(days=1) if born is not None else None
-    sessions, sources = _sessions_sources(row)
-    to_mid = []
-    if age is not None and age >= cfg.short_days:
-        to_mid.append(f"age>={cfg.short_days:g}d")
-    if max(row.get("frequency") or 0, about) >= cfg.topic_repetition:
-        to_mid.append(f"topic_repetition>={cfg.topic_repetition}")
-    if n.activation >= cfg.activation_threshold:
-        to_mid.append(f"activation>={cfg.activation_threshold}")
-    to_long = []
-    if to_mid:
-        if age is not None and age >= cfg.long_days:
-            to_long.append(f"age>={cfg.long_days:g}d")
-        if (sessions >= cfg.min_sessions and sources >= cfg.min_sources
-                and (row.get("confidence") or 0.0) >= cfg.confidence_threshold):
-            to_long.append(f"consistent:sessions>={cfg.min_sessions},sources>={cfg.min_sources},"
-                           f"confidence>={cfg.confidence_threshold:g}")
-    computed = "long" if to_long else "mid" if to_mid else "short"
-    prev_tier = (n.prev or {}).get("tier")
-    if n.pinned:
-        n.tier, n.tier_reasons = "long", ["pin"]
-    elif n.feedback < 0:
-        n.downvoted = True
-        n.tier, n.tier_reasons = TIERS[max(0, _RANK[computed] - 1)], ["downvote"]
-    elif prev_tier in _RANK and _RANK[prev_tier] >= _RANK[computed]:
-        n.tier, n.tier_reasons = prev_tier, []
-    else:
-        # name the triggers of the steps crossed since the previous tier (short → mid, mid → long)
-        start = _RANK.get(prev_tier, 0)
-        n.tier = computed
-        n.tier_reasons = (to_mid if start < 1 else []) + (to_long if computed == "long" else [])
+def _decay_rule(cfg: TierConfig, category: str) -> DecayRule | None:
+    return cfg.decay.get(category)
 
 
-def _pre_archive(n: _Node, as_of: datetime, cfg: TierConfig) -> None:
-    """Archive decisions that do not depend on the other nodes: input, sticky previous, episode age."""
-    row, prev_status = n.row, (n.prev or {}).get("status")
-    keep = n.pinned or n.category == "core"
-    if row.get("status") == "archived":
-        n.archived = True
-        return
-    if prev_status == "archived":
-        if keep or n.recent_use:
-            n.status_reasons = ["restore:pin" if n.pinned else "restore:core" if n.category == "core"
-                                else "restore:access"]
-        else:
-            n.archived = True
-            return
-    seen = row.get("last_seen") or row.get("first_seen") or row.get("time_start")
-    if (row.get("type") == "Episode" and not keep and seen is not None
-            and as_of - seen >= timedelta(days=cfg.episode_archive_days) and not n.recent_use):
-        n.archived = True
-        n.status_reasons = [f"archive:episode_age>={cfg.episode_archive_days:g}d"]
+def _feedback_columns(n: pl.DataFrame, feedback: pa.Table | None, as_of: datetime, cfg: TierConfig
+                      ) -> pl.DataFrame:
+    """(_row, pinned, unpinned, activation, feedback, recent_use, w_none, w_decay) of the nodes with FEEDBACK rows
+    up to `as_of`, replayed in Python: w_none without decay, w_decay with their base category's rule."""
+    schema = {"_row": pl.UInt32, "f_pinned": pl.Boolean, "f_unpinned": pl.Boolean, "f_activation": pl.Int64,
+              "f_feedback": pl.Float64, "f_recent": pl.Boolean, "f_w_none": pl.Float64, "f_w_decay": pl.Float64}
+    if feedback is None or not feedback.num_rows:
+        return pl.DataFrame(schema=schema)
+    fb = (pl.from_arrow(conform(feedback, FEEDBACK).select(["tenant", "node_id", "kind", "at"]))
+          .filter(pl.col("at").is_not_null() & (pl.col("at") <= pl.lit(as_of, dtype=pl.Datetime("us")))
+                  & pl.col("kind").is_in(sorted(FEEDBACK_KINDS))))
+    events = {(t, i): list(zip(ats, kinds)) for t, i, ats, kinds in
+              fb.group_by(["tenant", "node_id"], maintain_order=True).agg("at", "kind").iter_rows()}
+    if not events:
+        return pl.DataFrame(schema=schema)
+    keys = fb.select("tenant", pl.col("node_id").alias("id")).unique()
+    rows = n.join(keys, on=["tenant", "id"], how="semi", nulls_equal=True).select(
+        "_row", "tenant", "id", "type", "importance", "pinned", "last_seen", "first_seen", "time_start")
+    out: dict[str, list] = {k: [] for k in schema}
+    for row in rows.iter_rows(named=True):
+        f = _assess_feedback(row, events[(row["tenant"], row["id"])], as_of, cfg)
+        base = cfg.default_importance if row["importance"] is None else float(row["importance"])
+        start = row["last_seen"] or row["first_seen"] or row["time_start"]
+        rule = _decay_rule(cfg, _base_category(row["type"]))
+        w_none = decayed_weight(base, start, f.replay, as_of, None)
+        for k, v in (("_row", row["_row"]), ("f_pinned", f.pinned), ("f_unpinned", f.unpinned),
+                     ("f_activation", f.activation), ("f_feedback", float(f.feedback)), ("f_recent", f.recent_use),
+                     ("f_w_none", w_none),
+                     ("f_w_decay", w_none if rule is None else decayed_weight(base, start, f.replay, as_of, rule))):
+            out[k].append(v)
+    return pl.DataFrame(out, schema=schema)
 
 
-def _capacity(tenant_nodes: list[_Node], cfg: TierConfig) -> None:
-    """seed 002 short-term capacity over one tenant's mid-tier Fact/Preference/Task nodes."""
-    if cfg.overflow_strategy is None:
-        return
-    mid = [n for n in tenant_nodes if n.tier == "mid" and not n.archived and not n.downvoted and not n.pinned
-           and n.row.get("type") in cfg.capacity_types]
-    cap = cfg.short_term_max_memories
+def _plain_weights(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pl.DataFrame:
+    """(_row, w_none, w_decay) of every node as if it had no feedback: decayed_weight with no events, i.e.
+    round(max(0, importance × factor^periods), 9), computed once per distinct (category, importance, periods)."""
+    start = pl.coalesce("last_seen", "first_seen", "time_start")
+    age = _age_us(start, as_of)
+    periods = pl.lit(0, dtype=pl.Int64)
+    for category in ("episode", "fact"):
+        rule = _decay_rule(cfg, category)
+        if rule is not None:
+            periods = (pl.when((pl.col("_cat") == category) & start.is_not_null() & (age > 0))
+                       .then(age // _us(rule.period_days)).otherwise(periods))
+    w = n.select("_row", "_cat", pl.col("importance").fill_null(cfg.default_importance).cast(pl.Float64).alias("b"),
+                 periods.alias("p")).with_columns(pl.col("b").cast(pl.String).alias("b_key"))
+    distinct = w.group_by(["_cat", "b_key", "p"]).agg(pl.col("b").first())
+    none, decay = [], []
+    for cat, b, p in distinct.select("_cat", "b", "p").iter_rows():
+        rule = _decay_rule(cfg, cat)
+        none.append(round(max(0.0, b), 9))
+        decay.append(none[-1] if rule is None else round(max(0.0, b * rule.factor ** p), 9))
+    distinct = distinct.with_columns(pl.Series("w_none", none, dtype=pl.Float64),
+                                     pl.Series("w_decay", decay, dtype=pl.Float64))
+    return w.join(distinct.drop("b"), on=["_cat", "b_key", "p"], how="left", maintain_order="left").select(
+        "_row", "w_none", "w_decay")
 
-    def high(n: _Node) -> bool:
-        imp = n.row.get("importance")
-        return (cfg.default_importance if imp is None else imp) >= cfg.transfer_threshold
 
-    if len(mid) >= cap:
-        reason = f"overflow:{cfg.overflow_strategy}"
-        for n in mid:
-            if cfg.overflow_strategy == "transfer_all" or high(n):
-                n.tier, n.tier_reasons = "long", n.tier_reasons + [reason]
-            elif n.category != "core":
-                n.archived, n.status_reasons = True, [reason]
-    elif len(mid) >= cfg.transfer_occupancy * cap:
-        for n in mid:
-            if high(n):
-                n.tier = "long"
-                n.tier_reasons = n.tier_reasons + [f"importance>={cfg.transfer_threshold:g}:occupancy>="
-                                                   f"{cfg.transfer_occupancy:.0%}"]
+def _about_counts(edges: pa.Table | None) -> pl.DataFrame:
+    """(tenant, id, about): the most nodes ABOUT one topic the node takes part in (as the topic or as one of them)."""
+    schema = {"tenant": pl.String, "id": pl.String, "about": pl.Int64}
+    if edges is None or not edges.num_rows:
+        return pl.DataFrame(schema=schema)
+    pairs = (pl.from_arrow(edges.select(["tenant", "src", "dst", "type"])).filter(pl.col("type") == "ABOUT")
+             .select("tenant", "src", "dst").unique())
+    per_topic = pairs.group_by(["tenant", "dst"]).agg(pl.len().cast(pl.Int64).alias("about"))
+    members = pairs.join(per_topic, on=["tenant", "dst"], nulls_equal=True).select(
+        "tenant", pl.col("src").alias("id"), "about")
+    return (pl.concat([per_topic.rename({"dst": "id"}), members])
+            .group_by(["tenant", "id"]).agg(pl.col("about").max()))
+
+
+def _previous_columns(previous: pa.Table | None) -> pl.DataFrame:
+    schema = {"tenant": pl.String, "id": pl.String, "prev_tier": pl.String, "prev_category": pl.String,
+              "prev_status": pl.String}
+    if previous is None or not previous.num_rows:
+        return pl.DataFrame(schema=schema)
+    prev = pl.from_arrow(conform(previous, NODES).select(["tenant", "id", "tier", "category", "status"]))
+    # one row per node, the last one (as a dict keyed by node would keep it)
+    return (prev.unique(subset=["tenant", "id"], keep="last", maintain_order=True)
+            .rename({"tier": "prev_tier", "category": "prev_category", "status": "prev_status"}))
+
+
+def _sessions_sources(n: pl.DataFrame) -> pl.DataFrame:
+    """(_row, sessions, sources): distinct raw_ids in raw_refs (else 1 with a conversation), and max(frequency,
+    distinct raw_refs)."""
+    refs = (n.select("_row", "raw_refs").filter(pl.col("raw_refs").list.len() > 0).explode("raw_refs")
+            .unnest("raw_refs")
+            .group_by("_row").agg(pl.col("raw_id").n_unique().alias("s"),
+                                  pl.struct("raw_id", "offset", "length").n_unique().alias("r")))
+    return (n.select("_row", "conv_id", "frequency").join(refs, on="_row", how="left", maintain_order="left")
+            .select("_row",
+                    pl.when(pl.col("s").fill_null(0) > 0).then(pl.col("s"))
+                    .otherwise((pl.col("conv_id").fill_null("") != "").cast(pl.Int64)).cast(pl.Int64).alias("sessions"),
+                    pl.max_horizontal(pl.col("frequency").fill_null(0), pl.col("r").fill_null(0).cast(pl.Int64))
+                    .alias("sources")))
 
 
 def promote(nodes: pa.Table, feedback: pa.Table | None, previous: pa.Table | None, as_of: datetime,
-            config: TierConfig = TierConfig(), *, edges: pa.Table | None = None) -> TierResult:
+            config: TierConfig = TierConfig(), *, edges: pa.Table | None = None,
+            tenant_mid_counts: Mapping[str | None, int] | None = None) -> TierResult:
     """Tier, category, weight, activation, feedback, pinned and status of every node as of `as_of`.
 
     `feedback` is FEEDBACK (rows after `as_of` are ignored), `previous` the last run's output NODES (or None),
     `edges` (optional) lends ABOUT edges to the topic-repetition trigger. Output sorted by (tenant, id).
+    `tenant_mid_counts` (tenant → count) replaces the capacity rule's count of mid-tier Fact/Preference/Task
+    nodes, which otherwise is taken over `nodes`: a run over some of a tenant's nodes passes the full count.
     """
     cfg, as_of = config, _naive_utc(as_of)
-    fb = _feedback_by_node(feedback, as_of)
-    prev = _previous_by_node(previous)
-    about = _about_counts(edges)
     table = conform(nodes, NODES)
     table = table.take(pc.sort_indices(table, sort_keys=[("tenant", "ascending"), ("id", "ascending")]))
-    assessed: list[_Node] = []
-    by_tenant: dict[str, list[_Node]] = defaultdict(list)
-    for row in table.select(_RULE_COLUMNS).to_pylist():
-        key = (row["tenant"], row["id"])
-        n = _assess_feedback(row, fb.get(key, []), as_of, cfg)
-        n.prev = prev.get(key)
-        _decide_category(n, as_of, cfg)
-        _decide_tier(n, as_of, cfg, about.get(key, 0))
-        _pre_archive(n, as_of, cfg)
-        assessed.append(n)
-        by_tenant[row["tenant"]].append(n)
-    for tenant_nodes in by_tenant.values():       # tenants never share a capacity
-        _capacity(tenant_nodes, cfg)
+    n = pl.from_arrow(table.select(_RULE_COLUMNS)).with_row_index("_row").with_columns(
+        pl.when(pl.col("type") == "Episode").then(pl.lit("episode")).otherwise(pl.lit("fact")).alias("_cat"))
+    n = (n.join(_plain_weights(n, as_of, cfg), on="_row", how="left", maintain_order="left")
+         .join(_feedback_columns(n, feedback, as_of, cfg), on="_row", how="left", maintain_order="left")
+         .join(_sessions_sources(n), on="_row", how="left", maintain_order="left")
+         .join(_about_counts(edges), on=["tenant", "id"], how="left", maintain_order="left", nulls_equal=True)
+         .join(_previous_columns(previous).with_columns(pl.lit(True).alias("has_prev")), on=["tenant", "id"],
+               how="left", maintain_order="left", nulls_equal=True))
+    ev = pl.col("f_activation").is_not_null()
+    n = n.with_columns(
+        pl.when(ev).then("f_pinned").otherwise(pl.col("pinned").fill_null(False)).alias("pinned"),
+        (ev & pl.col("f_unpinned")).alias("unpinned"),
+        pl.when(ev).then("f_activation").otherwise(0).alias("activation"),
+        pl.when(ev).then("f_feedback").otherwise(0.0).alias("feedback"),
+        (ev & pl.col("f_recent")).alias("recent"),
+        pl.when(ev).then("f_w_none").otherwise("w_none").alias("w_none"),
+        pl.when(ev).then("f_w_decay").otherwise("w_decay").alias("w_decay"),
+        pl.col("has_prev").fill_null(False),
+        pl.col("about").fill_null(0),
+    )
+    n = _decide_category(n, cfg)
+    n = _decide_tier(n, as_of, cfg)
+    n = _pre_archive(n, as_of, cfg)
+    mid_counts = _mid_counts(n, cfg)
+    n = _capacity(n, cfg, tenant_mid_counts)
+    n = n.with_columns(
+        pl.when(pl.col("archived")).then(pl.lit("archived"))
+        .when(pl.col("status").is_null() | (pl.col("status") == "archived")).then(pl.lit("active"))
+        .otherwise(pl.col("status")).alias("new_status"))
 
-    out: dict[str, list] = {c: [] for c in _OUTPUT_COLUMNS}
-    promotions, review = [], []
-    for n in assessed:
-        row = n.row
-        status = "archived" if n.archived else (row.get("status") if row.get("status") not in (None, "archived")
-                                                else "active")
-        for col, value in (("tier", n.tier), ("category", n.category), ("weight", n.weight),
-                           ("activation", n.activation), ("feedback", n.feedback), ("pinned", n.pinned),
-                           ("status", status)):
-            out[col].append(value)
-        p = n.prev
-        changed_tier = p is None or p.get("tier") != n.tier
-        changed_cat = p is None or p.get("category") != n.category
-        changed_status = p is None or p.get("status") != status
-        if changed_tier or changed_cat or changed_status:
-            reasons = ((n.tier_reasons if changed_tier else []) + (n.category_reasons if changed_cat else [])
-                       + (n.status_reasons if changed_status else []))
-            promotions.append({
-                "tenant": row["tenant"], "node_id": row["id"],
-                "from_tier": p and p.get("tier"), "to_tier": n.tier,
-                "from_category": p and p.get("category"), "to_category": n.category,
-                "from_status": p and p.get("status"), "to_status": status,
-                "reason": "; ".join(dict.fromkeys(reasons)) or ("new" if p is None else "input_changed"),
-                "at": as_of, "provenance": RULE_PROMOTION})
-        if (row.get("type") in cfg.review_types and status != "archived" and n.category != "core"
-                and not n.pinned and not n.recent_use and n.weight < cfg.review_threshold):
-            review.append({
-                "id": stable_id("rq", row["tenant"], "fact_low_weight", row["id"]), "tenant": row["tenant"],
-                "kind": "fact_low_weight", "node_ids": [row["id"]], "scores": [n.weight],
-                "reason": f"weight<{cfg.review_threshold:g}", "created_at": as_of, "provenance": RULE_REVIEW})
-    for col, values in out.items():
-        i = table.schema.get_field_index(col)
-        table = table.set_column(i, NODES.field(col), pa.array(values, type=NODES.field(col).type))
-    return TierResult(nodes=table, promotions=_table(promotions, PROMOTIONS), review=_table(review, REVIEW_QUEUE))
+    for col, src in (("tier", "tier"), ("category", "category"), ("weight", "weight"), ("activation", "activation"),
+                     ("feedback", "feedback"), ("pinned", "pinned"), ("status", "new_status")):
+        field = NODES.field(col)
+        table = table.set_column(table.schema.get_field_index(col), field,
+                                 n.get_column(src).to_arrow().cast(field.type))
+    return TierResult(nodes=table, promotions=_promotions(n, as_of, cfg), review=_review(n, as_of, cfg),
+                      mid_counts=mid_counts)
 
 
-def _table(rows: list[dict], schema: pa.Schema) -> pa.Table:
-    if not rows:
-        return schema.empty_table()
-    return conform(pa.Table.from_pylist([{k: r.get(k) for k in schema.names} for r in rows], schema=schema), schema)
+# Reasons are boolean columns, one per reason text ("slot"); _promotions joins the texts of the slots that hold,
+# in this order (tier, then category, then status), each text once.
+def _tier_slots(cfg: TierConfig) -> list[tuple[str, str]]:
+    return [("r_pin", "pin"), ("r_down", "downvote"), ("r_age_mid", f"age>={cfg.short_days:g}d"),
+            ("r_topic", f"topic_repetition>={cfg.topic_repetition}"),
+            ("r_activation", f"activation>={cfg.activation_threshold}"), ("r_age_long", f"age>={cfg.long_days:g}d"),
+            ("r_consistent", f"consistent:sessions>={cfg.min_sessions},sources>={cfg.min_sources},"
+                             f"confidence>={cfg.confidence_threshold:g}"),
+            ("r_overflow", f"overflow:{cfg.overflow_strategy}"),
+            ("r_occupancy", f"importance>={cfg.transfer_threshold:g}:occupancy>={cfg.transfer_occupancy:.0%}")]
+
+
+def _category_slots(cfg: TierConfig) -> list[tuple[str, str]]:
+    return [("c_pin", "core:pin"), ("c_down", "downvote"),
+            ("c_weight", f"core:weight>={cfg.core_weight:g},activation>={cfg.core_activation}"),
+            ("c_preference", f"core:preference_sessions>={cfg.core_preference_sessions}"), ("c_unpin", "unpin")]
+
+
+def _status_slots(cfg: TierConfig) -> list[tuple[str, str]]:
+    return [("s_restore_pin", "restore:pin"), ("s_restore_core", "restore:core"),
+            ("s_restore_access", "restore:access"), ("s_aged", f"archive:episode_age>={cfg.episode_archive_days:g}d"),
+            ("s_overflow", f"overflow:{cfg.overflow_strategy}")]
+
+
+def _decide_category(n: pl.DataFrame, cfg: TierConfig) -> pl.DataFrame:
+    """Category, its reason and the weight (seed 003; see the module doc)."""
+    rule_none = {c: _decay_rule(cfg, c) is None for c in ("episode", "fact")}
+    no_rule = pl.col("_cat").replace_strict(rule_none, return_dtype=pl.Boolean)
+    structural = pl.col("type").is_in(sorted(cfg.structural_types)).fill_null(False)
+    n = n.with_columns(
+        pl.when(pl.col("pinned") | no_rule).then("w_none")
+        .when(structural).then(pl.max_horizontal("w_decay", pl.min_horizontal(pl.lit(cfg.structural_floor),
+                                                                              "w_none")))
+        .otherwise("w_decay").alias("w_base"))
+    prev_core = (pl.col("prev_category") == "core").fill_null(False)
+    c_pin, c_down = pl.col("pinned"), pl.col("feedback") < 0
+    c_weight = ((pl.col("type") != "Episode").fill_null(True) & (pl.col("w_base") >= cfg.core_weight)
+                & (pl.col("activation") >= cfg.core_activation))
+    c_pref = (pl.col("type") == "Preference").fill_null(False) & (pl.col("sessions") >= cfg.core_preference_sessions)
+    c_sticky = prev_core & ~pl.col("unpinned")
+    core = pl.lit("core")
+    return n.with_columns(
+        pl.when(c_pin).then(core).when(c_down).then("_cat").when(c_weight).then(core).when(c_pref).then(core)
+        .when(c_sticky).then(core).otherwise("_cat").alias("category"),
+        c_pin.alias("c_pin"), (~c_pin & c_down).alias("c_down"), (~c_pin & ~c_down & c_weight).alias("c_weight"),
+        (~c_pin & ~c_down & ~c_weight & c_pref).alias("c_preference"),
+        (~(c_pin | c_down | c_weight | c_pref | c_sticky) & prev_core).alias("c_unpin"),
+    ).with_columns(pl.when(pl.col("category") == pl.col("_cat")).then("w_base").otherwise("w_none").alias("weight"))
+
+
+def _decide_tier(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pl.DataFrame:
+    """Tier and its reasons (seed 004 §6.2; see the module doc); sets `downvoted`."""
+    age = _age_us(pl.coalesce("first_seen", "time_start", "last_seen"), as_of).cast(pl.Float64) / 86_400e6
+    m_age = (age >= cfg.short_days).fill_null(False)
+    m_topic = pl.max_horizontal(pl.col("frequency").fill_null(0), "about") >= cfg.topic_repetition
+    m_act = pl.col("activation") >= cfg.activation_threshold
+    to_mid = m_age | m_topic | m_act
+    l_age = to_mid & (age >= cfg.long_days).fill_null(False)
+    l_consistent = (to_mid & (pl.col("sessions") >= cfg.min_sessions) & (pl.col("sources") >= cfg.min_sources)
+                    & (pl.col("confidence").fill_null(0.0) >= cfg.confidence_threshold))
+    computed = pl.when(l_age | l_consistent).then(2).when(to_mid).then(1).otherwise(0)
+    prev_rank = pl.col("prev_tier").replace_strict(_RANK, default=None, return_dtype=pl.Int64)
+    start = prev_rank.fill_null(0)
+    pinned = pl.col("pinned")
+    down = ~pinned & (pl.col("feedback") < 0)
+    sticky = prev_rank.is_not_null() & (prev_rank >= computed)
+    crossed = ~pinned & ~down & ~sticky        # the steps crossed since the previous tier name the reasons
+    rank = (pl.when(pinned).then(2).when(down).then(pl.max_horizontal(computed - 1, 0))
+            .when(sticky).then(prev_rank).otherwise(computed))
+    return n.with_columns(
+        rank.replace_strict(dict(enumerate(TIERS)), return_dtype=pl.String).alias("tier"),
+        down.alias("downvoted"), pinned.alias("r_pin"), down.alias("r_down"),
+        (crossed & m_age & (start < 1)).alias("r_age_mid"), (crossed & m_topic & (start < 1)).alias("r_topic"),
+        (crossed & m_act & (start < 1)).alias("r_activation"), (crossed & l_age & (computed == 2)).alias("r_age_long"),
+        (crossed & l_consistent & (computed == 2)).alias("r_consistent"))
+
+
+def _pre_archive(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pl.DataFrame:
+    """Archive decisions that do not depend on the other nodes: input, sticky previous, episode age."""
+    keep = pl.col("pinned") | (pl.col("category") == "core")
+    given = (pl.col("status") == "archived").fill_null(False)
+    prev_archived = ~given & (pl.col("prev_status") == "archived").fill_null(False)
+    restore = prev_archived & (keep | pl.col("recent"))
+    stays = prev_archived & ~(keep | pl.col("recent"))
+    seen = pl.coalesce("last_seen", "first_seen", "time_start")
+    aged = (~given & ~stays & (pl.col("type") == "Episode").fill_null(False) & ~keep & seen.is_not_null()
+            & (_age_us(seen, as_of) >= _us(cfg.episode_archive_days)).fill_null(False) & ~pl.col("recent"))
+    core = pl.col("category") == "core"
+    return n.with_columns(
+        (given | stays | aged).alias("archived"),
+        (restore & pl.col("pinned")).alias("s_restore_pin"), (restore & ~pl.col("pinned") & core).alias("s_restore_core"),
+        (restore & ~pl.col("pinned") & ~core).alias("s_restore_access"), aged.alias("s_aged"))
+
+
+def _mid(cfg: TierConfig) -> pl.Expr:
+    """The nodes the capacity rule counts: mid tier, live, neither downvoted nor pinned, of a capacity type."""
+    return ((pl.col("tier") == "mid") & ~pl.col("archived") & ~pl.col("downvoted") & ~pl.col("pinned")
+            & pl.col("type").is_in(sorted(cfg.capacity_types)).fill_null(False))
+
+
+def _mid_counts(n: pl.DataFrame, cfg: TierConfig) -> dict[str | None, int]:
+    return dict(n.filter(_mid(cfg)).group_by("tenant").len().iter_rows())
+
+
+def _capacity(n: pl.DataFrame, cfg: TierConfig, counts: Mapping[str | None, int] | None) -> pl.DataFrame:
+    """seed 002 short-term capacity over each tenant's mid-tier Fact/Preference/Task nodes (the one rule that
+    couples the nodes of a tenant: how many of them are mid decides what happens to each)."""
+    if cfg.overflow_strategy is None:
+        return n.with_columns(pl.lit(False).alias("r_overflow"), pl.lit(False).alias("r_occupancy"),
+                              pl.lit(False).alias("s_overflow"))
+    n = n.with_columns(_mid(cfg).alias("_mid"))
+    if counts is None:
+        n = n.with_columns(pl.col("_mid").cast(pl.Int64).sum().over("tenant").alias("_count"))
+    else:
+        given = pl.DataFrame({"tenant": list(counts), "_count": list(counts.values())},
+                             schema={"tenant": pl.String, "_count": pl.Int64})
+        n = n.join(given, on="tenant", how="left", maintain_order="left", nulls_equal=True).with_columns(
+            pl.col("_count").fill_null(0))
+    cap = cfg.short_term_max_memories
+    high = pl.col("importance").fill_null(cfg.default_importance) >= cfg.transfer_threshold
+    overflow = pl.col("_mid") & (pl.col("_count") >= cap)
+    occupied = pl.col("_mid") & ~overflow & (pl.col("_count") >= cfg.transfer_occupancy * cap)
+    move = high if cfg.overflow_strategy != "transfer_all" else pl.lit(True)
+    to_long = (overflow & move) | (occupied & high)
+    to_archive = overflow & ~move & (pl.col("category") != "core")
+    # an overflow archive's reason replaces the status reasons before it
+    return n.with_columns(
+        pl.when(to_long).then(pl.lit("long")).otherwise("tier").alias("tier"),
+        (overflow & move).alias("r_overflow"), (occupied & high).alias("r_occupancy"),
+        (pl.col("archived") | to_archive).alias("archived"), to_archive.alias("s_overflow"),
+        *(pl.col(c) & ~to_archive for c in ("s_restore_pin", "s_restore_core", "s_restore_access", "s_aged")),
+    ).drop("_mid", "_count")
+
+
+def _promotions(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pa.Table:
+    """PROMOTIONS: one row per node whose tier, category or status differs from its previous row (all: none)."""
+    new = ~pl.col("has_prev")
+    ch_tier = new | pl.col("prev_tier").ne_missing(pl.col("tier"))
+    ch_cat = new | pl.col("prev_category").ne_missing(pl.col("category"))
+    ch_status = new | pl.col("prev_status").ne_missing(pl.col("new_status"))
+    pieces, said = [], {}     # a text said by an earlier slot is not said again (several slots may share one)
+    for changed, slots in ((ch_tier, _tier_slots(cfg)), (ch_cat, _category_slots(cfg)),
+                           (ch_status, _status_slots(cfg))):
+        for col, text in slots:
+            holds = changed & pl.col(col)
+            pieces.append(pl.when(holds & ~said[text] if text in said else holds).then(pl.lit(text)))
+            said[text] = said[text] | holds if text in said else holds
+    reasons = pl.concat_str(pieces, separator="; ", ignore_nulls=True)
+    rows = n.filter(ch_tier | ch_cat | ch_status).select(
+        "tenant", pl.col("id").alias("node_id"), pl.col("prev_tier").alias("from_tier"),
+        pl.col("tier").alias("to_tier"),
+        pl.col("prev_category").alias("from_category"), pl.col("category").alias("to_category"),
+        pl.col("prev_status").alias("from_status"), pl.col("new_status").alias("to_status"),
+        pl.when(reasons != "").then(reasons).when(new).then(pl.lit("new")).otherwise(pl.lit("input_changed"))
+        .alias("reason"),
+        pl.lit(as_of, dtype=pl.Datetime("us")).alias("at"), pl.lit(RULE_PROMOTION).alias("provenance"))
+    if rows.height == 0:
+        return PROMOTIONS.empty_table()
+    return conform(rows.to_arrow(), PROMOTIONS)
+
+
+def review_ids(tenants: list[str | None], ids: list[str | None]) -> list[str]:
+    """stable_id("rq", tenant, "fact_low_weight", id) of many nodes, its framing inlined (one review row per
+    decayed fact: hundreds of thousands on a large lake)."""
+    sha = hashlib.sha256
+    kind = f"{len(_LOW_WEIGHT)}:{_LOW_WEIGHT}"
+    return [f"rq_{sha(f'{_frame(t)}{kind}{_frame(i)}'.encode('utf-8', 'surrogatepass')).hexdigest()[:24]}"
+            for t, i in zip(tenants, ids)]
+
+
+def _frame(part: str | None) -> str:
+    return "~" if part is None else f"{len(part)}:{part}"
+
+
+_LOW_WEIGHT = "fact_low_weight"
+
+
+def _review(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pa.Table:
+    """REVIEW_QUEUE kind fact_low_weight: live, non-core, unpinned, unused Facts whose weight fell below the mark."""
+    due = n.filter(pl.col("type").is_in(sorted(cfg.review_types)).fill_null(False)
+                   & (pl.col("new_status") != "archived") & (pl.col("category") != "core") & ~pl.col("pinned")
+                   & ~pl.col("recent") & (pl.col("weight") < cfg.review_threshold))
+    if due.height == 0:
+        return REVIEW_QUEUE.empty_table()
+    ids = review_ids(due.get_column("tenant").to_list(), due.get_column("id").to_list())
+    rows = due.select(
+        pl.Series("id", ids, dtype=pl.String), "tenant", pl.lit("fact_low_weight").alias("kind"),
+        pl.concat_list("id").alias("node_ids"), pl.concat_list("weight").alias("scores"),
+        pl.lit(f"weight<{cfg.review_threshold:g}").alias("reason"),
+        pl.lit(as_of, dtype=pl.Datetime("us")).alias("created_at"), pl.lit(RULE_REVIEW).alias("provenance"))
+    return conform(rows.to_arrow(), REVIEW_QUEUE)
+
+
+def tier_input(nodes: pa.Table, feedback: pa.Table | None, previous: pa.Table | None, edges: pa.Table | None,
+               keys: pa.Table) -> tuple[pa.Table, pa.Table | None, pa.Table | None, pa.Table | None]:
+    """The rows promote needs to redo the nodes in `keys` (tenant, id): those nodes, their FEEDBACK rows, their
+    previous rows, and the ABOUT edges into every topic they take part in (the topic-repetition count).
+
+    Contract (tests/test_consolidation_contracts.py): promote over these rows, with `tenant_mid_counts` = the
+    full run's TierResult.mid_counts, gives the full run's node, promotion and review rows of those nodes. Per
+    node otherwise; the capacity count is the one coupling between the nodes of a tenant."""
+    k = pl.from_arrow(keys.select(["tenant", "id"])).unique()
+
+    def rows(table: pa.Table | None, id_col: str) -> pa.Table | None:
+        if table is None:
+            return None
+        t = pl.from_arrow(table.select(["tenant", id_col])).with_row_index("_row").join(
+            k, left_on=["tenant", id_col], right_on=["tenant", "id"], how="semi", nulls_equal=True)
+        return table.take(t.get_column("_row").to_arrow())
+
+    about = None
+    if edges is not None:
+        e = (pl.from_arrow(edges.select(["tenant", "src", "dst", "type"])).with_row_index("_row")
+             .filter(pl.col("type") == "ABOUT"))
+        topics = pl.concat([k, e.join(k, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi",
+                                      nulls_equal=True).select("tenant", pl.col("dst").alias("id"))]).unique()
+        about = edges.take(e.join(topics, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi",
+                                  nulls_equal=True).get_column("_row").to_arrow())
+    return rows(nodes, "id"), rows(feedback, "node_id"), rows(previous, "id"), about
 
 
 # ----------------------------------------------------------------------------------------------- check
@@ -489,28 +651,41 @@ def _table(rows: list[dict], schema: pa.Schema) -> pa.Table:
 def tiers_monotone(nodes: pa.Table, promotions: pa.Table, config: TierConfig = TierConfig()) -> CheckOutcome:
     """Tiers only move up: a promotions row going back (long → mid …) names a demotion reason ("downvote");
     each node's history chains (a row's from_tier is the previous row's to_tier) and ends at the node's tier."""
-    bad: list[dict] = []
-    history: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    rows = promotions.select(["tenant", "node_id", "from_tier", "to_tier", "reason", "at"]).to_pylist()
-    for r in rows:
-        history[(r["tenant"], r["node_id"])].append(r)
-        if r["to_tier"] not in _RANK or (r["from_tier"] is not None and r["from_tier"] not in _RANK):
-            bad.append({**r, "problem": "unknown_tier"})
-        elif (r["from_tier"] is not None and _RANK[r["to_tier"]] < _RANK[r["from_tier"]]
-              and not any(word in (r["reason"] or "") for word in config.demotion_reasons)):
-            bad.append({**r, "problem": "demoted_without_reason"})
-    for key, hist in history.items():
-        hist.sort(key=lambda r: r["at"] or datetime.min)
-        for before, after in zip(hist, hist[1:]):
-            if after["from_tier"] != before["to_tier"]:
-                bad.append({**after, "problem": "broken_chain"})
-    for r in nodes.select(["tenant", "id", "tier"]).to_pylist():
-        hist = history.get((r["tenant"], r["id"]))
-        if hist and hist[-1]["to_tier"] != r["tier"]:
-            bad.append({"tenant": r["tenant"], "node_id": r["id"], "tier": r["tier"],
-                        "last_to_tier": hist[-1]["to_tier"], "problem": "tier_not_last_promotion"})
-    return CheckOutcome(passed=not bad, checked=len(rows) + nodes.num_rows, failures=len(bad), examples=bad[:5])
+    cols = ["tenant", "node_id", "from_tier", "to_tier", "reason", "at"]
+    p = pl.from_arrow(promotions.select(cols)).with_row_index("_row")
+    rank = {t: i for t, i in _RANK.items()}
+    to_rank = pl.col("to_tier").replace_strict(rank, default=None, return_dtype=pl.Int64)
+    from_rank = pl.col("from_tier").replace_strict(rank, default=None, return_dtype=pl.Int64)
+    unknown = to_rank.is_null() | (pl.col("from_tier").is_not_null() & from_rank.is_null())
+    excused = pl.lit(False)
+    for word in config.demotion_reasons:
+        excused = excused | pl.col("reason").fill_null("").str.contains(word, literal=True)
+    demoted = ~unknown & pl.col("from_tier").is_not_null() & (to_rank < from_rank) & ~excused
+    per_row = p.filter(unknown | demoted).select(
+        *cols, pl.when(unknown).then(pl.lit("unknown_tier")).otherwise(pl.lit("demoted_without_reason"))
+        .alias("problem"))
+    # each node's history in time order (undated first, ties in table order), keys in order of first appearance
+    key = ["tenant", "node_id"]
+    hist = (p.with_columns(pl.col("_row").min().over(key).alias("_first"),
+                           pl.col("at").fill_null(datetime.min).alias("_at"))
+            .sort(["_first", "_at", "_row"]))
+    hist = hist.with_columns(pl.col("to_tier").shift(1).over(key).alias("_before"),
+                             pl.int_range(pl.len()).over(key).alias("_k"))
+    broken = hist.filter((pl.col("_k") > 0) & pl.col("from_tier").ne_missing(pl.col("_before"))).select(
+        *cols, pl.lit("broken_chain").alias("problem"))
+    last = hist.group_by(key, maintain_order=True).agg(pl.col("to_tier").last().alias("last_to_tier"))
+    n = pl.from_arrow(nodes.select(["tenant", "id", "tier"]))
+    ended = (n.join(last, left_on=["tenant", "id"], right_on=key, how="inner", maintain_order="left",
+                    nulls_equal=True)
+             .filter(pl.col("last_to_tier").ne_missing(pl.col("tier")))
+             .select("tenant", pl.col("id").alias("node_id"), "tier", "last_to_tier",
+                     pl.lit("tier_not_last_promotion").alias("problem")))
+    failures = per_row.height + broken.height + ended.height
+    examples = (per_row.head(5).to_dicts() + broken.head(5).to_dicts() + ended.head(5).to_dicts())[:5]
+    return CheckOutcome(passed=failures == 0, checked=p.height + nodes.num_rows, failures=failures,
+                        examples=examples)
 
 
-__all__ = ["TierConfig", "TierResult", "DecayRule", "promote", "apply_boosts", "boost_schedule", "counted_events",
+__all__ = ["TierConfig", "TierResult", "DecayRule", "promote", "tier_input", "apply_boosts", "boost_schedule",
+           "counted_events",
            "decayed_weight", "tiers_monotone", "TIERS"]

@@ -34,6 +34,13 @@ subject to the current head, and repeats SUPPORTS their head (unless an edge of 
 chain is one connected piece.
 
 R2G's CONTRADICTS between members of different segments are removed: they were a change over time.
+
+Group-local (`version_group_keys`, `version_input`): a group's outputs — its members' valid_since/valid_until,
+the VERSION_NEXT / ACTIVE_OF / SUPPORTS / CONTRADICTS among them, the removed R2G CONTRADICTS between them, its
+review rows — depend on its members, their edges (roles, SUPPORTS / SAME_AS touching them, edges of the ids it
+would write), the tenant's Entities (subject, speaker → PERSON) and, for Preferences, the Facts of their messages.
+Node ids unique per tenant. Tested in tests/test_consolidation_contracts.py::
+test_version_facts_of_some_groups_are_the_full_runs_rows_of_those_groups.
 """
 from __future__ import annotations
 
@@ -42,6 +49,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import combinations
 
+import igraph
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -124,87 +132,154 @@ class _Member:
 # ---------------------------------------------------------------- grouping
 
 
-def _first_roles(edges: pl.DataFrame) -> dict[tuple[str, str, str], str]:
-    """(tenant, src, role type) → smallest dst, for AGENT / PATIENT / LOCATION."""
-    roles = (edges.filter(pl.col("type").is_in(["AGENT", "PATIENT", "LOCATION"]))
-             .group_by(["tenant", "src", "type"]).agg(pl.col("dst").min()))
-    return {(tn, s, t): d for tn, s, t, d in roles.iter_rows()}
+_GROUP_KEY = ["tenant", "type", "subject", "canon", "patient", "modality"]
+_ROLES = ("AGENT", "PATIENT", "LOCATION")
 
 
 def _norm(s: str | None) -> str:
     return " ".join((s or "").lower().split())
 
 
-def _groups(nodes: pa.Table, edges: pl.DataFrame, cfg: VersionConfig
-            ) -> tuple[dict[tuple, list[_Member]], dict[tuple[str, str], dict]]:
-    """{(tenant, type, subject, canon, patient, modality): members} and the entity rows by (tenant, id)."""
-    n = pl.from_arrow(nodes.select(["id", "tenant", "type", "title", "predicate_norm", "negation", "modality",
-                                    "time_start", "first_seen", "confidence", "frequency", "speaker",
-                                    "conv_id", "msg_id", "raw_refs", "subtype"]))
-    roles = _first_roles(edges)
-    entities = {(r["tenant"], r["id"]): r
-                for r in n.filter(pl.col("type") == "Entity").select(["id", "tenant", "title", "subtype"]).to_dicts()}
-    speaker_entity = {(r["tenant"], _norm(r["title"])): i for (_, i), r in sorted(entities.items())
-                      if r["subtype"] == "PERSON"}
+def _mapped(col: str, fn, values: pl.Series, dtype: pl.DataType) -> pl.DataFrame:
+    """(col, fn(value)) over the distinct values: Python string rules run once per distinct string."""
+    distinct = values.unique().drop_nulls()
+    return pl.DataFrame({col: distinct, "_out": pl.Series([fn(v) for v in distinct.to_list()], dtype=dtype)})
 
-    def subject(r: dict) -> str | None:
-        agent = roles.get((r["tenant"], r["id"], "AGENT"))
-        if agent is not None and (r["tenant"], agent) in entities:
-            return agent
-        return speaker_entity.get((r["tenant"], _norm(r["speaker"]))) if _norm(r["speaker"]) else None
 
-    def member(r: dict, claim: tuple[bool, str]) -> _Member | None:
-        t = r["time_start"] or r["first_seen"]
-        if t is None:
-            return None
-        return _Member(r["id"], r["tenant"], r["type"], t, claim,
-                       _DEFAULT_CONF if r["confidence"] is None else float(r["confidence"]),
-                       max(1, r["frequency"] or 1), r["speaker"] or "", r["raw_refs"] or [])
+def _roles(edges: pl.DataFrame) -> pl.DataFrame:
+    """(tenant, id, AGENT, PATIENT, LOCATION): the smallest dst of each role edge type out of each node."""
+    return (edges.filter(pl.col("type").is_in(_ROLES)).group_by(["tenant", "src"])
+            .agg(*(pl.col("dst").filter(pl.col("type") == role).min().alias(role) for role in _ROLES))
+            .rename({"src": "id"}))
 
-    groups: dict[tuple, list[_Member]] = {}
-    fact_attr: dict[tuple[str, str], tuple[tuple, str]] = {}   # (tenant, fact id) → (attribute, object)
-    facts = n.filter((pl.col("type") == "Fact") & pl.col("predicate_norm").is_not_null())
-    for r in facts.sort("id").to_dicts():
-        subj = subject(r)
-        if subj is None:
-            continue
-        canon, flip = canonical_predicate(r["predicate_norm"])
-        patient = roles.get((r["tenant"], r["id"], "PATIENT"), "")
-        if not patient and "_" not in canon and canon in LIGHT_VERBS:
-            continue
-        affirmative = not (bool(r["negation"]) != flip)
-        obj = ""
-        if canon in cfg.single_valued and not patient:
-            obj = roles.get((r["tenant"], r["id"], "LOCATION"), "")
-            if not obj and affirmative:   # "I work" says nothing about where: no claim on the value
-                continue
-        attr = (canon, patient, r["modality"] or "")
-        fact_attr[(r["tenant"], r["id"])] = (attr, obj)
-        m = member(r, (affirmative, obj))
-        if m is not None:
-            groups.setdefault((r["tenant"], "Fact", subj, *attr), []).append(m)
+
+def _with_roles(rows: pl.DataFrame, roles: pl.DataFrame) -> pl.DataFrame:
+    """`rows` plus their AGENT / PATIENT / LOCATION columns (see _roles)."""
+    return rows.join(roles, on=["tenant", "id"], how="left", maintain_order="left", nulls_equal=True)
+
+
+def _entities(n: pl.DataFrame) -> pl.DataFrame:
+    """(tenant, id, title, subtype) of the Entities, one row per id (the last, as a dict keyed by id keeps)."""
+    return (n.filter(pl.col("type") == "Entity").select("tenant", "id", "title", "subtype")
+            .unique(subset=["tenant", "id"], keep="last", maintain_order=True))
+
+
+def _with_subject(rows: pl.DataFrame, entities: pl.DataFrame) -> pl.DataFrame:
+    """`rows` (with AGENT, speaker) plus `subject`: the AGENT when it is an Entity, else the PERSON Entity named
+    like the speaker (case and spaces folded; of several, the largest id)."""
+    persons = entities.filter(pl.col("subtype") == "PERSON")
+    titles = _mapped("title", _norm, persons.get_column("title"), pl.String)
+    by_name = (persons.join(titles, on="title", how="left").with_columns(pl.col("_out").fill_null(""))
+               .group_by(["tenant", "_out"]).agg(pl.col("id").max().alias("_speaker_entity"))
+               .rename({"_out": "_speaker_norm"}))
+    speakers = _mapped("speaker", _norm, rows.get_column("speaker"), pl.String).rename({"_out": "_speaker_norm"})
+    known = entities.select("tenant", pl.col("id").alias("AGENT"), pl.lit(True).alias("_agent_ok")).unique()
+    rows = (rows.join(known, on=["tenant", "AGENT"], how="left", maintain_order="left", nulls_equal=True)
+            .join(speakers, on="speaker", how="left", maintain_order="left")
+            .with_columns(pl.col("_speaker_norm").fill_null(""))
+            .join(by_name.filter(pl.col("_speaker_norm") != ""), on=["tenant", "_speaker_norm"], how="left",
+                  maintain_order="left", nulls_equal=True))
+    return rows.with_columns(
+        pl.when(pl.col("_agent_ok").fill_null(False)).then("AGENT").otherwise("_speaker_entity").alias("subject")
+    ).drop("_agent_ok", "_speaker_norm", "_speaker_entity")
+
+
+_NODE_COLS = ["id", "tenant", "type", "title", "predicate_norm", "negation", "modality", "time_start", "first_seen",
+              "confidence", "frequency", "speaker", "conv_id", "msg_id", "raw_refs", "subtype"]
+_MEMBER_COLS = [*_GROUP_KEY, "id", "t", "affirmative", "obj", "conf", "frequency", "speaker", "raw_refs"]
+
+
+def _members(nodes: pa.Table, edges: pl.DataFrame, cfg: VersionConfig) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Every versioned Fact / Preference as a row of its group (tenant, type, subject, canon, patient, modality)
+    with its claim (affirmative, obj) and time t, in (group, t, id) order; and the Entities (see the module doc)."""
+    n = pl.from_arrow(nodes.select(_NODE_COLS))
+    entities = _entities(n)
+    roles = _roles(edges)
+    canon = pl.DataFrame({"predicate_norm": n.get_column("predicate_norm").unique().drop_nulls()})
+    folded = [canonical_predicate(v) for v in canon.get_column("predicate_norm").to_list()]
+    canon = canon.with_columns(pl.Series("canon", [c for c, _ in folded], dtype=pl.String),
+                               pl.Series("_flip", [f for _, f in folded], dtype=pl.Boolean))
+    facts = n.filter((pl.col("type") == "Fact") & pl.col("predicate_norm").is_not_null()).sort("id",
+                                                                                               maintain_order=True)
+    facts = _with_subject(_with_roles(facts, roles), entities).join(canon, on="predicate_norm", how="left",
+                                                                     maintain_order="left")
+    patient = pl.col("PATIENT").fill_null("")
+    light = (patient == "") & ~pl.col("canon").str.contains("_", literal=True) & pl.col("canon").is_in(
+        sorted(LIGHT_VERBS))
+    affirmative = pl.col("negation").fill_null(False) == pl.col("_flip")
+    single = pl.col("canon").is_in(sorted(cfg.single_valued)) & (patient == "")
+    obj = pl.when(single).then(pl.col("LOCATION").fill_null("")).otherwise(pl.lit(""))
+    # a Fact with an attribute (even an undated one: a Preference may take it); "I work": no claim on the value
+    attributed = (facts.with_columns(patient.alias("patient"), pl.col("modality").fill_null(""),
+                                     affirmative.alias("affirmative"), obj.alias("obj"))
+                  .filter(pl.col("subject").is_not_null() & ~light
+                          & ~(single & (pl.col("obj") == "") & pl.col("affirmative"))))
+    fact_members = attributed.with_columns(pl.lit("Fact").alias("type"))
 
     # a Preference takes the attribute of the Fact made from the same words (same message, inside its span)
-    located: dict[tuple, list[tuple[str, int, str]]] = {}
-    for r in facts.select(["id", "tenant", "conv_id", "msg_id", "raw_refs"]).to_dicts():
-        if r["raw_refs"] and (r["tenant"], r["id"]) in fact_attr:
-            ref = r["raw_refs"][0]
-            located.setdefault((r["tenant"], r["conv_id"], r["msg_id"]), []).append(
-                (ref["raw_id"], ref["offset"], r["id"]))
-    for r in n.filter(pl.col("type") == "Preference").sort("id").to_dicts():
-        subj = subject(r)
-        inside = sorted((off, fid) for p in (r["raw_refs"] or [])
-                        for raw_id, off, fid in located.get((r["tenant"], r["conv_id"], r["msg_id"]), [])
-                        if raw_id == p["raw_id"] and p["offset"] <= off < p["offset"] + p["length"])
-        if subj is None or not inside:
-            continue
-        attr, obj = fact_attr[(r["tenant"], inside[0][1])]
-        m = member(r, (not bool(r["negation"]), obj))
-        if m is not None:
-            groups.setdefault((r["tenant"], "Preference", subj, *attr), []).append(m)
-    for members in groups.values():
-        members.sort(key=lambda m: (m.t, m.id))
-    return groups, entities
+    located = (attributed.filter(pl.col("raw_refs").list.len() > 0)
+               .select("tenant", "conv_id", "msg_id", pl.col("raw_refs").list.first().struct.field("raw_id"),
+                       pl.col("raw_refs").list.first().struct.field("offset").alias("_off"),
+                       pl.col("id").alias("_fid")))
+    attrs = (attributed.select("tenant", pl.col("id").alias("_fid"), "canon", "patient", "modality", "obj")
+             .unique(subset=["tenant", "_fid"], keep="last", maintain_order=True))
+    prefs = n.filter(pl.col("type") == "Preference").sort("id", maintain_order=True).with_row_index("_p")
+    spans = (prefs.select("_p", "tenant", "conv_id", "msg_id", "raw_refs").filter(pl.col("raw_refs").list.len() > 0)
+             .explode("raw_refs").unnest("raw_refs")
+             .join(located, on=["tenant", "conv_id", "msg_id", "raw_id"], how="inner", nulls_equal=True)
+             .filter((pl.col("offset") <= pl.col("_off")) & (pl.col("_off") < pl.col("offset") + pl.col("length")))
+             .sort(["_p", "_off", "_fid"]).group_by("_p", maintain_order=True).first()
+             .select("_p", "_fid"))
+    prefs = (_with_subject(_with_roles(prefs.drop("modality"), roles), entities)
+             .join(spans, on="_p", how="inner", maintain_order="left")
+             .join(attrs, on=["tenant", "_fid"], how="left", maintain_order="left", nulls_equal=True)
+             .filter(pl.col("subject").is_not_null())
+             .with_columns((~pl.col("negation").fill_null(False)).alias("affirmative"),
+                           pl.lit("Preference").alias("type")))
+    members = pl.concat([m.select(*_GROUP_KEY, "id", pl.coalesce("time_start", "first_seen").alias("t"),
+                                  "affirmative", "obj",
+                                  pl.col("confidence").fill_null(_DEFAULT_CONF).cast(pl.Float64).alias("conf"),
+                                  pl.max_horizontal(pl.col("frequency").fill_null(1), 1).cast(pl.Int64)
+                                  .alias("frequency"),
+                                  pl.col("speaker").fill_null(""), "raw_refs")
+                         for m in (fact_members, prefs)])
+    members = members.filter(pl.col("t").is_not_null()).sort([*_GROUP_KEY, "t", "id"], maintain_order=True)
+    return members, entities
+
+
+def version_group_keys(nodes: pa.Table, edges: pa.Table, config: VersionConfig = VersionConfig()) -> pa.Table:
+    """(tenant, id, type, subject, canon, patient, modality) of every node version_facts places in a group.
+
+    Contract (tests/test_consolidation_contracts.py): version_facts over version_input(nodes, edges, G) gives,
+    for the members of the groups G, the same node rows, the same edges touching them, the same removed R2G
+    CONTRADICTS and the same review rows as the full run."""
+    nodes, edges = conform(nodes, NODES), conform(edges, EDGES)
+    members, _ = _members(nodes, pl.from_arrow(_base(edges).select(["id", "tenant", "src", "dst", "type"])), config)
+    return members.select("tenant", "id", *_GROUP_KEY[1:]).to_arrow()
+
+
+def version_input(nodes: pa.Table, edges: pa.Table, keys: pa.Table, config: VersionConfig = VersionConfig()
+                  ) -> tuple[pa.Table, pa.Table]:
+    """The rows version_facts needs to redo the groups in `keys` (rows of version_group_keys): their members, the
+    Entities of their tenants (subjects and speakers), the Facts of their Preferences' messages, and every edge
+    touching one of these Facts/Preferences (roles, SUPPORTS / SAME_AS, R2G CONTRADICTS, earlier runs' edges)."""
+    nodes, edges = conform(nodes, NODES), conform(edges, EDGES)
+    n = pl.from_arrow(nodes.select(["tenant", "id", "type", "conv_id", "msg_id"])).with_row_index("_row")
+    wanted = pl.from_arrow(keys.select(["tenant", "id"])).unique()
+    chosen = n.join(wanted, on=["tenant", "id"], how="semi", nulls_equal=True)
+    messages = chosen.filter(pl.col("type") == "Preference").select("tenant", "conv_id", "msg_id").unique()
+    same_message = n.filter(pl.col("type") == "Fact").join(messages, on=["tenant", "conv_id", "msg_id"],
+                                                            how="semi", nulls_equal=True)
+    tenants = wanted.select("tenant").unique()
+    ents = n.filter(pl.col("type") == "Entity").join(tenants, on="tenant", how="semi", nulls_equal=True)
+    carriers = pl.concat([chosen, same_message]).select("tenant", "id").unique()
+    rows = pl.concat([chosen, same_message, ents]).get_column("_row").unique().sort()
+    e = pl.from_arrow(edges.select(["tenant", "src", "dst"])).with_row_index("_row")
+    touching = pl.concat([e.join(carriers, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi",
+                                 nulls_equal=True),
+                          e.join(carriers, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi",
+                                 nulls_equal=True)]).get_column("_row").unique().sort()
+    return nodes.take(rows.to_arrow()), edges.take(touching.to_arrow())
 
 
 def _segments(members: list[_Member], window: timedelta) -> list[list[_Member]]:
@@ -272,7 +347,6 @@ def _edge(tenant: str, src: _Member | str, etype: str, dst: _Member, weight: flo
 class _Out:
     """What the groups add: node validity, edges, review rows; where each member sits (for R2G's links)."""
 
-    base_ids: set[tuple[str, str]]                       # (tenant, edge id) of the input edges
     validity: dict[tuple[str, str], tuple[datetime | None, datetime | None]] = field(default_factory=dict)
     place: dict[tuple[str, str], tuple[tuple, int]] = field(default_factory=dict)   # → (group key, segment)
     edges: dict[tuple[str, str], dict] = field(default_factory=dict)                # (tenant, edge id) → row
@@ -282,10 +356,9 @@ class _Out:
         self.edges[(row["tenant"], row["id"])] = row
 
     def support(self, tenant: str, src: _Member, dst: _Member) -> None:
-        """src -SUPPORTS-> dst (a repeat of one claim), unless the input already holds that edge."""
-        if (tenant, edge_id(tenant, src.id, "SUPPORTS", dst.id)) not in self.base_ids:
-            conf = min(src.conf, dst.conf)
-            self.add(_edge(tenant, src, "SUPPORTS", dst, edge_weight(conf), conf, src.t, src.raw_refs, SUPPORTS))
+        """src -SUPPORTS-> dst (a repeat of one claim); version_facts drops it where the input holds that edge."""
+        conf = min(src.conf, dst.conf)
+        self.add(_edge(tenant, src, "SUPPORTS", dst, edge_weight(conf), conf, src.t, src.raw_refs, SUPPORTS))
 
 
 def _contradiction(key: tuple, claims: dict[tuple, list[_Member]], prio: dict[tuple, float], subject_title: str,
@@ -359,7 +432,28 @@ def _version_group(key: tuple, members: list[_Member], subject_title: str,
 
 
 def _sorted(table: pa.Table) -> pa.Table:
+    """`table` sorted by (id, tenant), stable; as it is when its ids already increase strictly (R2G's do)."""
+    ids = table.column("id")
+    if table.num_rows < 2 or (ids.null_count == 0
+                              and pc.all(pc.less(ids.slice(0, table.num_rows - 1), ids.slice(1))).as_py()):
+        return table
     return table.take(pc.sort_indices(table, [("id", "ascending"), ("tenant", "ascending")]))
+
+
+def _base(edges: pa.Table) -> pa.Table:
+    """The input edges this job did not make (its own are recomputed)."""
+    ours = pc.starts_with(edges.column("provenance").fill_null(""), PROVENANCE_PREFIX)
+    return edges.filter(pc.invert(ours)) if pc.any(ours).as_py() else edges
+
+
+def _python_members(rows: pl.DataFrame) -> dict[tuple, list[_Member]]:
+    """{group key: members in (t, id) order} for the groups that need the full rules (several claims)."""
+    groups: dict[tuple, list[_Member]] = {}
+    for r in rows.iter_rows(named=True):
+        key = tuple(r[k] for k in _GROUP_KEY)
+        groups.setdefault(key, []).append(_Member(r["id"], r["tenant"], r["type"], r["t"], (r["affirmative"], r["obj"]),
+                                                  r["conf"], r["frequency"], r["speaker"], r["raw_refs"] or []))
+    return groups
 
 
 def version_facts(nodes: pa.Table, edges: pa.Table, config: VersionConfig = VersionConfig()) -> VersionResult:
@@ -367,37 +461,74 @@ def version_facts(nodes: pa.Table, edges: pa.Table, config: VersionConfig = Vers
 
     Edges this job made on an earlier run (provenance jobs.versions.*) are recomputed, so running it on its
     own output changes nothing. Output rows are sorted by id.
+    Vectorised: groups are formed in polars; a group whose members all make one claim is one version (valid
+    from its first member on, no edges), so only groups with two or more claims run the rules in Python.
     """
     nodes, edges = conform(nodes, NODES), conform(edges, EDGES)
-    base = edges.filter(pc.invert(pc.starts_with(edges.column("provenance").fill_null(""), PROVENANCE_PREFIX)))
+    base = _base(edges)
     e = pl.from_arrow(base.select(["id", "tenant", "src", "dst", "type"]))
-    groups, entities = _groups(nodes, e, config)
+    members, entities = _members(nodes, e, config)
+    members = members.with_columns(pl.struct("affirmative", "obj").n_unique().over(_GROUP_KEY).alias("_claims"))
+    single = members.filter(pl.col("_claims") == 1)
+    multi = members.filter(pl.col("_claims") > 1)
+
+    groups = _python_members(multi)
+    ids = multi.select("tenant", "id").unique()
+    links = e.filter(pl.col("type").is_in(["SUPPORTS", "SAME_AS"]))
+    links = pl.concat([links.join(ids, left_on=["tenant", end], right_on=["tenant", "id"], how="semi",
+                                  nulls_equal=True) for end in ("src", "dst")])
     support_edges: dict[tuple[str, str], set[str]] = {}
-    for tn, s, d in e.filter(pl.col("type").is_in(["SUPPORTS", "SAME_AS"])).select(["tenant", "src", "dst"]).rows():
+    for tn, s, d in links.select(["tenant", "src", "dst"]).iter_rows():
         support_edges.setdefault((tn, s), set()).add(d)
         support_edges.setdefault((tn, d), set()).add(s)
-    out = _Out(base_ids=set(e.select(["tenant", "id"]).rows()))
+    titles = {(t, i): title for t, i, title in entities.select("tenant", "id", "title").iter_rows()}
+    out = _Out()
     for key in sorted(groups):
-        _version_group(key, groups[key], entities[(key[0], key[2])]["title"], support_edges, out, config)
+        _version_group(key, groups[key], titles[(key[0], key[2])], support_edges, out, config)
+    # a repeat's SUPPORTS is not added where the input already holds an edge of that id
+    made = pl.DataFrame([(t, i) for (t, i), r in out.edges.items() if r["provenance"] == SUPPORTS],
+                        schema={"tenant": pl.String, "id": pl.String}, orient="row")
+    for t, i in made.join(e.select("tenant", "id"), on=["tenant", "id"], how="semi", nulls_equal=True).iter_rows():
+        del out.edges[(t, i)]
 
-    # R2G's CONTRADICTS between members of different segments were a change over time, not a conflict
-    def keep(tenant: str, eid: str, src: str, dst: str, etype: str) -> bool:
-        a, b = out.place.get((tenant, src)), out.place.get((tenant, dst))
-        over_time = etype == "CONTRADICTS" and a is not None and b is not None and a[0] == b[0] and a[1] != b[1]
-        return not over_time and (tenant, eid) not in out.edges   # a row of ours replaces one of the same id
-    kept = base.filter(pa.array([keep(*r) for r in e.select(["tenant", "id", "src", "dst", "type"]).rows()],
-                                type=pa.bool_()))
+    # R2G's CONTRADICTS between members of different segments were a change over time, not a conflict; and a row
+    # of ours replaces an input row of the same id
+    order = {key: k for k, key in enumerate(sorted(groups))}
+    place = pl.DataFrame([(t, i, order[key], seg) for (t, i), (key, seg) in out.place.items()],
+                         schema={"tenant": pl.String, "id": pl.String, "_g": pl.Int64, "_s": pl.Int64}, orient="row")
+    ours = pl.DataFrame(list(out.edges), schema={"tenant": pl.String, "id": pl.String}, orient="row")
+    rows = e.with_row_index("_row")
+    over_time = (rows.filter(pl.col("type") == "CONTRADICTS")
+                 .join(place.rename({"id": "src", "_g": "_ga", "_s": "_sa"}), on=["tenant", "src"], nulls_equal=True)
+                 .join(place.rename({"id": "dst", "_g": "_gb", "_s": "_sb"}), on=["tenant", "dst"], nulls_equal=True)
+                 .filter((pl.col("_ga") == pl.col("_gb")) & (pl.col("_sa") != pl.col("_sb"))))
+    replaced = rows.join(ours, on=["tenant", "id"], how="semi", nulls_equal=True)
+    dropped = pl.concat([over_time.get_column("_row"), replaced.get_column("_row")]).unique()
     added = pa.Table.from_pylist([out.edges[k] for k in sorted(out.edges)], schema=EDGES)
 
-    keys = zip(nodes.column("tenant").to_pylist(), nodes.column("id").to_pylist())
-    olds = zip(nodes.column("valid_since").to_pylist(), nodes.column("valid_until").to_pylist())
-    validity = [out.validity.get(k, old) for k, old in zip(keys, olds)]
+    validity = pl.concat([
+        single.group_by(_GROUP_KEY, maintain_order=True).agg("id", pl.col("t").min().alias("_since"))
+        .explode("id").select("tenant", "id", "_since", pl.lit(None, dtype=pl.Datetime("us")).alias("_until")),
+        pl.DataFrame([(t, i, v[0], v[1]) for (t, i), v in out.validity.items()],
+                     schema={"tenant": pl.String, "id": pl.String, "_since": pl.Datetime("us"),
+                             "_until": pl.Datetime("us")}, orient="row"),
+    ]).unique(subset=["tenant", "id"], keep="last", maintain_order=True).with_columns(pl.lit(True).alias("_placed"))
+    v = (pl.from_arrow(nodes.select(["tenant", "id", "valid_since", "valid_until"]))
+         .join(validity, on=["tenant", "id"], how="left", maintain_order="left", nulls_equal=True))
+    placed = pl.col("_placed").fill_null(False)
+    v = v.select(pl.when(placed).then("_since").otherwise("valid_since").alias("valid_since"),
+                 pl.when(placed).then("_until").otherwise("valid_until").alias("valid_until"))
     out_nodes = nodes
-    for i, name in enumerate(("valid_since", "valid_until")):
-        out_nodes = out_nodes.set_column(nodes.schema.get_field_index(name), name,
-                                         pa.array([v[i] for v in validity], TS))
+    for name in ("valid_since", "valid_until"):
+        out_nodes = out_nodes.set_column(nodes.schema.get_field_index(name), name, v.get_column(name).to_arrow()
+                                         .cast(TS))
     queue = pa.Table.from_pylist(sorted(out.review, key=lambda r: r["id"]), schema=REVIEW_QUEUE)
-    return VersionResult(_sorted(out_nodes), _sorted(conform(pa.concat_tables([kept, added]), EDGES)), queue)
+    # base without the dropped rows, then ours, sorted (stable): one take over both
+    both = pa.concat_tables([base, added])   # chunks, not copied: the take below is the one copy
+    order = pc.sort_indices(both, [("id", "ascending"), ("tenant", "ascending")])
+    if dropped.len():
+        order = order.filter(pc.invert(pc.is_in(order, value_set=dropped.cast(pl.UInt64).to_arrow())))
+    return VersionResult(_sorted(out_nodes), both.take(order), queue)
 
 
 # ---------------------------------------------------------------- check
@@ -410,10 +541,56 @@ def one_active_per_chain(nodes: pa.Table, edges: pa.Table) -> CheckOutcome:
     SUPPORTS and SAME_AS edges holding at least one VERSION_NEXT or CONTRADICTS edge (pieces of mere
     repeats are not chains); its ACTIVE_OF target must have no outgoing VERSION_NEXT. A stray ACTIVE_OF
     into no chain is its own one-node chain and passes. `checked` counts chains.
+    Vectorised: pieces are igraph's connected components; only a failing piece replays the union-find
+    that names it (its `chain` in the examples is that union-find's root, as it always was).
     """
     e = pl.from_arrow(edges.select(["tenant", "src", "dst", "type"]))
-    kinds = pl.from_arrow(nodes.select(["tenant", "id", "type"]))
-    versioned = set(kinds.filter(pl.col("type").is_in(["Fact", "Preference"])).select(["tenant", "id"]).iter_rows())
+    versioned = pl.from_arrow(nodes.select(["tenant", "id", "type"])).filter(
+        pl.col("type").is_in(["Fact", "Preference"])).select("tenant", "id").unique()
+    links = (e.filter(pl.col("type").is_in(["VERSION_NEXT", "CONTRADICTS", "SUPPORTS", "SAME_AS"]))
+             .join(versioned, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi", nulls_equal=True)
+             .join(versioned, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi", nulls_equal=True)
+             .sort(["tenant", "src", "dst", "type"]))
+    ends = pl.concat([links.select("tenant", pl.col(end).alias("id")) for end in ("src", "dst")])
+    vertex = ends.unique(maintain_order=True).with_row_index("_v")
+    a = links.join(vertex, left_on=["tenant", "src"], right_on=["tenant", "id"], maintain_order="left",
+                   nulls_equal=True).get_column("_v")
+    b = links.join(vertex, left_on=["tenant", "dst"], right_on=["tenant", "id"], maintain_order="left",
+                   nulls_equal=True).get_column("_v")
+    g = igraph.Graph(n=vertex.height, edges=list(zip(a.to_list(), b.to_list())))
+    vertex = vertex.with_columns(pl.Series("_piece", g.connected_components().membership, dtype=pl.Int64)
+                                 .cast(pl.String))
+    piece = vertex.select("tenant", "id", "_piece")
+    marked = links.filter(pl.col("type").is_in(["VERSION_NEXT", "CONTRADICTS"])).select(
+        "tenant", pl.col("src").alias("id")).join(piece, on=["tenant", "id"], nulls_equal=True).select("_piece")
+    has_next = links.filter(pl.col("type") == "VERSION_NEXT").select("tenant", pl.col("src").alias("id")).unique()
+    # an ACTIVE_OF target outside every piece is a piece of its own, named by the target ("=" keeps names apart)
+    active = (e.filter(pl.col("type") == "ACTIVE_OF").sort(["tenant", "src", "dst"]).with_row_index("_a")
+              .join(piece, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="left", maintain_order="left",
+                    nulls_equal=True)
+              .with_columns(pl.coalesce("_piece", pl.concat_str(pl.lit("="), pl.col("tenant").fill_null(""),
+                                                                  pl.lit("\x00"), "dst")).alias("_piece"))
+              .join(has_next.with_columns(pl.lit(True).alias("_superseded")), left_on=["tenant", "dst"],
+                    right_on=["tenant", "id"], how="left", maintain_order="left", nulls_equal=True))
+    counts = (pl.concat([marked.with_columns(pl.lit(0, dtype=pl.UInt32).alias("_n")),
+                         active.group_by("_piece").agg(pl.len().alias("_n"))])
+              .group_by("_piece").agg(pl.col("_n").sum()))
+    superseded = active.filter(pl.col("_superseded").fill_null(False))
+    wrong = counts.filter(pl.col("_n") != 1)
+    failures = superseded.height + wrong.height
+    examples: list[dict] = []
+    if failures:
+        examples = _chain_examples(links, active, superseded, wrong, piece)
+    return CheckOutcome(passed=failures == 0, checked=counts.height, failures=failures, examples=examples)
+
+
+def _chain_examples(links: pl.DataFrame, active: pl.DataFrame, superseded: pl.DataFrame, wrong: pl.DataFrame,
+                    piece: pl.DataFrame) -> list[dict]:
+    """The first five failures, as the union-find check reported them: superseded targets in ACTIVE_OF order, then
+    pieces by their root. Replays the union-find over the failing pieces' links only (pieces never interact)."""
+    bad_pieces = set(wrong.get_column("_piece").to_list()) | set(superseded.get_column("_piece").to_list())
+    mine = links.join(piece.filter(pl.col("_piece").is_in(sorted(bad_pieces))),
+                      left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi", nulls_equal=True)
     parent: dict[tuple[str, str], tuple[str, str]] = {}
 
     def find(x: tuple[str, str]) -> tuple[str, str]:
@@ -423,29 +600,27 @@ def one_active_per_chain(nodes: pa.Table, edges: pa.Table) -> CheckOutcome:
             x = parent[x]
         return x
 
-    marked: set[tuple[str, str]] = set()
-    has_next: set[tuple[str, str]] = set()
-    links = e.filter(pl.col("type").is_in(["VERSION_NEXT", "CONTRADICTS", "SUPPORTS", "SAME_AS"]))
-    for tenant, s, d, t in links.sort(["tenant", "src", "dst", "type"]).iter_rows():
-        a, b = (tenant, s), (tenant, d)
-        if a not in versioned or b not in versioned:
-            continue
-        parent[find(a)] = find(b)
-        if t in ("VERSION_NEXT", "CONTRADICTS"):
-            marked.add(a)
-        if t == "VERSION_NEXT":
-            has_next.add(a)
-    chains = {find(x) for x in marked}
-    active: dict[tuple[str, str], list[str]] = {}
-    bad: list[dict] = []
-    for tenant, s, d, _ in e.filter(pl.col("type") == "ACTIVE_OF").sort(["tenant", "src", "dst"]).iter_rows():
-        root = find((tenant, d)) if (tenant, d) in parent else (tenant, d)
-        active.setdefault(root, []).append(d)
-        if (tenant, d) in has_next:
-            bad.append({"tenant": tenant, "chain": root[1], "problem": "ACTIVE_OF to a superseded version",
-                        "active": [d]})
-    for root in sorted(chains | set(active)):
-        got = active.get(root, [])
-        if len(got) != 1:
-            bad.append({"tenant": root[0], "chain": root[1], "problem": f"{len(got)} ACTIVE_OF edges", "active": got})
-    return CheckOutcome(passed=not bad, checked=len(chains | set(active)), failures=len(bad), examples=bad[:5])
+    for tenant, s, d, _ in mine.iter_rows():
+        parent[find((tenant, s))] = find((tenant, d))
+
+    def root(tenant: str, dst: str) -> tuple[str, str]:
+        return find((tenant, dst)) if (tenant, dst) in parent else (tenant, dst)
+
+    bad = [{"tenant": t, "chain": root(t, d)[1], "problem": "ACTIVE_OF to a superseded version", "active": [d]}
+           for t, d in superseded.select("tenant", "dst").iter_rows()]
+    roots: dict[tuple[str, str], list[str]] = {}
+    for p, t, d in active.filter(pl.col("_piece").is_in(sorted(bad_pieces))).select("_piece", "tenant",
+                                                                                     "dst").iter_rows():
+        roots.setdefault(root(t, d), []).append(d)
+    named = {}
+    for p, t, i in piece.filter(pl.col("_piece").is_in(sorted(bad_pieces))).select("_piece", "tenant",
+                                                                                    "id").iter_rows():
+        named.setdefault(p, find((t, i)))
+    for p, t, d in active.select("_piece", "tenant", "dst").iter_rows():
+        named.setdefault(p, (t, d))   # a target outside every piece: its own
+    wrong_roots = sorted(named[p] for p in wrong.get_column("_piece").to_list())
+    for r in wrong_roots:
+        got = roots.get(r, [])
+        bad.append({"tenant": r[0], "chain": r[1], "problem": f"{len(got)} ACTIVE_OF edges", "active": got})
+    return bad[:5]
+

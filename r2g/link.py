@@ -13,6 +13,10 @@ linked "I live in Paris" to "I live in Berlin"):
 - same polarity otherwise → SUPPORTS (the claim repeated later);
 - opposite polarity → CONTRADICTS (issue-5 consolidation turns these into versions).
 Linking only to the nearest earlier fact keeps the edge count linear in the facts.
+
+Group-local: a link never leaves its group, so the links out of the Facts of any set of groups are a function
+of those Facts and their AGENT / PATIENT / LOCATION edges alone (`link_group_keys`, `link_input`; tested in
+tests/test_consolidation_contracts.py::test_link_facts_of_some_groups_are_the_full_runs_links_of_those_groups).
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from r2g.extract import edge_weight
-from r2g.ids import edge_id
+from r2g.ids import edge_ids
 from r2g.schema import EDGES
 from raw_store.lake import conform
 
@@ -55,73 +59,118 @@ def canonical_predicate(predicate_norm: str) -> tuple[str, bool]:
     return (f"{canon}_{rest}" if rest else canon), flip
 
 
-def _role_table(edges: pl.DataFrame, etype: str, name: str) -> pl.DataFrame:
-    """src → one dst per fact (the smallest id, deterministic) for a role edge type."""
-    return (edges.filter(pl.col("type") == etype).group_by("src").agg(pl.col("dst").min().alias(name))
-            .rename({"src": "id"}))
+LINK_GROUP = ["tenant", "agent", "canon", "patient", "modality"]
 
 
-def link_facts(nodes: pa.Table, edges: pa.Table) -> pa.Table:
-    """New SAME_AS / SUPPORTS / CONTRADICTS edges (r2g.schema.EDGES, sorted by id) between the Facts of `nodes`."""
-    n = pl.from_arrow(nodes.select(["id", "tenant", "type", "subtype", "predicate_norm", "negation", "modality",
-                                    "time_start", "first_seen", "raw_refs"]))
-    facts = n.filter((pl.col("type") == "Fact") & pl.col("predicate_norm").is_not_null())
-    if facts.height == 0:
-        return EDGES.empty_table()
-    e = pl.from_arrow(edges.select(["src", "dst", "type"]))
-    facts = (facts.join(_role_table(e, "AGENT", "agent"), on="id", how="inner")
-             .join(_role_table(e, "PATIENT", "patient"), on="id", how="left")
-             .join(_role_table(e, "LOCATION", "location"), on="id", how="left")
+def _linkable(nodes: pa.Table, edges: pa.Table) -> pl.DataFrame:
+    """The Facts link_facts links, each with its group (LINK_GROUP), location, polarity and time t, in the order
+    the links are made (tenant, agent, t, id; undated last)."""
+    cols = ["id", "tenant", "type", "subtype", "predicate_norm", "negation", "modality", "time_start", "first_seen",
+            "raw_refs"]
+    facts = pl.from_arrow(nodes.select(cols).filter(pc.field("type") == "Fact")).filter(
+        pl.col("predicate_norm").is_not_null())
+    e = pl.from_arrow(edges.select(["src", "dst", "type"])).filter(
+        pl.col("type").is_in(["AGENT", "PATIENT", "LOCATION"]))
+    # each role's smallest dst per fact (keyed by id alone, as ever), in one pass over the role edges
+    roles = e.group_by("src").agg(*(pl.col("dst").filter(pl.col("type") == t).min().alias(name)
+                                    for t, name in (("AGENT", "agent"), ("PATIENT", "patient"),
+                                                    ("LOCATION", "location")))).rename({"src": "id"})
+    facts = (facts.join(roles.filter(pl.col("agent").is_not_null()), on="id", how="inner")
              .with_columns(pl.col("patient").fill_null(""), pl.col("location").fill_null(""),
                            pl.col("modality").fill_null(""),
                            pl.col("negation").fill_null(False),
                            pl.coalesce("time_start", "first_seen").alias("t")))
     facts = facts.sort(["tenant", "agent", "t", "id"], nulls_last=True)
-    # raw_refs stay in Arrow: converting every fact's refs to Python cost more than the linking itself
-    refs = facts.get_column("raw_refs").to_arrow()
-    rows = facts.drop("raw_refs").with_row_index("_row").to_dicts()
-    groups: dict[tuple, list[dict]] = {}
-    for r in rows:
-        canon, flip = canonical_predicate(r["predicate_norm"])
-        if not r["patient"] and not r["location"] and "_" not in canon and canon in LIGHT_VERBS:
-            continue
-        r["polarity"] = r["negation"] != flip
-        groups.setdefault((r["tenant"], r["agent"], canon, r["patient"], r["modality"]), []).append(r)
-    out: dict[str, dict] = {}
+    predicates = facts.get_column("predicate_norm").unique()
+    folded = [canonical_predicate(v) for v in predicates.to_list()]
+    canon = pl.DataFrame({"predicate_norm": predicates, "canon": [c for c, _ in folded],
+                          "_flip": [f for _, f in folded]}, schema={"predicate_norm": pl.String, "canon": pl.String,
+                                                                   "_flip": pl.Boolean})
+    facts = facts.join(canon, on="predicate_norm", how="left", maintain_order="left")
+    light = ((pl.col("patient") == "") & (pl.col("location") == "") & ~pl.col("canon").str.contains("_", literal=True)
+             & pl.col("canon").is_in(sorted(LIGHT_VERBS)))
+    return facts.filter(~light).with_columns((pl.col("negation") != pl.col("_flip")).alias("polarity"))
 
-    def add(src: dict, etype: str, dst: dict, rule: str) -> None:
-        eid = edge_id(src["tenant"], src["id"], etype, dst["id"])
-        out[eid] = {"id": eid, "tenant": src["tenant"], "src": src["id"], "dst": dst["id"], "type": etype,
-                    "weight": edge_weight(CONF[rule]), "confidence": CONF[rule], "valid_since": src["t"],
-                    "valid_until": None, "_row": src["_row"], "provenance": rule}
 
-    def latest(last: dict[tuple[bool, str | None], tuple[int, dict]], polarity: bool, location: str) -> dict | None:
-        """The most recent earlier fact of `polarity` whose place agrees with `location`."""
-        keys = [(polarity, location), (polarity, "")] if location else [(polarity, None)]
-        found = [last[k] for k in keys if k in last]
-        return max(found, key=lambda x: x[0])[1] if found else None
+def link_group_keys(nodes: pa.Table, edges: pa.Table) -> pa.Table:
+    """(tenant, id, agent, canon, patient, modality): the link group of every Fact link_facts links.
 
-    for members in groups.values():
-        # (polarity, place) → (position, fact); (polarity, None) → the latest of that polarity at any place
-        last: dict[tuple[bool, str | None], tuple[int, dict]] = {}
-        for k, r in enumerate(members):
-            prev_same, prev_other = latest(last, r["polarity"], r["location"]), \
-                latest(last, not r["polarity"], r["location"])
-            if prev_same is not None:
-                close = r["t"] is not None and prev_same["t"] is not None and \
-                    abs(r["t"] - prev_same["t"]) <= SAME_EVENT_WINDOW
-                if close and r["subtype"] == "event" and prev_same["subtype"] == "event":
-                    add(r, "SAME_AS", prev_same, SAME_AS)
-                else:
-                    add(r, "SUPPORTS", prev_same, SUPPORT)
-            if prev_other is not None:
-                add(r, "CONTRADICTS", prev_other, SUPPORT)
-            last[(r["polarity"], r["location"])] = last[(r["polarity"], None)] = (k, r)
-    linked = [out[k] for k in sorted(out)]
-    src_refs = refs.take(pa.array([r.pop("_row") for r in linked], type=pa.int64())).cast(EDGES.field("raw_refs").type)
-    src_refs = pc.if_else(src_refs.is_null(), pa.scalar([], type=src_refs.type), src_refs)   # a null list → []
-    table = pa.Table.from_pylist(linked, schema=EDGES.remove(EDGES.get_field_index("raw_refs")))
-    table = table.add_column(EDGES.get_field_index("raw_refs"), EDGES.field("raw_refs"), src_refs)
+    Contract (tests/test_consolidation_contracts.py): link_facts over link_input(nodes, edges, G) — the Facts of
+    the groups G and their AGENT / PATIENT / LOCATION edges — gives exactly the full run's links out of those Facts
+    (a link never leaves its group)."""
+    return _linkable(nodes, edges).select("tenant", "id", *LINK_GROUP[1:]).to_arrow()
+
+
+def link_input(nodes: pa.Table, edges: pa.Table, keys: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """The rows link_facts needs for the groups in `keys` (rows of link_group_keys): those Facts and their role
+    edges (AGENT, PATIENT, LOCATION)."""
+    ids = pl.from_arrow(keys.select(["id"])).unique()
+    n = pl.from_arrow(nodes.select(["id"])).with_row_index("_row").join(ids, on="id", how="semi")
+    e = (pl.from_arrow(edges.select(["src", "type"])).with_row_index("_row")
+         .filter(pl.col("type").is_in(["AGENT", "PATIENT", "LOCATION"])).join(ids, left_on="src", right_on="id",
+                                                                                 how="semi"))
+    return nodes.take(n.get_column("_row").to_arrow()), edges.take(e.get_column("_row").to_arrow())
+
+
+def _latest(pos: pl.Expr, mask: pl.Expr, over: list[str]) -> pl.Expr:
+    """Per row, the largest earlier `pos` of its window where `mask` holds (null: none)."""
+    return pl.when(mask).then(pos).otherwise(None).forward_fill().shift(1).over(over)
+
+
+def link_facts(nodes: pa.Table, edges: pa.Table) -> pa.Table:
+    """New SAME_AS / SUPPORTS / CONTRADICTS edges (r2g.schema.EDGES, sorted by id) between the Facts of `nodes`.
+
+    Vectorised: within each group, "the most recent earlier fact of a polarity whose place agrees" is a
+    forward-filled position over the group (any place, or the same place, or no place)."""
+    facts = _linkable(nodes, edges)
+    if facts.height == 0:
+        return EDGES.empty_table()
+    pos = pl.int_range(pl.len()).over(LINK_GROUP)
+    facts = facts.with_row_index("_row").with_columns(pos.alias("_pos"),
+                                                      pl.col("_row").min().over(LINK_GROUP).alias("_group_at"))
+    located = pl.col("location") != ""
+    latest = {}
+    for q in (True, False):
+        pol = pl.col("polarity") == q
+        anywhere = _latest(pl.col("_pos"), pol, LINK_GROUP)
+        here = _latest(pl.col("_pos"), pol, [*LINK_GROUP, "location"])
+        nowhere = _latest(pl.col("_pos"), pol & ~located, LINK_GROUP)
+        latest[q] = pl.when(located).then(pl.max_horizontal(here, nowhere)).otherwise(anywhere)
+    facts = facts.with_columns(
+        pl.when(pl.col("polarity")).then(latest[True]).otherwise(latest[False]).alias("_same"),
+        pl.when(pl.col("polarity")).then(latest[False]).otherwise(latest[True]).alias("_other"))
+    earlier = facts.select(*LINK_GROUP, "_pos", pl.col("id").alias("_dst"), pl.col("t").alias("_t_dst"),
+                           pl.col("subtype").alias("_subtype_dst"))
+    same = (facts.filter(pl.col("_same").is_not_null())
+            .join(earlier, left_on=[*LINK_GROUP, "_same"], right_on=[*LINK_GROUP, "_pos"], nulls_equal=True)
+            .with_columns(pl.lit(0).alias("_kind")))
+    close = ((pl.col("t") - pl.col("_t_dst")).abs() <= SAME_EVENT_WINDOW).fill_null(False)
+    events = (pl.col("subtype") == "event").fill_null(False) & (pl.col("_subtype_dst") == "event").fill_null(False)
+    same = same.with_columns(pl.when(close & events).then(pl.lit("SAME_AS")).otherwise(pl.lit("SUPPORTS"))
+                             .alias("_type"))
+    other = (facts.filter(pl.col("_other").is_not_null())
+             .join(earlier, left_on=[*LINK_GROUP, "_other"], right_on=[*LINK_GROUP, "_pos"], nulls_equal=True)
+             .with_columns(pl.lit(1).alias("_kind"), pl.lit("CONTRADICTS").alias("_type")))
+    cols = ["tenant", "id", "_dst", "_type", "_kind", "t", "raw_refs", "_group_at", "_pos"]
+    links = pl.concat([same.select(cols), other.select(cols)])
+    if links.height == 0:
+        return EDGES.empty_table()
+    ids = edge_ids([(t, s, y, d) for t, s, y, d in links.select("tenant", "id", "_type", "_dst").iter_rows()])
+    rule = pl.when(pl.col("_type") == "SAME_AS").then(pl.lit(SAME_AS)).otherwise(pl.lit(SUPPORT))
+    conf = pl.when(pl.col("_type") == "SAME_AS").then(pl.lit(CONF[SAME_AS])).otherwise(pl.lit(CONF[SUPPORT]))
+    weight = (pl.when(pl.col("_type") == "SAME_AS").then(pl.lit(edge_weight(CONF[SAME_AS])))
+              .otherwise(pl.lit(edge_weight(CONF[SUPPORT]))))
+    # one row per id, the last made (groups in order of first appearance, facts in time order)
+    links = (links.with_columns(pl.Series("_eid", ids, dtype=pl.String))
+             .sort(["_group_at", "_pos", "_kind"])
+             .unique(subset=["_eid"], keep="last", maintain_order=True).sort("_eid"))
+    table = links.select(
+        pl.col("_eid").alias("id"), "tenant", pl.col("id").alias("src"), pl.col("_dst").alias("dst"),
+        pl.col("_type").alias("type"), weight.alias("weight"), conf.alias("confidence"),
+        pl.col("t").alias("valid_since"), pl.lit(None, dtype=pl.Datetime("us")).alias("valid_until"),
+        pl.col("raw_refs").fill_null(pl.lit([], dtype=pl.List(pl.Struct({"raw_id": pl.String, "offset": pl.Int64,
+                                                                          "length": pl.Int64})))),
+        rule.alias("provenance")).to_arrow()
     return conform(table, EDGES)
 
 
