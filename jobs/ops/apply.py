@@ -21,6 +21,7 @@ from r2g.time_norm import find_times, resolve as resolve_time
 from raw_store.lake import conform
 from raw_store.text import detect_lang
 
+
 @dataclass(frozen=True)
 class OpsResult:
     nodes: pa.Table          # NODES: input nodes with created / edited / archived rows

@@ -15,7 +15,6 @@ from jobs.ops.schema import (BAD_ARGS, DEFAULT_CONFIG, OP_NAMES, _DEFINES_REF, _
 from r2g.schema import OPS_REJECTED
 from raw_store.cas import raw_id_for
 
-# -- parsed ops ----------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Op:
@@ -28,6 +27,7 @@ class Op:
     ts: datetime | None = None          # when the agent made the call (naive UTC); anchors relative times
     raw: str = ""                       # the line as given
     raw_ref: Mapping[str, Any] | None = field(default=None, compare=False)  # the line in the ops file's blob
+
 
 def batch_id_for(data: bytes) -> str:
     """The batch id of an ops file: the sha256 hex of its bytes (its blob in the CAS is raw_id_for(it))."""

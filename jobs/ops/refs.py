@@ -10,6 +10,7 @@ from jobs.ops.parse import Op
 from jobs.ops.schema import _REF_RE, NOT_FOUND, OP_FAILED, OpsConfig, _Reject
 from r2g.ids import stable_id
 
+
 def _bigrams(text: str) -> set[str]:
     s = "".join(ch for ch in text.lower() if ch.isalnum())
     return {s[i:i + 2] for i in range(len(s) - 1)} or ({s} if s else set())

@@ -8,6 +8,7 @@ from r2g.nlp import Annotation
 from r2g.rules.ids import ENTITY_EN, TIME
 from r2g.time_norm import TimeValue
 
+
 @dataclass
 class MessageCtx:
     """One message as the rules see it: identity, anchor time, text and its annotation."""

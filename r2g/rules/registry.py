@@ -17,6 +17,7 @@ from r2g.rules.ids import (CAUSE, CONCEPT, COREF, DERIVED_FROM, ENTITY_EN, ENTIT
 from r2g.rules.preference import preference_rule, task_rule
 from r2g.rules.zh import entity_zh_rule, fact_zh_rule
 
+
 @dataclass(frozen=True)
 class RuleSpec:
     id: str
