@@ -113,7 +113,7 @@ def build_lake(data: list[dict], root: Path, consolidated: bool = False) -> tupl
     timings["merge"] += time.perf_counter() - t
     if consolidated:   # what `memctl materialize` serves: versions, topics, rollups, tiers, caps
         from jobs.consolidate import ConsolidationConfig, Previous, consolidate, default_as_of
-        from jobs.schema import FEEDBACK
+        from r2g.schema import FEEDBACK
 
         t = time.perf_counter()
         messages = pa.concat_tables(parts["messages"])

@@ -13,7 +13,7 @@ import json
 
 import pyarrow as pa
 
-from jobs.schema import FEEDBACK
+from r2g.schema import FEEDBACK
 from raw_store import errors as E
 from raw_store.cas import tenant_dir
 from raw_store.lake import Lake

@@ -28,8 +28,8 @@ from typing import Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.schema import AUDIT
 from r2g.ids import stable_id
+from r2g.schema import AUDIT
 from raw_store.cas import RawStore, raw_id_for, tenant_dir
 from r2g.lake_graph import read_lake_table
 from raw_store.lake import Lake, read_parquet, read_table, write_bytes_atomic, write_table

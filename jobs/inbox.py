@@ -10,7 +10,7 @@ import pyarrow as pa
 from jobs.feedback import looks_like_feedback, parse_feedback
 from jobs.forget import ForgetRules
 from jobs.ops import looks_like_ops, parse_ops
-from jobs.schema import FEEDBACK
+from r2g.schema import FEEDBACK
 from raw_store.cas import RawStore
 from raw_store.ingest import IngestResult, ingest_bytes, ingest_records
 from raw_store.lake import as_path, source_file_for, tenant_for

@@ -1,5 +1,6 @@
-"""Architecture rules that must never regress: library folders never import dagster, and no module of a
-library folder imports itself back through a circle of module-level imports."""
+"""Architecture rules that must never regress: library folders never import dagster, imports run one way down
+the layers (raw_store <- r2g <- recall <- jobs <- assets, SPEC §2), and no module of a library folder imports
+itself back through a circle of module-level imports."""
 from __future__ import annotations
 
 import ast
@@ -12,6 +13,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARIES = ("raw_store", "r2g", "recall", "jobs")
 CYCLE_FREE = LIBRARIES + ("assets",)
+# SPEC §2, lowest first: a module may import its own layer and the ones before it, never one after it.
+LAYERS = ("raw_store", "r2g", "recall", "jobs", "assets")
 
 
 def _imported_modules(path: Path) -> set[str]:
@@ -169,3 +172,78 @@ def test_the_cycle_check_finds_a_circle(tmp_path: Path) -> None:
     graph = import_graph(tmp_path, ("pkg",))
     assert graph["pkg.c"] == {"pkg.a"} and graph["pkg.d"] == {"pkg.b"}
     assert import_cycles(graph) == [["pkg.a", "pkg.b", "pkg.c"]]
+
+
+# -- import direction ------------------------------------------------------------------------------
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _all_imports(path: Path, module: str) -> list[tuple[int, str]]:
+    """(line, module name) of every import of `path`: at module level and inside functions and classes alike
+    (an import that runs late still ties the layers), but not under `if TYPE_CHECKING:`, which never runs.
+    Relative imports are resolved against `module`."""
+    tree = ast.parse(path.read_text("utf-8"), filename=str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out: list[tuple[int, str]] = []
+
+    class Imports(ast.NodeVisitor):
+        def visit_If(self, node: ast.If) -> None:
+            if _is_type_checking(node.test):
+                for stmt in node.orelse:
+                    self.visit(stmt)
+            else:
+                self.generic_visit(node)
+
+        def visit_Import(self, node: ast.Import) -> None:
+            out.extend((node.lineno, a.name) for a in node.names)
+
+        def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            out.append((node.lineno, base))
+
+    Imports().visit(tree)
+    return out
+
+
+def upward_imports(root: Path, layers: tuple[str, ...]) -> list[str]:
+    """"path:line: module imports name" for every import of a module of `layers` that names a later layer."""
+    rank = {pkg: i for i, pkg in enumerate(layers)}
+    found = []
+    for pkg in layers:
+        for path in sorted((root / pkg).rglob("*.py")):
+            module = _module_name(path, root)
+            for line, name in _all_imports(path, module):
+                if rank.get(name.split(".")[0], -1) > rank[pkg]:
+                    found.append(f"{path.relative_to(root).as_posix()}:{line}: {module} imports {name}")
+    return found
+
+
+def test_imports_run_one_way_down_the_layers() -> None:
+    """raw_store knows bytes, r2g language and rules, recall indexes, jobs maintenance, assets wiring: a layer
+    may use the ones below it, never one above (a table schema two layers read lives in the lower one)."""
+    assert all((ROOT / pkg).is_dir() for pkg in LAYERS)
+    assert upward_imports(ROOT, LAYERS) == []
+
+
+def test_the_direction_check_finds_an_upward_import(tmp_path: Path) -> None:
+    for pkg, files in {
+        "low": {"a.py": "import os\nfrom high import x\n",
+                "b.py": "def f():\n    import high.y\n    return high.y\n",
+                "c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from high import z\n"
+                        "else:\n    from high.w import v\n",
+                "d.py": "from . import a\nfrom .a import x\n"},
+        "high": {"e.py": "from low import a\nfrom low.b import f\n"},
+    }.items():
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text("", "utf-8")
+        for name, text in files.items():
+            (tmp_path / pkg / name).write_text(text, "utf-8")
+    assert upward_imports(tmp_path, ("low", "high")) == [
+        "low/a.py:2: low.a imports high", "low/b.py:2: low.b imports high.y", "low/c.py:5: low.c imports high.w"]

@@ -15,9 +15,8 @@ from jobs.communities import (
     E_COMMUNITY_CONFIG, PROVENANCE, CommunityConfig, community_id, concept_id, cooccurrence_graph,
     detect_communities, jaccard, match_previous,
 )
-from jobs.schema import COMMUNITIES
 from r2g.ids import edge_id
-from r2g.schema import EDGES, NODES
+from r2g.schema import COMMUNITIES, EDGES, NODES
 
 T0 = datetime(2023, 5, 1, 10, 0)
 HIKING = {"trail": 9, "mountain": 7, "Alps": 5, "boots": 5, "tent": 3}

@@ -10,9 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.schema import COLD_EDGES
 from jobs.sparsify import STRUCTURAL_EDGE_TYPES, SparsifyConfig, sparsify
-from r2g.schema import EDGES, NODES
+from r2g.schema import COLD_EDGES, EDGES, NODES
 
 AS_OF = datetime(2023, 6, 1)
 DAY = timedelta(days=1)

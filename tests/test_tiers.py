@@ -9,11 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.schema import FEEDBACK, PROMOTIONS, REVIEW_QUEUE
 from jobs.tiers import (DecayRule, TierConfig, apply_boosts, counted_events, decayed_weight, promote,
                         tiers_monotone)
 from r2g.ids import stable_id
-from r2g.schema import EDGES, NODES
+from r2g.schema import EDGES, FEEDBACK, NODES, PROMOTIONS, REVIEW_QUEUE
 from raw_store.lake import conform
 
 PROMOTION, REVIEW = "jobs.tiers.promotion.v1", "jobs.tiers.review.v1"
