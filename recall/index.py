@@ -1,9 +1,11 @@
-"""Index builders: the DuckDB database (tables + per-tenant FTS) and per-tenant igraph files.
+"""Index builders: the DuckDB database (tables + per-tenant FTS) and recall's per-tenant index.
 
-Both are rebuilt whole from the lake's Parquet tables and swapped in atomically
-(build at a temp path, then os.replace), so a reader sees either the old index
-or the new one, never a half-built one; a reader that already holds the old
-file keeps reading it.
+The DuckDB file is rebuilt whole from the lake's Parquet tables; recall's own index
+(recall.index_build: BM25 postings, node rows, citation rows and the graph as CSR arrays,
+base + delta segments per tenant) is brought up to the tables incrementally. Both are
+swapped in atomically (build at a temp path, then os.replace), so a reader sees either
+the old index or the new one, never a half-built one; a reader that already holds the
+old files keeps reading them.
 """
 from __future__ import annotations
 
@@ -13,7 +15,6 @@ import time
 from typing import Mapping
 from pathlib import Path
 
-import igraph
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -24,7 +25,7 @@ from jobs.schema import (AUDIT, COLD_EDGES, COMMUNITIES, FEEDBACK, OPS_APPLIED, 
 from raw_store.lake import Lake, fsync_dir, index_is_current, read_lake_state, read_table, write_index_state
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS, TOMBSTONES
 from recall import vectors
-from recall.store import connect, graph_path, node_docs_table, raw_docs_table, tenant_slug
+from recall.store import connect, node_docs_table, raw_docs_table, tenant_slug
 
 # Tables copied into the DuckDB file (copies, not views over Parquet paths: the lake may move).
 TABLES: dict[str, pa.Schema] = {
@@ -56,7 +57,7 @@ def node_doc(title: str | None, text: str | None, keywords: list[str] | None) ->
 
 
 def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = None) -> dict:
-    """Rebuild lake.duckdb_path and lake.graph_dir/<slug>.pkl from the lake's Parquet tables.
+    """Rebuild lake.duckdb_path and update recall's per-tenant index from the lake's Parquet tables.
 
     `extra_tables` ({name: schema}) are copied into the DuckDB file too, for SQL (the consolidation
     tables of jobs/; recall itself reads only TABLES). Returns stats: {"tables": {name: rows},
@@ -67,7 +68,7 @@ def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = Non
     lake.index_dir.mkdir(parents=True, exist_ok=True)
     tables = {name: read_table(lake.table(name), schema) for name, schema in {**TABLES, **(extra_tables or {})}.items()}
     tenants = _tenants(tables)
-    graphs = _write_graphs(lake, tables["nodes"], tables["edges"], tenants)
+    graphs = _write_recall_indexes(lake, tables)
     vectors = _write_vectors(lake, tables["nodes"], tenants)
     stats = _write_duckdb(lake, tables, tenants)
     stats["graphs"] = graphs
@@ -205,56 +206,14 @@ def _write_vectors(lake: Lake, nodes: pa.Table, tenants: list[str]) -> dict:
     return {"embedder": spec, "nodes": stats}
 
 
-def _write_graphs(lake: Lake, nodes: pa.Table, edges: pa.Table, tenants: list[str]) -> dict:
-    """One pickled igraph per tenant: its active nodes, and its edges between two of them."""
-    lake.graph_dir.mkdir(parents=True, exist_ok=True)
-    nodes = _active_nodes(nodes)
-    node_rows = nodes.select(["tenant", "id", "type", "first_seen"]).to_pylist()
-    edge_rows = edges.select(["tenant", "src", "dst", "type", "weight"]).to_pylist()
-    by_tenant_nodes: dict[str, list[dict]] = {t: [] for t in tenants}
-    for r in node_rows:
-        by_tenant_nodes[r["tenant"]].append(r)
-    by_tenant_edges: dict[str, list[dict]] = {t: [] for t in tenants}
-    for r in edge_rows:
-        if r["tenant"] in by_tenant_edges:
-            by_tenant_edges[r["tenant"]].append(r)
+def _write_recall_indexes(lake: Lake, tables: dict[str, pa.Table]) -> dict:
+    """Recall's per-tenant index (recall.index_build), from the tables just read; {tenant: {"vertices", "edges",
+    "mode", …}}. The igraph pickles of earlier versions (lake.graph_dir) are removed: nothing reads them now."""
+    import shutil
 
-    stats, keep = {}, set()
-    for tenant in tenants:
-        ids = sorted({r["id"] for r in by_tenant_nodes[tenant]})
-        index = {nid: i for i, nid in enumerate(ids)}
-        types = {r["id"]: r["type"] for r in by_tenant_nodes[tenant]}
-        seen = {r["id"]: r["first_seen"] for r in by_tenant_nodes[tenant]}
-        # DERIVED_FROM edges to RawChunks (and anything dangling) have an endpoint that is no node.
-        es = sorted((r for r in by_tenant_edges[tenant] if r["src"] in index and r["dst"] in index),
-                    key=lambda r: (r["src"], r["dst"], r["type"] or ""))
-        g = igraph.Graph(n=len(ids), edges=[(index[r["src"]], index[r["dst"]]) for r in es], directed=True)
-        g.vs["name"] = ids
-        g.vs["type"] = [types[i] for i in ids]
-        # when each memory was first seen (naive UTC, None unknown): recall's as_of walks only what was known then
-        g.vs["first_seen"] = [seen[i] for i in ids]
-        g.es["type"] = [r["type"] for r in es]
-        g.es["weight"] = [1.0 if r["weight"] is None else float(r["weight"]) for r in es]
-        path = graph_path(lake, tenant_slug(tenant))
-        _write_pickle_atomic(g, path)
-        keep.add(path.name)
-        stats[tenant] = {"vertices": g.vcount(), "edges": g.ecount()}
-    # A tenant that is gone from the lake (forgotten) must not stay recallable through a stale graph.
-    for stale in lake.graph_dir.glob("t_*.pkl"):
-        if stale.name not in keep:
-            stale.unlink(missing_ok=True)
-    fsync_dir(lake.graph_dir)
-    return stats
+    from recall.index_build import build_recall_indexes
 
-
-def _write_pickle_atomic(g: igraph.Graph, path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        g.write_pickle(tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-
+    stats = build_recall_indexes(lake.index_dir, {n: tables[n] for n in ("nodes", "edges", "raw_chunks", "messages")})
+    shutil.rmtree(lake.graph_dir, ignore_errors=True)
+    return {t: {"vertices": s["nodes"], "edges": s["half_edges"] // 2, "mode": s["mode"], "seconds": s["seconds"]}
+            for t, s in stats.items()}

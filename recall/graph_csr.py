@@ -1,0 +1,120 @@
+"""The tenant graph as CSR neighbour arrays: what recall's stage C walks, memory-mapped instead of unpickled.
+
+Vertices are the tenant's active nodes, numbered by *slot* (recall.tenant_index assigns them; a base
+segment numbers its nodes in id order). Each segment stores the neighbour lists of the slots it owns:
+
+  adj_slot.npy   int32 [m]      the slots whose list this segment holds, ascending
+  adj_ptr.npy    int64 [m + 1]  CSR offsets
+  adj_nbr.npy    int32          neighbour slot
+  adj_code.npy   uint16         edge type code * 2 + direction (0: out, the slot is the edge's src; 1: in)
+  adj_w.npy      float64        edge weight (null: 1.0)
+  adj_hash.npy   uint64 [m]     a hash of the list (what an update compares)
+
+A list holds every edge between two active nodes that touches the slot, once per end (a self-loop
+twice), in igraph's `incident(v, mode="all")` order for a graph whose vertices are sorted by id:
+by neighbour id, out before in, then by type. Its length is igraph's degree. The edge type names are
+the version's `edge_types` list (codes are shared by a base and its deltas).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+FILES = ("adj_slot", "adj_ptr", "adj_nbr", "adj_code", "adj_w", "adj_hash")
+NO_TIME = np.iinfo(np.int64).max   # first_seen unknown: never "known by" an as_of date
+
+
+@dataclass
+class AdjacencyArrays:
+    slot: np.ndarray
+    ptr: np.ndarray
+    nbr: np.ndarray
+    code: np.ndarray
+    w: np.ndarray
+    hash: np.ndarray
+
+
+def empty_adjacency() -> AdjacencyArrays:
+    return AdjacencyArrays(np.zeros(0, np.int32), np.zeros(1, np.int64), np.zeros(0, np.int32),
+                           np.zeros(0, np.uint16), np.zeros(0, np.float64), np.zeros(0, np.uint64))
+
+
+def write_adjacency(folder: Path, a: AdjacencyArrays) -> None:
+    for name, arr in zip(FILES, (a.slot, a.ptr, a.nbr, a.code, a.w, a.hash)):
+        np.save(folder / f"{name}.npy", arr)
+
+
+class Adjacency:
+    """One segment's neighbour lists, memory-mapped."""
+
+    def __init__(self, folder: Path) -> None:
+        self.slot, self.ptr, self.nbr, self.code, self.w, self.hash = (
+            np.load(folder / f"{name}.npy", mmap_mode="r") for name in FILES)
+
+
+class CsrGraph:
+    """One version's graph over its segments: neighbour lists, degrees, first_seen and ids by slot.
+
+    `owner_seg` / `owner_row` (per slot, -1: dead) say which segment's node row is current;
+    the adjacency owner likewise which segment's list. A slot with no list has no edges.
+    """
+
+    def __init__(self, adjacency: Sequence[Adjacency], n_slots: int, node_alive: np.ndarray,
+                 removed: Sequence[np.ndarray], first_seen: np.ndarray, ids, slots,
+                 edge_types: Sequence[str]) -> None:
+        self.n = n_slots
+        self.edge_types = list(edge_types)
+        self.alive = node_alive                    # bool per slot
+        self.first_seen = first_seen               # int64 µs per slot (NO_TIME unknown)
+        self._ids = ids                            # slots -> ids (callable on an int array)
+        self._slots = slots                        # ids -> slots, -1 for no current node (callable)
+        self._adj = list(adjacency)
+        self._single = len(self._adj) == 1 and not len(removed[0])
+        deg = np.zeros(n_slots, np.int32)
+        if self._single:
+            # one segment: its sorted slot list is the lookup, no per-slot owner arrays
+            a = self._adj[0]
+            deg[np.asarray(a.slot)] = np.diff(a.ptr)
+        else:
+            self._seg = np.full(n_slots, -1, np.int16)
+            self._row = np.full(n_slots, -1, np.int32)
+            for s, (a, gone) in enumerate(zip(self._adj, removed)):
+                slots = np.asarray(a.slot)
+                self._seg[slots] = s
+                self._row[slots] = np.arange(len(slots))
+                deg[slots] = np.diff(a.ptr)
+                if len(gone):
+                    self._seg[gone] = -1
+                    self._row[gone] = -1
+                    deg[gone] = 0
+        self.degree = deg
+
+    def ids(self, slots: Sequence[int]) -> list[str]:
+        return self._ids(np.asarray(slots, dtype=np.int64))
+
+    def slots(self, ids: Sequence[str]) -> np.ndarray:
+        return self._slots(list(ids))
+
+    def incident(self, v: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(neighbour slots, codes, weights) of slot v's edges, in igraph's incident order."""
+        if self._single:
+            a = self._adj[0]
+            row = int(np.searchsorted(a.slot, v))
+            if row >= len(a.slot) or a.slot[row] != v:
+                return _EMPTY
+        else:
+            row = int(self._row[v])
+            if row < 0:
+                return _EMPTY
+            a = self._adj[int(self._seg[v])]
+        lo, hi = int(a.ptr[row]), int(a.ptr[row + 1])
+        return a.nbr[lo:hi], a.code[lo:hi], a.w[lo:hi]
+
+    def type_of(self, code: int) -> str:
+        return self.edge_types[code >> 1]
+
+
+_EMPTY = (np.zeros(0, np.int32), np.zeros(0, np.uint16), np.zeros(0, np.float64))
