@@ -320,6 +320,27 @@ class TenantIndex:
     def graph(self) -> CsrGraph:
         return self.v.graph()
 
+    def contents(self) -> dict:
+        """Everything this version answers, keyed by ids (not slots or segments): equal for any two versions
+        built from the same tables, whatever their segment layout. For tests and diagnostics (reads it all)."""
+        v = self.v
+        live_slots = np.arange(v.n_slots) if v.single else np.flatnonzero(v.owner_seg >= 0)
+        ids = v.ids_of_slots(live_slots)
+        cols = [c for c in NODE_COLUMNS if c != "id"] + ["aliases"]
+        rows = self.nodes(ids, ("id", *cols))
+        g = self.graph()
+        adjacency = {}
+        for slot, node_id in zip(live_slots.tolist(), ids):
+            nbr, code, w = g.incident(slot)
+            adjacency[node_id] = [(name, g.type_of(c), c & 1, x)
+                                  for name, c, x in zip(g.ids(nbr), code.tolist(), w.tolist())]
+        chunk_ids = sorted({k for seg in v.segments for k in seg.chunks.column("id").to_pylist()})
+        pieces = sorted({k for seg in v.segments for k in seg.msg_key_strings.to_pylist()})
+        return {"info": self.info(), "nodes": {i: tuple(rows[i][c] for c in cols) for i in sorted(ids)},
+                "adjacency": adjacency, "degree": {i: int(g.degree[s]) for s, i in zip(live_slots.tolist(), ids)},
+                "chunks": self.chunks(chunk_ids), "messages": {k: m for k in pieces if (m := self.messages_in([k]))},
+                "node_stats": v.stats("node"), "raw_stats": v.stats("raw")}
+
 
 def _rows(table: pa.Table, rows: np.ndarray, columns: Sequence[str], key: str | None = "id") -> dict | list:
     """Rows of an Arrow table as dicts: {row[key]: row} (key None: a list)."""

@@ -19,6 +19,7 @@ import pytest
 from assets.run import materialize
 from raw_store.lake import Lake, read_table, scan_inbox
 from raw_store.schema import MESSAGES, REJECTS
+from recall.tenant_index import recall_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 EN_LINE = "Oh, and my neighbour Xiaoming played football in Riverside Park on Saturday."
@@ -60,7 +61,7 @@ def test_first_run_builds_everything(lake) -> None:
     assert summary.lake_rebuilt and len(summary.ran) == summary.files == 6
     for name in ("raw_chunks", "messages", "nodes", "edges", "rejects"):
         assert lk.table(name).exists(), name
-    assert lk.duckdb_path.exists() and any(lk.graph_dir.iterdir())
+    assert lk.duckdb_path.exists() and any(recall_dir(lk.index_dir).iterdir())
 
 
 def test_bad_input_becomes_rejects_while_the_rest_lands(lake) -> None:
