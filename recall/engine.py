@@ -34,7 +34,7 @@ from typing import Mapping, Sequence
 import igraph
 import numpy as np
 
-from r2g.tokens import search_tokens
+from recall.query_tokens import search_tokens
 from raw_store.cas import RawStore
 from raw_store.lake import Lake
 from recall import vectors
@@ -609,10 +609,25 @@ def result_tokens(r: RecallResult) -> int:
     return estimate_tokens(r.title) + estimate_tokens(r.text) + sum(estimate_tokens(c.excerpt) for c in r.citations)
 
 
+_HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_WORD = re.compile(r"\w+")
+
+
+def mmr_tokens(text: str) -> set[str]:
+    """The words MMR compares results by: lower-cased word runs, and a Han run as its character bigrams (a
+    lone character as itself). No dictionary: an English question never loads jieba's (it did, on the
+    first result holding Chinese text: ~1 s of a cold CLI's "mmr" stage)."""
+    out: set[str] = set()
+    for run in _HAN_RUN.findall(text):
+        out.update(run[i:i + 2] for i in range(max(1, len(run) - 1)))
+    out.update(w.lower() for w in _WORD.findall(_HAN_RUN.sub(" ", text)))
+    return out
+
+
 def _similar(a: tuple[RecallResult, list[RawRef]], b: tuple[RecallResult, list[RawRef]],
              tokens: dict[str, set[str]]) -> float:
     """1.0 when two results cite overlapping bytes (an Episode and a Fact of the same turn), else the Jaccard
-    overlap of their title+text search tokens."""
+    overlap of their title+text words (mmr_tokens)."""
     for x in a[1][:3]:
         for y in b[1][:3]:
             if x.raw_id == y.raw_id and x.offset < y.offset + y.length and y.offset < x.offset + x.length:
@@ -631,7 +646,7 @@ def _mmr(ranked: list[tuple[RecallResult, list[RawRef]]], k: int,
         return ranked[:k]
     pool = ranked[:max(k, cfg.mmr_pool)]
     top = pool[0][0].score or 1.0
-    tokens = {r.node_id: set(search_tokens(f"{r.title} {r.text}")) for r, _ in pool}
+    tokens = {r.node_id: mmr_tokens(f"{r.title} {r.text}") for r, _ in pool}
     picked = [pool[0]]
     rest = pool[1:]
     best_sim = [_similar(c, pool[0], tokens) for c in rest]
