@@ -6,7 +6,7 @@ Stages (each reported in `trace`):
   seeds      Stage A: BM25 over the tenant's node FTS index
   raw        W5 raw fallback: BM25 over raw passages when node seeds are weak
              or the query holds code-like tokens (hex, UUID, URL, path, error code)
-  expand     Stage C: 0..expand_depth hops on the tenant's graph (CSR arrays), hubs not expanded; PPR on igraph
+  expand     Stage C: 0..expand_depth hops on the tenant's graph (CSR arrays), hubs not expanded, then PPR
   score      λ1*bm25 + λ3*graph + λ4*weight(node) (importance, log frequency, recency), filters applied
   mmr        de-duplication: results citing the same bytes or words as a better one go last
   cite       raw_refs → sha-verified excerpts from the raw store
@@ -31,7 +31,6 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Mapping, Sequence
 
-import igraph
 import numpy as np
 
 from recall.query_tokens import search_tokens
@@ -40,7 +39,9 @@ from raw_store.lake import Lake
 from recall import vectors
 from recall.citations import Citation, Citer, RawRef, as_refs
 from recall.query import QueryAnalysis, analyze, has_code_token, query_keywords
-from recall.graph_csr import CsrGraph
+from recall.scoring import NodeBatch
+from recall import scoring
+from recall.graph_csr import CsrGraph, personalized_pagerank
 from recall.store import IndexNotBuilt, TenantInfo, TenantReader, tenant_reader
 from recall.tenant_index import TenantIndex, open_tenant_index
 
@@ -451,9 +452,9 @@ def _names(g: CsrGraph, slots: set[int]) -> dict[int, str]:
 
 def _ppr(g: CsrGraph, seed_v: Mapping[int, float], used: Mapping[tuple[int, int, int], float],
          names: Mapping[int, str], cfg: RecallConfig) -> dict[int, float]:
-    """Personalised PageRank over the subgraph of the edges expansion walked (undirected, weighted), on igraph.
-    Vertices in id order and edges in (src id, dst id, type) order: the same subgraph whatever slots the
-    nodes have, so a base + delta index ranks like a fresh one."""
+    """Personalised PageRank over the subgraph of the edges expansion walked (undirected, weighted; igraph's
+    PRPACK result, recall.graph_csr.personalized_pagerank). Vertices in id order and edges in (src id, dst id,
+    type) order: the same subgraph whatever slots the nodes have, so a base + delta index ranks like a fresh one."""
     if not seed_v:
         return {}
     if not used:
@@ -461,10 +462,10 @@ def _ppr(g: CsrGraph, seed_v: Mapping[int, float], used: Mapping[tuple[int, int,
     vs = sorted(set(seed_v) | {x for s, d, _ in used for x in (s, d)}, key=names.__getitem__)
     local = {v: i for i, v in enumerate(vs)}
     es = sorted(used, key=lambda e: (names[e[0]], names[e[1]], g.edge_types[e[2]]))
-    sub = igraph.Graph(n=len(vs), edges=[(local[s], local[d]) for s, d, _ in es])
     w = [used[e] * cfg.edge_type_weight.get(g.edge_types[e[2]], cfg.default_edge_type_weight) for e in es]
     reset = [seed_v.get(v, 0.0) for v in vs]
-    pr = sub.personalized_pagerank(directed=False, damping=cfg.ppr_damping, reset=reset, weights=w)
+    pr = personalized_pagerank(len(vs), [local[s] for s, _, _ in es], [local[d] for _, d, _ in es], w, reset,
+                               damping=cfg.ppr_damping).tolist()
     return {v: pr[local[v]] for v in vs}
 
 
@@ -534,31 +535,28 @@ def _score(reader: TenantIndex | TenantReader, info: TenantInfo, seeds: Mapping[
     with the rollup summaries (cited like entity and topic cards). `vec`: stage B's cosines (None: stage B off,
     and no "vector" in the breakdown)."""
     ids = list(dict.fromkeys([*seeds, *(vec or ()), *graph_scores]))
-    rows = reader.nodes(ids)
+    b = reader.node_batch(ids) if isinstance(reader, TenantIndex) else NodeBatch.from_rows(reader.nodes(ids), ids)
+    # each term as engine's row-by-row definitions above, computed for the whole batch (recall.scoring)
+    bm25 = np.array([seeds.get(i, 0.0) for i in b.id], dtype=np.float64)
+    graph = np.array([graph_scores.get(i, 0.0) for i in b.id], dtype=np.float64)
+    similarity = np.array([vec.get(i, 0.0) for i in b.id], dtype=np.float64) if vec is not None else np.zeros(len(b))
+    rec = scoring.recency(b, info.newest, cfg)
+    weight = scoring.weight(b, rec, cfg)
+    score = scoring.scores(b, bm25, similarity, graph, weight, analysis, cfg)
+    columns = [x.tolist() for x in (bm25, graph, weight, rec, similarity, score)]
     out = []
-    for nid in ids:
-        row = rows.get(nid)
-        if row is None or not filters.node(row):
-            continue
-        bm25 = seeds.get(nid, 0.0)
-        graph = graph_scores.get(nid, 0.0)
-        rec = _recency(_node_time(row), info.newest, cfg.tau_days.get(row["type"], cfg.default_tau_days))
-        weight = node_weight(row.get("importance"), row.get("frequency"), rec, row.get("sentiment"), cfg)
-        breakdown = {"bm25": bm25, "graph": graph, "weight": weight, "recency": rec}
-        similarity = 0.0
+    for i in np.flatnonzero(scoring.passes(b, filters)).tolist():
+        nid, ntype = b.id[i], b.type[i]
+        breakdown = {"bm25": columns[0][i], "graph": columns[1][i], "weight": columns[2][i], "recency": columns[3][i]}
         if vec is not None:
-            similarity = breakdown["vector"] = vec.get(nid, 0.0)
-        score = (cfg.lambda_bm25 * bm25 + cfg.lambda_vector * similarity + cfg.lambda_graph * graph
-                 + cfg.lambda_weight * weight) \
-            * cfg.type_prior.get(f"{row['type']}/{row.get('subtype')}", cfg.type_prior.get(row["type"], 1.0)) \
-            * _query_boost(row, analysis, cfg)
-        r = RecallResult(node_id=nid, type=row["type"], title=row["title"] or "", text=row["text"] or "",
-                         score=score, breakdown=breakdown, citations=[], evidence=list(evidence.get(nid, [])))
-        out.append((r, as_refs(row["raw_refs"])))
-        if row.get("subtype") == "rollup":
+            breakdown["vector"] = columns[4][i]
+        r = RecallResult(node_id=nid, type=ntype, title=b.title[i] or "", text=b.text[i] or "",
+                         score=columns[5][i], breakdown=breakdown, citations=[], evidence=list(evidence.get(nid, [])))
+        out.append((r, b.raw_refs[i]))
+        if b.subtype[i] == "rollup":
             cards.add(nid)
-        elif row["type"] in TURN_LEVEL and row.get("conv_id") is not None and row.get("msg_id") is not None:
-            turn_of[nid] = (row["conv_id"], row["msg_id"])
+        elif ntype in TURN_LEVEL and b.conv_id[i] is not None and b.msg_id[i] is not None:
+            turn_of[nid] = (b.conv_id[i], b.msg_id[i])
     return out
 
 

@@ -103,17 +103,22 @@ def prepare(nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table, messages: pa
     c = c.with_columns(_hash(c, ["id", "path", "sha256", "conv_id", "ts", "passage"]).alias("hash"))
 
     m = pl.from_arrow(conform(messages, MESSAGES).select(list(MESSAGE_ROW_COLS))).with_row_index("_mi")
-    # a message lies in the chunks of its valid raw_refs (recall.citations.as_refs), else in its raw_id's
-    refs = (m.select("_mi", "raw_refs").explode("raw_refs").unnest("raw_refs")
+    # a message lies in the chunks of its valid raw_refs (recall.citations.as_refs), else in its raw_id's; one row
+    # per piece, with the piece's span in that chunk (what a citation slices)
+    refs = (m.select("_mi", pl.col("raw_refs").alias("ref")).explode("ref").with_row_index("_ri").unnest("ref")
             .filter((pl.col("raw_id").fill_null("") != "") & pl.col("offset").is_not_null()
                     & pl.col("length").is_not_null())
-            .select("_mi", pl.col("raw_id").alias("piece")))
-    bare = m.join(refs.select("_mi").unique(), on="_mi", how="anti") \
-        .filter(pl.col("raw_id").fill_null("") != "").select("_mi", pl.col("raw_id").alias("piece"))
-    pieces = pl.concat([refs, bare]).unique()
-    msgs = pieces.join(m, on="_mi").drop("_mi").sort(
-        ["piece", "conv_id", "seq", "msg_id", "raw_id", "offset"], nulls_last=True)
-    msg = _group_hash(msgs, "piece", ["piece", *MESSAGE_ROW_COLS]).rename({"piece": "key"})
+            .select("_mi", "_ri", pl.col("raw_id").alias("piece"), pl.col("offset").alias("piece_offset"),
+                    pl.col("length").alias("piece_length")))
+    bare = (m.join(refs.select("_mi").unique(), on="_mi", how="anti")
+            .filter((pl.col("raw_id").fill_null("") != "") & pl.col("offset").is_not_null()
+                    & pl.col("length").is_not_null())
+            .select("_mi", pl.lit(0, pl.UInt32).alias("_ri"), pl.col("raw_id").alias("piece"),
+                    pl.col("offset").alias("piece_offset"), pl.col("length").alias("piece_length")))
+    pieces = pl.concat([refs, bare.with_columns(pl.col("_ri").cast(refs.schema["_ri"]))])
+    msgs = pieces.join(m, on="_mi").sort(["piece", "conv_id", "seq", "msg_id", "raw_id", "offset", "_mi", "_ri"],
+                                         nulls_last=True).drop("_mi", "_ri")
+    msg = _group_hash(msgs, "piece", ["piece", "piece_offset", "piece_length", *MESSAGE_ROW_COLS]).rename({"piece": "key"})
     return Prepared(n, newest, half, adj, c, msgs, msg)
 
 
@@ -177,7 +182,8 @@ SEG_NODES = pa.schema([("id", pa.string()), ("slot", pa.int32()), ("hash", pa.ui
                        *(NODES.field(c) for c in NODE_ROW_COLS)])
 SEG_CHUNKS = pa.schema([("id", pa.string()), ("path", pa.string()), ("sha256", pa.string()),
                         ("conv_id", pa.string()), ("ts", RAW_CHUNKS.field("ts").type), ("hash", pa.uint64())])
-SEG_MESSAGES = pa.schema([("piece", pa.string()), *(MESSAGES.field(c) for c in MESSAGE_ROW_COLS)])
+SEG_MESSAGES = pa.schema([("piece", pa.string()), ("piece_offset", pa.int64()), ("piece_length", pa.int64()),
+                          *(MESSAGES.field(c) for c in MESSAGE_ROW_COLS)])
 
 
 def _segment(folder: Path, kind: str, nodes: pl.DataFrame, slot_of: pl.DataFrame, half: pl.DataFrame,
@@ -209,7 +215,7 @@ def _segment(folder: Path, kind: str, nodes: pl.DataFrame, slot_of: pl.DataFrame
     raw_postings, raw_tokenize = build_postings(raw_docs, ignore)
     timings["raw_fts"] = time.perf_counter() - t
     t = time.perf_counter()
-    messages = messages.sort(["piece", "conv_id", "seq", "msg_id", "raw_id", "offset"], nulls_last=True)
+    messages = messages.sort("piece", maintain_order=True)   # a group's rows keep prepare's order
     counts = messages.group_by("piece", maintain_order=True).len()
     msg = counts.rename({"piece": "key"}).join(msg, on="key", how="left")
     msg_ptr = np.r_[0, np.cumsum(counts["len"].to_numpy())].astype(np.int64)
@@ -217,7 +223,8 @@ def _segment(folder: Path, kind: str, nodes: pl.DataFrame, slot_of: pl.DataFrame
         folder, kind=kind, nodes=node_table, node_postings=node_postings, first_seen=first_seen, names=names,
         adjacency=adjacency, chunks=chunks.select("id", "path", "sha256", "conv_id", "ts", "hash").to_arrow()
         .cast(SEG_CHUNKS), raw_doc_chunk=raw_doc_chunk, raw_postings=raw_postings,
-        messages=messages.select("piece", *MESSAGE_ROW_COLS).to_arrow().cast(SEG_MESSAGES),
+        messages=messages.select("piece", "piece_offset", "piece_length", *MESSAGE_ROW_COLS).to_arrow()
+        .cast(SEG_MESSAGES),
         msg_keys=pa.array(msg["key"].to_list(), pa.string()), msg_ptr=msg_ptr,
         msg_hash=msg["hash"].to_numpy().astype(np.uint64) if msg.height else np.zeros(0, np.uint64),
         removed_slots=removed_slots, removed_chunks=removed_chunks, removed_msgs=removed_msgs,

@@ -28,7 +28,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from recall.sorted_keys import SortedKeys
+from recall.sorted_keys import SortedKeys, mapped
 
 K1 = 1.2
 B = 0.75
@@ -115,10 +115,10 @@ class Postings:
         self._mm = pa.memory_map(str(folder / f"{name}_terms.arrow"))
         terms = pa.ipc.open_file(self._mm).read_all().column("term")
         self.terms = SortedKeys.open(folder / f"{name}_terms.keys.npy", terms)
-        self.term_ptr = np.load(folder / f"{name}_term_ptr.npy", mmap_mode="r")
-        self.doc = np.load(folder / f"{name}_post_doc.npy", mmap_mode="r")
-        self.tf = np.load(folder / f"{name}_post_tf.npy", mmap_mode="r")
-        self.doc_len = np.load(folder / f"{name}_doc_len.npy", mmap_mode="r")
+        self.term_ptr = mapped(folder / f"{name}_term_ptr.npy")
+        self.doc = mapped(folder / f"{name}_post_doc.npy")
+        self.tf = mapped(folder / f"{name}_post_tf.npy")
+        self.doc_len = mapped(folder / f"{name}_doc_len.npy")
 
     def lookup(self, terms: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray] | None]:
         """(doc rows, tf) of each term, None when the segment does not hold it."""
@@ -195,10 +195,21 @@ def bm25(parts: Sequence[Part], n_docs: int, avgdl: float, terms: Sequence[str],
     for i in range(len(parts)):
         if not rows[i]:
             continue
-        r = np.concatenate(rows[i])
-        c = np.concatenate(contrib[i])
-        uniq, inv = np.unique(r, return_inverse=True)
-        cands.append((i, uniq, np.bincount(inv, weights=c, minlength=len(uniq))))   # sums in term order
+        n_rows = len(parts[i].postings.doc_len)
+        if sum(map(len, rows[i])) * 8 > n_rows:
+            # many postings: add them up in a dense array, term after term (a term's documents are distinct)
+            acc = np.zeros(n_rows)
+            hit = np.zeros(n_rows, bool)
+            for r, c in zip(rows[i], contrib[i]):
+                acc[r] += c
+                hit[r] = True
+            uniq = np.flatnonzero(hit)
+            cands.append((i, uniq, acc[uniq]))
+        else:
+            r = np.concatenate(rows[i])
+            c = np.concatenate(contrib[i])
+            uniq, inv = np.unique(r, return_inverse=True)
+            cands.append((i, uniq, np.bincount(inv, weights=c, minlength=len(uniq))))   # sums in term order
     if not cands:
         return []
     rounded = np.concatenate([np.round(s, 9) for _, _, s in cands])

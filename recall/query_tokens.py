@@ -29,7 +29,7 @@ import numpy as np
 
 from r2g.tokens import ZH_STOPWORDS, _TOKEN, has_han  # the same filter as r2g's search_tokens
 from r2g.tokens import search_tokens as r2g_search_tokens
-from recall.sorted_keys import SortedKeys, prefix_array
+from recall.sorted_keys import SortedKeys, mapped, prefix_array
 
 _MISSING = object()
 
@@ -39,7 +39,7 @@ class LazyFreq:
 
     def __init__(self, folder: Path) -> None:
         self.keys = SortedKeys.open(folder / "words.keys.npy", None)
-        self.freq = np.load(folder / "freq.npy", mmap_mode="r")
+        self.freq = mapped(folder / "freq.npy")
         self._seen: dict[str, int | None] = {}
         self._lock = threading.Lock()
 

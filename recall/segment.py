@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from recall.graph_csr import Adjacency, AdjacencyArrays, write_adjacency
 from recall.postings import Postings, PostingsArrays, write_postings
-from recall.sorted_keys import SortedKeys
+from recall.sorted_keys import SortedKeys, mapped
 
 # Node columns recall reads (TenantReader.nodes' columns, plus aliases).
 NODE_ROW_COLS = ("type", "subtype", "title", "text", "time_start", "time_end", "first_seen", "last_seen",
@@ -106,7 +106,7 @@ class Segment:
         self.nodes = self._arrow("nodes.arrow")
         self.node_keys = SortedKeys.open(folder / "nodes.keys.npy", self.nodes.column("id"))
         self.node_slot = _numpy(self.nodes.column("slot"))
-        self.node_first_seen = np.load(folder / "node_first_seen.npy", mmap_mode="r")
+        self.node_first_seen = mapped(folder / "node_first_seen.npy")
         self.node_postings = Postings(folder, "node")
         self.names = self._arrow("names.arrow")
         self.name_keys = SortedKeys.open(folder / "names.keys.npy", self.names.column("name"))
@@ -117,15 +117,15 @@ class Segment:
             self.adjacency, self.adjacency_error = None, e
         self.chunks = self._arrow("chunks.arrow")
         self.chunk_keys = SortedKeys.open(folder / "chunks.keys.npy", self.chunks.column("id"))
-        self.raw_doc_chunk = np.load(folder / "raw_doc_chunk.npy", mmap_mode="r")
+        self.raw_doc_chunk = mapped(folder / "raw_doc_chunk.npy")
         self.raw_postings = Postings(folder, "raw")
         self.messages = self._arrow("messages.arrow")
         keys = self._arrow("msg_keys.arrow").column("key")
         self.msg_keys = SortedKeys.open(folder / "msg_keys.keys.npy", keys)
         self.msg_key_strings = keys
-        self.msg_ptr = np.load(folder / "msg_ptr.npy", mmap_mode="r")
-        self.msg_hash = np.load(folder / "msg_hash.npy", mmap_mode="r")
-        self.removed_slots = np.load(folder / "removed_slots.npy", mmap_mode="r")
+        self.msg_ptr = mapped(folder / "msg_ptr.npy")
+        self.msg_hash = mapped(folder / "msg_hash.npy")
+        self.removed_slots = mapped(folder / "removed_slots.npy")
         self.removed_chunks = frozenset(self._arrow("removed_chunks.arrow").column("key").to_pylist())
         self.removed_msgs = frozenset(self._arrow("removed_msgs.arrow").column("key").to_pylist())
 

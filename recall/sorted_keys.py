@@ -19,6 +19,12 @@ import pyarrow.compute as pc
 MAX_WIDTH = 64   # bytes of a key kept in the prefix array; longer keys are told apart by their full string
 
 
+def mapped(path: Path) -> np.ndarray:
+    """A .npy file memory-mapped read-only, as a plain ndarray (numpy's memmap subclass costs microseconds on
+    every slice and element read; the view keeps the map alive)."""
+    return np.load(path, mmap_mode="r").view(np.ndarray)
+
+
 def sort_order(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """Row order that sorts `keys` by their UTF-8 bytes (stable: equal keys keep their order)."""
     return pc.array_sort_indices(keys, order="ascending", null_placement="at_end").to_numpy()
@@ -58,7 +64,7 @@ class SortedKeys:
 
     @classmethod
     def open(cls, path: Path, full: pa.Array | pa.ChunkedArray | None) -> "SortedKeys":
-        return cls(np.load(path, mmap_mode="r"), full)
+        return cls(mapped(path), full)
 
     def __len__(self) -> int:
         return len(self.prefixes)

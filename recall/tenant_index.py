@@ -28,8 +28,10 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
+from recall.citations import RawRef
 from recall.graph_csr import NO_TIME, CsrGraph
 from recall.postings import Part, bm25, live_stats, query_terms
+from recall.scoring import BATCH_COLUMNS, NodeBatch
 from recall.segment import Segment
 from recall.store import FileCache, IndexNotBuilt, TenantInfo, tenant_slug
 
@@ -261,6 +263,20 @@ class TenantIndex:
             out.update(_rows(self.v.segments[s].nodes, rows, columns))
         return out
 
+    def node_batch(self, ids: Sequence[str]) -> NodeBatch:
+        """The rows of `ids` recall scores, as columns (recall.scoring), in the order asked; unknown ids left out."""
+        ids = list(dict.fromkeys(ids))
+        parts, where = [], []
+        for s, pos, rows in self.v.rows_of(self.v.slots_of(ids)):
+            parts.append(self.v.segments[s].nodes.select(list(BATCH_COLUMNS)).take(pa.array(rows)))
+            where.append(pos)
+        if not parts:
+            return NodeBatch.from_rows({}, [])
+        table = parts[0]
+        if len(parts) > 1:
+            table = pa.concat_tables(parts).take(pa.array(np.argsort(np.concatenate(where), kind="stable")))
+        return NodeBatch.from_arrow(table)
+
     def named_entities(self, names: Sequence[str]) -> list[str]:
         """Ids of the Entities whose title or an alias is one of `names` (case-insensitive), sorted."""
         if not names:
@@ -317,6 +333,29 @@ class TenantIndex:
                                 m["msg_id"] or "", m["raw_id"] or "", m["offset"] or 0))
         return out
 
+    def message_pieces(self, raw_ids: Sequence[str]) -> dict[str, list[dict]]:
+        """Per chunk, its messages (conv_id, msg_id, seq, speaker, ts, text, "piece": the message's RawRef in that
+        chunk), ordered by conv_id, seq: what Citer.prefetch makes of messages_in, ready made."""
+        cols = ("conv_id", "msg_id", "seq", "speaker", "ts", "text", "piece", "piece_offset", "piece_length")
+        out: dict[str, list[dict]] = {}
+        todo = list(dict.fromkeys(raw_ids))
+        for seg in reversed(self.v.segments):
+            if not todo:
+                break
+            js = seg.msg_keys.find(todo)
+            spans = [(k, int(seg.msg_ptr[j]), int(seg.msg_ptr[j + 1])) for k, j in zip(todo, js.tolist()) if j >= 0]
+            if spans:
+                rows = _rows(seg.messages, np.concatenate([np.arange(a, z) for _, a, z in spans]), cols, key=None)
+                i = 0
+                for key, a, z in spans:
+                    group = rows[i:i + z - a]
+                    i += z - a
+                    for m in group:
+                        m["piece"] = RawRef(m.pop("piece"), m.pop("piece_offset"), m.pop("piece_length"))
+                    out[key] = group
+            todo = [k for k, j in zip(todo, js.tolist()) if j < 0 and k not in seg.removed_msgs]
+        return out
+
     def graph(self) -> CsrGraph:
         return self.v.graph()
 
@@ -345,9 +384,16 @@ class TenantIndex:
 def _rows(table: pa.Table, rows: np.ndarray, columns: Sequence[str], key: str | None = "id") -> dict | list:
     """Rows of an Arrow table as dicts: {row[key]: row} (key None: a list)."""
     part = table.select(list(columns)).take(pa.array(np.asarray(rows, dtype=np.int64)))
-    values = [part.column(c).to_pylist() for c in columns]
+    values = [_pylist(part.column(c)) for c in columns]
     dicts = [dict(zip(columns, vals)) for vals in zip(*values)]
     return dicts if key is None else {d[key]: d for d in dicts}
+
+
+def _pylist(col: pa.ChunkedArray) -> list:
+    """A column as Python values; timestamps through numpy (25x faster than Arrow's to_pylist for them)."""
+    if pa.types.is_timestamp(col.type) and col.type.tz is None:
+        return col.to_numpy().astype(f"datetime64[{col.type.unit}]").astype(object).tolist()
+    return col.to_pylist()
 
 
 def open_tenant_index(index_dir: Path, tenant: str) -> TenantIndex | None:
