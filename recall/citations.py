@@ -62,9 +62,9 @@ def refs_column(col: pa.ChunkedArray | pa.Array) -> list[list[RawRef]]:
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     if len(arr) == 0:
         return []
-    counts = pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False).tolist()
+    counts = [n or 0 for n in pc.list_value_length(arr).to_pylist()]   # (fill_null would import pandas)
     flat = pc.list_flatten(arr)
-    valid = flat.is_valid().to_numpy(zero_copy_only=False).tolist() if flat.null_count else [True] * len(flat)
+    valid = flat.is_valid().to_pylist() if flat.null_count else [True] * len(flat)
     ids = flat.field("raw_id").to_pylist()
     offsets = flat.field("offset").to_pylist()
     lengths = flat.field("length").to_pylist()

@@ -242,9 +242,10 @@ class QueryTerms:
         return _cached_stems(self, query)
 
     def _stems(self, query: str) -> tuple[str, ...]:
+        literal = "'" + query.replace("'", "''") + "'"   # a bound parameter would make DuckDB import pandas
         with self._lock:
             rows = self._con.execute(
-                f"SELECT DISTINCT stem(unnest(memctl_tokenize(?)), '{STEMMER}') AS t", [query]).fetchall()
+                f"SELECT DISTINCT stem(unnest(memctl_tokenize({literal})), '{STEMMER}') AS t").fetchall()
         return tuple(sorted(r[0] for r in rows if r[0]))
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from recall.citations import RawRef, as_refs, refs_column
+from recall.sorted_keys import arrow_numpy
 
 NULL = np.iinfo(np.int64).min     # no time
 EPOCH = datetime(1970, 1, 1)
@@ -60,9 +61,9 @@ class NodeBatch:
         for c in TEXT_COLUMNS:
             cols[c] = table.column(c).to_pylist()
         for c in TIME_COLUMNS:
-            cols[c] = table.column(c).cast(pa.int64()).fill_null(NULL).to_numpy()
+            cols[c] = arrow_numpy(table.column(c).cast(pa.int64()), null=NULL)
         for c in NUMBER_COLUMNS:
-            cols[c] = table.column(c).cast(pa.float64()).to_numpy(zero_copy_only=False)
+            cols[c] = arrow_numpy(table.column(c).cast(pa.float64()), null=np.nan)
         cols["raw_refs"] = refs_column(table.column("raw_refs"))
         return cls(**cols)
 

@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from recall.graph_csr import Adjacency, AdjacencyArrays, write_adjacency
 from recall.postings import Postings, PostingsArrays, write_postings
-from recall.sorted_keys import SortedKeys, mapped
+from recall.sorted_keys import SortedKeys, arrow_numpy, mapped
 
 # Node columns recall reads (TenantReader.nodes' columns, plus aliases).
 NODE_ROW_COLS = ("type", "subtype", "title", "text", "time_start", "time_end", "first_seen", "last_seen",
@@ -105,7 +105,7 @@ class Segment:
         self._maps = []
         self.nodes = self._arrow("nodes.arrow")
         self.node_keys = SortedKeys.open(folder / "nodes.keys.npy", self.nodes.column("id"))
-        self.node_slot = _numpy(self.nodes.column("slot"))
+        self.node_slot = arrow_numpy(self.nodes.column("slot"))
         self.node_first_seen = mapped(folder / "node_first_seen.npy")
         self.node_postings = Postings(folder, "node")
         self.names = self._arrow("names.arrow")
@@ -143,12 +143,3 @@ class Segment:
         if j < 0:
             return None
         return int(self.msg_ptr[j]), int(self.msg_ptr[j + 1])
-
-
-def _numpy(col) -> np.ndarray:
-    """A non-null primitive column as numpy, zero-copy when it is one chunk (a memory-mapped file's is)."""
-    if isinstance(col, pa.ChunkedArray):
-        col = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
-    if len(col) == 0:
-        return np.zeros(0, col.type.to_pandas_dtype())
-    return col.to_numpy(zero_copy_only=True)

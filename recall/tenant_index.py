@@ -33,6 +33,7 @@ from recall.graph_csr import NO_TIME, CsrGraph
 from recall.postings import Part, bm25, live_stats, query_terms
 from recall.scoring import BATCH_COLUMNS, NodeBatch
 from recall.segment import Segment
+from recall.sorted_keys import arrow_indices, arrow_numpy
 from recall.store import FileCache, IndexNotBuilt, TenantInfo, tenant_slug
 
 FORMAT = 1
@@ -168,7 +169,7 @@ class Version:
     def ids_of_slots(self, slots: np.ndarray) -> list[str]:
         out: list[str | None] = [None] * len(slots)
         for s, pos, rows in self.rows_of(np.asarray(slots, dtype=np.int64)):
-            for p, name in zip(pos.tolist(), self.segments[s].nodes.column("id").take(rows).to_pylist()):
+            for p, name in zip(pos.tolist(), self.segments[s].nodes.column("id").take(arrow_indices(rows)).to_pylist()):
                 out[p] = name
         return out   # type: ignore[return-value]
 
@@ -244,14 +245,15 @@ class TenantIndex:
         n, avgdl = self.v.stats("node")
         segs = self.v.segments
         return bm25(self.v.node_parts(), n, avgdl, self._terms(query),
-                    lambda s, rows: segs[s].nodes.column("id").take(rows).to_pylist(), limit)
+                    lambda s, rows: segs[s].nodes.column("id").take(arrow_indices(rows)).to_pylist(), limit)
 
     def raw_bm25(self, info: TenantInfo, query: str, limit: int) -> list[tuple[str, float]]:
         """(raw_id, BM25) best first over the text passages."""
         n, avgdl = self.v.stats("raw")
         segs = self.v.segments
         return bm25(self.v.raw_parts(), n, avgdl, self._terms(query),
-                    lambda s, rows: segs[s].chunks.column("id").take(segs[s].raw_doc_chunk[rows]).to_pylist(), limit)
+                    lambda s, rows: segs[s].chunks.column("id").take(arrow_indices(segs[s].raw_doc_chunk[rows]))
+                    .to_pylist(), limit)
 
     def nodes(self, ids: Sequence[str], columns: Sequence[str] = NODE_COLUMNS) -> dict[str, dict]:
         """Node rows by id (unknown or removed ids are absent)."""
@@ -268,13 +270,13 @@ class TenantIndex:
         ids = list(dict.fromkeys(ids))
         parts, where = [], []
         for s, pos, rows in self.v.rows_of(self.v.slots_of(ids)):
-            parts.append(self.v.segments[s].nodes.select(list(BATCH_COLUMNS)).take(pa.array(rows)))
+            parts.append(self.v.segments[s].nodes.select(list(BATCH_COLUMNS)).take(arrow_indices(rows)))
             where.append(pos)
         if not parts:
             return NodeBatch.from_rows({}, [])
         table = parts[0]
         if len(parts) > 1:
-            table = pa.concat_tables(parts).take(pa.array(np.argsort(np.concatenate(where), kind="stable")))
+            table = pa.concat_tables(parts).take(arrow_indices(np.argsort(np.concatenate(where), kind="stable")))
         return NodeBatch.from_arrow(table)
 
     def named_entities(self, names: Sequence[str]) -> list[str]:
@@ -287,7 +289,7 @@ class TenantIndex:
             lo, hi = seg.name_keys.ranges(low)
             for a, z in zip(lo.tolist(), hi.tolist()):
                 if z > a:
-                    found = seg.names.column("slot").slice(a, z - a).to_numpy()
+                    found = arrow_numpy(seg.names.column("slot").slice(a, z - a))
                     if not self.v.single:
                         found = found[self.v.owner_seg[found] == s]
                     slots.update(found.tolist())
@@ -383,7 +385,7 @@ class TenantIndex:
 
 def _rows(table: pa.Table, rows: np.ndarray, columns: Sequence[str], key: str | None = "id") -> dict | list:
     """Rows of an Arrow table as dicts: {row[key]: row} (key None: a list)."""
-    part = table.select(list(columns)).take(pa.array(np.asarray(rows, dtype=np.int64)))
+    part = table.select(list(columns)).take(arrow_indices(rows))
     values = [_pylist(part.column(c)) for c in columns]
     dicts = [dict(zip(columns, vals)) for vals in zip(*values)]
     return dicts if key is None else {d[key]: d for d in dicts}
@@ -392,7 +394,10 @@ def _rows(table: pa.Table, rows: np.ndarray, columns: Sequence[str], key: str | 
 def _pylist(col: pa.ChunkedArray) -> list:
     """A column as Python values; timestamps through numpy (25x faster than Arrow's to_pylist for them)."""
     if pa.types.is_timestamp(col.type) and col.type.tz is None:
-        return col.to_numpy().astype(f"datetime64[{col.type.unit}]").astype(object).tolist()
+        nulls = col.is_null().to_pylist() if col.null_count else None
+        values = arrow_numpy(col, null=0).view(f"datetime64[{col.type.unit}]").astype(object)
+        out = values.tolist()
+        return [None if n else v for n, v in zip(nulls, out)] if nulls else out
     return col.to_pylist()
 
 
