@@ -55,13 +55,14 @@ def _fts():
 
 @dataclass
 class Prepared:
-    """The tenant's tables as recall reads them, each row or group with its hash."""
-    nodes: pl.DataFrame       # active nodes, one row per id, sorted by id: id, keywords, NODE_ROW_COLS, hash
+    """The tenant's tables as recall reads them, each row or group with its hash (nothing sorted yet: a delta
+    sorts only the rows it writes)."""
+    nodes: pl.DataFrame       # active nodes, one row per id: id, keywords, NODE_ROW_COLS, hash
     newest: object            # newest node time over all nodes (any status), or None
-    half: pl.DataFrame        # half-edges between active nodes: node, nbr, dir, type, weight, eid (sorted)
+    half: pl.DataFrame        # half-edges between active nodes: node, nbr, dir, type, weight, eid, h
     adj: pl.DataFrame         # per node id with edges: node, hash
-    chunks: pl.DataFrame      # id, path, sha256, conv_id, ts, passage, text, hash (sorted by id)
-    messages: pl.DataFrame    # piece + MESSAGE_ROW_COLS, sorted by piece, conv_id, seq, …
+    chunks: pl.DataFrame      # id, path, sha256, conv_id, ts, passage, text, hash
+    messages: pl.DataFrame    # one row per message piece: piece, piece_offset, piece_length, MESSAGE_ROW_COLS, h
     msg: pl.DataFrame         # per piece: key, hash
 
 
@@ -69,11 +70,11 @@ def _hash(df: pl.DataFrame, cols: list[str]) -> pl.Series:
     return df.select(cols).hash_rows(seed=HASH_SEED)
 
 
-def _group_hash(df: pl.DataFrame, key: str, cols: list[str]) -> pl.DataFrame:
-    """One hash per `key` over its rows' hashes in their order (df sorted by key first)."""
-    h = df.select(pl.col(key), _hash(df, cols).alias("h"))
-    g = h.group_by(key, maintain_order=True).agg(pl.col("h"))
-    return g.select(pl.col(key), _hash(g, [key, "h"]).alias("hash"))
+def _group_hash(df: pl.DataFrame, key: str) -> pl.DataFrame:
+    """One hash per `key` over the row hashes `h` of its rows, whatever their order: their wrapping sum and
+    their count (a multiset hash)."""
+    g = df.group_by(key).agg(pl.col("h").sum().alias("sum"), pl.len().alias("n"))
+    return g.select(pl.col(key), _hash(g, ["sum", "n"]).alias("hash"))
 
 
 def prepare(nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table, messages: pa.Table) -> Prepared:
@@ -82,7 +83,7 @@ def prepare(nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table, messages: pa
     n = pl.from_arrow(conform(nodes, NODES).select(node_cols))
     newest = n.select(pl.coalesce("time_start", "last_seen", "first_seen").max()).item() if n.height else None
     n = n.filter(pl.col("id").is_not_null() & (pl.col("status").is_null() | ~pl.col("status").is_in(inactive)))
-    n = n.unique("id", keep="first", maintain_order=True).sort("id")
+    n = n.unique("id", keep="first", maintain_order=True)
     n = n.with_columns(_hash(n, node_cols).alias("hash"))
 
     e = pl.from_arrow(conform(edges, EDGES).select(["id", "src", "dst", "type", "weight"]))
@@ -93,11 +94,12 @@ def prepare(nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table, messages: pa
                  "type", "weight", pl.col("id").alias("eid")),
         e.select(pl.col("dst").alias("node"), pl.col("src").alias("nbr"), pl.lit(1, pl.UInt8).alias("dir"),
                  "type", "weight", pl.col("id").alias("eid")),
-    ]).sort(["node", "nbr", "dir", "type", "eid"], nulls_last=True)
-    adj = _group_hash(half, "node", ["nbr", "dir", "type", "weight", "eid"])
+    ])
+    half = half.with_columns(_hash(half, ["node", "nbr", "dir", "type", "weight", "eid"]).alias("h"))
+    adj = _group_hash(half, "node")
 
     c = pl.from_arrow(conform(raw_chunks, RAW_CHUNKS).select(["id", "path", "sha256", "conv_id", "ts", "mime", "text"]))
-    c = c.filter(pl.col("id").is_not_null()).unique("id", keep="first", maintain_order=True).sort("id")
+    c = c.filter(pl.col("id").is_not_null()).unique("id", keep="first", maintain_order=True)
     # passages are chat text; an agent ops file kept whole for its citations is not one (as recall.index)
     c = c.with_columns((pl.col("mime").is_null() | pl.col("mime").str.starts_with("text/plain")).alias("passage"))
     c = c.with_columns(_hash(c, ["id", "path", "sha256", "conv_id", "ts", "passage"]).alias("hash"))
@@ -105,20 +107,16 @@ def prepare(nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table, messages: pa
     m = pl.from_arrow(conform(messages, MESSAGES).select(list(MESSAGE_ROW_COLS))).with_row_index("_mi")
     # a message lies in the chunks of its valid raw_refs (recall.citations.as_refs), else in its raw_id's; one row
     # per piece, with the piece's span in that chunk (what a citation slices)
-    refs = (m.select("_mi", pl.col("raw_refs").alias("ref")).explode("ref").with_row_index("_ri").unnest("ref")
-            .filter((pl.col("raw_id").fill_null("") != "") & pl.col("offset").is_not_null()
-                    & pl.col("length").is_not_null())
-            .select("_mi", "_ri", pl.col("raw_id").alias("piece"), pl.col("offset").alias("piece_offset"),
+    valid = (pl.col("raw_id").fill_null("") != "") & pl.col("offset").is_not_null() & pl.col("length").is_not_null()
+    refs = (m.select("_mi", pl.col("raw_refs").alias("ref")).explode("ref").unnest("ref").filter(valid)
+            .select("_mi", pl.col("raw_id").alias("piece"), pl.col("offset").alias("piece_offset"),
                     pl.col("length").alias("piece_length")))
-    bare = (m.join(refs.select("_mi").unique(), on="_mi", how="anti")
-            .filter((pl.col("raw_id").fill_null("") != "") & pl.col("offset").is_not_null()
-                    & pl.col("length").is_not_null())
-            .select("_mi", pl.lit(0, pl.UInt32).alias("_ri"), pl.col("raw_id").alias("piece"),
-                    pl.col("offset").alias("piece_offset"), pl.col("length").alias("piece_length")))
-    pieces = pl.concat([refs, bare.with_columns(pl.col("_ri").cast(refs.schema["_ri"]))])
-    msgs = pieces.join(m, on="_mi").sort(["piece", "conv_id", "seq", "msg_id", "raw_id", "offset", "_mi", "_ri"],
-                                         nulls_last=True).drop("_mi", "_ri")
-    msg = _group_hash(msgs, "piece", ["piece", "piece_offset", "piece_length", *MESSAGE_ROW_COLS]).rename({"piece": "key"})
+    bare = (m.join(refs.select("_mi").unique(), on="_mi", how="anti").filter(valid)
+            .select("_mi", pl.col("raw_id").alias("piece"), pl.col("offset").alias("piece_offset"),
+                    pl.col("length").alias("piece_length")))
+    msgs = pl.concat([refs, bare]).join(m, on="_mi").drop("_mi")
+    msgs = msgs.with_columns(_hash(msgs, ["piece", "piece_offset", "piece_length", *MESSAGE_ROW_COLS]).alias("h"))
+    msg = _group_hash(msgs, "piece").rename({"piece": "key"})
     return Prepared(n, newest, half, adj, c, msgs, msg)
 
 
@@ -196,6 +194,7 @@ def _segment(folder: Path, kind: str, nodes: pl.DataFrame, slot_of: pl.DataFrame
     t = time.perf_counter()
     timings = {}
     nodes = nodes.sort("id")
+    chunks = chunks.sort("id")
     docs = [node_doc(a, b, c) for a, b, c in zip(nodes["title"].to_list(), nodes["text"].to_list(),
                                                  nodes["keywords"].to_list())]
     timings["segment_docs"] = time.perf_counter() - t
@@ -215,7 +214,8 @@ def _segment(folder: Path, kind: str, nodes: pl.DataFrame, slot_of: pl.DataFrame
     raw_postings, raw_tokenize = build_postings(raw_docs, ignore)
     timings["raw_fts"] = time.perf_counter() - t
     t = time.perf_counter()
-    messages = messages.sort("piece", maintain_order=True)   # a group's rows keep prepare's order
+    # a chunk's messages by conv_id, seq (Citer's order), ties by content: the same order whatever the input order
+    messages = messages.sort(["piece", "conv_id", "seq", "msg_id", "raw_id", "offset", "h"], nulls_last=True)
     counts = messages.group_by("piece", maintain_order=True).len()
     msg = counts.rename({"piece": "key"}).join(msg, on="key", how="left")
     msg_ptr = np.r_[0, np.cumsum(counts["len"].to_numpy())].astype(np.int64)
@@ -250,15 +250,19 @@ def _names(nodes: pl.DataFrame) -> pa.Table:
 
 def _adjacency(slot_of: pl.DataFrame, half: pl.DataFrame, adj: pl.DataFrame, empty_slots: np.ndarray,
                edge_types: list[str]) -> AdjacencyArrays:
-    """CSR lists of `adj`'s nodes from their half-edges (kept in their id order within a list), plus empty lists."""
-    codes = pl.DataFrame({"type": edge_types, "tcode": np.arange(len(edge_types), dtype=np.int64)},
-                         schema={"type": pl.Utf8, "tcode": pl.Int64})
+    """CSR lists of `adj`'s nodes from their half-edges, plus empty lists. A list is ordered by neighbour id, then
+    out before in, then type name, then the half-edge's hash: the same order whichever segment writes it."""
+    names = sorted(edge_types)
+    codes = pl.DataFrame({"type": edge_types, "tcode": np.arange(len(edge_types), dtype=np.int64),
+                          "trank": [names.index(t) for t in edge_types]},
+                         schema={"type": pl.Utf8, "tcode": pl.Int64, "trank": pl.Int64})
     ids = slot_of.select("id", "slot")
     h = (half.join(adj.select("node"), on="node", how="semi")
-         .join(ids.rename({"id": "node", "slot": "node_slot"}), on="node", how="left", maintain_order="left")
-         .join(ids.rename({"id": "nbr", "slot": "nbr_slot"}), on="nbr", how="left", maintain_order="left")
-         .join(codes, on="type", how="left", maintain_order="left")
-         .sort("node_slot", maintain_order=True))
+         .join(ids.rename({"id": "node", "slot": "node_slot"}), on="node", how="left")
+         .join(ids.rename({"id": "nbr", "slot": "nbr_slot"}), on="nbr", how="left")
+         .join(codes, on="type", how="left")
+         .with_columns(pl.col("nbr").rank("dense").alias("nbr_rank"))   # byte order of the neighbours' ids
+         .sort(["node_slot", "nbr_rank", "dir", "trank", "h"]))
     lists = (adj.join(ids.rename({"id": "node"}), on="node", how="left")
              .select(pl.col("slot").alias("node_slot"), "hash"))
     if len(empty_slots):
@@ -287,7 +291,8 @@ def _edge_types(half: pl.DataFrame, before: list[str] | None = None) -> list[str
 
 
 def _write_base(folder: Path, p: Prepared, meta: dict) -> dict:
-    nodes = p.nodes.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("slot"))
+    # a base numbers its nodes in id order: slot = row (the reader relies on it)
+    nodes = p.nodes.sort("id").with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("slot"))
     edge_types = _edge_types(p.half)
     out = _segment(folder, "base", nodes, nodes.select("id", "slot"), p.half, p.adj, np.zeros(0, np.int64),
                    p.chunks, p.messages, p.msg, np.zeros(0, np.int64), [], [], edge_types, meta)

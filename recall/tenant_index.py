@@ -36,7 +36,7 @@ from recall.segment import Segment
 from recall.sorted_keys import arrow_indices, arrow_numpy
 from recall.store import FileCache, IndexNotBuilt, TenantInfo, tenant_slug
 
-FORMAT = 1
+FORMAT = 2   # 2: multiset group hashes (index_build.prepare); a version of another format is rebuilt
 NODE_COLUMNS = ("id", "type", "subtype", "title", "text", "time_start", "time_end", "first_seen", "last_seen",
                 "raw_refs", "conv_id", "msg_id", "speaker", "status", "importance", "frequency", "sentiment")
 
