@@ -233,7 +233,7 @@ def load_breakdown(root: str, tenant: str) -> dict:
     t = time.perf_counter()
     tg = reader.graph()
     out["graph"] = time.perf_counter() - t
-    out["hubs"] = int((tg.degree > RecallConfig().hub_degree).sum())
+    out["hubs"] = int((tg.degrees() > RecallConfig().hub_degree).sum())
     t = time.perf_counter()
     reader.node_bm25(info, "coffee garden", RecallConfig().seed_limit)
     out["first_bm25"] = time.perf_counter() - t

@@ -389,13 +389,15 @@ def _expand(g: CsrGraph, seeds: Mapping[str, float], depth: int, cfg: RecallConf
     type_w = np.array([cfg.edge_type_weight.get(t, cfg.default_edge_type_weight) for t in g.edge_types] or [0.0])
     allowed = None if cfg.expand_edge_types is None else \
         np.array([t in cfg.expand_edge_types for t in g.edge_types] or [False])
-    deg, hub = g.degree, cfg.hub_degree
+    hub = cfg.hub_degree
     # as_of: a memory first seen later (or never known) is neither a seed nor a bridge
     cutoff = _micros(as_of) if as_of is not None else None
     seen = g.first_seen
     ids = list(seeds)
-    seed_v = {int(v): seeds[i] for i, v in zip(ids, g.slots(ids).tolist())
-              if v >= 0 and deg[v] <= hub and (cutoff is None or seen[v] <= cutoff)}
+    slots = g.slots(ids)
+    seed_deg = g.degree(np.maximum(slots, 0)).tolist()
+    seed_v = {int(v): seeds[i] for i, v, d in zip(ids, slots.tolist(), seed_deg)
+              if v >= 0 and d <= hub and (cutoff is None or seen[v] <= cutoff)}
     used: dict[tuple[int, int, int], float] = {}   # (src, dst, type) → edge weight
     for v0, s_score in seed_v.items():
         frontier = {v0: s_score}
@@ -408,7 +410,7 @@ def _expand(g: CsrGraph, seeds: Mapping[str, float], depth: int, cfg: RecallConf
                 if not len(nbr):
                     continue
                 etype = code >> 1
-                keep = deg[nbr] <= hub
+                keep = g.degree(nbr) <= hub
                 if allowed is not None:
                     keep &= allowed[etype]
                 if cutoff is not None:

@@ -60,39 +60,54 @@ class Adjacency:
 class CsrGraph:
     """One version's graph over its segments: neighbour lists, degrees, first_seen and ids by slot.
 
-    `owner_seg` / `owner_row` (per slot, -1: dead) say which segment's node row is current;
-    the adjacency owner likewise which segment's list. A slot with no list has no edges.
+    With deltas, per-slot owner arrays say which segment's list is current (-1: none); one segment is
+    looked up in its sorted slot list. A slot with no list has no edges.
     """
 
-    def __init__(self, adjacency: Sequence[Adjacency], n_slots: int, node_alive: np.ndarray,
-                 removed: Sequence[np.ndarray], first_seen: np.ndarray, ids, slots,
-                 edge_types: Sequence[str]) -> None:
+    def __init__(self, adjacency: Sequence[Adjacency], n_slots: int, removed: Sequence[np.ndarray],
+                 first_seen: np.ndarray, ids, slots, edge_types: Sequence[str]) -> None:
         self.n = n_slots
         self.edge_types = list(edge_types)
-        self.alive = node_alive                    # bool per slot
         self.first_seen = first_seen               # int64 µs per slot (NO_TIME unknown)
         self._ids = ids                            # slots -> ids (callable on an int array)
         self._slots = slots                        # ids -> slots, -1 for no current node (callable)
         self._adj = list(adjacency)
         self._single = len(self._adj) == 1 and not len(removed[0])
-        deg = np.zeros(n_slots, np.int32)
-        if self._single:
-            # one segment: its sorted slot list is the lookup, no per-slot owner arrays
-            a = self._adj[0]
-            deg[np.asarray(a.slot)] = np.diff(a.ptr)
-        else:
+        if not self._single:
+            # per slot: the segment and row of its current list (-1: none); a removed node has none
             self._seg = np.full(n_slots, -1, np.int16)
             self._row = np.full(n_slots, -1, np.int32)
             for s, (a, gone) in enumerate(zip(self._adj, removed)):
                 slots = np.asarray(a.slot)
                 self._seg[slots] = s
                 self._row[slots] = np.arange(len(slots))
-                deg[slots] = np.diff(a.ptr)
                 if len(gone):
                     self._seg[gone] = -1
                     self._row[gone] = -1
-                    deg[gone] = 0
-        self.degree = deg
+
+    def degree(self, slots: np.ndarray) -> np.ndarray:
+        """igraph's degree of each slot (edges at it, a self-loop twice), looked up: no per-slot array is built,
+        so opening a large tenant's graph reads nothing."""
+        slots = np.asarray(slots, dtype=np.int64)
+        out = np.zeros(len(slots), np.int64)
+        if self._single:
+            a = self._adj[0]
+            rows = np.searchsorted(a.slot, slots.astype(np.int32))
+            ok = rows < len(a.slot)
+            ok[ok] = a.slot[rows[ok]] == slots[ok]
+            r = rows[ok]
+            out[ok] = a.ptr[r + 1] - a.ptr[r]
+            return out
+        rows, segs = self._row[slots], self._seg[slots]
+        for s in np.unique(segs[segs >= 0]).tolist():
+            pick = segs == s
+            r = rows[pick]
+            out[pick] = self._adj[s].ptr[r + 1] - self._adj[s].ptr[r]
+        return out
+
+    def degrees(self) -> np.ndarray:
+        """Every slot's degree (reads every list's offsets: for reports, not for queries)."""
+        return self.degree(np.arange(self.n))
 
     def ids(self, slots: Sequence[int]) -> list[str]:
         return self._ids(np.asarray(slots, dtype=np.int64))

@@ -184,15 +184,13 @@ class Version:
             if seg.adjacency_error is not None:
                 raise seg.adjacency_error
         if self.single:
-            alive = np.ones(self.n_slots, bool)
-            first_seen = self.segments[0].node_first_seen
+            first_seen = self.segments[0].node_first_seen   # slot = row in a base: the mapped column as it is
         else:
-            alive = self.owner_seg >= 0
             first_seen = np.full(self.n_slots, NO_TIME, np.int64)
             for s, seg in enumerate(self.segments):
                 live = self.owner_seg[seg.node_slot] == s
                 first_seen[seg.node_slot[live]] = seg.node_first_seen[live]
-        return CsrGraph([seg.adjacency for seg in self.segments], self.n_slots, alive,
+        return CsrGraph([seg.adjacency for seg in self.segments], self.n_slots,
                         [seg.removed_slots for seg in self.segments], first_seen, self.ids_of_slots, self.slots_of,
                         self.edge_types)
 
@@ -378,7 +376,7 @@ class TenantIndex:
         chunk_ids = sorted({k for seg in v.segments for k in seg.chunks.column("id").to_pylist()})
         pieces = sorted({k for seg in v.segments for k in seg.msg_key_strings.to_pylist()})
         return {"info": self.info(), "nodes": {i: tuple(rows[i][c] for c in cols) for i in sorted(ids)},
-                "adjacency": adjacency, "degree": {i: int(g.degree[s]) for s, i in zip(live_slots.tolist(), ids)},
+                "adjacency": adjacency, "degree": dict(zip(ids, g.degree(live_slots).tolist())),
                 "chunks": self.chunks(chunk_ids), "messages": {k: m for k in pieces if (m := self.messages_in([k]))},
                 "node_stats": v.stats("node"), "raw_stats": v.stats("raw")}
 
