@@ -312,12 +312,13 @@ def _recall(reader: TenantIndex | TenantReader, lake: Lake, query: str, keywords
 
     turn_of: dict[str, tuple[str, str]] = {}
     cards: set[str] = set()
-    ranked = _score(reader, info, seeds, vec, graph_scores, evidence, filters, analysis, cfg, turn_of, cards)
+    mmr_hint: dict[str, list[str]] = {}
+    ranked = _score(reader, info, seeds, vec, graph_scores, evidence, filters, analysis, cfg, turn_of, cards, mmr_hint)
     citer = Citer(reader, _raw_store(lake))
     ranked += _raw_results(citer, raw_hits, keywords, info, cfg, filters)
     ranked.sort(key=lambda pair: (-pair[0].score, pair[0].node_id))
     tr.stage("score", len(ranked), k=k)
-    top = _mmr(ranked, k, cfg)
+    top = _mmr(ranked, k, cfg, mmr_hint)
     tr.stage("mmr", len(top), pool=min(len(ranked), max(k, cfg.mmr_pool)), mmr_lambda=cfg.mmr_lambda)
 
     # Messages the query matched through a turn-level node (not an Entity, whose refs
@@ -531,12 +532,12 @@ def _query_boost(row: Mapping, analysis: QueryAnalysis, cfg: RecallConfig) -> fl
 
 def _score(reader: TenantIndex | TenantReader, info: TenantInfo, seeds: Mapping[str, float], vec: Mapping[str, float] | None,
            graph_scores: Mapping[str, float], evidence: Mapping[str, list[dict]], filters: Filters, analysis: QueryAnalysis,
-           cfg: RecallConfig, turn_of: dict[str, tuple[str, str]],
-           cards: set[str]) -> list[tuple[RecallResult, list[RawRef]]]:
+           cfg: RecallConfig, turn_of: dict[str, tuple[str, str]], cards: set[str],
+           mmr_hint: dict[str, list[str]] | None = None) -> list[tuple[RecallResult, list[RawRef]]]:
     """Candidates (seeds ∪ reached) that pass the filters, with their score breakdown and the raw_refs to cite;
     fills `turn_of` with the (conv_id, msg_id) of the turn-level candidates whose rows name it, and `cards`
-    with the rollup summaries (cited like entity and topic cards). `vec`: stage B's cosines (None: stage B off,
-    and no "vector" in the breakdown)."""
+    with the rollup summaries (cited like entity and topic cards), and `mmr_hint` with the MMR tokens the index
+    stored (nodes holding Han). `vec`: stage B's cosines (None: stage B off, and no "vector" in the breakdown)."""
     ids = list(dict.fromkeys([*seeds, *(vec or ()), *graph_scores]))
     b = reader.node_batch(ids) if isinstance(reader, TenantIndex) else NodeBatch.from_rows(reader.nodes(ids), ids)
     # each term as engine's row-by-row definitions above, computed for the whole batch (recall.scoring)
@@ -556,6 +557,8 @@ def _score(reader: TenantIndex | TenantReader, info: TenantInfo, seeds: Mapping[
         r = RecallResult(node_id=nid, type=ntype, title=b.title[i] or "", text=b.text[i] or "",
                          score=columns[5][i], breakdown=breakdown, citations=[], evidence=list(evidence.get(nid, [])))
         out.append((r, b.raw_refs[i]))
+        if mmr_hint is not None and b.mmr is not None and b.mmr[i] is not None:
+            mmr_hint[nid] = b.mmr[i]
         if b.subtype[i] == "rollup":
             cards.add(nid)
         elif ntype in TURN_LEVEL and b.conv_id[i] is not None and b.msg_id[i] is not None:
@@ -630,8 +633,8 @@ def _similar(a: tuple[RecallResult, list[RawRef]], b: tuple[RecallResult, list[R
     return len(ta & tb) / len(ta | tb) if ta and tb else 0.0
 
 
-def _mmr(ranked: list[tuple[RecallResult, list[RawRef]]], k: int,
-         cfg: RecallConfig) -> list[tuple[RecallResult, list[RawRef]]]:
+def _mmr(ranked: list[tuple[RecallResult, list[RawRef]]], k: int, cfg: RecallConfig,
+         hint: Mapping[str, Sequence[str]] | None = None) -> list[tuple[RecallResult, list[RawRef]]]:
     """Maximal marginal relevance over the best candidates: each pick maximises
     λ·score/top − (1−λ)·max similarity to what is already picked, and a candidate at least
     cfg.mmr_threshold similar to a pick (the same line as Episode and as Fact) comes only
@@ -640,7 +643,9 @@ def _mmr(ranked: list[tuple[RecallResult, list[RawRef]]], k: int,
         return ranked[:k]
     pool = ranked[:max(k, cfg.mmr_pool)]
     top = pool[0][0].score or 1.0
-    tokens = {r.node_id: mmr_tokens(f"{r.title} {r.text}") for r, _ in pool}
+    hint = hint or {}
+    tokens = {r.node_id: frozenset(hint[r.node_id]) if r.node_id in hint else mmr_tokens(f"{r.title} {r.text}")
+              for r, _ in pool}
     picked = [pool[0]]
     rest = pool[1:]
     best_sim = [_similar(c, pool[0], tokens) for c in rest]

@@ -29,11 +29,12 @@ import polars as pl
 import pyarrow as pa
 
 from r2g.schema import EDGES, NODES
-from r2g.tokens import segment_for_fts
+from r2g.tokens import has_han, segment_for_fts
 from raw_store.lake import conform
 from raw_store.schema import MESSAGES, RAW_CHUNKS
 from recall.graph_csr import NO_TIME, AdjacencyArrays
 from recall.postings import build_postings
+from recall.query_tokens import jieba_tokens
 from recall.segment import MESSAGE_ROW_COLS, NODE_ROW_COLS, fsync_tree, write_segment
 from recall.store import tenant_slug
 from recall.tenant_index import FORMAT, Version, read_current, recall_dir, tenant_dir
@@ -177,7 +178,25 @@ def _removed_after(v: Version) -> pl.DataFrame:
 # --------------------------------------------------------------------------- writing a segment
 
 SEG_NODES = pa.schema([("id", pa.string()), ("slot", pa.int32()), ("hash", pa.uint64()),
-                       *(NODES.field(c) for c in NODE_ROW_COLS)])
+                       *(NODES.field(c) for c in NODE_ROW_COLS), ("mmr", pa.list_(pa.string()))])
+
+
+def node_docs(titles: list, texts: list, keywords: list, node_doc) -> tuple[list[str], list[list[str] | None]]:
+    """Each node's FTS document (recall.index.node_doc) and, for a node whose title or text holds Han, the search
+    tokens MMR compares it by (search_tokens(title + " " + text)), from one segmentation: jieba segments the
+    space-separated parts of a text holding Han one by one, so the document is those tokens followed by the
+    keywords' (tests/test_recall_index.py checks both against the definitions)."""
+    docs, mmr = [], []
+    for title, text, kw in zip(titles, texts, keywords):
+        head = f"{title or ''} {text or ''}"
+        if has_han(head):
+            tokens = jieba_tokens(head)
+            docs.append(" ".join(tokens + jieba_tokens(" ".join(kw or []))))
+            mmr.append(tokens)
+        else:
+            docs.append(node_doc(title, text, kw))
+            mmr.append(None)
+    return docs, mmr
 SEG_CHUNKS = pa.schema([("id", pa.string()), ("path", pa.string()), ("sha256", pa.string()),
                         ("conv_id", pa.string()), ("ts", RAW_CHUNKS.field("ts").type), ("hash", pa.uint64())])
 SEG_MESSAGES = pa.schema([("piece", pa.string()), ("piece_offset", pa.int64()), ("piece_length", pa.int64()),
@@ -195,14 +214,14 @@ def _segment(folder: Path, kind: str, nodes: pl.DataFrame, slot_of: pl.DataFrame
     timings = {}
     nodes = nodes.sort("id")
     chunks = chunks.sort("id")
-    docs = [node_doc(a, b, c) for a, b, c in zip(nodes["title"].to_list(), nodes["text"].to_list(),
-                                                 nodes["keywords"].to_list())]
+    docs, mmr = node_docs(nodes["title"].to_list(), nodes["text"].to_list(), nodes["keywords"].to_list(), node_doc)
     timings["segment_docs"] = time.perf_counter() - t
     t = time.perf_counter()
     node_postings, tokenize = build_postings(docs, ignore)
     timings["node_fts"] = time.perf_counter() - t
     t = time.perf_counter()
-    node_table = nodes.select("id", "slot", "hash", *NODE_ROW_COLS).to_arrow().cast(SEG_NODES)
+    node_table = nodes.select("id", "slot", "hash", *NODE_ROW_COLS).with_columns(
+        pl.Series("mmr", mmr, dtype=pl.List(pl.Utf8))).to_arrow().cast(SEG_NODES)
     first_seen = nodes["first_seen"].dt.epoch("us").fill_null(NO_TIME).to_numpy().astype(np.int64)
     names = _names(nodes)
     adjacency = _adjacency(slot_of, half, adj, empty_slots, edge_types)

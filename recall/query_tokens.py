@@ -135,6 +135,12 @@ def search_tokens(text: str) -> list[str]:
         return []
     if not has_han(text):
         return r2g_search_tokens(text)
+    return jieba_tokens(text)
+
+
+def jieba_tokens(text: str) -> list[str]:
+    """The tokens r2g.tokens.search_tokens makes of a text holding Han characters (jieba search mode, then its
+    filter), for any text: a part of a longer text segments this way when the whole holds Han."""
     out = []
     for w in _tokenizer().cut_for_search(text):
         w = w.strip().lower()

@@ -25,6 +25,7 @@ TIME_COLUMNS = ("time_start", "time_end", "first_seen", "last_seen")
 NUMBER_COLUMNS = ("importance", "frequency", "sentiment")
 TEXT_COLUMNS = ("id", "type", "subtype", "title", "text", "conv_id", "msg_id")
 BATCH_COLUMNS = (*TEXT_COLUMNS, *TIME_COLUMNS, *NUMBER_COLUMNS, "raw_refs")
+INDEX_COLUMNS = ("mmr",)   # what recall's index stores besides: MMR's tokens of a node holding Han
 
 
 def micros(t: datetime | None) -> int:
@@ -51,6 +52,7 @@ class NodeBatch:
     frequency: np.ndarray
     sentiment: np.ndarray
     raw_refs: list[list[RawRef]]
+    mmr: list | None = None      # MMR's tokens where the index stored them (nodes holding Han), else None
 
     def __len__(self) -> int:
         return len(self.id)
@@ -65,6 +67,8 @@ class NodeBatch:
         for c in NUMBER_COLUMNS:
             cols[c] = arrow_numpy(table.column(c).cast(pa.float64()), null=np.nan)
         cols["raw_refs"] = refs_column(table.column("raw_refs"))
+        if "mmr" in table.column_names:
+            cols["mmr"] = table.column("mmr").to_pylist()
         return cls(**cols)
 
     @classmethod

@@ -31,12 +31,12 @@ import pyarrow as pa
 from recall.citations import RawRef
 from recall.graph_csr import NO_TIME, CsrGraph
 from recall.postings import Part, bm25, live_stats, query_terms
-from recall.scoring import BATCH_COLUMNS, NodeBatch
+from recall.scoring import BATCH_COLUMNS, INDEX_COLUMNS, NodeBatch
 from recall.segment import Segment
 from recall.sorted_keys import arrow_indices, arrow_numpy
 from recall.store import FileCache, IndexNotBuilt, TenantInfo, tenant_slug
 
-FORMAT = 2   # 2: multiset group hashes (index_build.prepare); a version of another format is rebuilt
+FORMAT = 3   # a version of another format is rebuilt (2: multiset group hashes; 3: MMR tokens of nodes)
 NODE_COLUMNS = ("id", "type", "subtype", "title", "text", "time_start", "time_end", "first_seen", "last_seen",
                 "raw_refs", "conv_id", "msg_id", "speaker", "status", "importance", "frequency", "sentiment")
 
@@ -67,6 +67,9 @@ class Version:
     def __init__(self, folder: Path, manifest: dict, tenant: str) -> None:
         if manifest.get("tenant") != tenant:
             raise ValueError(f"{folder} holds the index of another tenant")
+        if manifest.get("format") != FORMAT:
+            raise IndexNotBuilt(f"{folder} holds a recall index of format {manifest.get('format')}, this code reads "
+                                f"{FORMAT}: rebuild it (recall.index.build_indexes)")
         self.folder = folder
         self.manifest = manifest
         self.tenant = tenant
@@ -268,7 +271,7 @@ class TenantIndex:
         ids = list(dict.fromkeys(ids))
         parts, where = [], []
         for s, pos, rows in self.v.rows_of(self.v.slots_of(ids)):
-            parts.append(self.v.segments[s].nodes.select(list(BATCH_COLUMNS)).take(arrow_indices(rows)))
+            parts.append(self.v.segments[s].nodes.select([*BATCH_COLUMNS, *INDEX_COLUMNS]).take(arrow_indices(rows)))
             where.append(pos)
         if not parts:
             return NodeBatch.from_rows({}, [])

@@ -15,7 +15,7 @@ from recall import index_build
 from recall.index import build_indexes
 from recall.query import query_keywords
 from recall.store import tenant_reader
-from recall.tenant_index import open_tenant_index, recall_dir, tenant_dir
+from recall.tenant_index import FORMAT, open_tenant_index, recall_dir, tenant_dir
 from recall_fixtures import LakeBuilder
 
 EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"
@@ -288,3 +288,44 @@ def test_prepare_hashes_are_stable_and_see_every_column_recall_reads(tmp_path: P
         edited[0][column] = value
         p = index_build.prepare(pa.Table.from_pylist(edited, schema=tables[0].schema), *tables[1:])
         assert p.nodes["hash"].to_list() != one.nodes["hash"].to_list(), column
+
+
+def test_node_documents_and_mmr_tokens_from_one_segmentation_equal_their_definitions() -> None:
+    from recall.index import node_doc
+    from recall.index_build import node_docs
+    from recall.query_tokens import search_tokens
+
+    titles, texts, keywords = [], [], []
+    for name in ("zh_dev.json", "locomo_dev.json"):
+        if not (EVAL / name).exists():
+            continue
+        for sample in json.loads((EVAL / name).read_text("utf-8"))[:1]:
+            for key, turns in sample["conversation"].items():
+                if key.startswith("session_") and isinstance(turns, list):
+                    for t in turns:
+                        titles.append(f"{t['speaker']}: {t['text'][:30]}")
+                        texts.append(t["text"])
+                        keywords.append(t["text"].split()[:2] + (["足球"] if len(titles) % 5 == 0 else []))
+    titles += ["小明", None, "Ann", "café 咖啡", ""]
+    texts += [None, "踢足球", "likes tea", "Zoë's 咖啡馆 AT&T", ""]
+    keywords += [["x"], None, ["茶"], ["c#", "卡拉OK"], []]
+    docs, mmr = node_docs(titles, texts, keywords, node_doc)
+    assert docs == [node_doc(*row) for row in zip(titles, texts, keywords)]
+    for title, text, tokens in zip(titles, texts, mmr):
+        assert tokens is None or tokens == search_tokens(f"{title or ''} {text or ''}")
+    assert sum(t is not None for t in mmr) >= 4
+
+
+def test_an_index_of_another_format_is_not_read_and_recall_answers_from_duckdb(tmp_path: Path) -> None:
+    lake, _ = _build(tmp_path, [ROUNDS[0]])
+    folder = tenant_dir(lake.index_dir, "alice")
+    manifest = folder / (folder / "CURRENT").read_text()
+    manifest.write_text(manifest.read_text().replace('"format": ', '"format": 9'))   # 3 → 93
+    (folder / ".CURRENT.tmp").write_text((folder / "CURRENT").read_text())
+    (folder / ".CURRENT.tmp").replace(folder / "CURRENT")            # readers reopen
+    trace: list = []
+    assert recall("garden coffee", "alice", lake=lake, trace=trace)
+    assert next(s for s in trace if s["stage"] == "expand")["detail"]["graph"] == "missing"
+    _, stats = _build(tmp_path, [ROUNDS[0]])                          # the next build makes a base of this format
+    assert stats[0]["alice"]["mode"] == "base"
+    assert open_tenant_index(lake.index_dir, "alice").v.manifest["format"] == FORMAT
