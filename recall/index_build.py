@@ -531,6 +531,9 @@ def build_recall_indexes(index_dir: Path, tables: Mapping[str, pa.Table], *, com
 def _by_tenant(table: pa.Table) -> dict[str, pa.Table]:
     if table.num_rows == 0:
         return {}
+    tenants = table.column("tenant").unique().to_pylist()
+    if len(tenants) == 1:
+        return {tenants[0]: table}
     df = pl.from_arrow(table)
     return {key[0]: part.to_arrow() for key, part in df.partition_by("tenant", as_dict=True).items()}
 
