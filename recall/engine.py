@@ -6,7 +6,7 @@ Stages (each reported in `trace`):
   seeds      Stage A: BM25 over the tenant's node FTS index
   raw        W5 raw fallback: BM25 over raw passages when node seeds are weak
              or the query holds code-like tokens (hex, UUID, URL, path, error code)
-  expand     Stage C: 0..expand_depth hops on the tenant's igraph, hubs not expanded
+  expand     Stage C: 0..expand_depth hops on the tenant's graph (CSR arrays), hubs not expanded, then PPR
   score      λ1*bm25 + λ3*graph + λ4*weight(node) (importance, log frequency, recency), filters applied
   mmr        de-duplication: results citing the same bytes or words as a better one go last
   cite       raw_refs → sha-verified excerpts from the raw store
@@ -25,21 +25,26 @@ from __future__ import annotations
 import math
 import re
 import time
+from functools import lru_cache
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Mapping, Sequence
 
-import igraph
+import numpy as np
 
-from r2g.tokens import search_tokens
+from recall.query_tokens import search_tokens
 from raw_store.cas import RawStore
 from raw_store.lake import Lake
 from recall import vectors
 from recall.citations import Citation, Citer, RawRef, as_refs
 from recall.query import QueryAnalysis, analyze, has_code_token, query_keywords
-from recall.store import TenantGraph, TenantInfo, TenantReader, load_graph, tenant_reader
+from recall.scoring import NodeBatch
+from recall import scoring
+from recall.graph_csr import CsrGraph, personalized_pagerank
+from recall.store import IndexNotBuilt, TenantInfo, TenantReader, tenant_reader
+from recall.tenant_index import TenantIndex, open_tenant_index
 
 __all__ = ["Citation", "Filters", "RecallConfig", "RecallResult", "recall", "ranked_turns", "query_keywords",
            "estimate_tokens", "result_tokens"]
@@ -236,14 +241,26 @@ def recall(query: str, tenant: str, k: int = 10, expand_depth: int = 1, *, lake:
     tr.stage("keywords", len(keywords), keywords=keywords, code_like=code_like)
     if not keywords:
         return []
-    reader = tenant_reader(lake, tenant)
+    reader = _reader(lake, tenant)
+    if reader is None:
+        tr.stage("seeds", 0, reason="tenant not in index")
+        return []
     try:
         return _recall(reader, lake, query, keywords, code_like, k, expand_depth, filters, budget_tokens, cfg, tr)
     finally:
         reader.close()
 
 
-def _recall(reader: TenantReader, lake: Lake, query: str, keywords: list[str], code_like: bool, k: int,
+def _reader(lake: Lake, tenant: str) -> TenantIndex | TenantReader | None:
+    """The tenant's recall index (recall.tenant_index); None when it holds no such tenant. A lake indexed before
+    that index existed (its DuckDB file only) still answers through DuckDB, without stage C, until rebuilt."""
+    try:
+        return open_tenant_index(lake.index_dir, tenant)
+    except IndexNotBuilt:
+        return tenant_reader(lake, tenant)
+
+
+def _recall(reader: TenantIndex | TenantReader, lake: Lake, query: str, keywords: list[str], code_like: bool, k: int,
             expand_depth: int, filters: Filters, budget_tokens: int | None, cfg: RecallConfig,
             tr: _Trace) -> list[RecallResult]:
     info = reader.info()
@@ -283,8 +300,10 @@ def _recall(reader: TenantReader, lake: Lake, query: str, keywords: list[str], c
     graph, graph_state = None, "off"
     if cfg.graph_enabled:
         try:
-            graph = load_graph(lake, info.slug)
+            graph = reader.graph() if isinstance(reader, TenantIndex) else None
             graph_state = "ok" if graph is not None else "missing"
+        except FileNotFoundError:
+            graph_state = "missing"
         except Exception as e:  # noqa: BLE001 — any unreadable graph file degrades recall to stage A (seed 004 §18)
             graph_state = f"unreadable: {type(e).__name__}"
     graph_scores, evidence = _expand(graph, expand_from, expand_depth, cfg, filters.as_of) \
@@ -293,12 +312,13 @@ def _recall(reader: TenantReader, lake: Lake, query: str, keywords: list[str], c
 
     turn_of: dict[str, tuple[str, str]] = {}
     cards: set[str] = set()
-    ranked = _score(reader, info, seeds, vec, graph_scores, evidence, filters, analysis, cfg, turn_of, cards)
+    mmr_hint: dict[str, list[str]] = {}
+    ranked = _score(reader, info, seeds, vec, graph_scores, evidence, filters, analysis, cfg, turn_of, cards, mmr_hint)
     citer = Citer(reader, _raw_store(lake))
     ranked += _raw_results(citer, raw_hits, keywords, info, cfg, filters)
     ranked.sort(key=lambda pair: (-pair[0].score, pair[0].node_id))
     tr.stage("score", len(ranked), k=k)
-    top = _mmr(ranked, k, cfg)
+    top = _mmr(ranked, k, cfg, mmr_hint)
     tr.stage("mmr", len(top), pool=min(len(ranked), max(k, cfg.mmr_pool)), mmr_lambda=cfg.mmr_lambda)
 
     # Messages the query matched through a turn-level node (not an Entity, whose refs
@@ -352,7 +372,7 @@ def _normalise(hits: list[tuple[str, float]]) -> dict[str, float]:
     return {i: s / top for i, s in hits}
 
 
-def _expand(tg: TenantGraph, seeds: Mapping[str, float], depth: int, cfg: RecallConfig,
+def _expand(g: CsrGraph, seeds: Mapping[str, float], depth: int, cfg: RecallConfig,
             as_of: datetime | None = None) -> tuple[dict[str, float], dict[str, list[dict]]]:
     """Graph scores in [0, 1] for the seeds and every node within `depth` hops of one,
     plus the evidence edges by which each non-seed was reached.
@@ -365,68 +385,91 @@ def _expand(tg: TenantGraph, seeds: Mapping[str, float], depth: int, cfg: Recall
     expanded from nor reached: a speaker entity touching every turn would otherwise
     link everything to everything and top every query.
     """
-    g = tg.graph
     spread: dict[int, float] = defaultdict(float)
-    evidence: dict[str, list[dict]] = defaultdict(list)
-    allowed = cfg.expand_edge_types
-    names = g.vs["name"]
-    etypes = g.es["type"] if g.ecount() else []
-    eweights = g.es["weight"] if g.ecount() else []
-    # as_of: a memory first seen later is neither a seed nor a bridge (graphs built before the column: all known)
-    seen = g.vs["first_seen"] if as_of is not None and "first_seen" in g.vs.attributes() else None
-    later = (lambda v: seen[v] is None or seen[v] > as_of) if seen is not None else (lambda v: False)
-    seed_v = {tg.index[s]: sc for s, sc in seeds.items()
-              if s in tg.index and tg.degree[tg.index[s]] <= cfg.hub_degree and not later(tg.index[s])}
-    used_edges: set[int] = set()
+    reached_by: dict[int, list[tuple[int, int, int]]] = defaultdict(list)   # (src, type, dst) slots
+    type_w = np.array([cfg.edge_type_weight.get(t, cfg.default_edge_type_weight) for t in g.edge_types] or [0.0])
+    allowed = None if cfg.expand_edge_types is None else \
+        np.array([t in cfg.expand_edge_types for t in g.edge_types] or [False])
+    hub = cfg.hub_degree
+    # as_of: a memory first seen later (or never known) is neither a seed nor a bridge
+    cutoff = _micros(as_of) if as_of is not None else None
+    seen = g.first_seen
+    ids = list(seeds)
+    slots = g.slots(ids)
+    seed_deg = g.degree(np.maximum(slots, 0)).tolist()
+    seed_v = {int(v): seeds[i] for i, v, d in zip(ids, slots.tolist(), seed_deg)
+              if v >= 0 and d <= hub and (cutoff is None or seen[v] <= cutoff)}
+    used: dict[tuple[int, int, int], float] = {}   # (src, dst, type) → edge weight
     for v0, s_score in seed_v.items():
         frontier = {v0: s_score}
         visited = {v0}
         for hop in range(1, depth + 1):
             nxt: dict[int, float] = {}
+            decay = cfg.hop_decay ** (hop - 1)
             for v, mass in frontier.items():
-                for e in g.incident(v, mode="all"):
-                    et = etypes[e]
-                    if allowed is not None and et not in allowed:
+                nbr, code, w = g.incident(v)
+                if not len(nbr):
+                    continue
+                etype = code >> 1
+                keep = g.degree(nbr) <= hub
+                if allowed is not None:
+                    keep &= allowed[etype]
+                if cutoff is not None:
+                    keep &= seen[nbr] <= cutoff
+                idx = np.flatnonzero(keep)
+                if not len(idx):
+                    continue
+                # the same float operations, in the same order, as a walk edge by edge
+                pushed = mass * w[idx] * type_w[etype[idx]] * decay
+                for u, c, ew, x in zip(nbr[idx].tolist(), code[idx].tolist(), w[idx].tolist(), pushed.tolist()):
+                    if u in visited or x <= 0:
                         continue
-                    edge = g.es[e]
-                    u = edge.target if edge.source == v else edge.source
-                    if u in visited or tg.degree[u] > cfg.hub_degree or later(u):
-                        continue
-                    w = mass * eweights[e] * cfg.edge_type_weight.get(et, cfg.default_edge_type_weight)
-                    w *= cfg.hop_decay ** (hop - 1)
-                    if w <= 0:
-                        continue
-                    used_edges.add(e)
-                    spread[u] += w
-                    uid = names[u]
-                    if u not in seed_v and len(evidence[uid]) < cfg.max_evidence:
-                        evidence[uid].append({"src": names[edge.source], "type": et, "dst": names[edge.target]})
+                    src, dst = (v, u) if not c & 1 else (u, v)
+                    used[(src, dst, c >> 1)] = ew
+                    spread[u] += x
+                    if u not in seed_v and len(reached_by[u]) < cfg.max_evidence:
+                        reached_by[u].append((src, c >> 1, dst))
                     if hop < depth:
-                        nxt[u] = max(nxt.get(u, 0.0), w)
+                        nxt[u] = max(nxt.get(u, 0.0), x)
             visited.update(nxt)
             frontier = nxt
+    names = _names(g, {*seed_v, *spread, *(x for s, _, d in used for x in (s, d))})
     if cfg.graph_method == "ppr":
-        scores = _ppr(g, seed_v, used_edges, etypes, eweights, cfg)
+        scores = _ppr(g, seed_v, used, names, cfg)
     else:
         scores = dict(spread)
     top = max(scores.values(), default=0.0) or 1.0
+    evidence = {names[u]: [{"src": names[s], "type": g.edge_types[t], "dst": names[d]} for s, t, d in edges]
+                for u, edges in reached_by.items()}
     return {names[v]: x / top for v, x in scores.items() if x > 0}, evidence
 
 
-def _ppr(g, seed_v: Mapping[int, float], used_edges: set[int], etypes: list, eweights: list,
-         cfg: RecallConfig) -> dict[int, float]:
-    """Personalised PageRank over the subgraph of the edges expansion walked (undirected, weighted)."""
+def _micros(t: datetime) -> int:
+    """Microseconds since the epoch of a naive UTC datetime (the graph's first_seen unit)."""
+    return (t - datetime(1970, 1, 1)) // timedelta(microseconds=1)
+
+
+def _names(g: CsrGraph, slots: set[int]) -> dict[int, str]:
+    order = sorted(slots)
+    return dict(zip(order, g.ids(order)))
+
+
+def _ppr(g: CsrGraph, seed_v: Mapping[int, float], used: Mapping[tuple[int, int, int], float],
+         names: Mapping[int, str], cfg: RecallConfig) -> dict[int, float]:
+    """Personalised PageRank over the subgraph of the edges expansion walked (undirected, weighted; igraph's
+    PRPACK result, recall.graph_csr.personalized_pagerank). Vertices in id order and edges in (src id, dst id,
+    type) order: the same subgraph whatever slots the nodes have, so a base + delta index ranks like a fresh one."""
     if not seed_v:
         return {}
-    vs = sorted(set(seed_v) | {x for e in used_edges for x in g.es[e].tuple})
-    if not used_edges:
+    if not used:
         return dict(seed_v)
+    vs = sorted(set(seed_v) | {x for s, d, _ in used for x in (s, d)}, key=names.__getitem__)
     local = {v: i for i, v in enumerate(vs)}
-    es = sorted(used_edges)
-    sub = igraph.Graph(n=len(vs), edges=[(local[g.es[e].source], local[g.es[e].target]) for e in es])
-    w = [eweights[e] * cfg.edge_type_weight.get(etypes[e], cfg.default_edge_type_weight) for e in es]
+    es = sorted(used, key=lambda e: (names[e[0]], names[e[1]], g.edge_types[e[2]]))
+    w = [used[e] * cfg.edge_type_weight.get(g.edge_types[e[2]], cfg.default_edge_type_weight) for e in es]
     reset = [seed_v.get(v, 0.0) for v in vs]
-    pr = sub.personalized_pagerank(directed=False, damping=cfg.ppr_damping, reset=reset, weights=w)
+    pr = personalized_pagerank(len(vs), [local[s] for s, _, _ in es], [local[d] for _, d, _ in es], w, reset,
+                               damping=cfg.ppr_damping).tolist()
     return {v: pr[local[v]] for v in vs}
 
 
@@ -461,10 +504,12 @@ def node_weight(importance: float | None, frequency: int | None, recency: float,
             + cfg.weight_emotion * emotion) / total
 
 
-def _named_entities(reader: TenantReader, names: Sequence[str]) -> list[str]:
+def _named_entities(reader: TenantIndex | TenantReader, names: Sequence[str]) -> list[str]:
     """Ids of the tenant's Entities whose title or an alias is one of `names` (case-insensitive), by id."""
     if not names:
         return []
+    if isinstance(reader, TenantIndex):
+        return reader.named_entities(names)
     low = [n.lower() for n in names]
     rows = reader.select("nodes", "id", "type = 'Entity' AND (lower(title) IN (SELECT unnest(?::VARCHAR[])) "
                          "OR list_has_any(list_transform(aliases, a -> lower(a)), ?::VARCHAR[]))",
@@ -485,40 +530,39 @@ def _query_boost(row: Mapping, analysis: QueryAnalysis, cfg: RecallConfig) -> fl
     return boost
 
 
-def _score(reader: TenantReader, info: TenantInfo, seeds: Mapping[str, float], vec: Mapping[str, float] | None,
+def _score(reader: TenantIndex | TenantReader, info: TenantInfo, seeds: Mapping[str, float], vec: Mapping[str, float] | None,
            graph_scores: Mapping[str, float], evidence: Mapping[str, list[dict]], filters: Filters, analysis: QueryAnalysis,
-           cfg: RecallConfig, turn_of: dict[str, tuple[str, str]],
-           cards: set[str]) -> list[tuple[RecallResult, list[RawRef]]]:
+           cfg: RecallConfig, turn_of: dict[str, tuple[str, str]], cards: set[str],
+           mmr_hint: dict[str, list[str]] | None = None) -> list[tuple[RecallResult, list[RawRef]]]:
     """Candidates (seeds ∪ reached) that pass the filters, with their score breakdown and the raw_refs to cite;
     fills `turn_of` with the (conv_id, msg_id) of the turn-level candidates whose rows name it, and `cards`
-    with the rollup summaries (cited like entity and topic cards). `vec`: stage B's cosines (None: stage B off,
-    and no "vector" in the breakdown)."""
+    with the rollup summaries (cited like entity and topic cards), and `mmr_hint` with the MMR tokens the index
+    stored (nodes holding Han). `vec`: stage B's cosines (None: stage B off, and no "vector" in the breakdown)."""
     ids = list(dict.fromkeys([*seeds, *(vec or ()), *graph_scores]))
-    rows = reader.nodes(ids)
+    b = reader.node_batch(ids) if isinstance(reader, TenantIndex) else NodeBatch.from_rows(reader.nodes(ids), ids)
+    # each term as engine's row-by-row definitions above, computed for the whole batch (recall.scoring)
+    bm25 = np.array([seeds.get(i, 0.0) for i in b.id], dtype=np.float64)
+    graph = np.array([graph_scores.get(i, 0.0) for i in b.id], dtype=np.float64)
+    similarity = np.array([vec.get(i, 0.0) for i in b.id], dtype=np.float64) if vec is not None else np.zeros(len(b))
+    rec = scoring.recency(b, info.newest, cfg)
+    weight = scoring.weight(b, rec, cfg)
+    score = scoring.scores(b, bm25, similarity, graph, weight, analysis, cfg)
+    columns = [x.tolist() for x in (bm25, graph, weight, rec, similarity, score)]
     out = []
-    for nid in ids:
-        row = rows.get(nid)
-        if row is None or not filters.node(row):
-            continue
-        bm25 = seeds.get(nid, 0.0)
-        graph = graph_scores.get(nid, 0.0)
-        rec = _recency(_node_time(row), info.newest, cfg.tau_days.get(row["type"], cfg.default_tau_days))
-        weight = node_weight(row.get("importance"), row.get("frequency"), rec, row.get("sentiment"), cfg)
-        breakdown = {"bm25": bm25, "graph": graph, "weight": weight, "recency": rec}
-        similarity = 0.0
+    for i in np.flatnonzero(scoring.passes(b, filters)).tolist():
+        nid, ntype = b.id[i], b.type[i]
+        breakdown = {"bm25": columns[0][i], "graph": columns[1][i], "weight": columns[2][i], "recency": columns[3][i]}
         if vec is not None:
-            similarity = breakdown["vector"] = vec.get(nid, 0.0)
-        score = (cfg.lambda_bm25 * bm25 + cfg.lambda_vector * similarity + cfg.lambda_graph * graph
-                 + cfg.lambda_weight * weight) \
-            * cfg.type_prior.get(f"{row['type']}/{row.get('subtype')}", cfg.type_prior.get(row["type"], 1.0)) \
-            * _query_boost(row, analysis, cfg)
-        r = RecallResult(node_id=nid, type=row["type"], title=row["title"] or "", text=row["text"] or "",
-                         score=score, breakdown=breakdown, citations=[], evidence=list(evidence.get(nid, [])))
-        out.append((r, as_refs(row["raw_refs"])))
-        if row.get("subtype") == "rollup":
+            breakdown["vector"] = columns[4][i]
+        r = RecallResult(node_id=nid, type=ntype, title=b.title[i] or "", text=b.text[i] or "",
+                         score=columns[5][i], breakdown=breakdown, citations=[], evidence=list(evidence.get(nid, [])))
+        out.append((r, b.raw_refs[i]))
+        if mmr_hint is not None and b.mmr is not None and b.mmr[i] is not None:
+            mmr_hint[nid] = b.mmr[i]
+        if b.subtype[i] == "rollup":
             cards.add(nid)
-        elif row["type"] in TURN_LEVEL and row.get("conv_id") is not None and row.get("msg_id") is not None:
-            turn_of[nid] = (row["conv_id"], row["msg_id"])
+        elif ntype in TURN_LEVEL and b.conv_id[i] is not None and b.msg_id[i] is not None:
+            turn_of[nid] = (b.conv_id[i], b.msg_id[i])
     return out
 
 
@@ -569,10 +613,18 @@ def result_tokens(r: RecallResult) -> int:
     return estimate_tokens(r.title) + estimate_tokens(r.text) + sum(estimate_tokens(c.excerpt) for c in r.citations)
 
 
+@lru_cache(maxsize=1 << 16)
+def mmr_tokens(text: str) -> frozenset[str]:
+    """The words MMR compares results by: their search tokens (cached: the same cards come back query after
+    query). Chinese goes through recall.query_tokens, so an English question whose candidates hold Chinese
+    text no longer loads jieba's whole dictionary (~1 s of a cold CLI's "mmr" stage before)."""
+    return frozenset(search_tokens(text))
+
+
 def _similar(a: tuple[RecallResult, list[RawRef]], b: tuple[RecallResult, list[RawRef]],
              tokens: dict[str, set[str]]) -> float:
     """1.0 when two results cite overlapping bytes (an Episode and a Fact of the same turn), else the Jaccard
-    overlap of their title+text search tokens."""
+    overlap of their title+text words (mmr_tokens)."""
     for x in a[1][:3]:
         for y in b[1][:3]:
             if x.raw_id == y.raw_id and x.offset < y.offset + y.length and y.offset < x.offset + x.length:
@@ -581,8 +633,8 @@ def _similar(a: tuple[RecallResult, list[RawRef]], b: tuple[RecallResult, list[R
     return len(ta & tb) / len(ta | tb) if ta and tb else 0.0
 
 
-def _mmr(ranked: list[tuple[RecallResult, list[RawRef]]], k: int,
-         cfg: RecallConfig) -> list[tuple[RecallResult, list[RawRef]]]:
+def _mmr(ranked: list[tuple[RecallResult, list[RawRef]]], k: int, cfg: RecallConfig,
+         hint: Mapping[str, Sequence[str]] | None = None) -> list[tuple[RecallResult, list[RawRef]]]:
     """Maximal marginal relevance over the best candidates: each pick maximises
     λ·score/top − (1−λ)·max similarity to what is already picked, and a candidate at least
     cfg.mmr_threshold similar to a pick (the same line as Episode and as Fact) comes only
@@ -591,7 +643,9 @@ def _mmr(ranked: list[tuple[RecallResult, list[RawRef]]], k: int,
         return ranked[:k]
     pool = ranked[:max(k, cfg.mmr_pool)]
     top = pool[0][0].score or 1.0
-    tokens = {r.node_id: set(search_tokens(f"{r.title} {r.text}")) for r, _ in pool}
+    hint = hint or {}
+    tokens = {r.node_id: frozenset(hint[r.node_id]) if r.node_id in hint else mmr_tokens(f"{r.title} {r.text}")
+              for r, _ in pool}
     picked = [pool[0]]
     rest = pool[1:]
     best_sim = [_similar(c, pool[0], tokens) for c in rest]

@@ -1,9 +1,11 @@
-"""Index builders: the DuckDB database (views over the lake + per-tenant FTS) and per-tenant igraph files.
+"""Index builders: the DuckDB database (views over the lake + per-tenant FTS) and recall's per-tenant index.
 
-Both are rebuilt from the lake's tables and swapped in atomically
-(build at a temp path, then os.replace), so a reader sees either the old index
-or the new one, never a half-built one; a reader that already holds the old
-file keeps reading it.
+Recall's own index (recall.index_build: BM25 postings, node rows, citation rows and the graph as CSR arrays,
+base + delta segments per tenant) is brought up to the lake's tables incrementally on every build. The
+DuckDB file, for SQL, is rebuilt only when due (its views read the lake's files as they are). Both are
+swapped in atomically (build at a temp path, then os.replace or a pointer swap), so a reader sees either
+the old index or the new one, never a half-built one; a reader that already holds the old files keeps
+reading them.
 """
 from __future__ import annotations
 
@@ -15,19 +17,18 @@ import time
 from typing import Mapping
 from pathlib import Path
 
-import igraph
 import polars as pl
 import pyarrow as pa
 
 from r2g.schema import (AUDIT, COLD_EDGES, COMMUNITIES, EDGES, FEEDBACK, NODES, OPS_APPLIED, OPS_REJECTED,
                         PROMOTIONS, REVIEW_QUEUE)
-from r2g.lake_graph import lake_docs, lake_views, read_graph, read_lake_table
+from r2g.lake_graph import lake_docs, lake_views, read_graph_tables, read_lake_table
 from r2g.tokens import node_doc  # noqa: F401  (re-exported: the document of a node)
 from raw_store.lake import (Lake, fsync_dir, index_is_current, read_lake_state, write_bytes_atomic,
                             write_index_state, write_table)
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS, TOMBSTONES, TS
 from recall import vectors
-from recall.store import _sql_str, connect, graph_path, node_docs_table, raw_docs_table, tenant_slug
+from recall.store import _sql_str, connect, node_docs_table, raw_docs_table, tenant_slug
 
 # Lake tables the DuckDB file has a view of (recall reads these).
 TABLES: dict[str, pa.Schema] = {
@@ -62,25 +63,31 @@ INACTIVE_STATUS = ("forgotten", "deleted")
 
 
 def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = None, full: bool = False) -> dict:
-    """Rebuild lake.duckdb_path and lake.graph_dir/<slug>.pkl from the lake's tables.
+    """Bring recall's per-tenant index up to the lake's tables, write the tenants table, and rebuild the DuckDB file
+    when due.
 
     The DuckDB file holds a view per lake table over the Parquet files where they lie (r2g.lake_graph.lake_views;
-    on object storage, where DuckDB cannot reach the bucket by itself, copies), the `tenants` table, and the
+    on object storage, where DuckDB cannot reach the bucket by itself, copies), the `tenants` view, and the
     per-tenant BM25 indexes over node and raw-passage documents. `extra_tables` ({name: schema}) names the
-    consolidation tables of jobs/ to expose too (recall itself reads only TABLES). Returns stats: {"tables":
-    {name: rows}, "tenants": n, "node_docs": n, "raw_docs": n, "graphs": {tenant: {"vertices", "edges"}},
-    "seconds": s}. A table never written reads as empty.
+    consolidation tables of jobs/ to expose too. `full`: compact recall's index into new bases and rebuild the
+    DuckDB file. Returns stats: {"tables": {name: rows} (when the DuckDB file was rebuilt), "tenants": n,
+    "node_docs": n, "raw_docs": n, "graphs": {tenant: {"vertices", "edges", "mode", "seconds"}}, "rebuilt": bool,
+    "seconds": s}.
     """
     t0 = time.perf_counter()
     lake.index_dir.mkdir(parents=True, exist_ok=True)
     names = [*TABLES, *(extra_tables or {})]
-    nodes, edges = read_graph(lake, "consolidated",
-                              ["tenant", "id", "type", "status", "title", "text", "keywords", "first_seen", "time_start",
-                               "last_seen"], ["tenant", "src", "dst", "type", "weight"])
+    node_table, edge_table = read_graph_tables(lake, "consolidated")
+    tables = {"nodes": node_table, "edges": edge_table, "raw_chunks": read_lake_table(lake, "raw_chunks"),
+              "messages": read_lake_table(lake, "messages")}
+    graphs = _write_recall_indexes(lake, tables, full)
+    del tables, edge_table
+    nodes = pl.from_arrow(node_table.select(["tenant", "id", "type", "status", "title", "text", "keywords",
+                                             "first_seen", "time_start", "last_seen"]))
+    del node_table
     newest = dict(nodes.group_by("tenant").agg(pl.coalesce("time_start", "last_seen", "first_seen").max()).iter_rows())
     nodes = nodes.filter(_active(pl.col("status")))
     tenants = _tenants(lake, nodes)
-    graphs = _write_graphs(lake, nodes, edges, tenants)
     vectors = _write_vectors(lake, nodes, tenants)
     stats = _write_duckdb(lake, names, nodes, tenants, newest, full)
     stats["graphs"] = graphs
@@ -234,46 +241,16 @@ def _write_vectors(lake: Lake, nodes: pl.DataFrame, tenants: list[str]) -> dict:
     return {"embedder": spec, "nodes": stats}
 
 
-def _write_graphs(lake: Lake, nodes: pl.DataFrame, edges: pl.DataFrame, tenants: list[str]) -> dict:
-    """One pickled igraph per tenant: its active nodes (`nodes`), and its edges between two of them."""
-    lake.graph_dir.mkdir(parents=True, exist_ok=True)
-    stats, keep = {}, set()
-    for tenant in tenants:
-        vs = nodes.filter(pl.col("tenant") == tenant).select("id", "type", "first_seen").sort("id")
-        index = vs.select("id").with_row_index("v")
-        # DERIVED_FROM edges to RawChunks (and anything dangling) have an endpoint that is no node.
-        es = (edges.filter(pl.col("tenant") == tenant)
-              .join(index.rename({"id": "src", "v": "s"}), on="src")
-              .join(index.rename({"id": "dst", "v": "d"}), on="dst")
-              .sort("src", "dst", pl.col("type").fill_null(""), maintain_order=True))
-        g = igraph.Graph(n=vs.height, edges=list(zip(es.get_column("s").to_list(), es.get_column("d").to_list())),
-                         directed=True)
-        g.vs["name"] = vs.get_column("id").to_list()
-        g.vs["type"] = vs.get_column("type").to_list()
-        # when each memory was first seen (naive UTC, None unknown): recall's as_of walks only what was known then
-        g.vs["first_seen"] = vs.get_column("first_seen").to_list()
-        g.es["type"] = es.get_column("type").to_list()
-        g.es["weight"] = es.get_column("weight").fill_null(1.0).cast(pl.Float64).to_list()
-        path = graph_path(lake, tenant_slug(tenant))
-        _write_pickle_atomic(g, path)
-        keep.add(path.name)
-        stats[tenant] = {"vertices": g.vcount(), "edges": g.ecount()}
-    # A tenant that is gone from the lake (forgotten) must not stay recallable through a stale graph.
-    for stale in lake.graph_dir.glob("t_*.pkl"):
-        if stale.name not in keep:
-            stale.unlink(missing_ok=True)
-    fsync_dir(lake.graph_dir)
-    return stats
+def _write_recall_indexes(lake: Lake, tables: dict[str, pa.Table], full: bool) -> dict:
+    """Recall's per-tenant index (recall.index_build) from the tables just read; {tenant: {"vertices", "edges",
+    "mode", "seconds"}}. The igraph pickles of earlier versions (lake.graph_dir) are removed: nothing reads them."""
+    import shutil
 
+    from recall.index_build import build_recall_indexes
 
-def _write_pickle_atomic(g: igraph.Graph, path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        g.write_pickle(tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    stats = build_recall_indexes(lake.index_dir, tables, compact=full)
+    shutil.rmtree(lake.graph_dir, ignore_errors=True)
+    return {t: {"vertices": s["nodes"], "edges": s["half_edges"] // 2, "mode": s["mode"], "seconds": s["seconds"]}
+            for t, s in stats.items()}
+
 

@@ -2,7 +2,7 @@
 
 Open a session per tenant, `with ReadApi.open(lake, "demo") as api: ...`. Every
 SQL read goes through the session's `TenantReader` (tenant-filtered in SQL) and
-every neighbourhood through the tenant's own igraph file, so nothing another
+every neighbourhood through the tenant's own graph (recall.tenant_index), so nothing another
 tenant wrote can come back. Views are frozen dataclasses whose collections are
 tuples and `MappingProxyType`s; each call builds them afresh.
 
@@ -27,8 +27,9 @@ from typing import Any, Collection, Iterable, Mapping, Sequence
 from r2g.schema import EDGE_TYPES, EDGES, NODE_TYPES, NODES
 from raw_store.lake import Lake
 from recall.engine import query_keywords
-from recall.store import (IDS, TenantGraph, TenantInfo, TenantReader, id_param, load_graph, node_docs_table,
-                          tenant_reader)
+from recall.graph_csr import CsrGraph
+from recall.store import IDS, IndexNotBuilt, TenantInfo, TenantReader, id_param, node_docs_table, tenant_reader
+from recall.tenant_index import open_tenant_index
 
 # Error codes, named as in seed 001 (compactNodes' argument errors).
 BAD_ARGS = "BAD_ARGS"
@@ -275,10 +276,19 @@ def _choice(value: Any, what: str, allowed: Sequence[str]) -> str:
     return value
 
 
+def _graph(lake: Lake, tenant: str) -> CsrGraph | None:
+    """The tenant's graph from recall's index; None when it has none (neighbourhoods are then empty)."""
+    try:
+        index = open_tenant_index(lake.index_dir, tenant)
+        return index.graph() if index is not None else None
+    except (IndexNotBuilt, OSError, ValueError):
+        return None
+
+
 class ReadApi:
     """One tenant's read session over the lake's current index; use as a context manager."""
 
-    def __init__(self, reader: TenantReader, info: TenantInfo | None, graph: TenantGraph | None) -> None:
+    def __init__(self, reader: TenantReader, info: TenantInfo | None, graph: CsrGraph | None) -> None:
         self._reader = reader
         self._info = info
         self._graph = graph
@@ -294,7 +304,7 @@ class ReadApi:
         reader = tenant_reader(lake, tenant)
         try:
             info = reader.info()
-            graph = load_graph(lake, info.slug) if info is not None else None
+            graph = _graph(lake, tenant) if info is not None else None
         except BaseException:
             reader.close()
             raise
@@ -632,19 +642,21 @@ class ReadApi:
     def _edges_at(self, node_ids: Iterable[str], direction: str,
                   edge_types: Collection[str] | None) -> list[tuple[str, str, str, str]]:
         """(node, neighbour, edge type, direction) for each graph edge at the nodes (direction seen from node)."""
-        tg = self._graph
-        if tg is None:
+        g = self._graph
+        if g is None:
             return []
-        g, wanted = tg.graph, None if edge_types is None else frozenset(edge_types)
+        wanted = None if edge_types is None else frozenset(edge_types)
         modes = ("out", "in") if direction == "both" else (direction,)
-        out = []
-        for node_id in node_ids:
-            v = tg.index.get(node_id)
-            if v is None:
+        node_ids = list(node_ids)
+        found = []
+        for node_id, v in zip(node_ids, g.slots(node_ids).tolist()):
+            if v < 0:
                 continue
+            nbr, code, _ = g.incident(v)
             for mode in modes:
-                for e in g.es[g.incident(v, mode=mode)]:
-                    u = e.target if mode == "out" else e.source
-                    if u != v and (wanted is None or e["type"] in wanted):
-                        out.append((node_id, g.vs[u]["name"], e["type"], mode))
-        return out
+                bit = 0 if mode == "out" else 1
+                for u, c in zip(nbr.tolist(), code.tolist()):
+                    if c & 1 == bit and u != v and (wanted is None or g.type_of(c) in wanted):
+                        found.append((node_id, u, g.type_of(c), mode))
+        names = dict(zip(sorted({u for _, u, _, _ in found}), g.ids(sorted({u for _, u, _, _ in found}))))
+        return [(node_id, names[u], etype, mode) for node_id, u, etype, mode in found]

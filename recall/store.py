@@ -1,9 +1,9 @@
-"""The lowest read layer of recall: DuckDB connections, tenant-scoped SQL, cached igraph indexes.
+"""The SQL read layer of recall: DuckDB connections, tenant-scoped SQL, the index file cache.
 
-Every recall read goes through here. SQL reads go through `TenantReader.select`,
-which always filters on `tenant = ?`, so no node, edge, chunk or message of
-another tenant can come back. Graphs are per tenant files, so an expansion can
-only walk the tenant's own nodes.
+SQL reads go through `TenantReader.select`, which always filters on `tenant = ?`, so no
+node, edge, chunk or message of another tenant can come back. Recall's hot path reads its
+own per-tenant index instead (recall.tenant_index: one folder per tenant, so an expansion
+can only walk the tenant's own nodes); the read API and `memctl sql` read DuckDB.
 """
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
 import duckdb
-import igraph
 
 from raw_store.lake import Lake
 
@@ -254,14 +253,6 @@ class TenantReader:
         return [dict(zip(cols, r)) for r in rows]
 
 
-@dataclass
-class TenantGraph:
-    """One tenant's igraph index plus the id → vertex map recall needs."""
-    graph: igraph.Graph
-    index: dict[str, int]
-    degree: list[int]
-
-
 class FileCache:
     """Objects loaded from index files, kept until their file is replaced (same path, new inode or mtime):
     one loaded version per file, shared by the threads of a serving process."""
@@ -284,23 +275,6 @@ class FileCache:
         with self._lock:
             self._items[path] = (st.st_ino, st.st_mtime_ns, obj)
         return obj
-
-
-_GRAPHS = FileCache()
-
-
-def graph_path(lake: Lake, slug: str) -> Path:
-    return lake.graph_dir / f"{slug}.pkl"
-
-
-def _read_graph(path: Path) -> TenantGraph:
-    g = igraph.Graph.Read_Pickle(str(path))
-    return TenantGraph(g, {name: i for i, name in enumerate(g.vs["name"])} if g.vcount() else {}, g.degree())
-
-
-def load_graph(lake: Lake, slug: str) -> TenantGraph | None:
-    """The tenant's igraph index (cached by path + inode + mtime), or None when it has none."""
-    return _GRAPHS.get(graph_path(lake, slug), _read_graph)
 
 
 def tenant_sql(lake: Lake, tenant: str) -> duckdb.DuckDBPyConnection:

@@ -20,6 +20,7 @@ from r2g.lake_graph import read_lake_table
 
 from assets.run import materialize
 from raw_store.lake import Lake, scan_inbox
+from recall.tenant_index import recall_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 EN_LINE = "Oh, and my neighbour Xiaoming played football in Riverside Park on Saturday."
@@ -64,7 +65,7 @@ def test_first_run_builds_everything(lake) -> None:
     for name, rows in (("raw_chunks", 1), ("messages", 1), ("nodes", 1), ("edges", 1), ("rejects", 1)):
         assert read_lake_table(lk, name).num_rows >= rows, name
     assert (lk.lake / "consolidated" / "state.parquet").exists() and (lk.lake / "r2g" / "nodes.parquet").exists()
-    assert lk.duckdb_path.exists() and any(lk.graph_dir.iterdir())
+    assert lk.duckdb_path.exists() and any(recall_dir(lk.index_dir).iterdir())
 
 
 def test_bad_input_becomes_rejects_while_the_rest_lands(lake) -> None:

@@ -28,6 +28,7 @@ from raw_store.lake import Lake
 from raw_store.readers import Message
 from recall.engine import recall
 from recall.store import tenant_sql
+from recall.tenant_index import tenant_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTRA = [  # a second demo conversation with a speaker and a day of its own
@@ -160,7 +161,7 @@ def test_forget_a_whole_tenant(lake: Lake) -> None:
         assert _sql(lake, "research", f"SELECT count(*) FROM {table}") == [(0,)], table
     assert not list((lake.raw / "research").rglob("*.blob.zst"))
     assert list((lake.raw / "research").rglob("*.tomb"))
-    assert not list(lake.graph_dir.glob("t_research_*.pkl"))
+    assert not tenant_dir(lake.index_dir, "research").exists()
     rc = main(["--data", str(lake.root), "recall", "garden", "--tenant", "research"])
     assert rc == 2                                           # an unknown tenant now
     assert "research" not in {r[0] for r in _sql(lake, "demo", "SELECT tenant FROM tenants")}

@@ -1,8 +1,7 @@
-"""Index builders: DuckDB tables + per-tenant FTS, per-tenant igraph files, atomic swap."""
+"""Index builders: DuckDB tables + per-tenant FTS, recall's per-tenant index (graph included), atomic swap."""
 from __future__ import annotations
 
 import duckdb
-import igraph
 import pyarrow as pa
 import pytest
 
@@ -10,8 +9,21 @@ from r2g.schema import NODES
 
 from raw_store.lake import Lake
 from recall.index import build_indexes
-from recall.store import connect, graph_path, node_docs_table, raw_docs_table, tenant_slug
+from recall.store import connect, node_docs_table, raw_docs_table, tenant_slug
+from recall.tenant_index import open_tenant_index, tenant_dir
 from recall_fixtures import LakeBuilder
+
+
+def graph_edges(lake: Lake, tenant: str) -> tuple[list[str], list[tuple]]:
+    """(vertex ids, (src, type, dst, weight) edges) of the tenant's graph in recall's index."""
+    g = open_tenant_index(lake.index_dir, tenant).graph()
+    ids = g.ids(range(g.n))
+    edges = []
+    for v in range(g.n):
+        nbr, code, w = g.incident(v)
+        edges += [(ids[v], g.type_of(c), ids[u], x) for u, c, x in zip(nbr.tolist(), code.tolist(), w.tolist())
+                  if not c & 1]
+    return ids, sorted(edges)
 
 
 def _two_tenant_lake(root, extra_word: str = "") -> Lake:
@@ -70,13 +82,12 @@ def test_per_tenant_fts_indexes_chinese_and_english(tmp_path):
 
 def test_graph_per_tenant_without_raw_endpoints(tmp_path):
     lake = _two_tenant_lake(tmp_path)
-    g = igraph.Graph.Read_Pickle(str(graph_path(lake, tenant_slug("alice"))))
-    assert sorted(g.vs["name"]) == ["ent1", "ep1", "ep2"]
-    assert dict(zip(g.vs["name"], g.vs["type"]))["ent1"] == "Entity"
-    edges = sorted((g.vs[e.source]["name"], e["type"], g.vs[e.target]["name"], e["weight"]) for e in g.es)
+    ids, edges = graph_edges(lake, "alice")
+    assert sorted(ids) == ["ent1", "ep1", "ep2"]
+    assert open_tenant_index(lake.index_dir, "alice").nodes(["ent1"])["ent1"]["type"] == "Entity"
     assert edges == [("ep1", "MENTIONS", "ent1", 0.9), ("ep1", "TEMPORAL_NEXT", "ep2", 0.3)]
-    gb = igraph.Graph.Read_Pickle(str(graph_path(lake, tenant_slug("bob"))))
-    assert gb.vs["name"] == ["ep9"] and gb.ecount() == 0
+    assert graph_edges(lake, "bob") == (["ep9"], [])
+    assert not lake.graph_dir.exists()   # no igraph pickles any more
 
 
 def test_empty_lake_builds(tmp_path):
@@ -108,8 +119,9 @@ def test_rebuild_swaps_atomically_and_old_reader_keeps_working(tmp_path):
         old.close()
     leftovers = [p.name for p in lake.lake.rglob("*") if p.name.startswith(".") or p.suffix in (".tmp", ".wal")]
     assert leftovers == []
-    # bob is gone from the lake: his graph file must not linger
-    assert not graph_path(lake, tenant_slug("bob")).exists()
+    # bob is gone from the lake: his recall index (graph included) must not linger
+    assert not tenant_dir(lake.index_dir, "bob").exists()
+    assert open_tenant_index(lake.index_dir, "bob") is None
 
 
 def test_connect_read_only_without_file_raises(tmp_path):

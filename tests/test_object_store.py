@@ -76,7 +76,7 @@ def _s3_fingerprint(objects: dict[str, bytes]) -> dict[str, str]:
     """The same view as tests.test_reliability.lake_fingerprint, over the bucket's objects."""
     return {k: hashlib.sha256(v).hexdigest() for k, v in sorted(objects.items())
             if (k.startswith("lake/") and k.endswith((".parquet", ".json")) and k != "lake/_state.json"
-                and not k.rsplit("/", 1)[-1].startswith("."))
+                and not k.rsplit("/", 1)[-1].startswith(".") and not k.startswith("lake/recall/"))
             or (k.startswith("raw/") and k.endswith(".blob.zst"))}
 
 

@@ -9,6 +9,7 @@ import pytest
 from raw_store.lake import Lake
 from recall import RecallConfig, recall
 from recall.engine import estimate_tokens, result_tokens
+from recall.tenant_index import tenant_dir
 from recall_fixtures import JULY, MAY, puppy_lake
 
 
@@ -121,11 +122,16 @@ def test_degradation_graph_switched_off_keyword_and_weight_only(lake):
 
 @pytest.mark.parametrize("damage", ["missing", "unreadable"])
 def test_degradation_graph_under_maintenance(lake, damage):
-    for p in lake.graph_dir.glob("*.pkl"):
+    folder = tenant_dir(lake.index_dir, "t")
+    for p in folder.glob("s*/adj_*.npy"):
         if damage == "missing":
             p.unlink()
         else:
-            p.write_bytes(b"not a pickle")
+            p.write_bytes(b"not an array")
+    current = folder / "CURRENT"   # the same version swapped in again: the next recall opens the damaged files
+    tmp = folder / ".CURRENT.tmp"
+    tmp.write_bytes(current.read_bytes())
+    tmp.replace(current)
     trace: list = []
     got = recall("Biscuit agility", "t", k=10, lake=lake, trace=trace)
     assert "ep_j1" in _ids(got) and all(r.breakdown["graph"] == 0 for r in got)

@@ -24,7 +24,6 @@ import threading
 import time
 from pathlib import Path
 
-import igraph
 import pyarrow.parquet as pq
 import pytest
 
@@ -32,6 +31,7 @@ from raw_store.cas import RawStore
 from raw_store.lake import Lake
 from recall.engine import recall
 from recall.store import connect
+from recall.tenant_index import open_tenant_index, recall_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 KILLS = 6
@@ -76,11 +76,13 @@ def _materialize(root: Path, env: dict[str, str]) -> subprocess.Popen:
 
 
 def lake_fingerprint(root: Path) -> dict[str, str]:
-    """sha256 of every Parquet table and manifest in the lake, and of every blob in the raw store."""
+    """sha256 of every Parquet table and manifest in the lake, and of every blob in the raw store. Recall's index
+    (lake/recall/: its versions' names depend on how many builds ran) is compared by index_contents instead."""
     lake = root / "lake"
     out = {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
            for p in sorted(lake.rglob("*")) if p.suffix in (".parquet", ".json") and not p.name.startswith(".")
-           and p.name not in ("_state.json", "_fts.json", "tenants.parquet")}   # the last two belong to the index
+           and p.name not in ("_state.json", "_fts.json", "tenants.parquet")   # these and recall/ are the index's
+           and not p.relative_to(lake).as_posix().startswith("recall/")}
     out.update({p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
                 for p in sorted((root / "raw").rglob("*.blob.zst"))})
     return out
@@ -96,9 +98,16 @@ def index_contents(root: Path) -> dict:
                for t in ("nodes", "edges", "messages", "raw_chunks", "rejects", "tenants", *docs)}
     finally:
         con.close()
-    for p in sorted((root / "lake" / "graph").glob("t_*.pkl")):
-        g = igraph.Graph.Read_Pickle(str(p))
-        out[p.name] = (g.vs["name"], g.get_edgelist(), g.es["type"], g.es["weight"])
+    for tenant in _index_tenants(root):
+        out[f"recall:{tenant}"] = open_tenant_index(root / "lake", tenant).contents()
+    return out
+
+
+def _index_tenants(root: Path) -> list[str]:
+    """The tenants recall's index holds (each version's manifest names its tenant)."""
+    out = []
+    for current in sorted(recall_dir(root / "lake").glob("*/CURRENT")) if recall_dir(root / "lake").is_dir() else ():
+        out.append(json.loads((current.parent / current.read_text("utf-8").strip()).read_text("utf-8"))["tenant"])
     return out
 
 
@@ -116,8 +125,8 @@ def assert_whole(root: Path) -> None:
             con.execute("SELECT count(*) FROM nodes").fetchone()
         finally:
             con.close()
-    for p in (root / "lake" / "graph").glob("t_*.pkl") if (root / "lake" / "graph").is_dir() else ():
-        igraph.Graph.Read_Pickle(str(p))
+    for tenant in _index_tenants(root):
+        open_tenant_index(root / "lake", tenant).graph()
 
 
 @pytest.fixture(scope="module")

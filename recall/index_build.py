@@ -1,0 +1,550 @@
+"""Build a tenant's recall index from its current tables: a new base, or only a delta of what changed.
+
+Input is the tenant's logical tables as Arrow (nodes: NODES, edges: EDGES, raw_chunks: RAW_CHUNKS,
+messages: MESSAGES), passed by the caller. Every unit recall reads gets a hash (polars `hash_rows`,
+fixed seed): a node row (with the keywords its document is made of), a node's neighbour list, a chunk
+row, the messages of one chunk. The hashes are stored with the segments, so an update compares the
+new tables with what the current version holds and writes a *delta* segment with only the changed,
+added and removed units. When the deltas grow past COMPACT_SHARE of the base (or MAX_SEGMENTS
+segments, or on request, or when the hashes are not comparable: another format or polars version),
+the tables are built into a new *base* instead: the compaction.
+
+Every version is written into temp names, fsynced and renamed into place, then CURRENT is replaced
+(recall.tenant_index); the versions before the previous one are removed afterwards.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from r2g.schema import EDGES, NODES
+from r2g.tokens import has_han, segment_for_fts
+from raw_store.lake import conform
+from raw_store.schema import MESSAGES, RAW_CHUNKS
+from recall.graph_csr import NO_TIME, AdjacencyArrays
+from recall.postings import build_postings
+from recall.query_tokens import jieba_tokens
+from recall.segment import MESSAGE_ROW_COLS, NODE_ROW_COLS, fsync_tree, write_segment
+from recall.store import tenant_slug
+from recall.tenant_index import FORMAT, Version, read_current, recall_dir, tenant_dir
+
+COMPACT_SHARE = 0.15   # deltas holding more than this share of the base's units → compact into a new base
+MAX_SEGMENTS = 8
+HASH_SEED = 20261124
+KEEP_VERSIONS = 2      # the current version and the one before (a reader may still be opening it)
+
+
+def _fts():
+    # recall.index imports this module's caller; its constants are read at call time
+    from recall.index import FTS_IGNORE, INACTIVE_STATUS, node_doc
+
+    return FTS_IGNORE, INACTIVE_STATUS, node_doc
+
+
+# --------------------------------------------------------------------------- the tables, prepared
+
+@dataclass
+class Prepared:
+    """The tenant's tables as recall reads them, each row or group with its hash (nothing sorted yet: a delta
+    sorts only the rows it writes)."""
+    nodes: pl.DataFrame       # active nodes, one row per id: id, keywords, NODE_ROW_COLS, hash
+    newest: object            # newest node time over all nodes (any status), or None
+    half: pl.DataFrame        # half-edges between active nodes: node, nbr, dir, type, weight, eid, h
+    adj: pl.DataFrame         # per node id with edges: node, hash
+    chunks: pl.DataFrame      # id, path, sha256, conv_id, ts, passage, text, hash
+    messages: pl.DataFrame    # one row per message piece: piece, piece_offset, piece_length, MESSAGE_ROW_COLS, h
+    msg: pl.DataFrame         # per piece: key, hash
+
+
+def _hash(df: pl.DataFrame, cols: list[str]) -> pl.Series:
+    return df.select(cols).hash_rows(seed=HASH_SEED)
+
+
+def _group_hash(df: pl.DataFrame, key: str) -> pl.DataFrame:
+    """One hash per `key` over the row hashes `h` of its rows, whatever their order: their wrapping sum and
+    their count (a multiset hash)."""
+    g = df.group_by(key).agg(pl.col("h").sum().alias("sum"), pl.len().alias("n"))
+    return g.select(pl.col(key), _hash(g, ["sum", "n"]).alias("hash"))
+
+
+def prepare(nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table, messages: pa.Table) -> Prepared:
+    _, inactive, _ = _fts()
+    node_cols = ["id", "keywords", *NODE_ROW_COLS]
+    n = pl.from_arrow(conform(nodes, NODES).select(node_cols))
+    newest = n.select(pl.coalesce("time_start", "last_seen", "first_seen").max()).item() if n.height else None
+    n = n.filter(pl.col("id").is_not_null() & (pl.col("status").is_null() | ~pl.col("status").is_in(inactive)))
+    n = n.unique("id", keep="first", maintain_order=True)
+    n = n.with_columns(_hash(n, node_cols).alias("hash"))
+
+    e = pl.from_arrow(conform(edges, EDGES).select(["id", "src", "dst", "type", "weight"]))
+    e = e.filter(pl.col("src").is_in(n["id"].implode()) & pl.col("dst").is_in(n["id"].implode()))
+    e = e.with_columns(pl.col("weight").fill_null(1.0), pl.col("type").fill_null(""))
+    half = pl.concat([
+        e.select(pl.col("src").alias("node"), pl.col("dst").alias("nbr"), pl.lit(0, pl.UInt8).alias("dir"),
+                 "type", "weight", pl.col("id").alias("eid")),
+        e.select(pl.col("dst").alias("node"), pl.col("src").alias("nbr"), pl.lit(1, pl.UInt8).alias("dir"),
+                 "type", "weight", pl.col("id").alias("eid")),
+    ])
+    half = half.with_columns(_hash(half, ["node", "nbr", "dir", "type", "weight", "eid"]).alias("h"))
+    adj = _group_hash(half, "node")
+
+    c = pl.from_arrow(conform(raw_chunks, RAW_CHUNKS).select(["id", "path", "sha256", "conv_id", "ts", "mime", "text"]))
+    c = c.filter(pl.col("id").is_not_null()).unique("id", keep="first", maintain_order=True)
+    # passages are chat text; an agent ops file kept whole for its citations is not one (as recall.index)
+    c = c.with_columns((pl.col("mime").is_null() | pl.col("mime").str.starts_with("text/plain")).alias("passage"))
+    c = c.with_columns(_hash(c, ["id", "path", "sha256", "conv_id", "ts", "passage"]).alias("hash"))
+
+    m = pl.from_arrow(conform(messages, MESSAGES).select(list(MESSAGE_ROW_COLS))).with_row_index("_mi")
+    # a message lies in the chunks of its valid raw_refs (recall.citations.as_refs), else in its raw_id's; one row
+    # per piece, with the piece's span in that chunk (what a citation slices)
+    valid = (pl.col("raw_id").fill_null("") != "") & pl.col("offset").is_not_null() & pl.col("length").is_not_null()
+    refs = (m.select("_mi", pl.col("raw_refs").alias("ref")).explode("ref").unnest("ref").filter(valid)
+            .select("_mi", pl.col("raw_id").alias("piece"), pl.col("offset").alias("piece_offset"),
+                    pl.col("length").alias("piece_length")))
+    bare = (m.join(refs.select("_mi").unique(), on="_mi", how="anti").filter(valid)
+            .select("_mi", pl.col("raw_id").alias("piece"), pl.col("offset").alias("piece_offset"),
+                    pl.col("length").alias("piece_length")))
+    msgs = pl.concat([refs, bare]).join(m, on="_mi").drop("_mi")
+    msgs = msgs.with_columns(_hash(msgs, ["piece", "piece_offset", "piece_length", *MESSAGE_ROW_COLS]).alias("h"))
+    msg = _group_hash(msgs, "piece").rename({"piece": "key"})
+    return Prepared(n, newest, half, adj, c, msgs, msg)
+
+
+# --------------------------------------------------------------------------- what the current version holds
+
+@dataclass
+class Current:
+    version: Version
+    nodes: pl.DataFrame       # live: id, slot, hash
+    slots: pl.DataFrame       # every id that has a slot in this version (live or removed): id, slot
+    adj: pl.DataFrame         # live lists: slot, hash
+    chunks: pl.DataFrame      # live: id, hash
+    msg: pl.DataFrame         # live groups: key, hash
+    base_units: int
+    delta_units: int
+
+
+def current_state(v: Version) -> Current:
+    node_parts, slot_parts, adj_parts, chunk_parts, msg_parts = [], [], [], [], []
+    for s, seg in enumerate(v.segments):
+        ids = pl.from_arrow(seg.nodes.select(["id", "slot", "hash"]))
+        slot_parts.append(ids.select("id", "slot"))
+        live = v.node_live(s)
+        node_parts.append(ids if live is None else ids.filter(pl.Series(live)))
+        adj_parts.append(pl.DataFrame({"slot": np.asarray(seg.adjacency.slot, np.int64),
+                                       "hash": np.asarray(seg.adjacency.hash), "seg": np.full(len(seg.adjacency.slot), s)}))
+        cl = v.chunk_live(s)
+        ch = pl.from_arrow(seg.chunks.select(["id", "hash"]))
+        chunk_parts.append(ch if cl is None else ch.filter(pl.Series(cl)))
+        msg_parts.append(pl.DataFrame({"key": pl.Series(seg.msg_key_strings.to_pylist(), dtype=pl.Utf8),
+                                       "hash": np.asarray(seg.msg_hash), "seg": np.full(len(seg.msg_hash), s)}))
+    slots = pl.concat(slot_parts).unique("id", keep="first").with_columns(pl.col("slot").cast(pl.Int64))
+    # adjacency: the newest list per slot, minus slots removed after it
+    adj = pl.concat(adj_parts).sort("seg").unique("slot", keep="last")
+    gone = _removed_after(v)
+    adj = adj.join(gone, on="slot", how="left").filter(pl.col("gone_seg").is_null() | (pl.col("gone_seg") < pl.col("seg")))
+    msg = pl.concat(msg_parts).sort("seg").unique("key", keep="last")
+    removed_msgs = pl.DataFrame({"key": [k for seg in v.segments for k in seg.removed_msgs],
+                                 "gone_seg": [s for s, seg in enumerate(v.segments) for _ in seg.removed_msgs]},
+                                schema={"key": pl.Utf8, "gone_seg": pl.Int64})
+    msg = msg.join(removed_msgs.group_by("key").agg(pl.col("gone_seg").max()), on="key", how="left") \
+        .filter(pl.col("gone_seg").is_null() | (pl.col("gone_seg") < pl.col("seg")))
+    base = v.segments[0]
+    units = lambda seg: seg.nodes.num_rows + len(seg.adjacency.slot) + seg.chunks.num_rows + len(seg.msg_hash)  # noqa: E731
+    deltas = sum(units(seg) + len(seg.removed_slots) + len(seg.removed_chunks) + len(seg.removed_msgs)
+                 for seg in v.segments[1:])
+    return Current(v, pl.concat(node_parts).with_columns(pl.col("slot").cast(pl.Int64)), slots,
+                   adj.select("slot", "hash"), pl.concat(chunk_parts), msg.select("key", "hash"), units(base), deltas)
+
+
+def _removed_after(v: Version) -> pl.DataFrame:
+    """The last segment that removed each slot (slot, gone_seg)."""
+    rows = [(int(x), s) for s, seg in enumerate(v.segments) for x in np.asarray(seg.removed_slots).tolist()]
+    df = pl.DataFrame(rows, schema={"slot": pl.Int64, "gone_seg": pl.Int64}, orient="row")
+    return df.group_by("slot").agg(pl.col("gone_seg").max())
+
+
+# --------------------------------------------------------------------------- writing a segment
+
+SEG_NODES = pa.schema([("id", pa.string()), ("slot", pa.int32()), ("hash", pa.uint64()),
+                       *(NODES.field(c) for c in NODE_ROW_COLS), ("mmr", pa.list_(pa.string()))])
+
+
+def node_docs(titles: list, texts: list, keywords: list, node_doc) -> tuple[list[str], list[list[str] | None]]:
+    """Each node's FTS document (recall.index.node_doc) and, for a node whose title or text holds Han, the search
+    tokens MMR compares it by (search_tokens(title + " " + text)), from one segmentation: jieba segments the
+    space-separated parts of a text holding Han one by one, so the document is those tokens followed by the
+    keywords' (tests/test_recall_index.py checks both against the definitions)."""
+    docs, mmr = [], []
+    for title, text, kw in zip(titles, texts, keywords):
+        head = f"{title or ''} {text or ''}"
+        if has_han(head):
+            tokens = jieba_tokens(head)
+            docs.append(" ".join(tokens + jieba_tokens(" ".join(kw or []))))
+            mmr.append(tokens)
+        else:
+            docs.append(node_doc(title, text, kw))
+            mmr.append(None)
+    return docs, mmr
+SEG_CHUNKS = pa.schema([("id", pa.string()), ("path", pa.string()), ("sha256", pa.string()),
+                        ("conv_id", pa.string()), ("ts", RAW_CHUNKS.field("ts").type), ("hash", pa.uint64())])
+SEG_MESSAGES = pa.schema([("piece", pa.string()), ("piece_offset", pa.int64()), ("piece_length", pa.int64()),
+                          *(MESSAGES.field(c) for c in MESSAGE_ROW_COLS)])
+
+
+def _segment(folder: Path, kind: str, nodes: pl.DataFrame, slot_of: pl.DataFrame, half: pl.DataFrame,
+             adj: pl.DataFrame, empty_slots: np.ndarray, chunks: pl.DataFrame, messages: pl.DataFrame,
+             msg: pl.DataFrame, removed_slots: np.ndarray, removed_chunks: list[str], removed_msgs: list[str],
+             edge_types: list[str], meta: dict) -> dict:
+    """Write one segment: `nodes` (with slots), the neighbour lists of `adj`'s nodes (+ empty lists), chunks,
+    message groups, and what it removes. Returns counts and seconds per part."""
+    ignore, _, node_doc = _fts()
+    t = time.perf_counter()
+    timings = {}
+    nodes = nodes.sort("id")
+    chunks = chunks.sort("id")
+    docs, mmr = node_docs(nodes["title"].to_list(), nodes["text"].to_list(), nodes["keywords"].to_list(), node_doc)
+    timings["segment_docs"] = time.perf_counter() - t
+    t = time.perf_counter()
+    node_postings, tokenize = build_postings(docs, ignore)
+    timings["node_fts"] = time.perf_counter() - t
+    t = time.perf_counter()
+    node_table = nodes.select("id", "slot", "hash", *NODE_ROW_COLS).with_columns(
+        pl.Series("mmr", mmr, dtype=pl.List(pl.Utf8))).to_arrow().cast(SEG_NODES)
+    first_seen = nodes["first_seen"].dt.epoch("us").fill_null(NO_TIME).to_numpy().astype(np.int64)
+    names = _names(nodes)
+    adjacency = _adjacency(slot_of, half, adj, empty_slots, edge_types)
+    passage = chunks["passage"].to_numpy().astype(bool) if chunks.height else np.zeros(0, bool)
+    raw_doc_chunk = np.flatnonzero(passage).astype(np.int32)
+    raw_docs = [segment_for_fts(x or "") for x in chunks.filter(pl.col("passage"))["text"].to_list()]
+    timings["graph_rows"] = time.perf_counter() - t
+    t = time.perf_counter()
+    raw_postings, raw_tokenize = build_postings(raw_docs, ignore)
+    timings["raw_fts"] = time.perf_counter() - t
+    t = time.perf_counter()
+    # a chunk's messages by conv_id, seq (Citer's order), ties by content: the same order whatever the input order
+    messages = messages.sort(["piece", "conv_id", "seq", "msg_id", "raw_id", "offset", "h"], nulls_last=True)
+    counts = messages.group_by("piece", maintain_order=True).len()
+    msg = counts.rename({"piece": "key"}).join(msg, on="key", how="left")
+    msg_ptr = np.r_[0, np.cumsum(counts["len"].to_numpy())].astype(np.int64)
+    write_segment(
+        folder, kind=kind, nodes=node_table, node_postings=node_postings, first_seen=first_seen, names=names,
+        adjacency=adjacency, chunks=chunks.select("id", "path", "sha256", "conv_id", "ts", "hash").to_arrow()
+        .cast(SEG_CHUNKS), raw_doc_chunk=raw_doc_chunk, raw_postings=raw_postings,
+        messages=messages.select("piece", "piece_offset", "piece_length", *MESSAGE_ROW_COLS).to_arrow()
+        .cast(SEG_MESSAGES),
+        msg_keys=pa.array(msg["key"].to_list(), pa.string()), msg_ptr=msg_ptr,
+        msg_hash=msg["hash"].to_numpy().astype(np.uint64) if msg.height else np.zeros(0, np.uint64),
+        removed_slots=removed_slots, removed_chunks=removed_chunks, removed_msgs=removed_msgs,
+        meta={**meta, "tokenize": tokenize or raw_tokenize, "nodes": nodes.height, "adjacency_lists": len(adjacency.slot),
+              "half_edges": len(adjacency.nbr), "chunks": chunks.height, "message_pieces": messages.height,
+              "removed": {"slots": len(removed_slots), "chunks": len(removed_chunks), "msgs": len(removed_msgs)}})
+    timings["write"] = time.perf_counter() - t
+    return {"tokenize": tokenize or raw_tokenize, "seconds": {k: round(v, 3) for k, v in timings.items()}}
+
+
+def _names(nodes: pl.DataFrame) -> pa.Table:
+    """(lower-cased title or alias, slot) of the Entities, sorted by name then slot (Python's lower(), as the query)."""
+    ents = nodes.filter(pl.col("type") == "Entity").select("slot", "title", "aliases")
+    pairs: set[tuple[str, int]] = set()
+    for slot, title, aliases in zip(ents["slot"].to_list(), ents["title"].to_list(), ents["aliases"].to_list()):
+        for name in [title, *(aliases or [])]:
+            if name:
+                pairs.add((name.lower(), slot))
+    rows = sorted(pairs, key=lambda p: (p[0].encode("utf-8"), p[1]))
+    return pa.table({"name": pa.array([r[0] for r in rows], pa.string()),
+                     "slot": pa.array([r[1] for r in rows], pa.int32())})
+
+
+def _adjacency(slot_of: pl.DataFrame, half: pl.DataFrame, adj: pl.DataFrame, empty_slots: np.ndarray,
+               edge_types: list[str]) -> AdjacencyArrays:
+    """CSR lists of `adj`'s nodes from their half-edges, plus empty lists. A list is ordered by neighbour id, then
+    out before in, then type name, then the half-edge's hash: the same order whichever segment writes it."""
+    names = sorted(edge_types)
+    codes = pl.DataFrame({"type": edge_types, "tcode": np.arange(len(edge_types), dtype=np.int64),
+                          "trank": [names.index(t) for t in edge_types]},
+                         schema={"type": pl.Utf8, "tcode": pl.Int64, "trank": pl.Int64})
+    ids = slot_of.select("id", "slot")
+    h = (half.join(adj.select("node"), on="node", how="semi")
+         .join(ids.rename({"id": "node", "slot": "node_slot"}), on="node", how="left")
+         .join(ids.rename({"id": "nbr", "slot": "nbr_slot"}), on="nbr", how="left")
+         .join(codes, on="type", how="left")
+         .with_columns(pl.col("nbr").rank("dense").alias("nbr_rank"))   # byte order of the neighbours' ids
+         .sort(["node_slot", "nbr_rank", "dir", "trank", "h"]))
+    lists = (adj.join(ids.rename({"id": "node"}), on="node", how="left")
+             .select(pl.col("slot").alias("node_slot"), "hash"))
+    if len(empty_slots):
+        lists = pl.concat([lists, pl.DataFrame({"node_slot": empty_slots.astype(np.int64),
+                                                "hash": np.zeros(len(empty_slots), np.uint64)})])
+    lists = lists.sort("node_slot")
+    counts = h.group_by("node_slot").len()
+    lists = lists.join(counts, on="node_slot", how="left", maintain_order="left").with_columns(pl.col("len").fill_null(0))
+    ptr = np.r_[0, np.cumsum(lists["len"].to_numpy())].astype(np.int64)
+    return AdjacencyArrays(
+        slot=lists["node_slot"].to_numpy().astype(np.int32), ptr=ptr,
+        nbr=h["nbr_slot"].to_numpy().astype(np.int32) if h.height else np.zeros(0, np.int32),
+        code=(h["tcode"].to_numpy() * 2 + h["dir"].to_numpy()).astype(np.uint16) if h.height else np.zeros(0, np.uint16),
+        w=h["weight"].to_numpy().astype(np.float64) if h.height else np.zeros(0, np.float64),
+        hash=lists["hash"].to_numpy().astype(np.uint64))
+
+
+# --------------------------------------------------------------------------- base, delta, commit
+
+def _edge_types(half: pl.DataFrame, before: list[str] | None = None) -> list[str]:
+    """Edge type names: a base's sorted; a delta's are its base's, then any new ones (codes stay valid)."""
+    present = sorted(set(half["type"].unique().to_list()) - {None})
+    if before is None:
+        return present
+    return list(before) + [t for t in present if t not in set(before)]
+
+
+def _write_base(folder: Path, p: Prepared, meta: dict) -> dict:
+    # a base numbers its nodes in id order: slot = row (the reader relies on it)
+    nodes = p.nodes.sort("id").with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("slot"))
+    edge_types = _edge_types(p.half)
+    out = _segment(folder, "base", nodes, nodes.select("id", "slot"), p.half, p.adj, np.zeros(0, np.int64),
+                   p.chunks, p.messages, p.msg, np.zeros(0, np.int64), [], [], edge_types, meta)
+    return {**out, "n_slots": nodes.height, "edge_types": edge_types, "units": p.nodes.height + p.adj.height
+            + p.chunks.height + p.msg.height}
+
+
+@dataclass
+class Delta:
+    slot_of: pl.DataFrame      # id, slot of every current node
+    n_slots: int
+    nodes: pl.DataFrame        # changed and added rows, with slot
+    removed_slots: np.ndarray
+    adj: pl.DataFrame          # node, hash of the lists to write
+    empty_slots: np.ndarray    # slots that lost all their edges
+    chunks: pl.DataFrame
+    removed_chunks: list[str]
+    msg: pl.DataFrame          # key, hash of the groups to write
+    removed_msgs: list[str]
+
+    @property
+    def units(self) -> int:
+        return (self.nodes.height + len(self.removed_slots) + self.adj.height + len(self.empty_slots)
+                + self.chunks.height + len(self.removed_chunks) + self.msg.height + len(self.removed_msgs))
+
+
+def diff(p: Prepared, cur: Current) -> Delta:
+    """What a delta over `cur` must hold for the tables of `p`."""
+    slot_of = p.nodes.select("id").join(cur.slots, on="id", how="left", maintain_order="left")
+    fresh = slot_of.filter(pl.col("slot").is_null())
+    n_slots = cur.version.n_slots
+    fresh = fresh.with_columns((pl.int_range(pl.len(), dtype=pl.Int64) + n_slots).alias("slot"))
+    slot_of = pl.concat([slot_of.filter(pl.col("slot").is_not_null()), fresh])
+    n_slots += fresh.height
+
+    old = cur.nodes.select("id", pl.col("hash").alias("old"))
+    nodes = (p.nodes.join(old, on="id", how="left")
+             .filter(pl.col("old").is_null() | (pl.col("old") != pl.col("hash"))).drop("old")
+             .join(slot_of, on="id", how="left"))
+    removed = cur.nodes.join(p.nodes.select("id"), on="id", how="anti")["slot"].to_numpy().astype(np.int64)
+
+    new_adj = p.adj.join(slot_of.rename({"id": "node"}), on="node", how="left")
+    old_adj = cur.adj.filter(~pl.col("slot").is_in(pl.Series(removed).implode())).rename({"hash": "old"})
+    adj = (new_adj.join(old_adj, on="slot", how="left")
+           .filter(pl.col("old").is_null() | (pl.col("old") != pl.col("hash"))).select("node", "hash"))
+    empty = old_adj.join(new_adj.select("slot"), on="slot", how="anti")["slot"].to_numpy().astype(np.int64)
+
+    old_c = cur.chunks.rename({"hash": "old"})
+    chunks = (p.chunks.join(old_c, on="id", how="left")
+              .filter(pl.col("old").is_null() | (pl.col("old") != pl.col("hash"))).drop("old"))
+    removed_chunks = cur.chunks.join(p.chunks.select("id"), on="id", how="anti")["id"].to_list()
+
+    old_m = cur.msg.rename({"hash": "old"})
+    msg = (p.msg.join(old_m, on="key", how="left")
+           .filter(pl.col("old").is_null() | (pl.col("old") != pl.col("hash"))).select("key", "hash"))
+    removed_msgs = cur.msg.join(p.msg.select("key"), on="key", how="anti")["key"].to_list()
+    return Delta(slot_of, n_slots, nodes, np.sort(removed), adj, np.sort(empty), chunks, removed_chunks, msg,
+                 removed_msgs)
+
+
+def _write_delta(folder: Path, p: Prepared, cur: Current, d: Delta, meta: dict) -> dict:
+    edge_types = _edge_types(p.half, cur.version.edge_types)
+    messages = p.messages.join(d.msg.select(pl.col("key").alias("piece")), on="piece", how="semi")
+    out = _segment(folder, "delta", d.nodes, d.slot_of, p.half, d.adj, d.empty_slots, d.chunks, messages, d.msg,
+                   d.removed_slots, d.removed_chunks, d.removed_msgs, edge_types, meta)
+    return {**out, "n_slots": d.n_slots, "edge_types": edge_types, "units": d.units}
+
+
+def compatible(manifest: dict) -> bool:
+    """Whether a version's hashes can be compared with this process's (same format, same polars)."""
+    return manifest.get("format") == FORMAT and manifest.get("polars") == pl.__version__
+
+
+def write_tenant_index(index_dir: Path, tenant: str, nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table,
+                       messages: pa.Table, *, compact: bool = False) -> dict:
+    """Bring `tenant`'s recall index up to these tables (the tenant's rows only): nothing when they hold no
+    change, else a delta segment, or a new base when the deltas would grow past COMPACT_SHARE of the base
+    (`compact=True`: always a new base). Returns {"mode": "unchanged" | "delta" | "base", "version", …}."""
+    t0 = time.perf_counter()
+    folder = tenant_dir(index_dir, tenant)
+    folder.mkdir(parents=True, exist_ok=True)
+    with _locked(folder):
+        _clean_temp(folder)
+        p = prepare(nodes, edges, raw_chunks, messages)
+        manifest = read_current(folder)
+        cur = current_state(Version(folder, manifest, tenant)) if manifest and compatible(manifest) else None
+        gen = _generation(manifest) + 1
+        name = f"s{gen:06d}"
+        meta = {"tenant": tenant, "format": FORMAT}
+        tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=folder))
+        tmp.rmdir()
+        mode, reason = "base", "first build" if manifest is None else "forced" if compact else "incompatible"
+        try:
+            if cur is not None and not compact:
+                d = diff(p, cur)
+                if not d.units:
+                    return {"mode": "unchanged", "reason": "", "version": manifest["name"],
+                            "segments": len(manifest["segments"]), "units": 0, "nodes": p.nodes.height,
+                            "half_edges": p.half.height, "seconds": _since(t0), "parts": {}}
+                if cur.delta_units + d.units > COMPACT_SHARE * max(cur.base_units, 1):
+                    reason = f"deltas {cur.delta_units + d.units} > {COMPACT_SHARE:.0%} of {cur.base_units}"
+                elif len(cur.version.segments) + 1 > MAX_SEGMENTS:
+                    reason = f"{MAX_SEGMENTS} segments"
+                else:
+                    mode, reason = "delta", ""
+            if mode == "delta":
+                out = _write_delta(tmp, p, cur, d, meta)
+                segments = [*manifest["segments"], name]
+            else:
+                out = _write_base(tmp, p, meta)
+                segments = [name]
+            if (folder / name).exists():   # a killed writer's segment that no manifest names
+                shutil.rmtree(folder / name)
+            os.replace(tmp, folder / name)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        version = _commit(folder, gen, {
+            "format": FORMAT, "tenant": tenant, "segments": segments, "n_slots": out["n_slots"],
+            "edge_types": out["edge_types"], "tokenize": out["tokenize"] or (manifest or {}).get("tokenize", ""),
+            "n_nodes": p.nodes.height, "n_chunks": int(p.chunks["passage"].sum()) if p.chunks.height else 0,
+            "newest": p.newest.isoformat() if p.newest is not None else None,
+            "polars": pl.__version__})
+        return {"mode": mode, "reason": reason, "version": version, "segments": len(segments),
+                "units": out["units"], "nodes": p.nodes.height, "half_edges": p.half.height,
+                "seconds": _since(t0), "parts": out["seconds"]}
+
+
+def _since(t0: float) -> float:
+    return round(time.perf_counter() - t0, 3)
+
+
+def _generation(manifest: dict | None) -> int:
+    return int(manifest["name"][1:7]) if manifest else 0
+
+
+def _commit(folder: Path, gen: int, manifest: dict) -> str:
+    """Write manifest m<gen>.json, point CURRENT at it (each atomically), then drop what no kept version uses."""
+    name = f"m{gen:06d}.json"
+    _write_atomic(folder / name, json.dumps(manifest, sort_keys=True, ensure_ascii=False).encode("utf-8"))
+    _write_atomic(folder / "CURRENT", name.encode("utf-8"))
+    kept = sorted((p for p in folder.glob("m*.json") if p.stem[1:].isdigit()), reverse=True)[:KEEP_VERSIONS]
+    used = {s for p in kept for s in json.loads(p.read_text("utf-8"))["segments"]}
+    for p in folder.iterdir():
+        if (p.suffix == ".json" and p.name.startswith("m") and p not in kept) or \
+                (p.is_dir() and p.name.startswith("s") and p.name[1:].isdigit() and p.name not in used):
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+    _fsync_dir(folder)
+    return name
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _locked:
+    """An exclusive lock on the tenant folder's LOCK file: one writer at a time."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / "LOCK"
+
+    def __enter__(self) -> None:
+        self.f = open(self.path, "a")
+        fcntl.flock(self.f, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc) -> None:
+        fcntl.flock(self.f, fcntl.LOCK_UN)
+        self.f.close()
+
+
+def _clean_temp(folder: Path) -> None:
+    """Remove what a killed writer left (temp names start with '.'); called under the lock."""
+    for p in folder.iterdir():
+        if p.name.startswith("."):
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------------- every tenant of a lake
+
+def build_recall_indexes(index_dir: Path, tables: Mapping[str, pa.Table], *, compact: bool = False) -> dict:
+    """Every tenant's recall index from the lake-wide `tables` (nodes, edges, raw_chunks, messages); the
+    index of a tenant no longer in them is removed. Returns {tenant: write_tenant_index's stats}."""
+    root = recall_dir(index_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    names = ("nodes", "edges", "raw_chunks", "messages")
+    split = {n: _by_tenant(tables[n]) for n in names}
+    tenants = sorted(set().union(*(split[n] for n in names)) - {None, ""})
+    schemas = {"nodes": NODES, "edges": EDGES, "raw_chunks": RAW_CHUNKS, "messages": MESSAGES}
+    stats = {}
+    for tenant in tenants:
+        parts = [split[n].get(tenant) if split[n].get(tenant) is not None else schemas[n].empty_table() for n in names]
+        stats[tenant] = write_tenant_index(index_dir, tenant, *parts, compact=compact)
+    keep = {tenant_slug(t) for t in tenants}
+    for p in root.iterdir():
+        if p.is_dir() and not p.name.startswith(".") and p.name not in keep:
+            remove_tenant_index(index_dir, p)
+    _fsync_dir(root)
+    return stats
+
+
+def _by_tenant(table: pa.Table) -> dict[str, pa.Table]:
+    if table.num_rows == 0:
+        return {}
+    tenants = table.column("tenant").unique().to_pylist()
+    if len(tenants) == 1:
+        return {tenants[0]: table}
+    df = pl.from_arrow(table)
+    return {key[0]: part.to_arrow() for key, part in df.partition_by("tenant", as_dict=True).items()}
+
+
+def remove_tenant_index(index_dir: Path, folder: Path | str) -> None:
+    """Remove one tenant's index folder (a tenant name or the folder): renamed away first, so a reader that
+    opens it later finds no tenant, and a reader holding its files keeps them."""
+    folder = folder if isinstance(folder, Path) else tenant_dir(index_dir, folder)
+    if not folder.exists():
+        return
+    gone = folder.parent / f".{folder.name}.removed.{os.getpid()}"
+    os.replace(folder, gone)
+    _fsync_dir(folder.parent)
+    shutil.rmtree(gone, ignore_errors=True)

@@ -1,0 +1,267 @@
+"""BM25 postings of one index segment, exported from DuckDB's FTS tables, and BM25 over several segments.
+
+Build: the segment's documents go into a throwaway DuckDB, `PRAGMA create_fts_index` indexes them
+exactly as `recall.index` indexes the SQL-side tables (porter stemmer, English stop-words,
+FTS_IGNORE), and its `dict` / `terms` / `docs` tables are exported as arrays:
+
+  <name>_terms.arrow      the segment's terms (stems), sorted by UTF-8 bytes (Arrow IPC, one column)
+  <name>_terms.keys.npy   their byte prefixes (recall.sorted_keys)
+  <name>_term_ptr.npy     int64 [n_terms + 1]: CSR offsets of each term's postings
+  <name>_post_doc.npy     int32: document rows, ascending within a term
+  <name>_post_tf.npy      int32: term frequency in that document
+  <name>_doc_len.npy      int32 [n_docs]: document length in terms (DuckDB's docs.len; stop-words not counted)
+
+Query: the query string is tokenized and stemmed by DuckDB itself (`stem(unnest(tokenize(q)),
+'porter')` with the index's own tokenize macro, kept in the segment's meta), and scored with
+DuckDB's match_bm25 formula — k1 = 1.2, b = 0.75, idf = log10((N - df + 0.5) / (df + 0.5) + 1) — where
+N, avgdl and df count the live documents of all segments together, so a base plus delta segments
+scores exactly like one segment built from the same documents.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from recall.sorted_keys import SortedKeys, mapped
+
+K1 = 1.2
+B = 0.75
+STEMMER = "porter"
+STOPWORDS = "english"
+
+
+@dataclass
+class PostingsArrays:
+    """What one build produces (in memory), before it is written."""
+    terms: pa.Array
+    term_ptr: np.ndarray
+    doc: np.ndarray
+    tf: np.ndarray
+    doc_len: np.ndarray
+
+
+def build_postings(docs: Sequence[str | None], ignore: str) -> tuple[PostingsArrays, str]:
+    """Postings of `docs` (row i = document i) from a DuckDB FTS index over them, and the index's
+    tokenize macro (SQL text) for the query side. An empty document still counts (length 0), as in DuckDB."""
+    from recall.store import connect
+
+    n = len(docs)
+    if not n:
+        return _empty(), ""
+    con = connect(None, read_only=False)
+    try:
+        con.execute("SET preserve_insertion_order = false")
+        src = pa.table({"row": pa.array(np.arange(n, dtype=np.int32)), "doc": pa.array(docs, pa.string())})
+        con.register("_src", src)
+        con.execute("CREATE TABLE d AS SELECT * FROM _src")
+        con.unregister("_src")
+        con.execute(f"PRAGMA create_fts_index('d', 'row', 'doc', stemmer='{STEMMER}', stopwords='{STOPWORDS}', "
+                    f"ignore='{ignore}', overwrite=1)")
+        tokenize = con.execute("SELECT macro_definition FROM duckdb_functions() WHERE schema_name = 'fts_main_d' "
+                               "AND function_name = 'tokenize'").fetchone()[0]
+        lens = con.execute("SELECT name, len FROM fts_main_d.docs").fetchnumpy()
+        doc_len = np.zeros(n, dtype=np.int32)
+        doc_len[lens["name"].astype(np.int64)] = lens["len"]
+        post = con.execute("""
+            SELECT dict.term AS term, docs.name AS row, count(*) AS tf
+            FROM fts_main_d.terms AS terms
+            JOIN fts_main_d.dict AS dict ON dict.termid = terms.termid
+            JOIN fts_main_d.docs AS docs ON docs.docid = terms.docid
+            GROUP BY dict.term, docs.name
+            ORDER BY dict.term, docs.name""").arrow()
+    finally:
+        con.close()
+    if isinstance(post, pa.RecordBatchReader):
+        post = post.read_all()
+    terms_col = post.column("term").combine_chunks()
+    if len(terms_col) == 0:
+        return PostingsArrays(pa.array([], pa.string()), np.zeros(1, np.int64), np.zeros(0, np.int32),
+                              np.zeros(0, np.int32), doc_len), tokenize
+    # the term column is sorted: a term's postings start where its value changes
+    codes = terms_col.dictionary_encode()
+    idx = codes.indices.to_numpy()
+    starts = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])
+    term_ptr = np.r_[starts, len(idx)].astype(np.int64)
+    terms = terms_col.take(pa.array(starts))
+    return PostingsArrays(terms, term_ptr, post.column("row").to_numpy().astype(np.int32),
+                          post.column("tf").to_numpy().astype(np.int32), doc_len), tokenize
+
+
+def _empty() -> PostingsArrays:
+    return PostingsArrays(pa.array([], pa.string()), np.zeros(1, np.int64), np.zeros(0, np.int32),
+                          np.zeros(0, np.int32), np.zeros(0, np.int32))
+
+
+def write_postings(folder: Path, name: str, p: PostingsArrays) -> None:
+    """The segment's files for `p` (see the module docstring); the caller fsyncs the folder."""
+    with pa.OSFile(str(folder / f"{name}_terms.arrow"), "wb") as f:
+        with pa.ipc.new_file(f, pa.schema([("term", pa.string())])) as w:
+            w.write_table(pa.table({"term": p.terms}))
+    SortedKeys.write(folder / f"{name}_terms.keys.npy", p.terms)
+    for suffix, arr in (("term_ptr", p.term_ptr), ("post_doc", p.doc), ("post_tf", p.tf), ("doc_len", p.doc_len)):
+        np.save(folder / f"{name}_{suffix}.npy", arr)
+
+
+class Postings:
+    """One segment's postings, memory-mapped."""
+
+    def __init__(self, folder: Path, name: str) -> None:
+        self._mm = pa.memory_map(str(folder / f"{name}_terms.arrow"))
+        terms = pa.ipc.open_file(self._mm).read_all().column("term")
+        self.terms = SortedKeys.open(folder / f"{name}_terms.keys.npy", terms)
+        self.term_ptr = mapped(folder / f"{name}_term_ptr.npy")
+        self.doc = mapped(folder / f"{name}_post_doc.npy")
+        self.tf = mapped(folder / f"{name}_post_tf.npy")
+        self.doc_len = mapped(folder / f"{name}_doc_len.npy")
+
+    def lookup(self, terms: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray] | None]:
+        """(doc rows, tf) of each term, None when the segment does not hold it."""
+        out: list[tuple[np.ndarray, np.ndarray] | None] = []
+        for j in self.terms.find(terms).tolist():
+            if j < 0:
+                out.append(None)
+            else:
+                a, z = int(self.term_ptr[j]), int(self.term_ptr[j + 1])
+                out.append((self.doc[a:z], self.tf[a:z]))
+        return out
+
+
+@dataclass
+class Part:
+    """One segment's postings and which of its documents are live (None: all)."""
+    postings: Postings
+    live: np.ndarray | None
+
+
+def live_stats(parts: Sequence[Part]) -> tuple[int, float]:
+    """(N, avgdl) over the live documents of all parts (DuckDB: num_docs = all docs, avgdl = avg(len))."""
+    n, total = 0, 0
+    for p in parts:
+        lens = p.postings.doc_len
+        if p.live is None:
+            n += len(lens)
+            total += int(lens.sum(dtype=np.int64))
+        else:
+            n += int(p.live.sum())
+            total += int(lens[p.live].sum(dtype=np.int64))
+    return n, (total / n if n else 0.0)
+
+
+def bm25(parts: Sequence[Part], n_docs: int, avgdl: float, terms: Sequence[str],
+         ids: Callable[[int, np.ndarray], list[str]], limit: int) -> list[tuple[str, float]]:
+    """Top `limit` (id, score) over the parts' live documents, best first; equal scores (to 9 decimals) by id,
+    as TenantReader._bm25 orders them. `terms`: the query's distinct stems; `ids(part, rows)`: their ids.
+
+    Per document the terms' contributions are summed in sorted term order, so the same documents give the
+    same floats whichever segment holds them."""
+    if not n_docs or not terms or limit <= 0:
+        return []
+    terms = sorted(set(terms))
+    hits = [p.postings.lookup(terms) for p in parts]
+    rows: list[list[np.ndarray]] = [[] for _ in parts]
+    contrib: list[list[np.ndarray]] = [[] for _ in parts]
+    for t in range(len(terms)):
+        kept = []
+        for i, p in enumerate(parts):
+            h = hits[i][t]
+            if h is None:
+                kept.append(None)
+                continue
+            doc, tf = h
+            if p.live is not None:
+                keep = p.live[doc]
+                doc, tf = doc[keep], tf[keep]
+            kept.append((doc, tf))
+        df = sum(len(k[0]) for k in kept if k is not None)
+        if not df:
+            continue
+        # DuckDB's match_bm25, operation for operation (log is log10 in DuckDB)
+        idf = np.log10((((n_docs - df) + 0.5) / (df + 0.5)) + 1)
+        for i, k in enumerate(kept):
+            if k is None or not len(k[0]):
+                continue
+            doc, tf = k
+            tf = tf.astype(np.float64)
+            length = parts[i].postings.doc_len[doc].astype(np.float64)
+            rows[i].append(np.asarray(doc))
+            contrib[i].append(idf * ((tf * (K1 + 1)) / (tf + (K1 * ((1 - B) + (B * (length / avgdl)))))))
+    cands: list[tuple[int, np.ndarray, np.ndarray]] = []
+    for i in range(len(parts)):
+        if not rows[i]:
+            continue
+        n_rows = len(parts[i].postings.doc_len)
+        if sum(map(len, rows[i])) * 8 > n_rows:
+            # many postings: add them up in a dense array, term after term (a term's documents are distinct)
+            acc = np.zeros(n_rows)
+            hit = np.zeros(n_rows, bool)
+            for r, c in zip(rows[i], contrib[i]):
+                acc[r] += c
+                hit[r] = True
+            uniq = np.flatnonzero(hit)
+            cands.append((i, uniq, acc[uniq]))
+        else:
+            r = np.concatenate(rows[i])
+            c = np.concatenate(contrib[i])
+            uniq, inv = np.unique(r, return_inverse=True)
+            cands.append((i, uniq, np.bincount(inv, weights=c, minlength=len(uniq))))   # sums in term order
+    if not cands:
+        return []
+    rounded = np.concatenate([np.round(s, 9) for _, _, s in cands])
+    if len(rounded) > limit:
+        cut = -np.partition(-rounded, limit - 1)[limit - 1]   # the limit-th best; ties at the cut all go on
+    else:
+        cut = -np.inf
+    out: list[tuple[float, str, float]] = []
+    for i, r, s in cands:
+        keep = np.round(s, 9) >= cut
+        if keep.any():
+            rr, ss = r[keep], s[keep]
+            out.extend((float(x), name, float(y)) for x, name, y in zip(np.round(ss, 9), ids(i, rr), ss))
+    out.sort(key=lambda x: (-x[0], x[1]))
+    return [(name, score) for _, name, score in out[:limit]]
+
+
+class QueryTerms:
+    """The query side of DuckDB's FTS: tokenize with the index's own macro, then stem, in DuckDB itself."""
+
+    def __init__(self, tokenize_sql: str) -> None:
+        from recall.store import connect
+
+        self._con = connect(None, read_only=False)
+        self._con.execute(f"CREATE MACRO memctl_tokenize(s) AS {tokenize_sql}")
+        self._lock = threading.Lock()
+
+    def stems(self, query: str) -> tuple[str, ...]:
+        """The query's distinct stems, sorted (what match_bm25 joins to the dictionary)."""
+        return _cached_stems(self, query)
+
+    def _stems(self, query: str) -> tuple[str, ...]:
+        literal = "'" + query.replace("'", "''") + "'"   # a bound parameter would make DuckDB import pandas
+        with self._lock:
+            rows = self._con.execute(
+                f"SELECT DISTINCT stem(unnest(memctl_tokenize({literal})), '{STEMMER}') AS t").fetchall()
+        return tuple(sorted(r[0] for r in rows if r[0]))
+
+
+@lru_cache(maxsize=4096)
+def _cached_stems(qt: QueryTerms, query: str) -> tuple[str, ...]:
+    return qt._stems(query)
+
+
+_QUERY_TERMS: dict[str, QueryTerms] = {}
+_QT_LOCK = threading.Lock()
+
+
+def query_terms(tokenize_sql: str) -> QueryTerms:
+    """One QueryTerms per tokenize macro per process (a DuckDB connection, opened on first use)."""
+    with _QT_LOCK:
+        qt = _QUERY_TERMS.get(tokenize_sql)
+        if qt is None:
+            qt = _QUERY_TERMS[tokenize_sql] = QueryTerms(tokenize_sql)
+        return qt

@@ -1,0 +1,142 @@
+"""Sorted string keys looked up by binary search over a memory-mapped array: the recall index's only "hash table".
+
+A column of keys (node ids, raw ids, index terms, entity names) is stored sorted in byte order, as
+a fixed-width numpy `S` array of each key's first `width` UTF-8 bytes (`<name>.keys.npy`, opened
+memory-mapped). `np.searchsorted` finds hundreds of keys in microseconds without loading the column;
+when some key is longer than `width` (rare: the width is the longest key's, capped at MAX_WIDTH), the
+candidates sharing a prefix are checked against the full strings, which the caller passes in (an Arrow
+column of the same rows).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+MAX_WIDTH = 64   # bytes of a key kept in the prefix array; longer keys are told apart by their full string
+
+
+_NUMPY = {pa.int32(): np.int32, pa.int64(): np.int64, pa.uint64(): np.uint64, pa.float64(): np.float64,
+          pa.uint16(): np.uint16}
+
+
+def _dtype(t: pa.DataType) -> np.dtype:
+    return np.dtype(np.int64) if pa.types.is_timestamp(t) else np.dtype(_NUMPY[t])
+
+
+def arrow_numpy(col: pa.Array | pa.ChunkedArray, null=None) -> np.ndarray:
+    """A primitive Arrow column as numpy (zero-copy for one chunk without nulls; timestamps as int64), its nulls
+    set to `null` (a column with nulls needs one). pyarrow's own to_numpy, fill_null and pa.array import pandas
+    when it is installed: 0.5 s of a cold recall process."""
+    if isinstance(col, pa.ChunkedArray):
+        if col.num_chunks != 1:
+            return np.concatenate([arrow_numpy(c, null) for c in col.chunks]) if col.num_chunks \
+                else np.zeros(0, _dtype(col.type))
+        col = col.chunk(0)
+    dt = _dtype(col.type)
+    if len(col) == 0:
+        return np.zeros(0, dt)
+    values = np.frombuffer(col.buffers()[1], dtype=dt, count=len(col), offset=col.offset * dt.itemsize)
+    if col.null_count:
+        if null is None:
+            raise ValueError("arrow_numpy: the column has nulls and no value for them")
+        bits = np.unpackbits(np.frombuffer(col.buffers()[0], np.uint8), bitorder="little")
+        values = values.copy()
+        values[bits[col.offset:col.offset + len(col)] == 0] = null
+    return values
+
+
+def arrow_indices(rows) -> pa.Array:
+    """Row numbers as an Arrow int64 array, for take() (built from the buffer: pa.array would import pandas)."""
+    a = np.ascontiguousarray(rows, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(a), [None, pa.py_buffer(a)])
+
+
+def mapped(path: Path) -> np.ndarray:
+    """A .npy file memory-mapped read-only, as a plain ndarray (numpy's memmap subclass costs microseconds on
+    every slice and element read; the view keeps the map alive)."""
+    return np.load(path, mmap_mode="r").view(np.ndarray)
+
+
+def sort_order(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Row order that sorts `keys` by their UTF-8 bytes (stable: equal keys keep their order)."""
+    return pc.array_sort_indices(keys, order="ascending", null_placement="at_end").to_numpy()
+
+
+def prefix_array(keys: pa.Array | Sequence[str], width: int | None = None) -> np.ndarray:
+    """The fixed-width byte prefixes of `keys` (numpy `S<width>`; width: the longest key, at most MAX_WIDTH)."""
+    arr = pa.array(keys, pa.string()) if not isinstance(keys, (pa.Array, pa.ChunkedArray)) else keys
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    arr = arr.cast(pa.string()) if arr.type != pa.string() else arr
+    if width is None:
+        longest = pc.max(pc.binary_length(arr)).as_py() if len(arr) else 0
+        width = max(1, min(MAX_WIDTH, longest or 1))
+    raw = arr.cast(pa.binary())
+    if len(arr) and pc.max(pc.binary_length(arr)).as_py() > width:
+        raw = pc.binary_slice(raw, 0, width)
+    return raw.to_numpy(zero_copy_only=False).astype(f"S{width}") if len(arr) else np.zeros(0, f"S{width}")
+
+
+class SortedKeys:
+    """Lookups in a sorted key column: positions of keys (unique columns) or row ranges (repeated keys)."""
+
+    def __init__(self, prefixes: np.ndarray, full: pa.Array | pa.ChunkedArray | None = None) -> None:
+        self.prefixes = prefixes
+        self.width = prefixes.dtype.itemsize
+        self.full = full          # the full strings, needed only when some key is longer than width
+        self._truncated: bool | None = None
+
+    @classmethod
+    def write(cls, path: Path, keys: pa.Array) -> np.ndarray:
+        """Write the prefix array of `keys` (already sorted) to `path` (.npy); returns it."""
+        arr = prefix_array(keys)
+        with open(path, "wb") as f:
+            np.save(f, arr)
+        return arr
+
+    @classmethod
+    def open(cls, path: Path, full: pa.Array | pa.ChunkedArray | None) -> "SortedKeys":
+        return cls(mapped(path), full)
+
+    def __len__(self) -> int:
+        return len(self.prefixes)
+
+    @property
+    def truncated(self) -> bool:
+        """True when some key is longer than the prefix width (then full strings settle ties)."""
+        if self._truncated is None:
+            self._truncated = bool(self.full is not None and len(self.full)
+                                   and pc.max(pc.binary_length(self.full)).as_py() > self.width)
+        return self._truncated
+
+    def _encode(self, keys: Sequence[str]) -> tuple[np.ndarray, list[bytes]]:
+        raw = [k.encode("utf-8") for k in keys]
+        return np.array([b[:self.width] for b in raw], dtype=f"S{self.width}"), raw
+
+    def ranges(self, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(lo, hi) arrays: rows [lo, hi) hold each key (an empty range when absent)."""
+        n = len(keys)
+        if not n or not len(self.prefixes):
+            z = np.zeros(n, dtype=np.int64)
+            return z, z.copy()
+        q, raw = self._encode(keys)
+        lo = np.searchsorted(self.prefixes, q, side="left")
+        hi = np.searchsorted(self.prefixes, q, side="right")
+        if not self.truncated:
+            longer = np.fromiter((len(b) > self.width for b in raw), bool, n)
+            hi[longer] = lo[longer]   # no stored key is that long
+        else:
+            # a prefix of `width` bytes may be shared by several keys: the full strings decide
+            for i in np.nonzero((hi > lo) & (np.fromiter((len(b) >= self.width for b in raw), bool, n)))[0].tolist():
+                hits = [j for j in range(int(lo[i]), int(hi[i])) if self.full[j].as_py() == keys[i]]
+                lo[i], hi[i] = (hits[0], hits[-1] + 1) if hits else (lo[i], lo[i])
+        return lo, hi
+
+    def find(self, keys: Sequence[str]) -> np.ndarray:
+        """Row of each key in a column of distinct keys, -1 when absent (int64 array)."""
+        lo, hi = self.ranges(keys)
+        return np.where(hi > lo, lo, -1)
