@@ -13,6 +13,7 @@ from r2g.extract import build_graph
 from r2g.nlp import PIPELINE_VERSION
 from r2g.pipeline import PartAnnotations, annotate_messages, annotations_from_table, annotations_table, graph_version
 from r2g.lake_graph import make_docs
+from r2g.tokens import HAN_CLASS
 from r2g.schema import ANNOTATIONS, DOCS, EDGES, NODES
 from raw_store.cas import RawStore
 from raw_store.lake import (read_manifest, read_table, resolve_partition, tenant_for, value_counts, write_manifest,
@@ -26,7 +27,7 @@ _is_passage = pl.col("mime").is_null() | pl.col("mime").str.starts_with("text/pl
 
 
 def _han(text: pl.Expr) -> pl.Expr:
-    return text.str.contains(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]").fill_null(False)
+    return text.str.contains(HAN_CLASS).fill_null(False)
 
 
 @dg.asset(

@@ -204,19 +204,24 @@ def make_docs(frame: pl.DataFrame, kind: str) -> pa.Table:
     return conform(out.to_arrow(), DOCS)
 
 
-def lake_docs(lake: Lake, rows: pl.DataFrame, kind: str) -> pl.DataFrame:
-    """DOCS of `rows` (the logical table's tenant, id and source columns): the partitions' documents where the row's
-    content is the one a partition indexed (`docs` / `raw_docs` files), made anew for the rest (merged, edited,
-    consolidation-made rows)."""
+def lake_docs(lake: Lake, rows: pl.DataFrame, kind: str, cached: pl.DataFrame | None = None) -> pl.DataFrame:
+    """DOCS of `rows` (the logical table's tenant, id and source columns) plus a `source` column: "parts" where the
+    row's content is the one a partition indexed (`docs` / `raw_docs` files), "cache" where it is one of `cached`
+    (DOCS rows an earlier build made), "made" for the rest (merged, edited, consolidation-made rows)."""
     if rows.height == 0:
-        return _frame(DOCS.empty_table())
+        return _frame(DOCS.empty_table()).with_columns(pl.lit(None, pl.Utf8).alias("source"))
     rows = rows.with_columns(content_hash(rows, kind))
-    stored = _frame(read_parts(lake, "docs" if kind == "node" else "raw_docs", DOCS)).unique(
-        ["tenant", "id", "content"], keep="first", maintain_order=True)
+    stored = _frame(read_parts(lake, "docs" if kind == "node" else "raw_docs", DOCS)).with_columns(
+        pl.lit("parts").alias("source"))
+    if cached is not None and cached.height:
+        stored = pl.concat([stored, cached.select(DOCS.names).with_columns(pl.lit("cache").alias("source"))],
+                           how="vertical_relaxed")
+    stored = stored.unique(["tenant", "id", "content"], keep="first", maintain_order=True)
     found = rows.select("tenant", "id", "content").join(stored, on=["tenant", "id", "content"], how="inner")
     missing = rows.join(found.select(KEY), on=list(KEY), how="anti")
-    made = _frame(make_docs(missing.drop("content"), kind))
-    return pl.concat([found.select(DOCS.names), made.select(DOCS.names)], how="vertical_relaxed")
+    made = _frame(make_docs(missing.drop("content"), kind)).with_columns(pl.lit("made").alias("source"))
+    return pl.concat([found.select(*DOCS.names, "source"), made.select(*DOCS.names, "source")],
+                     how="vertical_relaxed")
 
 
 # ----------------------------------------------------------------------------------------------- SQL

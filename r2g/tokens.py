@@ -10,7 +10,9 @@ import logging
 import re
 from functools import lru_cache
 
-_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+# Han characters (also a polars/Rust regex: `pl.col(c).str.contains(HAN_CLASS)`)
+HAN_CLASS = r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"
+_HAN = re.compile(HAN_CLASS)
 _TOKEN = re.compile(r"[\w\u3400-\u4dbf\u4e00-\u9fff]+", re.UNICODE)
 
 # Function words that carry no search value in Chinese (DuckDB's list is English-only).

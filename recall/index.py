@@ -20,11 +20,11 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from r2g.schema import (AUDIT, COLD_EDGES, COMMUNITIES, EDGES, FEEDBACK, NODES, OPS_APPLIED, OPS_REJECTED,
+from r2g.schema import (AUDIT, COLD_EDGES, COMMUNITIES, DOCS, EDGES, FEEDBACK, NODES, OPS_APPLIED, OPS_REJECTED,
                         PROMOTIONS, REVIEW_QUEUE)
 from r2g.lake_graph import lake_docs, lake_views, read_graph_tables, read_lake_table
-from r2g.tokens import node_doc  # noqa: F401  (re-exported: the document of a node)
-from raw_store.lake import (Lake, fsync_dir, index_is_current, read_lake_state, write_bytes_atomic,
+from r2g.tokens import HAN_CLASS, node_doc  # noqa: F401  (node_doc re-exported: the document of a node)
+from raw_store.lake import (Lake, fsync_dir, index_is_current, read_lake_state, read_table, write_bytes_atomic,
                             write_index_state, write_table)
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS, TOMBSTONES, TS
 from recall import vectors
@@ -78,18 +78,18 @@ def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = Non
     lake.index_dir.mkdir(parents=True, exist_ok=True)
     names = [*TABLES, *(extra_tables or {})]
     node_table, edge_table = read_graph_tables(lake, "consolidated")
-    tables = {"nodes": node_table, "edges": edge_table, "raw_chunks": read_lake_table(lake, "raw_chunks"),
-              "messages": read_lake_table(lake, "messages")}
-    graphs = _write_recall_indexes(lake, tables, full)
-    del tables, edge_table
     nodes = pl.from_arrow(node_table.select(["tenant", "id", "type", "status", "title", "text", "keywords",
                                              "first_seen", "time_start", "last_seen"]))
-    del node_table
     newest = dict(nodes.group_by("tenant").agg(pl.coalesce("time_start", "last_seen", "first_seen").max()).iter_rows())
     nodes = nodes.filter(_active(pl.col("status")))
+    docs = _node_docs(lake, nodes)   # segmented once, for recall's index and the DuckDB file alike
+    tables = {"nodes": node_table, "edges": edge_table, "raw_chunks": read_lake_table(lake, "raw_chunks"),
+              "messages": read_lake_table(lake, "messages")}
+    graphs = _write_recall_indexes(lake, tables, full, docs)
+    del tables, edge_table, node_table
     tenants = _tenants(lake, nodes)
     vectors = _write_vectors(lake, nodes, tenants)
-    stats = _write_duckdb(lake, names, nodes, tenants, newest, full)
+    stats = _write_duckdb(lake, names, nodes, tenants, newest, full, docs)
     stats["graphs"] = graphs
     if vectors:
         stats["vectors"] = vectors
@@ -111,6 +111,23 @@ def ensure_index(lake: Lake) -> bool:
     return True
 
 
+def _node_docs(lake: Lake, nodes: pl.DataFrame) -> pl.DataFrame:
+    """The FTS document of every node (tenant, id, doc): the partitions' documents and the ones earlier builds made
+    (`node_docs.parquet` in the index folder) while a node's content is unchanged, made anew for the rest. The
+    cache keeps the documents holding Han that no partition has (consolidation's rollups and topics, merged and
+    edited rows): jieba's segmentation is what costs, other documents are made in microseconds."""
+    path = _node_docs_cache_path(lake)
+    cached = pl.from_arrow(read_table(path, DOCS)) if path.exists() else None
+    docs = lake_docs(lake, nodes.select("tenant", "id", "title", "text", "keywords"), "node", cached)
+    keep = docs.filter((pl.col("source") != "parts") & pl.col("doc").str.contains(HAN_CLASS))
+    write_table(keep.select(DOCS.names).sort("tenant", "id").to_arrow(), path, DOCS)
+    return docs.select("tenant", "id", "doc")
+
+
+def _node_docs_cache_path(lake: Lake) -> Path:
+    return lake.index_dir / "node_docs.parquet"
+
+
 def _tenants(lake: Lake, nodes: pl.DataFrame) -> list[str]:
     seen = set(nodes.get_column("tenant").drop_nulls().unique().to_list())
     for name in ("raw_chunks", "messages"):
@@ -123,11 +140,10 @@ def _active(status: pl.Expr) -> pl.Expr:
 
 
 def _write_duckdb(lake: Lake, names: list[str], nodes: pl.DataFrame, tenants: list[str], newest: dict,
-                  full: bool) -> dict:
+                  full: bool, docs: pl.DataFrame) -> dict:
     """The tenants table, then — when due — the DuckDB file (views + full-text indexes), built in memory and copied
     into a temp file that is swapped in."""
-    docs = nodes.group_by("tenant").len()
-    counts = dict(docs.iter_rows())
+    counts = dict(nodes.group_by("tenant").len().iter_rows())
     chunks = pl.from_arrow(read_lake_table(lake, "raw_chunks", ["tenant", "id", "text", "mime"]))
     chunks = chunks.filter(pl.col("mime").is_null() | pl.col("mime").str.starts_with("text/plain"))
     chunk_counts = dict(chunks.group_by("tenant").len().iter_rows())
@@ -155,7 +171,7 @@ def _write_duckdb(lake: Lake, names: list[str], nodes: pl.DataFrame, tenants: li
     try:
         con = connect(None, read_only=False)
         try:
-            stats.update(_fill(con, lake, names, views, nodes, chunks, tenants))
+            stats.update(_fill(con, lake, names, views, nodes, docs, chunks, tenants))
             con.execute(f"ATTACH '{_sql_str(str(tmp))}' AS dst")
             con.execute("COPY FROM DATABASE memory TO dst")
             con.execute("DETACH dst")
@@ -174,8 +190,8 @@ def _write_duckdb(lake: Lake, names: list[str], nodes: pl.DataFrame, tenants: li
     return stats
 
 
-def _fill(con, lake: Lake, names: list[str], views: dict[str, str], nodes: pl.DataFrame, chunks: pl.DataFrame,
-          tenants: list[str]) -> dict:
+def _fill(con, lake: Lake, names: list[str], views: dict[str, str], nodes: pl.DataFrame, docs: pl.DataFrame,
+          chunks: pl.DataFrame, tenants: list[str]) -> dict:
     """Views of the lake tables (copies on object storage, which DuckDB cannot reach by itself), the tenants view,
     and per tenant the BM25 indexes over node and raw-passage documents."""
     if lake.remote:
@@ -187,8 +203,7 @@ def _fill(con, lake: Lake, names: list[str], views: dict[str, str], nodes: pl.Da
         counts[name] = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
     con.execute(f"CREATE {kind} tenants AS SELECT * FROM read_parquet('{_sql_str(str(_tenants_path(lake)))}')")
 
-    docs = lake_docs(lake, nodes.select("tenant", "id", "title", "text", "keywords"), "node")
-    docs = nodes.select("tenant", "id", "type").join(docs.select("tenant", "id", "doc"), on=["tenant", "id"])
+    docs = nodes.select("tenant", "id", "type").join(docs, on=["tenant", "id"])
     raw = lake_docs(lake, chunks.select("tenant", "id", "text"), "raw").select("tenant", "id", "doc")
     for tenant in tenants:
         slug = tenant_slug(tenant)
@@ -241,14 +256,14 @@ def _write_vectors(lake: Lake, nodes: pl.DataFrame, tenants: list[str]) -> dict:
     return {"embedder": spec, "nodes": stats}
 
 
-def _write_recall_indexes(lake: Lake, tables: dict[str, pa.Table], full: bool) -> dict:
+def _write_recall_indexes(lake: Lake, tables: dict[str, pa.Table], full: bool, docs: pl.DataFrame) -> dict:
     """Recall's per-tenant index (recall.index_build) from the tables just read; {tenant: {"vertices", "edges",
     "mode", "seconds"}}. The igraph pickles of earlier versions (lake.graph_dir) are removed: nothing reads them."""
     import shutil
 
     from recall.index_build import build_recall_indexes
 
-    stats = build_recall_indexes(lake.index_dir, tables, compact=full)
+    stats = build_recall_indexes(lake.index_dir, tables, compact=full, docs=docs)
     shutil.rmtree(lake.graph_dir, ignore_errors=True)
     return {t: {"vertices": s["nodes"], "edges": s["half_edges"] // 2, "mode": s["mode"], "seconds": s["seconds"]}
             for t, s in stats.items()}

@@ -203,10 +203,33 @@ SEG_MESSAGES = pa.schema([("piece", pa.string()), ("piece_offset", pa.int64()), 
                           *(MESSAGES.field(c) for c in MESSAGE_ROW_COLS)])
 
 
+def docs_with_mmr(nodes: pl.DataFrame, given: pl.DataFrame | None, node_doc) -> tuple[list[str], list[list[str] | None]]:
+    """node_docs' documents and MMR tokens for `nodes` (id, title, text, keywords), taking the documents from `given`
+    (id, doc: recall.index made them once for the whole build) where it has the node: a document holding Han is
+    jieba_tokens(title + " " + text) followed by the keywords' tokens, so MMR's tokens are the document's tokens
+    minus as many at the end as the keywords make (only the short keywords are segmented again)."""
+    if given is None or nodes.height == 0:
+        return node_docs(nodes["title"].to_list(), nodes["text"].to_list(), nodes["keywords"].to_list(), node_doc)
+    rows = nodes.select("id", "title", "text", "keywords").join(given.select("id", "doc"), on="id", how="left",
+                                                                  maintain_order="left")
+    docs, mmr = [], []
+    for title, text, kw, doc in rows.select("title", "text", "keywords", "doc").iter_rows():
+        if doc is None:
+            (doc,), (tokens,) = node_docs([title], [text], [kw], node_doc)
+        elif has_han(f"{title or ''} {text or ''}"):
+            words = doc.split()
+            tokens = words[:len(words) - len(jieba_tokens(" ".join(kw or [])))]
+        else:
+            tokens = None
+        docs.append(doc)
+        mmr.append(tokens)
+    return docs, mmr
+
+
 def _segment(folder: Path, kind: str, nodes: pl.DataFrame, slot_of: pl.DataFrame, half: pl.DataFrame,
              adj: pl.DataFrame, empty_slots: np.ndarray, chunks: pl.DataFrame, messages: pl.DataFrame,
              msg: pl.DataFrame, removed_slots: np.ndarray, removed_chunks: list[str], removed_msgs: list[str],
-             edge_types: list[str], meta: dict) -> dict:
+             edge_types: list[str], meta: dict, given_docs: pl.DataFrame | None = None) -> dict:
     """Write one segment: `nodes` (with slots), the neighbour lists of `adj`'s nodes (+ empty lists), chunks,
     message groups, and what it removes. Returns counts and seconds per part."""
     ignore, _, node_doc = _fts()
@@ -214,7 +237,7 @@ def _segment(folder: Path, kind: str, nodes: pl.DataFrame, slot_of: pl.DataFrame
     timings = {}
     nodes = nodes.sort("id")
     chunks = chunks.sort("id")
-    docs, mmr = node_docs(nodes["title"].to_list(), nodes["text"].to_list(), nodes["keywords"].to_list(), node_doc)
+    docs, mmr = docs_with_mmr(nodes, given_docs, node_doc)
     timings["segment_docs"] = time.perf_counter() - t
     t = time.perf_counter()
     node_postings, tokenize = build_postings(docs, ignore)
@@ -309,12 +332,12 @@ def _edge_types(half: pl.DataFrame, before: list[str] | None = None) -> list[str
     return list(before) + [t for t in present if t not in set(before)]
 
 
-def _write_base(folder: Path, p: Prepared, meta: dict) -> dict:
+def _write_base(folder: Path, p: Prepared, meta: dict, docs: pl.DataFrame | None = None) -> dict:
     # a base numbers its nodes in id order: slot = row (the reader relies on it)
     nodes = p.nodes.sort("id").with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("slot"))
     edge_types = _edge_types(p.half)
     out = _segment(folder, "base", nodes, nodes.select("id", "slot"), p.half, p.adj, np.zeros(0, np.int64),
-                   p.chunks, p.messages, p.msg, np.zeros(0, np.int64), [], [], edge_types, meta)
+                   p.chunks, p.messages, p.msg, np.zeros(0, np.int64), [], [], edge_types, meta, docs)
     return {**out, "n_slots": nodes.height, "edge_types": edge_types, "units": p.nodes.height + p.adj.height
             + p.chunks.height + p.msg.height}
 
@@ -372,11 +395,11 @@ def diff(p: Prepared, cur: Current) -> Delta:
                  removed_msgs)
 
 
-def _write_delta(folder: Path, p: Prepared, cur: Current, d: Delta, meta: dict) -> dict:
+def _write_delta(folder: Path, p: Prepared, cur: Current, d: Delta, meta: dict, docs: pl.DataFrame | None = None) -> dict:
     edge_types = _edge_types(p.half, cur.version.edge_types)
     messages = p.messages.join(d.msg.select(pl.col("key").alias("piece")), on="piece", how="semi")
     out = _segment(folder, "delta", d.nodes, d.slot_of, p.half, d.adj, d.empty_slots, d.chunks, messages, d.msg,
-                   d.removed_slots, d.removed_chunks, d.removed_msgs, edge_types, meta)
+                   d.removed_slots, d.removed_chunks, d.removed_msgs, edge_types, meta, docs)
     return {**out, "n_slots": d.n_slots, "edge_types": edge_types, "units": d.units}
 
 
@@ -386,10 +409,11 @@ def compatible(manifest: dict) -> bool:
 
 
 def write_tenant_index(index_dir: Path, tenant: str, nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table,
-                       messages: pa.Table, *, compact: bool = False) -> dict:
+                       messages: pa.Table, *, compact: bool = False, docs: pl.DataFrame | None = None) -> dict:
     """Bring `tenant`'s recall index up to these tables (the tenant's rows only): nothing when they hold no
     change, else a delta segment, or a new base when the deltas would grow past COMPACT_SHARE of the base
-    (`compact=True`: always a new base). Returns {"mode": "unchanged" | "delta" | "base", "version", …}."""
+    (`compact=True`: always a new base). `docs` (id, doc): the nodes' FTS documents where the caller has them
+    (the rest are made here). Returns {"mode": "unchanged" | "delta" | "base", "version", …}."""
     t0 = time.perf_counter()
     folder = tenant_dir(index_dir, tenant)
     folder.mkdir(parents=True, exist_ok=True)
@@ -418,10 +442,10 @@ def write_tenant_index(index_dir: Path, tenant: str, nodes: pa.Table, edges: pa.
                 else:
                     mode, reason = "delta", ""
             if mode == "delta":
-                out = _write_delta(tmp, p, cur, d, meta)
+                out = _write_delta(tmp, p, cur, d, meta, docs)
                 segments = [*manifest["segments"], name]
             else:
-                out = _write_base(tmp, p, meta)
+                out = _write_base(tmp, p, meta, docs)
                 segments = [name]
             if (folder / name).exists():   # a killed writer's segment that no manifest names
                 shutil.rmtree(folder / name)
@@ -507,9 +531,11 @@ def _clean_temp(folder: Path) -> None:
 
 # --------------------------------------------------------------------------- every tenant of a lake
 
-def build_recall_indexes(index_dir: Path, tables: Mapping[str, pa.Table], *, compact: bool = False) -> dict:
+def build_recall_indexes(index_dir: Path, tables: Mapping[str, pa.Table], *, compact: bool = False,
+                         docs: pl.DataFrame | None = None) -> dict:
     """Every tenant's recall index from the lake-wide `tables` (nodes, edges, raw_chunks, messages); the
-    index of a tenant no longer in them is removed. Returns {tenant: write_tenant_index's stats}."""
+    index of a tenant no longer in them is removed. `docs` (tenant, id, doc): node documents already made.
+    Returns {tenant: write_tenant_index's stats}."""
     root = recall_dir(index_dir)
     root.mkdir(parents=True, exist_ok=True)
     names = ("nodes", "edges", "raw_chunks", "messages")
@@ -519,7 +545,8 @@ def build_recall_indexes(index_dir: Path, tables: Mapping[str, pa.Table], *, com
     stats = {}
     for tenant in tenants:
         parts = [split[n].get(tenant) if split[n].get(tenant) is not None else schemas[n].empty_table() for n in names]
-        stats[tenant] = write_tenant_index(index_dir, tenant, *parts, compact=compact)
+        mine = None if docs is None else docs.filter(pl.col("tenant") == tenant).select("id", "doc")
+        stats[tenant] = write_tenant_index(index_dir, tenant, *parts, compact=compact, docs=mine)
     keep = {tenant_slug(t) for t in tenants}
     for p in root.iterdir():
         if p.is_dir() and not p.name.startswith(".") and p.name not in keep:

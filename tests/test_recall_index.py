@@ -6,6 +6,7 @@ import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import polars as pl
 import pyarrow as pa
 import pytest
 
@@ -290,7 +291,7 @@ def test_prepare_hashes_are_stable_and_see_every_column_recall_reads(tmp_path: P
 
 def test_node_documents_and_mmr_tokens_from_one_segmentation_equal_their_definitions() -> None:
     from recall.index import node_doc
-    from recall.index_build import node_docs
+    from recall.index_build import docs_with_mmr, node_docs
     from recall.query_tokens import search_tokens
 
     titles, texts, keywords = [], [], []
@@ -312,6 +313,12 @@ def test_node_documents_and_mmr_tokens_from_one_segmentation_equal_their_definit
     for title, text, tokens in zip(titles, texts, mmr):
         assert tokens is None or tokens == search_tokens(f"{title or ''} {text or ''}")
     assert sum(t is not None for t in mmr) >= 4
+    # the same from documents made once by the index build (every other node's document given, the rest made)
+    ids = [f"n{i:05d}" for i in range(len(titles))]
+    rows = pl.DataFrame({"id": ids, "title": titles, "text": texts, "keywords": keywords},
+                        schema={"id": pl.Utf8, "title": pl.Utf8, "text": pl.Utf8, "keywords": pl.List(pl.Utf8)})
+    given = pl.DataFrame({"id": ids[::2], "doc": docs[::2]})
+    assert docs_with_mmr(rows, given, node_doc) == (docs, mmr)
 
 
 def test_an_index_of_another_format_is_not_read_and_recall_answers_from_duckdb(tmp_path: Path) -> None:
