@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable, Sequence
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -230,13 +231,10 @@ def _sorted(table: pa.Table, schema: pa.Schema) -> pa.Table:
 def _first_of_each(table: pa.Table, keys: list[str]) -> pa.Table:
     """The first row of each key, in table order: re-deriving rows already recorded (a re-run, a crash between
     writes) adds nothing."""
-    seen: set = set()
-    keep = []
-    for row in table.select(keys).to_pylist():
-        key = tuple(row[k] for k in keys)
-        keep.append(key not in seen)
-        seen.add(key)
-    return table.filter(pa.array(keep, pa.bool_())) if table.num_rows else table
+    if table.num_rows == 0:
+        return table
+    first = pl.from_arrow(table.select(keys)).with_row_index("_row").unique(keys, keep="first", maintain_order=True)
+    return table.take(first.get_column("_row").to_arrow())
 
 
 def _dedup_sorted(table: pa.Table, keys: list[str]) -> pa.Table:
@@ -244,11 +242,4 @@ def _dedup_sorted(table: pa.Table, keys: list[str]) -> pa.Table:
     if table.num_rows == 0:
         return table
     table = table.take(pc.sort_indices(table, sort_keys=[(k, "ascending") for k in keys]))
-    rows, seen = [], set()
-    for r in table.to_pylist():
-        key = tuple(r[k] for k in keys)
-        if key not in seen:
-            seen.add(key)
-            rows.append(r)
-    return pa.Table.from_pylist(rows, schema=table.schema)
-
+    return _first_of_each(table, keys)
