@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import dagster as dg
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -122,11 +123,12 @@ def tier_flows(promotions: pa.Table) -> dict[tuple[str, str], int]:
 
 def degrees(nodes: pa.Table, edges: pa.Table) -> dict[int, int]:
     """{degree: number of nodes} over `nodes`; an edge end that is not a node (a RawChunk) is not counted."""
-    ids = pc.unique(nodes.column("id").combine_chunks())
-    ends = pa.concat_arrays([edges.column(c).combine_chunks() for c in ("src", "dst")])
-    per_node = pc.value_counts(ends.filter(pc.is_in(ends, value_set=ids)))
-    hist = {r["values"]: r["counts"] for r in pc.value_counts(per_node.field("counts")).to_pylist()}
-    isolated = len(ids) - len(per_node)
+    ids = pl.from_arrow(nodes.select(["id"])).unique()
+    e = pl.from_arrow(edges.select(["src", "dst"]))
+    ends = pl.concat([e.select(pl.col("src").alias("id")), e.select(pl.col("dst").alias("id"))])
+    per_node = ends.join(ids, on="id", how="semi").group_by("id").len()
+    hist = dict(per_node.group_by("len").len(name="n").iter_rows())
+    isolated = ids.height - per_node.height
     return dict(sorted(({0: isolated} if isolated else {}).items() | hist.items()))
 
 

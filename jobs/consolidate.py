@@ -224,8 +224,12 @@ def concat(tables: Sequence[pa.Table | None], schema: pa.Schema) -> pa.Table:
 
 
 def _sorted(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`table` by (tenant, id), ties in table order (polars' stable sort on all cores: Arrow's string sort is
+    single-threaded and was ~15 % of a 100k-message consolidation)."""
     table = conform(table, schema)
-    return table.take(pc.sort_indices(table, sort_keys=[("tenant", "ascending"), ("id", "ascending")]))
+    order = (pl.from_arrow(table.select(["tenant", "id"])).with_row_index("_row")
+             .sort(["tenant", "id"], nulls_last=True, maintain_order=True).get_column("_row"))
+    return table.take(order.to_arrow())
 
 
 def _first_of_each(table: pa.Table, keys: list[str]) -> pa.Table:
