@@ -22,12 +22,13 @@ import pyarrow as pa
 
 from r2g.schema import (AUDIT, COLD_EDGES, COMMUNITIES, DOCS, EDGES, FEEDBACK, NODES, OPS_APPLIED, OPS_REJECTED,
                         PROMOTIONS, REVIEW_QUEUE)
-from r2g.lake_graph import lake_docs, lake_views, read_graph_tables, read_lake_table
+from r2g.lake_graph import content_hash, lake_docs, lake_views, read_graph_tables, read_lake_table
 from r2g.tokens import HAN_CLASS, node_doc  # noqa: F401  (node_doc re-exported: the document of a node)
 from raw_store.lake import (Lake, fsync_dir, index_is_current, read_lake_state, read_table, write_bytes_atomic,
                             write_index_state, write_table)
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS, TOMBSTONES, TS
 from recall import vectors
+from raw_store.tables import read_parts
 from recall.store import _sql_str, connect, node_docs_table, raw_docs_table, tenant_slug
 
 # Lake tables the DuckDB file has a view of (recall reads these).
@@ -82,7 +83,7 @@ def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = Non
                                              "first_seen", "time_start", "last_seen"]))
     newest = dict(nodes.group_by("tenant").agg(pl.coalesce("time_start", "last_seen", "first_seen").max()).iter_rows())
     nodes = nodes.filter(_active(pl.col("status")))
-    docs = _node_docs(lake, nodes)   # segmented once, for recall's index and the DuckDB file alike
+    docs = NodeDocs(lake, nodes)   # segmented once, for recall's index and the DuckDB file alike
     tables = {"nodes": node_table, "edges": edge_table, "raw_chunks": read_lake_table(lake, "raw_chunks"),
               "messages": read_lake_table(lake, "messages")}
     graphs = _write_recall_indexes(lake, tables, full, docs)
@@ -90,6 +91,7 @@ def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = Non
     tenants = _tenants(lake, nodes)
     vectors = _write_vectors(lake, nodes, tenants)
     stats = _write_duckdb(lake, names, nodes, tenants, newest, full, docs)
+    docs.save()
     stats["graphs"] = graphs
     if vectors:
         stats["vectors"] = vectors
@@ -111,17 +113,51 @@ def ensure_index(lake: Lake) -> bool:
     return True
 
 
-def _node_docs(lake: Lake, nodes: pl.DataFrame) -> pl.DataFrame:
-    """The FTS document of every node (tenant, id, doc): the partitions' documents and the ones earlier builds made
-    (`node_docs.parquet` in the index folder) while a node's content is unchanged, made anew for the rest. The
-    cache keeps the documents holding Han that no partition has (consolidation's rollups and topics, merged and
-    edited rows): jieba's segmentation is what costs, other documents are made in microseconds."""
-    path = _node_docs_cache_path(lake)
-    cached = pl.from_arrow(read_table(path, DOCS)) if path.exists() else None
-    docs = lake_docs(lake, nodes.select("tenant", "id", "title", "text", "keywords"), "node", cached)
-    keep = docs.filter((pl.col("source") != "parts") & pl.col("doc").str.contains(HAN_CLASS))
-    write_table(keep.select(DOCS.names).sort("tenant", "id").to_arrow(), path, DOCS)
-    return docs.select("tenant", "id", "doc")
+class NodeDocs:
+    """The nodes' FTS documents, made on demand for the rows an index writes (a delta's changed nodes, a base's
+    all, the DuckDB file's all when it is rebuilt) and each made once per build: the partitions' documents and the
+    ones earlier builds made (`node_docs.parquet` in the index folder) are reused while a node's content is
+    unchanged. The cache keeps the documents holding Han that no partition has (consolidation's rollups and
+    topics, merged and edited rows): jieba's segmentation is what costs, other documents take microseconds."""
+
+    def __init__(self, lake: Lake, nodes: pl.DataFrame) -> None:
+        self.lake = lake
+        self.nodes = nodes.select("tenant", "id", "title", "text", "keywords")
+        path = _node_docs_cache_path(lake)
+        self.cached = pl.from_arrow(read_table(path, DOCS)) if path.exists() else None
+        self.made: list[pl.DataFrame] = []
+        self.all: pl.DataFrame | None = None
+
+    def of(self, rows: pl.DataFrame) -> pl.DataFrame:
+        """Documents (tenant, id, doc) of `rows` (tenant, id, …), which must be among the nodes."""
+        if self.all is not None:
+            return self.all.join(rows.select("tenant", "id"), on=["tenant", "id"], how="semi")
+        docs = lake_docs(self.lake, self.nodes.join(rows.select("tenant", "id"), on=["tenant", "id"], how="semi"),
+                         "node", self.cached)
+        made = docs.filter(pl.col("source") == "made")
+        if made.height:
+            self.made.append(made.select(DOCS.names))
+            self.cached = made.select(DOCS.names) if self.cached is None else \
+                pl.concat([self.cached, made.select(DOCS.names)], how="vertical_relaxed")
+        return docs.select("tenant", "id", "doc")
+
+    def every(self) -> pl.DataFrame:
+        if self.all is None:
+            self.all = self.of(self.nodes)
+        return self.all
+
+    def save(self) -> None:
+        """Write the cache when this build made documents: the ones holding Han that no partition has, of the nodes
+        as they are now (a build that made none leaves it: a stale entry's content hash matches no node)."""
+        if not self.made:
+            return
+        current = self.nodes.with_columns(content_hash(self.nodes, "node")).select("tenant", "id", "content")
+        parts = pl.from_arrow(read_parts(self.lake, "docs", DOCS)).select("tenant", "id", "content")
+        keep = (self.cached.unique(["tenant", "id", "content"], keep="first")
+                .join(current, on=["tenant", "id", "content"], how="semi")
+                .join(parts, on=["tenant", "id", "content"], how="anti")
+                .filter(pl.col("doc").str.contains(HAN_CLASS)))
+        write_table(keep.sort("tenant", "id").to_arrow(), _node_docs_cache_path(self.lake), DOCS)
 
 
 def _node_docs_cache_path(lake: Lake) -> Path:
@@ -140,7 +176,7 @@ def _active(status: pl.Expr) -> pl.Expr:
 
 
 def _write_duckdb(lake: Lake, names: list[str], nodes: pl.DataFrame, tenants: list[str], newest: dict,
-                  full: bool, docs: pl.DataFrame) -> dict:
+                  full: bool, docs: NodeDocs) -> dict:
     """The tenants table, then — when due — the DuckDB file (views + full-text indexes), built in memory and copied
     into a temp file that is swapped in."""
     counts = dict(nodes.group_by("tenant").len().iter_rows())
@@ -190,7 +226,7 @@ def _write_duckdb(lake: Lake, names: list[str], nodes: pl.DataFrame, tenants: li
     return stats
 
 
-def _fill(con, lake: Lake, names: list[str], views: dict[str, str], nodes: pl.DataFrame, docs: pl.DataFrame,
+def _fill(con, lake: Lake, names: list[str], views: dict[str, str], nodes: pl.DataFrame, node_docs: NodeDocs,
           chunks: pl.DataFrame, tenants: list[str]) -> dict:
     """Views of the lake tables (copies on object storage, which DuckDB cannot reach by itself), the tenants view,
     and per tenant the BM25 indexes over node and raw-passage documents."""
@@ -203,7 +239,7 @@ def _fill(con, lake: Lake, names: list[str], views: dict[str, str], nodes: pl.Da
         counts[name] = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
     con.execute(f"CREATE {kind} tenants AS SELECT * FROM read_parquet('{_sql_str(str(_tenants_path(lake)))}')")
 
-    docs = nodes.select("tenant", "id", "type").join(docs, on=["tenant", "id"])
+    docs = nodes.select("tenant", "id", "type").join(node_docs.every(), on=["tenant", "id"])
     raw = lake_docs(lake, chunks.select("tenant", "id", "text"), "raw").select("tenant", "id", "doc")
     for tenant in tenants:
         slug = tenant_slug(tenant)
@@ -256,14 +292,14 @@ def _write_vectors(lake: Lake, nodes: pl.DataFrame, tenants: list[str]) -> dict:
     return {"embedder": spec, "nodes": stats}
 
 
-def _write_recall_indexes(lake: Lake, tables: dict[str, pa.Table], full: bool, docs: pl.DataFrame) -> dict:
+def _write_recall_indexes(lake: Lake, tables: dict[str, pa.Table], full: bool, docs: NodeDocs) -> dict:
     """Recall's per-tenant index (recall.index_build) from the tables just read; {tenant: {"vertices", "edges",
     "mode", "seconds"}}. The igraph pickles of earlier versions (lake.graph_dir) are removed: nothing reads them."""
     import shutil
 
     from recall.index_build import build_recall_indexes
 
-    stats = build_recall_indexes(lake.index_dir, tables, compact=full, docs=docs)
+    stats = build_recall_indexes(lake.index_dir, tables, compact=full, docs=docs.of)
     shutil.rmtree(lake.graph_dir, ignore_errors=True)
     return {t: {"vertices": s["nodes"], "edges": s["half_edges"] // 2, "mode": s["mode"], "seconds": s["seconds"]}
             for t, s in stats.items()}

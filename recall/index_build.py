@@ -22,7 +22,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 import polars as pl
@@ -229,7 +229,7 @@ def docs_with_mmr(nodes: pl.DataFrame, given: pl.DataFrame | None, node_doc) -> 
 def _segment(folder: Path, kind: str, nodes: pl.DataFrame, slot_of: pl.DataFrame, half: pl.DataFrame,
              adj: pl.DataFrame, empty_slots: np.ndarray, chunks: pl.DataFrame, messages: pl.DataFrame,
              msg: pl.DataFrame, removed_slots: np.ndarray, removed_chunks: list[str], removed_msgs: list[str],
-             edge_types: list[str], meta: dict, given_docs: pl.DataFrame | None = None) -> dict:
+             edge_types: list[str], meta: dict, docs: Callable[[pl.DataFrame], pl.DataFrame] | None = None) -> dict:
     """Write one segment: `nodes` (with slots), the neighbour lists of `adj`'s nodes (+ empty lists), chunks,
     message groups, and what it removes. Returns counts and seconds per part."""
     ignore, _, node_doc = _fts()
@@ -237,10 +237,11 @@ def _segment(folder: Path, kind: str, nodes: pl.DataFrame, slot_of: pl.DataFrame
     timings = {}
     nodes = nodes.sort("id")
     chunks = chunks.sort("id")
-    docs, mmr = docs_with_mmr(nodes, given_docs, node_doc)
+    given = docs(nodes.select("id")) if docs is not None and nodes.height else None
+    documents, mmr = docs_with_mmr(nodes, given, node_doc)
     timings["segment_docs"] = time.perf_counter() - t
     t = time.perf_counter()
-    node_postings, tokenize = build_postings(docs, ignore)
+    node_postings, tokenize = build_postings(documents, ignore)
     timings["node_fts"] = time.perf_counter() - t
     t = time.perf_counter()
     node_table = nodes.select("id", "slot", "hash", *NODE_ROW_COLS).with_columns(
@@ -332,7 +333,7 @@ def _edge_types(half: pl.DataFrame, before: list[str] | None = None) -> list[str
     return list(before) + [t for t in present if t not in set(before)]
 
 
-def _write_base(folder: Path, p: Prepared, meta: dict, docs: pl.DataFrame | None = None) -> dict:
+def _write_base(folder: Path, p: Prepared, meta: dict, docs: Callable | None = None) -> dict:
     # a base numbers its nodes in id order: slot = row (the reader relies on it)
     nodes = p.nodes.sort("id").with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("slot"))
     edge_types = _edge_types(p.half)
@@ -395,7 +396,7 @@ def diff(p: Prepared, cur: Current) -> Delta:
                  removed_msgs)
 
 
-def _write_delta(folder: Path, p: Prepared, cur: Current, d: Delta, meta: dict, docs: pl.DataFrame | None = None) -> dict:
+def _write_delta(folder: Path, p: Prepared, cur: Current, d: Delta, meta: dict, docs: Callable | None = None) -> dict:
     edge_types = _edge_types(p.half, cur.version.edge_types)
     messages = p.messages.join(d.msg.select(pl.col("key").alias("piece")), on="piece", how="semi")
     out = _segment(folder, "delta", d.nodes, d.slot_of, p.half, d.adj, d.empty_slots, d.chunks, messages, d.msg,
@@ -409,11 +410,12 @@ def compatible(manifest: dict) -> bool:
 
 
 def write_tenant_index(index_dir: Path, tenant: str, nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table,
-                       messages: pa.Table, *, compact: bool = False, docs: pl.DataFrame | None = None) -> dict:
+                       messages: pa.Table, *, compact: bool = False,
+                       docs: Callable[[pl.DataFrame], pl.DataFrame] | None = None) -> dict:
     """Bring `tenant`'s recall index up to these tables (the tenant's rows only): nothing when they hold no
     change, else a delta segment, or a new base when the deltas would grow past COMPACT_SHARE of the base
-    (`compact=True`: always a new base). `docs` (id, doc): the nodes' FTS documents where the caller has them
-    (the rest are made here). Returns {"mode": "unchanged" | "delta" | "base", "version", …}."""
+    (`compact=True`: always a new base). `docs`: the FTS documents (id, doc) of the nodes (id) it is given, where
+    the caller makes them (the rest are made here). Returns {"mode": "unchanged" | "delta" | "base", "version", …}."""
     t0 = time.perf_counter()
     folder = tenant_dir(index_dir, tenant)
     folder.mkdir(parents=True, exist_ok=True)
@@ -532,9 +534,10 @@ def _clean_temp(folder: Path) -> None:
 # --------------------------------------------------------------------------- every tenant of a lake
 
 def build_recall_indexes(index_dir: Path, tables: Mapping[str, pa.Table], *, compact: bool = False,
-                         docs: pl.DataFrame | None = None) -> dict:
+                         docs: Callable[[pl.DataFrame], pl.DataFrame] | None = None) -> dict:
     """Every tenant's recall index from the lake-wide `tables` (nodes, edges, raw_chunks, messages); the
-    index of a tenant no longer in them is removed. `docs` (tenant, id, doc): node documents already made.
+    index of a tenant no longer in them is removed. `docs`: the node documents (tenant, id, doc) of the rows
+    (tenant, id) it is given, where the caller makes them (else each segment makes its own).
     Returns {tenant: write_tenant_index's stats}."""
     root = recall_dir(index_dir)
     root.mkdir(parents=True, exist_ok=True)
@@ -545,7 +548,7 @@ def build_recall_indexes(index_dir: Path, tables: Mapping[str, pa.Table], *, com
     stats = {}
     for tenant in tenants:
         parts = [split[n].get(tenant) if split[n].get(tenant) is not None else schemas[n].empty_table() for n in names]
-        mine = None if docs is None else docs.filter(pl.col("tenant") == tenant).select("id", "doc")
+        mine = None if docs is None else (lambda rows, t=tenant: docs(rows.select(pl.lit(t).alias("tenant"), "id")))
         stats[tenant] = write_tenant_index(index_dir, tenant, *parts, compact=compact, docs=mine)
     keep = {tenant_slug(t) for t in tenants}
     for p in root.iterdir():

@@ -163,3 +163,33 @@ def test_the_duckdb_file_is_kept_while_its_views_see_the_lake(tmp_path):
     finally:
         con.close()
     assert build_indexes(lake, full=True)["rebuilt"] is True and lake.duckdb_path.stat().st_ino != before
+
+
+def test_node_documents_are_segmented_once_and_reused_while_unchanged(tmp_path, monkeypatch):
+    """A Chinese document no partition holds (this lake has no partitions) is made once: the recall index and the
+    DuckDB file share it, and the next full build takes it from the index folder's cache."""
+    import polars as pl
+
+    from r2g import lake_graph
+    from raw_store.lake import read_table
+    from r2g.schema import DOCS
+
+    lake = _two_tenant_lake(tmp_path)          # built its indexes once already
+    (lake.index_dir / "node_docs.parquet").unlink()
+    made: list[int] = []
+    real = lake_graph.make_docs
+    monkeypatch.setattr(lake_graph, "make_docs", lambda f, k: (made.append(f.height) if k == "node" else None)
+                        or real(f, k))
+    build_indexes(lake, full=True)
+    assert sum(made) == 4                      # each node once, though both indexes were built from scratch
+    cache = pl.from_arrow(read_table(lake.index_dir / "node_docs.parquet", DOCS))
+    assert cache["id"].to_list() == ["ep2"]     # only what costs: the document holding Han
+    made.clear()
+    build_indexes(lake, full=True)
+    assert sum(made) == 3                       # the English ones again (microseconds), not the Chinese one
+    con = connect(lake.duckdb_path, read_only=True)
+    try:
+        hits = con.execute(f"SELECT id FROM {node_docs_table(tenant_slug('alice'))} WHERE doc LIKE '%足球%'").fetchall()
+    finally:
+        con.close()
+    assert hits == [("ep2",)]
