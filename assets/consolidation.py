@@ -20,7 +20,7 @@ from jobs.schema import (COLD_EDGES, COMMUNITIES, FEEDBACK, OPS_APPLIED, OPS_REJ
                          REVIEW_QUEUE)
 from jobs.tiers import tiers_monotone
 from jobs.versions import one_active_per_chain
-from r2g.lake_graph import layer_dir, read_graph_tables, read_lake_table
+from r2g.lake_graph import hand_over_graph_tables, layer_dir, read_graph_tables, read_lake_table
 from r2g.schema import EDGES, NODE_STATE, NODES, STATE_COLUMNS
 from raw_store.cas import RawStore
 from raw_store.lake import PART_MANIFEST, Lake, conform, part_dirs, read_manifest, read_table, value_counts, write_table
@@ -121,6 +121,7 @@ def consolidation(context: dg.AssetExecutionContext, lake: LakeResource):
     write_overlay(folder, "edges", edge_overlay, EDGES)
     write_overlay(folder, "nodes", node_overlay, NODES)
     write_table(result.nodes.select(NODE_STATE.names), state, NODE_STATE)
+    hand_over_graph_tables(lk, "consolidated", result.nodes, result.edges)   # the index step's input, in hand
     chunks = read_lake_table(lk, "raw_chunks", ["tenant", "id", "len_bytes"])
     context.log.info(f"consolidation as of {as_of:%Y-%m-%d %H:%M}: {result.stats}")
     node_types, edge_types = value_counts(result.nodes, "type"), value_counts(result.edges, "type")

@@ -109,8 +109,42 @@ def read_graph(lake: Lake, layer: str = "consolidated", node_columns: Sequence[s
 
 def read_graph_tables(lake: Lake, layer: str = "consolidated") -> tuple[pa.Table, pa.Table]:
     """read_graph as Arrow tables with the full NODES / EDGES schemas, sorted by (tenant, id)."""
+    held = _HANDED_OVER.pop((str(lake.root), layer), None)
+    if held is not None and held[0] == _layer_stamp(lake, layer):
+        return held[1], held[2]
     nodes, edges = read_graph(lake, layer)
     return (conform(nodes.sort(list(KEY)).to_arrow(), NODES), conform(edges.sort(list(KEY)).to_arrow(), EDGES))
+
+
+# (lake root, layer) → (the layer's files' stamp, nodes, edges): tables a step has just written, for the next step
+_HANDED_OVER: dict[tuple[str, str], tuple[tuple, pa.Table, pa.Table]] = {}
+
+
+def hand_over_graph_tables(lake: Lake, layer: str, nodes: pa.Table, edges: pa.Table) -> None:
+    """Give the tables a step just wrote as `layer` (what read_graph_tables would assemble from the files: NODES /
+    EDGES, sorted by (tenant, id)) to the next read_graph_tables of that layer in this process, which takes them
+    once, while the layer's files are unchanged: the lake run's index step then does not assemble again the graph
+    consolidation had in hand (~10 s at 100k messages). A step in another process reads the files."""
+    if not lake.remote:
+        _HANDED_OVER[(str(lake.root), layer)] = (_layer_stamp(lake, layer), nodes, edges)
+
+
+def _layer_stamp(lake: Lake, layer: str) -> tuple:
+    """(path, size, mtime) of every file the graph of `layer` is assembled from."""
+    files = [*part_paths(lake, "nodes"), *part_paths(lake, "edges")]
+    for name in LAYERS[:LAYERS.index(layer) + 1]:
+        folder = layer_dir(lake, name)
+        files += [folder / f"{table}{suffix}.parquet" for table in ("nodes", "edges") for suffix in ("", "_removed")]
+    if layer == "consolidated":
+        files.append(layer_dir(lake, "consolidated") / "state.parquet")
+    stamp = []
+    for f in files:
+        try:
+            st = f.stat()
+            stamp.append((str(f), st.st_size, st.st_mtime_ns))
+        except FileNotFoundError:
+            stamp.append((str(f), None, None))
+    return tuple(stamp)
 
 
 def _with_key(columns: Sequence[str] | None, schema: pa.Schema) -> list[str]:

@@ -148,3 +148,34 @@ def test_docs_are_reused_while_the_text_is_the_same(tmp_path, monkeypatch) -> No
     assert made == [1]                                        # only the row whose text changed is segmented again
     assert docs["doc"].to_list()[0] == node_doc("小明踢足球", "小明踢足球", ["小明踢足球"])
     assert docs["doc"].to_list()[1].startswith("sailing")
+
+
+def test_the_consolidated_graph_handed_to_the_index_step_is_the_one_its_files_give(tmp_path, monkeypatch) -> None:
+    """The lake run's consolidation step hands its tables to the index step (same process) instead of the index
+    step assembling them again from the partitions and overlays: on the sample inbox, what it handed over equals a
+    fresh read of the files, and a hand-over whose files changed since is not taken."""
+    import shutil
+    from pathlib import Path
+
+    from assets import consolidation
+    from assets.run import ExecutorConfig, materialize
+    from r2g import lake_graph
+
+    shutil.copytree(Path(__file__).resolve().parent.parent / "data" / "inbox", tmp_path / "inbox")
+    handed: list = []
+    real = lake_graph.hand_over_graph_tables
+    monkeypatch.setattr(consolidation, "hand_over_graph_tables",
+                        lambda lake, layer, n, e: handed.append((layer, n, e)) or real(lake, layer, n, e))
+    lake = Lake(tmp_path)
+    assert materialize(lake, progress=False, executor=ExecutorConfig(kind="in_process")).ok
+    assert [h[0] for h in handed] == ["consolidated"]
+    assert not lake_graph._HANDED_OVER                     # the index step took it
+    nodes, edges = lake_graph.read_graph_tables(lake, "consolidated")
+    assert handed[0][1].num_rows > 50 and handed[0][2].num_rows > 50
+    assert handed[0][1].equals(nodes) and handed[0][2].equals(edges)
+
+    stale = nodes.slice(0, 1)
+    lake_graph.hand_over_graph_tables(lake, "consolidated", stale, edges)
+    state = layer_dir(lake, "consolidated") / "state.parquet"
+    state.write_bytes(state.read_bytes())                 # the same bytes, written again: another stamp
+    assert lake_graph.read_graph_tables(lake, "consolidated")[0].equals(nodes)
