@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from raw_store.lake import Lake, lake_root
+from datetime import UTC
 
 
 class UserError(Exception):
@@ -271,7 +272,7 @@ def cmd_sql(args: argparse.Namespace, lake: Lake) -> int:
 
 
 def cmd_forget(args: argparse.Namespace, lake: Lake) -> int:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from assets.run import materialize
     from jobs.forget import forget_dir, resolve, save_request
@@ -290,7 +291,7 @@ def cmd_forget(args: argparse.Namespace, lake: Lake) -> int:
         raise UserError(f"no index at {lake.duckdb_path} (run `memctl materialize` first)")
     if args.tenant not in _known_tenants(lake) and not (lake.inbox / args.tenant).is_dir():
         raise UserError(f"unknown tenant {args.tenant!r}")
-    now = datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
+    now = datetime.now(UTC).replace(tzinfo=None, microsecond=0)
     try:
         request = resolve(lake, args.tenant, scope, value if scope in ("node", "conv", "speaker", "topic") else None,
                           start=start, end=end, reason=args.reason, requested_at=now)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import io
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import dagster as dg
 import pyarrow as pa

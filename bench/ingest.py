@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 

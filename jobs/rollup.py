@@ -32,7 +32,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterable
+from collections.abc import Iterable
 
 import polars as pl
 import pyarrow as pa

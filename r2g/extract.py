@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import groupby
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc

@@ -14,7 +14,8 @@
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import polars as pl
 import pyarrow as pa

@@ -15,7 +15,7 @@ that occur in more than one input row, merged, since every other id is its parti
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import polars as pl
 import pyarrow as pa

@@ -24,7 +24,7 @@ from functools import lru_cache
 from importlib import resources
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import jieba
 import spacy
@@ -105,7 +105,7 @@ class Annotation:
         return js
 
     @classmethod
-    def from_json(cls, s: str) -> "Annotation":
+    def from_json(cls, s: str) -> Annotation:
         d = json.loads(s)
         d["ents"] = [tuple(e) for e in d["ents"]]
         d["sents"] = [tuple(x) for x in d["sents"]]
@@ -114,7 +114,7 @@ class Annotation:
         return ann
 
     @classmethod
-    def from_doc(cls, doc: Doc, lang: str) -> "Annotation":
+    def from_doc(cls, doc: Doc, lang: str) -> Annotation:
         toks = list(doc)  # one Token object per token, shared by every field
         return cls(
             lang=lang,
@@ -331,7 +331,7 @@ class JiebaTokenizer:
     def to_bytes(self, **kwargs) -> bytes:
         return b""
 
-    def from_bytes(self, data: bytes, **kwargs) -> "JiebaTokenizer":
+    def from_bytes(self, data: bytes, **kwargs) -> JiebaTokenizer:
         return self
 
 

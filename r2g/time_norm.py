@@ -29,7 +29,7 @@ import re
 from functools import lru_cache
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
-from typing import Callable
+from collections.abc import Callable
 
 RULES_VERSION = "time_norm.v2"
 GRANULARITIES = ("day", "week", "month", "year", "part_of_day", "minute", "unspecified", "recurring")

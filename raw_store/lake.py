@@ -78,11 +78,11 @@ class Lake:
     root: Any   # Path, or a UPath on object storage
 
     @classmethod
-    def from_env(cls) -> "Lake":
+    def from_env(cls) -> Lake:
         return cls(data_root())
 
     @classmethod
-    def at(cls, location: str | os.PathLike) -> "Lake":
+    def at(cls, location: str | os.PathLike) -> Lake:
         return cls(lake_root(location))
 
     @property

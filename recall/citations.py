@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Iterable, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
+from collections.abc import Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc

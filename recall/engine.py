@@ -28,9 +28,9 @@ import time
 from functools import lru_cache
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from pathlib import Path
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -38,7 +38,7 @@ from recall.query_tokens import search_tokens
 from raw_store.cas import RawStore
 from raw_store.lake import Lake
 from recall import vectors
-from recall.citations import Citation, Citer, RawRef, as_refs
+from recall.citations import Citation, Citer, RawRef
 from recall.query import QueryAnalysis, analyze, has_code_token, query_keywords
 from recall.scoring import NodeBatch
 from recall import scoring
@@ -175,7 +175,7 @@ class Filters:
     @classmethod
     def make(cls, types: Sequence[str] | None = None,
              time_range: tuple[datetime | None, datetime | None] | None = None,
-             as_of: datetime | None = None) -> "Filters":
+             as_of: datetime | None = None) -> Filters:
         start, end = time_range if time_range is not None else (None, None)
         if start is not None and end is not None and _naive(start) > _naive(end):
             raise ValueError("time_range start is after its end")
@@ -206,7 +206,7 @@ class Filters:
 def _naive(t: datetime | None) -> datetime | None:
     if t is None or t.tzinfo is None:
         return t
-    return t.astimezone(timezone.utc).replace(tzinfo=None)
+    return t.astimezone(UTC).replace(tzinfo=None)
 
 
 def recall(query: str, tenant: str, k: int = 10, expand_depth: int = 1, *, lake: Lake | None = None,

@@ -14,7 +14,7 @@ import json
 import os
 import tempfile
 import time
-from typing import Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import polars as pl

@@ -22,7 +22,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import polars as pl
@@ -35,7 +35,7 @@ from raw_store.schema import MESSAGES, RAW_CHUNKS
 from recall.graph_csr import NO_TIME, AdjacencyArrays
 from recall.postings import build_postings
 from recall.query_tokens import jieba_tokens
-from recall.segment import MESSAGE_ROW_COLS, NODE_ROW_COLS, fsync_tree, write_segment
+from recall.segment import MESSAGE_ROW_COLS, NODE_ROW_COLS, write_segment
 from recall.store import tenant_slug
 from recall.tenant_index import FORMAT, Version, read_current, recall_dir, tenant_dir
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any, Collection, Iterable, Mapping, Sequence
+from typing import Any
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from r2g.schema import EDGE_TYPES, EDGES, NODE_TYPES, NODES
 from raw_store.lake import Lake

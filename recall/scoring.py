@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -58,7 +58,7 @@ class NodeBatch:
         return len(self.id)
 
     @classmethod
-    def from_arrow(cls, table: pa.Table) -> "NodeBatch":
+    def from_arrow(cls, table: pa.Table) -> NodeBatch:
         cols = {}
         for c in TEXT_COLUMNS:
             cols[c] = table.column(c).to_pylist()
@@ -72,7 +72,7 @@ class NodeBatch:
         return cls(**cols)
 
     @classmethod
-    def from_rows(cls, rows: Mapping[str, Mapping], ids: Sequence[str]) -> "NodeBatch":
+    def from_rows(cls, rows: Mapping[str, Mapping], ids: Sequence[str]) -> NodeBatch:
         """The batch of the rows of `ids` that `rows` holds (row dicts, as TenantReader.nodes returns), in order."""
         found = [rows[i] for i in ids if i in rows]
         cols = {c: [r.get(c) for r in found] for c in TEXT_COLUMNS}

@@ -10,7 +10,7 @@ column of the same rows).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -99,7 +99,7 @@ class SortedKeys:
         return arr
 
     @classmethod
-    def open(cls, path: Path, full: pa.Array | pa.ChunkedArray | None) -> "SortedKeys":
+    def open(cls, path: Path, full: pa.Array | pa.ChunkedArray | None) -> SortedKeys:
         return cls(mapped(path), full)
 
     def __len__(self) -> int:

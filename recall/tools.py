@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 from datetime import date, datetime, timedelta
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 import jsonschema
 

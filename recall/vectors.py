@@ -26,7 +26,7 @@ import os
 import tempfile
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 

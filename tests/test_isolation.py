@@ -12,7 +12,7 @@ import json
 import tempfile
 from dataclasses import fields, is_dataclass
 from pathlib import Path
-from typing import Mapping
+from collections.abc import Mapping
 
 import duckdb
 import pyarrow as pa

@@ -1,7 +1,6 @@
 """Lake paths, atomic deterministic Parquet writes, inbox scanning, partition assembly, integrity checks."""
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 
 import pyarrow as pa

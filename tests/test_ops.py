@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import random
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 
 import jsonschema
 import pyarrow as pa
@@ -666,7 +666,7 @@ def test_fuzz_reapplying_a_batch_leaves_the_graph_unchanged(objs):
 
 
 def test_read_batch_bundles_a_parsed_file_for_apply_ops():
-    b = O.read_batch(BATCH, "inbox/a/ops.jsonl", "a", datetime(2025, 11, 5, 18, 0, tzinfo=timezone.utc))
+    b = O.read_batch(BATCH, "inbox/a/ops.jsonl", "a", datetime(2025, 11, 5, 18, 0, tzinfo=UTC))
     assert (b.tenant, b.batch_id, b.at, len(b.ops)) == ("a", batch_id_for(BATCH), datetime(2025, 11, 5, 18), 10)
     assert b.parse_rejects.schema == OPS_REJECTED and b.parse_rejects.column("op_index").to_pylist() == [11]
     res = apply_ops(*lake(), b.ops, b.batch_id, b.at, None)

@@ -75,7 +75,7 @@ class _Graph:
             self._entities[tenant] = index
         return self._entities[tenant]
 
-    def commit(self, plan: "_Plan") -> None:
+    def commit(self, plan: _Plan) -> None:
         for row in plan.nodes:
             self.node_rows[(row["tenant"], row["id"])] = row
         for row in plan.edges:

@@ -3,7 +3,8 @@ free-text description (this batch's new memories by character bigrams, then the 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from jobs.ops.graph import _LIVE, _Graph
 from jobs.ops.parse import Op

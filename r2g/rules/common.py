@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta
-from typing import Iterator
+from collections.abc import Iterator
 
 from spacy.lang.en.stop_words import STOP_WORDS as EN_STOP_WORDS
 

@@ -5,7 +5,7 @@ r2g.pipeline.graph_version() hashes these ids (not the code): a changed rule is 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 from r2g.rules.common import cause_rule, speaker_rule, time_rule
 from r2g.rules.coref import name_variants, pronoun_ref

@@ -8,7 +8,7 @@ transcripts) last. A file no format claims is "unknown" — one E_FORMAT_UNKNOWN
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from raw_store.formats import (canonical_jsonl, chatgpt_json, claude_json, discord_csv, discord_json, line_txt,
                                locomo_json, messenger_json, qq, sillytavern_jsonl, telegram_json, transcript,

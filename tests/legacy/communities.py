@@ -46,7 +46,7 @@ import threading
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import igraph
 import pyarrow as pa

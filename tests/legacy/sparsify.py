@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
-from typing import Mapping
+from collections.abc import Mapping
 
 import polars as pl
 import pyarrow as pa
