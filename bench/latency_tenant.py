@@ -333,7 +333,7 @@ class Generator:
 
     def _concept_nodes(self, edges: list[tuple]) -> list[dict]:
         seen: dict[str, list] = {}
-        for src, etype, dst, ts, refs in edges:
+        for _src, etype, dst, ts, refs in edges:
             if etype == "ABOUT":
                 s = seen.setdefault(dst, [ts, ts, [], 0])
                 s[0], s[1], s[3] = min(s[0], ts), max(s[1], ts), s[3] + 1

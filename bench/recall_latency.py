@@ -374,7 +374,9 @@ def print_size(m: Measured) -> None:
         kr = [r for r in rows if r["kind"] == kind]
         if kr:
             km = [r["ms"] for r in kr]
-            avg = lambda key: sum(r[key] for r in kr) / len(kr)  # noqa: E731
+            def avg(key: str, kr: list[dict] = kr) -> float:
+                return sum(r[key] for r in kr) / len(kr)
+
             print(f"  {kind:<10}{len(kr):>4}{pct(km, 50):>9.1f}{pct(km, 95):>9.1f}{avg('seeds'):>7.1f}"
                   f"{avg('reached'):>9.0f}{avg('results'):>9.1f}{avg('cited'):>7.1f}")
     hit = [r for r in rows if r["expect_hits"]]
@@ -416,7 +418,7 @@ def print_summary(done: list[Measured]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=parse_size, nargs="+", default=[parse_size(s) for s in DEFAULT_SIZES],
-                    help="NODES:EDGES per tenant, e.g. 10k:100k 100k:1M (default: %s)" % " ".join(DEFAULT_SIZES))
+                    help=f"NODES:EDGES per tenant, e.g. 10k:100k 100k:1M (default: {' '.join(DEFAULT_SIZES)})")
     ap.add_argument("--queries", type=int, default=200, help="queries per size (default 200)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--keep", type=Path, help="build the lakes here and keep them (default: a temp dir)")

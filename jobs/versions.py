@@ -609,7 +609,7 @@ def _chain_examples(links: pl.DataFrame, active: pl.DataFrame, superseded: pl.Da
     bad = [{"tenant": t, "chain": root(t, d)[1], "problem": "ACTIVE_OF to a superseded version", "active": [d]}
            for t, d in superseded.select("tenant", "dst").iter_rows()]
     roots: dict[tuple[str, str], list[str]] = {}
-    for p, t, d in active.filter(pl.col("_piece").is_in(sorted(bad_pieces))).select("_piece", "tenant",
+    for _p, t, d in active.filter(pl.col("_piece").is_in(sorted(bad_pieces))).select("_piece", "tenant",
                                                                                      "dst").iter_rows():
         roots.setdefault(root(t, d), []).append(d)
     named = {}

@@ -618,7 +618,7 @@ def _rules(lang: str) -> list[tuple[re.Pattern, Resolver]]:
 def _any_rule(rules: list[tuple[re.Pattern, Resolver]]) -> re.Pattern:
     """One pattern matching wherever any rule does (groups made non-capturing): a prefilter, so the
     common message with no time expression costs one regex search instead of one per rule."""
-    body = "|".join("(?:%s)" % re.sub(r"\(\?P<\w+>", "(?:", p.pattern) for p, _ in rules)
+    body = "|".join("(?:" + re.sub(r"\(\?P<\w+>", "(?:", p.pattern) + ")" for p, _ in rules)
     return re.compile(body, rules[0][0].flags)
 
 

@@ -265,7 +265,7 @@ def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
                      if not (tr.tok_start <= ann.head[k] < tr.tok_end) or ann.head[k] == k), tr.tok_start)
         time_owner.setdefault(owner[root], []).append(tr)
     ner_owner: dict[int, list[EntityRef]] = {}
-    for s, e, ref in ner:
+    for s, _e, ref in ner:
         ner_owner.setdefault(owner[s], []).append(ref)
 
     facts: list[FactDraft] = []

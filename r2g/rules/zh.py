@@ -33,7 +33,7 @@ def entity_zh_rule(ctx: MessageCtx) -> list[tuple[int, int, EntityRef]]:
 # ---------------------------------------------------------------- r2g.rule.fact.zh.v1
 
 _ZH_CLAUSE_PUNCT = frozenset("，,；;。！？!?\n…~～")
-_ZH_BOUNDARY_TOKEN = re.compile("[%s\\s]+" % re.escape("".join(sorted(_ZH_CLAUSE_PUNCT))))  # punctuation/space only
+_ZH_BOUNDARY_TOKEN = re.compile("[" + re.escape("".join(sorted(_ZH_CLAUSE_PUNCT))) + "\\s]+")  # punctuation/space only
 _ZH_CAUSE_CONJ = frozenset({"因为", "由于"})
 _ZH_EFFECT_CONJ = frozenset({"所以", "因此", "于是", "因而", "导致", "从而"})
 _ZH_NEG = frozenset({"不", "没", "没有", "别", "未", "甭", "不要", "不会", "不能", "不想"})
