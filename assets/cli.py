@@ -12,10 +12,10 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import UTC
 from pathlib import Path
 
 from raw_store.lake import Lake, lake_root
-from datetime import UTC
 
 
 class UserError(Exception):

@@ -6,8 +6,19 @@ import polars as pl
 import pyarrow as pa
 
 from assets.lake import _check
-from assets.metadata import (KEYS, RunChanges, write_keys, bar_chart_png, degree_chart_png, degrees, key_change, png_markdown,
-                             row_keys, table_metadata, tier_flow_png)
+from assets.metadata import (
+    KEYS,
+    RunChanges,
+    bar_chart_png,
+    degree_chart_png,
+    degrees,
+    key_change,
+    png_markdown,
+    row_keys,
+    table_metadata,
+    tier_flow_png,
+    write_keys,
+)
 from assets.resources import LakeResource
 from assets.sensors import LAKE_JOB
 from jobs.consolidate import ConsolidationConfig, Previous, concat, consolidate, default_as_of
@@ -16,8 +27,7 @@ from jobs.forget import ForgetRules, load_requests
 from jobs.inbox import OPS_FORMAT
 from jobs.integrity import orphan_edges, unresolved_raw_refs
 from jobs.ops import read_batch
-from jobs.schema import (COLD_EDGES, COMMUNITIES, FEEDBACK, OPS_APPLIED, OPS_REJECTED, PROMOTIONS,
-                         REVIEW_QUEUE)
+from jobs.schema import COLD_EDGES, COMMUNITIES, FEEDBACK, OPS_APPLIED, OPS_REJECTED, PROMOTIONS, REVIEW_QUEUE
 from jobs.tiers import tiers_monotone
 from jobs.versions import one_active_per_chain
 from r2g.lake_graph import layer_dir, read_graph_tables, read_lake_table

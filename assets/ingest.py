@@ -10,13 +10,20 @@ from jobs.inbox import ingest_inbox_file
 from jobs.integrity import conservation
 from jobs.schema import FEEDBACK
 from r2g.extract import build_graph
+from r2g.lake_graph import make_docs
 from r2g.nlp import PIPELINE_VERSION
 from r2g.pipeline import PartAnnotations, annotate_messages, annotations_from_table, annotations_table, graph_version
-from r2g.lake_graph import make_docs
 from r2g.schema import ANNOTATIONS, DOCS, EDGES, NODES
 from raw_store.cas import RawStore
-from raw_store.lake import (read_manifest, read_table, resolve_partition, tenant_for, value_counts, write_manifest,
-                            write_table)
+from raw_store.lake import (
+    read_manifest,
+    read_table,
+    resolve_partition,
+    tenant_for,
+    value_counts,
+    write_manifest,
+    write_table,
+)
 from raw_store.schema import FORGOTTEN, MESSAGES, RAW_CHUNKS, REJECTS
 
 inbox_files = dg.DynamicPartitionsDefinition(name="inbox_files")

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import base64
 import io
-from dataclasses import dataclass
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import dagster as dg
 import pyarrow as pa

@@ -32,8 +32,16 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from raw_store.lake import (Lake, index_is_current, lake_fingerprint, lake_is_current, outdated_stages,
-                            read_lake_state, scan_inbox, stale_partitions)
+from raw_store.lake import (
+    Lake,
+    index_is_current,
+    lake_fingerprint,
+    lake_is_current,
+    outdated_stages,
+    read_lake_state,
+    scan_inbox,
+    stale_partitions,
+)
 
 if TYPE_CHECKING:   # Dagster and dask load only when a materialization runs
     from dagster import DagsterInstance, JobDefinition

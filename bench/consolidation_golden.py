@@ -34,8 +34,7 @@ from jobs import rollup as new_rollup
 from jobs import sparsify as new_sparsify
 from jobs import tiers as new_tiers
 from jobs import versions as new_versions
-from jobs.consolidate import (ConsolidationConfig, Previous, _without_orphaned_topics, concat, consolidate,
-                              default_as_of)
+from jobs.consolidate import ConsolidationConfig, Previous, _without_orphaned_topics, concat, consolidate, default_as_of
 from jobs.integrity import orphan_edges, unresolved_raw_refs
 from jobs.schema import COLD_EDGES, COMMUNITIES, FEEDBACK, PROMOTIONS, REVIEW_QUEUE
 from r2g import link as new_link

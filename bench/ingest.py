@@ -48,19 +48,27 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from multiprocessing import get_context
 from pathlib import Path
-from collections.abc import Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.machine import cpu_busy_seconds  # noqa: E402
-
-from r2g.nlp import (NlpCache, chinese, clear_hmm_memo, english, pipeline_for, shutdown_workers,  # noqa: E402
-                     hmm_memo_stats, single_thread_blas, worker_pool)
+from r2g.nlp import (  # noqa: E402
+    NlpCache,
+    chinese,
+    clear_hmm_memo,
+    english,
+    hmm_memo_stats,
+    pipeline_for,
+    shutdown_workers,
+    single_thread_blas,
+    worker_pool,
+)
 from r2g.pipeline import annotate_messages, annotations_from_table, annotations_table, partition_graph  # noqa: E402
 from r2g.schema import ANNOTATIONS, EDGES, NODES  # noqa: E402
 from raw_store.cas import RawStore  # noqa: E402

@@ -68,8 +68,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.latency_corpus import (DEFAULT_SIZES, KIND_PATTERN, TENANT, ZH_WORDS, Query, Size,  # noqa: E402,F401
-                                  make_queries, parse_size)
+from bench.latency_corpus import DEFAULT_SIZES, KIND_PATTERN, TENANT, ZH_WORDS, Query, Size, make_queries, parse_size  # noqa: E402,F401
 from bench.latency_tenant import Tenant, generate_tenant  # noqa: E402,F401
 from bench.machine import cpu_busy_seconds  # noqa: E402
 from r2g.lake_graph import read_lake_table  # noqa: E402

@@ -49,9 +49,9 @@ import math
 import random
 import threading
 from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from collections.abc import Callable, Iterable
 
 import igraph
 import polars as pl

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc

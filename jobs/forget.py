@@ -20,22 +20,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from collections.abc import Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from r2g.ids import stable_id
+from r2g.lake_graph import read_lake_table
 from r2g.schema import AUDIT
 from raw_store.cas import RawStore, raw_id_for, tenant_dir
-from r2g.lake_graph import read_lake_table
 from raw_store.lake import Lake, read_parquet, read_table, write_bytes_atomic, write_table
-from raw_store.tables import read_parts
 from raw_store.readers import Message, Reject
 from raw_store.schema import FORGOTTEN, TOMBSTONES
+from raw_store.tables import read_parts
 
 SCOPES = ("node", "conv", "speaker", "topic", "window", "all")
 FORGET_DIR = "forget"

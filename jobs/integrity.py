@@ -14,7 +14,6 @@ from raw_store.cas import RawStore, VerifyReport, raw_id_for
 from raw_store.errors import RawStoreError
 from raw_store.lake import Lake, part_dirs, read_manifest, read_parquet, write_manifest
 
-
 # every character str.isspace() accepts (str.strip's and str.split's set; Rust's \s differs on \x1c-\x1f);
 # tests/test_consolidation_golden.py checks the list
 PY_WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"

@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from collections.abc import Iterable
 
 import polars as pl
 import pyarrow as pa
@@ -43,8 +43,14 @@ from r2g.merge import MERGED_REF_CAP
 from r2g.rules import TITLE_MAX_CHARS, clip
 from r2g.schema import EDGES, NODES
 from raw_store.lake import conform
-from recall.read_api import (COMPACTION_FAN_IN, COMPACTION_KEEP_RECENT_LEAVES, COMPACTION_MAX_DEPTH,
-                             COMPACTION_THRESHOLD, GROUP_BY, LIVE_STATUS)
+from recall.read_api import (
+    COMPACTION_FAN_IN,
+    COMPACTION_KEEP_RECENT_LEAVES,
+    COMPACTION_MAX_DEPTH,
+    COMPACTION_THRESHOLD,
+    GROUP_BY,
+    LIVE_STATUS,
+)
 
 PROVENANCE = "jobs.rollup.compact.v1"
 ROLLUP_SUBTYPE = "rollup"

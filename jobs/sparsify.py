@@ -32,10 +32,10 @@ test_sparsify_of_some_groups_places_their_edges_as_the_full_run.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
-from collections.abc import Mapping
 
 import polars as pl
 import pyarrow as pa

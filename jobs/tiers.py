@@ -74,9 +74,9 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta, UTC
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 import polars as pl
 import pyarrow as pa

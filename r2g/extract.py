@@ -9,12 +9,12 @@ rows are sorted by id, so the same input always yields identical tables.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import groupby
 from functools import lru_cache
+from itertools import groupby
 from typing import Any
-from collections.abc import Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,8 +24,8 @@ from r2g.concepts import ConceptDict, ConceptHit, load_concepts
 from r2g.ids import edge_ids, stable_id, text_sha
 from r2g.nlp import Annotation, paused_gc
 from r2g.schema import EDGES, NODES, ROLE_EDGES
-from raw_store.schema import RAW_REFS, TS
 from r2g.tokens import search_tokens
+from raw_store.schema import RAW_REFS, TS
 
 ENTITY_REF_CAP = 5       # raw_refs kept per Entity within one partition (merge caps lake-wide at 20)
 SOURCE_TRUST_USER = 1.0  # R2G-4 source_trust of user/chat text

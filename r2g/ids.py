@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import hashlib
 
-
 ID_SCHEME = "ids.v2"   # part of r2g.pipeline.graph_version: a new scheme re-derives every graph part
 
 

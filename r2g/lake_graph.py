@@ -14,18 +14,40 @@
 """
 from __future__ import annotations
 
-from typing import Any
 from collections.abc import Sequence
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
 
-from r2g.schema import (AUDIT, COLD_EDGES, COMMUNITIES, DOCS, EDGES, FEEDBACK, NODE_STATE, NODES, OPS_APPLIED, OPS_REJECTED,
-                        PROMOTIONS, REVIEW_QUEUE, STATE_COLUMNS)
+from r2g.schema import (
+    AUDIT,
+    COLD_EDGES,
+    COMMUNITIES,
+    DOCS,
+    EDGES,
+    FEEDBACK,
+    NODE_STATE,
+    NODES,
+    OPS_APPLIED,
+    OPS_REJECTED,
+    PROMOTIONS,
+    REVIEW_QUEUE,
+    STATE_COLUMNS,
+)
 from raw_store.lake import Lake, conform, is_remote, read_table
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS, TOMBSTONES
-from raw_store.tables import (KEY, REMOVED, Overlay, apply_overlay, duckdb_type, overlay_sql, part_paths, read_overlay,
-                              read_parts)
+from raw_store.tables import (
+    KEY,
+    REMOVED,
+    Overlay,
+    apply_overlay,
+    duckdb_type,
+    overlay_sql,
+    part_paths,
+    read_overlay,
+    read_parts,
+)
 
 LAYERS = ("r2g", "consolidated")
 

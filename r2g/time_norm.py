@@ -26,10 +26,10 @@ Bump RULES_VERSION whenever what `find_times` finds or `resolve` returns changes
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
-from collections.abc import Callable
+from functools import lru_cache
 
 RULES_VERSION = "time_norm.v2"
 GRANULARITIES = ("day", "week", "month", "year", "part_of_day", "minute", "unspecified", "recurring")

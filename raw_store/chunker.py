@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from raw_store.readers import Message
 from raw_store.text import estimate_tokens

@@ -32,8 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 # the inbox layout lives below the lake and the readers; re-exported here, the lake's paths
-from raw_store.routing import (DEFAULT_TENANT, as_path, default_tenant, is_remote,  # noqa: F401
-                               source_file_for, tenant_for)
+from raw_store.routing import DEFAULT_TENANT, as_path, default_tenant, is_remote, source_file_for, tenant_for  # noqa: F401
 
 
 def data_root() -> Path:

@@ -19,10 +19,10 @@ DuckDB views), and `tests/test_tables.py` holds them equal.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from collections.abc import Sequence
 
 import polars as pl
 import pyarrow as pa

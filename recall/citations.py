@@ -6,10 +6,10 @@ unverified one.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import NamedTuple, Protocol
-from collections.abc import Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc

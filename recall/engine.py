@@ -25,24 +25,23 @@ from __future__ import annotations
 import math
 import re
 import time
-from functools import lru_cache
 from collections import defaultdict
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta, UTC
-from pathlib import Path
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
-from recall.query_tokens import search_tokens
 from raw_store.cas import RawStore
 from raw_store.lake import Lake
-from recall import vectors
+from recall import scoring, vectors
 from recall.citations import Citation, Citer, RawRef
-from recall.query import QueryAnalysis, analyze, has_code_token, query_keywords
-from recall.scoring import NodeBatch
-from recall import scoring
 from recall.graph_csr import CsrGraph, personalized_pagerank
+from recall.query import QueryAnalysis, analyze, has_code_token, query_keywords
+from recall.query_tokens import search_tokens
+from recall.scoring import NodeBatch
 from recall.store import IndexNotBuilt, TenantInfo, TenantReader, tenant_reader
 from recall.tenant_index import TenantIndex, open_tenant_index
 

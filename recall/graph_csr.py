@@ -17,9 +17,9 @@ the version's `edge_types` list (codes are shared by a base and its deltas).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Sequence
 
 import numpy as np
 

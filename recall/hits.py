@@ -17,9 +17,9 @@ import json
 import os
 import re
 import socket
-from datetime import datetime, UTC
-from pathlib import Path
 from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
 
 from raw_store.cas import tenant_dir
 from raw_store.lake import Lake

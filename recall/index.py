@@ -20,12 +20,29 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from r2g.schema import (AUDIT, COLD_EDGES, COMMUNITIES, EDGES, FEEDBACK, NODES, OPS_APPLIED, OPS_REJECTED,
-                        PROMOTIONS, REVIEW_QUEUE)
 from r2g.lake_graph import lake_docs, lake_views, read_graph_tables, read_lake_table
+from r2g.schema import (
+    AUDIT,
+    COLD_EDGES,
+    COMMUNITIES,
+    EDGES,
+    FEEDBACK,
+    NODES,
+    OPS_APPLIED,
+    OPS_REJECTED,
+    PROMOTIONS,
+    REVIEW_QUEUE,
+)
 from r2g.tokens import node_doc  # noqa: F401  (re-exported: the document of a node)
-from raw_store.lake import (Lake, fsync_dir, index_is_current, read_lake_state, write_bytes_atomic,
-                            write_index_state, write_table)
+from raw_store.lake import (
+    Lake,
+    fsync_dir,
+    index_is_current,
+    read_lake_state,
+    write_bytes_atomic,
+    write_index_state,
+    write_table,
+)
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS, TOMBSTONES, TS
 from recall import vectors
 from recall.store import _sql_str, connect, node_docs_table, raw_docs_table, tenant_slug

@@ -20,10 +20,10 @@ scores exactly like one segment built from the same documents.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from r2g.tokens import ZH_STOPWORDS, _TOKEN, has_han  # the same filter as r2g's search_tokens
+from r2g.tokens import _TOKEN, ZH_STOPWORDS, has_han  # the same filter as r2g's search_tokens
 from r2g.tokens import search_tokens as r2g_search_tokens
 from recall.sorted_keys import SortedKeys, mapped, prefix_array
 

@@ -19,11 +19,11 @@ filter to nothing; malformed arguments raise ReadApiError(BAD_ARGS, ...).
 """
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
-from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from r2g.schema import EDGE_TYPES, EDGES, NODE_TYPES, NODES
 from raw_store.lake import Lake

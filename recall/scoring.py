@@ -9,9 +9,9 @@ order (exp and log1p through `math`, as there), so each score equals the row-by-
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa

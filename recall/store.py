@@ -11,11 +11,11 @@ import hashlib
 import importlib.util
 import re
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
-from collections.abc import Callable, Sequence
 
 import duckdb
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa

@@ -24,9 +24,9 @@ from __future__ import annotations
 import importlib
 import os
 import tempfile
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
-from collections.abc import Callable, Sequence
 
 import numpy as np
 

@@ -10,8 +10,8 @@ import pyarrow as pa
 from r2g.schema import EDGES, NODES
 from raw_store.cas import RawStore
 from raw_store.lake import Lake
-from raw_store.tables import write_import
 from raw_store.schema import MESSAGES, RAW_CHUNKS
+from raw_store.tables import write_import
 from recall.index import build_indexes
 
 

@@ -6,7 +6,6 @@ import pyarrow as pa
 import pytest
 
 from r2g.schema import NODES
-
 from raw_store.lake import Lake
 from recall.index import build_indexes
 from recall.store import connect, node_docs_table, raw_docs_table, tenant_slug

@@ -13,12 +13,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fuzzing import fuzz_settings
 from raw_store import errors as E
 from raw_store import schema
 from raw_store.cas import RawStore
 from raw_store.ingest import IngestResult, ingest_bytes, ingest_file
 from raw_store.lake import read_table, write_table
-from fuzzing import fuzz_settings
 
 FIXTURES = Path(__file__).parent / "fixtures" / "raw"
 

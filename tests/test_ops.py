@@ -4,16 +4,27 @@ from __future__ import annotations
 
 import json
 import random
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 
 import jsonschema
 import pyarrow as pa
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from jobs import ops as O
-from jobs.ops import (BAD_ARGS, CHILD_HAS_PARENT, CHILD_NOT_FOUND, NOT_FOUND, OP_FAILED, Op, apply_ops, batch_id_for,
-                      looks_like_ops, parse_ops)
+from jobs.ops import (
+    BAD_ARGS,
+    CHILD_HAS_PARENT,
+    CHILD_NOT_FOUND,
+    NOT_FOUND,
+    OP_FAILED,
+    Op,
+    apply_ops,
+    batch_id_for,
+    looks_like_ops,
+    parse_ops,
+)
 from r2g.ids import edge_id, stable_id
 from r2g.schema import COLD_EDGES, EDGES, NODES, OPS_APPLIED, OPS_REJECTED
 from raw_store.cas import raw_id_for

@@ -27,9 +27,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 import dagster as dg
+import pytest
 
 from assets.run import WORKER_TAG
 from raw_store.lake import scan_inbox

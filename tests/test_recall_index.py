@@ -10,8 +10,7 @@ import pyarrow as pa
 import pytest
 
 from raw_store.lake import Lake
-from recall import recall
-from recall import index_build
+from recall import index_build, recall
 from recall.index import build_indexes
 from recall.query import query_keywords
 from recall.store import tenant_reader

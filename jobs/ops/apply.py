@@ -3,22 +3,40 @@ code, never aborting the batch; re-applying a batch writes nothing new."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-from collections.abc import Callable, Iterable, Mapping
 
 import pyarrow as pa
 
 from jobs.ops.graph import _Graph, _Plan
 from jobs.ops.parse import Op, _reject_row
 from jobs.ops.refs import _Resolver
-from jobs.ops.schema import (_DEFINES_REF, BAD_ARGS, CHILD_HAS_PARENT, CHILD_NOT_FOUND, DEFAULT_CONFIG, INVERSE,
-                             LINK_RELATIONS, MEMORY_TYPES, NOT_FOUND, OP_FAILED, SYMMETRIC, OpsConfig, _naive,
-                             _Reject, check_args, edge_type_for, parse_when, provenance)
+from jobs.ops.schema import (
+    _DEFINES_REF,
+    BAD_ARGS,
+    CHILD_HAS_PARENT,
+    CHILD_NOT_FOUND,
+    DEFAULT_CONFIG,
+    INVERSE,
+    LINK_RELATIONS,
+    MEMORY_TYPES,
+    NOT_FOUND,
+    OP_FAILED,
+    SYMMETRIC,
+    OpsConfig,
+    _naive,
+    _Reject,
+    check_args,
+    edge_type_for,
+    parse_when,
+    provenance,
+)
 from r2g.ids import edge_id
 from r2g.schema import COLD_EDGES, EDGES, NODES, OPS_APPLIED, OPS_REJECTED
-from r2g.time_norm import find_times, resolve as resolve_time
+from r2g.time_norm import find_times
+from r2g.time_norm import resolve as resolve_time
 from raw_store.lake import conform
 from raw_store.text import detect_lang
 

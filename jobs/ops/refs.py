@@ -2,9 +2,9 @@
 free-text description (this batch's new memories by character bigrams, then the host's `resolve`)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
-from collections.abc import Callable
 
 from jobs.ops.graph import _LIVE, _Graph
 from jobs.ops.parse import Op

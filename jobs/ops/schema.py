@@ -3,10 +3,10 @@ validated against (check_args), with the relation words an edge type may go by (
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from datetime import datetime, UTC
-from typing import Any
 from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
 
 import jsonschema
 

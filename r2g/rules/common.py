@@ -4,8 +4,8 @@ expressions (r2g.rule.time.v1), the speaker entity (r2g.rule.entity.speaker.v1) 
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 
 from spacy.lang.en.stop_words import STOP_WORDS as EN_STOP_WORDS
 

@@ -5,8 +5,19 @@ from __future__ import annotations
 import re
 
 from r2g.nlp import Annotation
-from r2g.rules.common import (FUTURE_MODALITIES, _PUNCT_POS, _WORDISH, _dedup, _dedup_refs, _labelled_ents,
-                              _time_roles, _tok_end, clip, content_words, speaker_rule)
+from r2g.rules.common import (
+    _PUNCT_POS,
+    _WORDISH,
+    FUTURE_MODALITIES,
+    _dedup,
+    _dedup_refs,
+    _labelled_ents,
+    _time_roles,
+    _tok_end,
+    clip,
+    content_words,
+    speaker_rule,
+)
 from r2g.rules.coref import PERSON_NOUNS_EN, _canonical, pronoun_ref
 from r2g.rules.drafts import EntityRef, FactDraft, MessageCtx, Role, TimeRef
 from r2g.rules.ids import ENTITY_EN, FACT_EN, LOCATION, ROLES_EXTRA

@@ -5,8 +5,17 @@ from __future__ import annotations
 import re
 
 from r2g.nlp import Annotation, zh_lexicon
-from r2g.rules.common import (FUTURE_MODALITIES, _dedup, _dedup_refs, _labelled_ents, _time_roles, _tok_end, clip,
-                              content_words, speaker_rule)
+from r2g.rules.common import (
+    FUTURE_MODALITIES,
+    _dedup,
+    _dedup_refs,
+    _labelled_ents,
+    _time_roles,
+    _tok_end,
+    clip,
+    content_words,
+    speaker_rule,
+)
 from r2g.rules.coref import PERSON_NOUNS_ZH, _canonical, _norm_name, pronoun_ref
 from r2g.rules.drafts import EntityRef, FactDraft, MessageCtx, Role, TimeRef
 from r2g.rules.episode import _SMALL_TALK

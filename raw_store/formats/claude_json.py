@@ -10,8 +10,18 @@ blocks of `content` joined; attachments and files become notes ("[attachment: no
 from __future__ import annotations
 
 from raw_store import errors as E
-from raw_store.formats.base import (DOCUMENT, Builder, Format, ReadResult, Sample, Source, dump, encodable, id_field,
-                                    text_problem)
+from raw_store.formats.base import (
+    DOCUMENT,
+    Builder,
+    Format,
+    ReadResult,
+    Sample,
+    Source,
+    dump,
+    encodable,
+    id_field,
+    text_problem,
+)
 from raw_store.formats.jsondoc import load_document, string
 from raw_store.timeparse import parse_ts
 

@@ -12,8 +12,18 @@ bracketed notes after the content ("[attachment: map.png]", "[sticker: wave]", "
 from __future__ import annotations
 
 from raw_store import errors as E
-from raw_store.formats.base import (DOCUMENT, Builder, Format, ReadResult, Sample, Source, dump, encodable, id_field,
-                                    text_problem)
+from raw_store.formats.base import (
+    DOCUMENT,
+    Builder,
+    Format,
+    ReadResult,
+    Sample,
+    Source,
+    dump,
+    encodable,
+    id_field,
+    text_problem,
+)
 from raw_store.formats.jsondoc import load_document, string
 from raw_store.timeparse import parse_ts
 

@@ -10,9 +10,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from raw_store.formats import (canonical_jsonl, chatgpt_json, claude_json, discord_csv, discord_json, line_txt,
-                               locomo_json, messenger_json, qq, sillytavern_jsonl, telegram_json, transcript,
-                               wechat_csv, whatsapp)
+from raw_store.formats import (
+    canonical_jsonl,
+    chatgpt_json,
+    claude_json,
+    discord_csv,
+    discord_json,
+    line_txt,
+    locomo_json,
+    messenger_json,
+    qq,
+    sillytavern_jsonl,
+    telegram_json,
+    transcript,
+    wechat_csv,
+    whatsapp,
+)
 from raw_store.formats.base import DOCUMENT, UNKNOWN, Format, Sample
 
 

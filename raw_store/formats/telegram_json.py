@@ -11,8 +11,18 @@ Times: date_unixtime (UTC) when present, else `date` (the exporting machine's lo
 from __future__ import annotations
 
 from raw_store import errors as E
-from raw_store.formats.base import (DOCUMENT, Builder, Format, ReadResult, Sample, Source, dump, encodable, id_field,
-                                    text_problem)
+from raw_store.formats.base import (
+    DOCUMENT,
+    Builder,
+    Format,
+    ReadResult,
+    Sample,
+    Source,
+    dump,
+    encodable,
+    id_field,
+    text_problem,
+)
 from raw_store.formats.jsondoc import load_document
 from raw_store.timeparse import parse_ts
 
