@@ -9,8 +9,8 @@ from recall.index import SQL_TABLES, build_indexes
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec("memory_duckdb", group_name="indexes", deps=["nodes", "edges", "messages", "raw_chunks", "rejects", "audit", "tombstones",
-                           "communities", "promotions", "review_queue", "cold_edges", "feedback", "ops_applied",
+        dg.AssetSpec("memory_duckdb", group_name="indexes", deps=["nodes", "edges", "messages", "raw_chunks", "rejects", "audit",
+                           "tombstones", "communities", "promotions", "review_queue", "cold_edges", "feedback", "ops_applied",
                            "ops_rejected"],
                      kinds={"duckdb"}, owners=["team:memory"],
                      description="lake/memory.duckdb: SQL tables over the lake plus BM25 full-text indexes per tenant."),

@@ -286,7 +286,8 @@ _MONTHS = {m: i + 1 for i, m in enumerate(
 _MONTHS.update({k[:3]: v for k, v in list(_MONTHS.items())})
 _MONTHS["sept"] = 9
 _WEEKDAYS = {d: i for i, d in enumerate(["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"])}
-_MON = r"(?P<mon>january|february|march|april|may|june|july|august|september|october|november|december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?"
+_MON = (r"(?P<mon>january|february|march|april|may|june|july|august|september|october|november|december"
+        r"|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?")
 _WD = r"(?P<wd>monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 _PART_EN = r"(?P<part>morning|afternoon|evening|night)"
 _NUM_EN = (r"(?P<n>\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
@@ -413,7 +414,8 @@ EN_RULES: list[tuple[re.Pattern, Resolver]] = [
     (_c(_MON + r"\s+(?P<d>\d{1,2})(?:st|nd|rd|th)?"), _en_md),
     (_c(r"(?P<d>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MON), _en_md),
     (_c(_MON + r",?\s+(?P<y>\d{4})"), _en_my),
-    (_c(r"(?P<w>(?:the\s+)?day before yesterday|(?:the\s+)?day after tomorrow|today|yesterday|tomorrow)(?:\s+" + _PART_EN + r")?"), _en_deictic),
+    (_c(r"(?P<w>(?:the\s+)?day before yesterday|(?:the\s+)?day after tomorrow|today|yesterday|tomorrow)(?:\s+"
+        + _PART_EN + r")?"), _en_deictic),
     (_c(r"(?P<w>this)\s+" + _PART_EN), _en_deictic),
     (_c(r"(?P<w>tonight|last night)(?P<part>)"), _en_deictic),
     (_c(r"(?:the\s+)?(?P<rel>last|past|previous|this|current|next|coming|following)\s+(?P<unit>weekend|week|month|year)"), _en_rel_unit),

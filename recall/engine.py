@@ -74,8 +74,8 @@ class RecallConfig:
     """Knobs of the recall pipeline; defaults follow seed 004 App. A, renormalised without vectors.
 
     score = λ1*BM25 + λ3*graph + λ4*weight(node): λ1=0.2, λ3=0.3, λ4=0.1 over their sum 0.6
-    (λ2, vectors, is off by default; with vectors_enabled it adds λ2*cos, λ2 = 0.4 on the same scale). weight(node) is seed 004 §6.1's α*importance +
-    β*log(1+frequency) + γ*exp(-Δt/τ_type) + δ*|sentiment|, divided by α+β+γ+δ so it
+    (λ2, vectors, is off by default; with vectors_enabled it adds λ2*cos, λ2 = 0.4 on the same scale).
+    weight(node) is seed 004 §6.1's α*importance + β*log(1+frequency) + γ*exp(-Δt/τ_type) + δ*|sentiment|, divided by α+β+γ+δ so it
     stays in [0, 1] (log frequency is scaled to 1 at frequency_cap). The seed's user
     feedback and staleness terms wait for the feedback records of consolidation.
     """

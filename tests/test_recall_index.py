@@ -279,8 +279,8 @@ def test_prepare_hashes_are_stable_and_see_every_column_recall_reads(tmp_path: P
     one, two = index_build.prepare(*tables), index_build.prepare(*tables)
     assert one.nodes["hash"].to_list() == two.nodes["hash"].to_list()
     nodes = tables[0].to_pylist()
-    for column, value in (("sentiment", 0.3), ("aliases", ["x"]), ("raw_refs", [{"raw_id": "raw_x", "offset": 1, "length": 2}]), ("keywords", ["new"]),
-                          ("last_seen", T0 + timedelta(days=400)), ("speaker", "Zed")):
+    for column, value in (("sentiment", 0.3), ("aliases", ["x"]), ("raw_refs", [{"raw_id": "raw_x", "offset": 1, "length": 2}]),
+                          ("keywords", ["new"]), ("last_seen", T0 + timedelta(days=400)), ("speaker", "Zed")):
         edited = [dict(n) for n in nodes]
         edited[0][column] = value
         p = index_build.prepare(pa.Table.from_pylist(edited, schema=tables[0].schema), *tables[1:])

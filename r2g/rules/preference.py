@@ -17,7 +17,8 @@ _EN_PREF = [
     (re.compile(r"\bfrom now on\b|\bgoing forward\b|\bin the future,?\s+(?:please|always|never)\b", re.I), "instruction"),
     (re.compile(r"^\s*(?:please\s+)?(?:always|never|don't|do not|stop)\s+\w+", re.I), "instruction"),
     (re.compile(r"\bplease\s+(?:always|never|don't|do not|use|answer|reply|respond|call|write|speak|keep)\b", re.I), "instruction"),
-    (re.compile(r"\b(?:i|we)\s+(?:really\s+|absolutely\s+)?(?:hate|dislike|can't stand|cannot stand|don't like|do not like|don't enjoy)\b", re.I), "dislike"),
+    (re.compile(r"\b(?:i|we)\s+(?:really\s+|absolutely\s+)?"
+                r"(?:hate|dislike|can't stand|cannot stand|don't like|do not like|don't enjoy)\b", re.I), "dislike"),
     (re.compile(r"\b(?:i|we)\s+(?:really\s+|absolutely\s+|just\s+)?(?:like|love|enjoy|adore)\b", re.I), "like"),
     (re.compile(r"\bmy\s+favou?rite\b", re.I), "like"),
 ]
