@@ -2,7 +2,6 @@
 daily schedule that re-runs it as of each day (decay and promotion move with time, not only with input)."""
 
 import dagster as dg
-import polars as pl
 import pyarrow as pa
 
 from assets.lake import _check
@@ -33,6 +32,7 @@ from jobs.versions import one_active_per_chain
 from r2g.lake_graph import layer_dir, read_graph_tables, read_lake_table
 from r2g.schema import EDGES, NODE_STATE, NODES, STATE_COLUMNS
 from raw_store.cas import RawStore
+from raw_store.frames import as_frame
 from raw_store.lake import PART_MANIFEST, Lake, conform, part_dirs, read_manifest, read_table, value_counts, write_table
 from raw_store.schema import RAW_CHUNKS
 from raw_store.tables import diff_overlay, read_parts, write_overlay
@@ -118,8 +118,8 @@ def consolidation(context: dg.AssetExecutionContext, lake: LakeResource):
     r2g_nodes, r2g_edges = read_graph_tables(lk, "r2g")
     result = consolidate(r2g_nodes, r2g_edges, feedback=feedback, ops=ops_batches(lk, as_of), previous=previous,
                          as_of=as_of, forget=ForgetRules(requests), config=ConsolidationConfig.from_env())
-    node_overlay = diff_overlay(pl.from_arrow(r2g_nodes), pl.from_arrow(result.nodes), NODES, ignore=STATE_COLUMNS)
-    edge_overlay = diff_overlay(pl.from_arrow(r2g_edges), pl.from_arrow(result.edges), EDGES)
+    node_overlay = diff_overlay(as_frame(r2g_nodes), as_frame(result.nodes), NODES, ignore=STATE_COLUMNS)
+    edge_overlay = diff_overlay(as_frame(r2g_edges), as_frame(result.edges), EDGES)
     del r2g_nodes, r2g_edges
     changes = run_changes(lk, result.nodes, result.edges, messages.num_rows, len(requests))
     # promotions accumulate: written first, so a crash before the graph re-derives the same rows (deduplicated)

@@ -15,6 +15,7 @@ from r2g.nlp import PIPELINE_VERSION
 from r2g.pipeline import PartAnnotations, annotate_messages, annotations_from_table, annotations_table, graph_version
 from r2g.schema import ANNOTATIONS, DOCS, EDGES, NODES
 from raw_store.cas import RawStore
+from raw_store.frames import as_frame
 from raw_store.lake import (
     read_manifest,
     read_table,
@@ -116,11 +117,11 @@ def file_graph(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mate
     write_table(edges, part / "edges.parquet", EDGES)
     # the full-text documents of Chinese rows (jieba segmentation is the cost) are made here, on the file's worker;
     # the lake's index build reuses them while the text is unchanged (other rows' documents cost ~5 µs to make)
-    node_text = pl.from_arrow(nodes.select(["tenant", "id", "title", "text", "keywords"]))
+    node_text = as_frame(nodes.select(["tenant", "id", "title", "text", "keywords"]))
     write_table(make_docs(node_text.filter(_han(pl.concat_str("title", "text", pl.col("keywords").list.join(" "),
                                                                ignore_nulls=True))), "node"),
                 part / "docs.parquet", DOCS)
-    chunks = pl.from_arrow(read_table(part / "raw_chunks.parquet", RAW_CHUNKS).select(["tenant", "id", "text", "mime"]))
+    chunks = as_frame(read_table(part / "raw_chunks.parquet", RAW_CHUNKS).select(["tenant", "id", "text", "mime"]))
     write_table(make_docs(chunks.filter(_is_passage & _han(pl.col("text"))), "raw"), part / "raw_docs.parquet", DOCS)
     manifest = read_manifest(part)
     write_manifest(part, {**manifest, "graph_sha256": manifest.get("source_sha256"),

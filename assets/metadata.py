@@ -17,6 +17,8 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from raw_store.frames import as_frame
+
 CHART_SIZE = (6.0, 3.0)   # inches at CHART_DPI: 600×300 px
 CHART_DPI = 100
 MAX_BARS = 12             # the rest is one "other" bar
@@ -227,7 +229,7 @@ def row_keys(table: pa.Table, kind: str) -> pa.Table:
     import polars as pl
 
     refs = (pl.col("raw_refs").list.len().fill_null(0) if "raw_refs" in table.column_names else pl.lit(0))
-    frame = pl.from_arrow(table.select([c for c in ("tenant", "id", "raw_refs") if c in table.column_names]))
+    frame = as_frame(table.select([c for c in ("tenant", "id", "raw_refs") if c in table.column_names]))
     out = frame.select(pl.lit(kind).alias("kind"), (pl.struct("tenant", "id").hash(seed=7) // (1 << 32)).cast(pl.UInt32)
                        .alias("h"), refs.cast(pl.Int32).alias("refs")).sort("h")
     return out.to_arrow().cast(KEYS)
@@ -251,10 +253,10 @@ def key_change(previous: pa.Table | None, current: pa.Table, kind: str) -> Table
     """Compare the `kind` rows of two KEYS tables (previous None: first run, everything is added)."""
     import polars as pl
 
-    now = pl.from_arrow(current).filter(pl.col("kind") == kind)
+    now = as_frame(current).filter(pl.col("kind") == kind)
     if previous is None or previous.num_rows == 0:
         return TableChange(now.height, now.height, 0, 0)
-    before = pl.from_arrow(previous).filter(pl.col("kind") == kind)
+    before = as_frame(previous).filter(pl.col("kind") == kind)
     now, before = (t.group_by("h").agg(pl.col("refs").max()) for t in (now, before))   # (colliding keys: one)
     joined = now.join(before, on="h", how="full", suffix="_before", coalesce=True)
     added = joined.filter(pl.col("refs_before").is_null()).height

@@ -60,6 +60,7 @@ import pyarrow as pa
 from jobs.schema import COMMUNITIES
 from r2g.ids import edge_id, stable_id
 from r2g.schema import EDGES, NODES, ROLE_EDGES
+from raw_store.frames import as_frame
 from raw_store.lake import conform
 
 PROVENANCE = "jobs.communities.leiden.v1"
@@ -162,7 +163,7 @@ def context_items(nodes: pa.Table, edges: pa.Table, config: CommunityConfig = Co
     A context's rows depend only on its Episode, the Facts/Preferences/Tasks derived from it (≤ 3 DERIVED_FROM
     hops) and their MENTIONS / role / ABOUT edges to member nodes: a batch of new Episodes (one inbox file) gives
     new contexts without touching the old ones, so this table can be kept per batch and concatenated."""
-    n = pl.from_arrow(conform(nodes, NODES).select(["tenant", "id", "type", "subtype"]))
+    n = as_frame(conform(nodes, NODES).select(["tenant", "id", "type", "subtype"]))
     # every node but this job's Concepts, one row per (tenant, id) (the last), numbered: the joins below run on
     # these integer codes, not on (tenant, id) strings
     kind = (n.filter(~((pl.col("type") == "Concept") & (pl.col("subtype") == CONCEPT_SUBTYPE)).fill_null(False))
@@ -174,7 +175,7 @@ def context_items(nodes: pa.Table, edges: pa.Table, config: CommunityConfig = Co
         pl.col("type").is_in(list(_CARRIER_TYPES)).fill_null(False).alias("carrier_type"))
     member, episode = flags.get_column("member"), flags.get_column("episode")
     code = kind.select("tenant", "id", "_k")
-    e = (pl.from_arrow(conform(edges, EDGES).select(["tenant", "src", "dst", "type"]))
+    e = (as_frame(conform(edges, EDGES).select(["tenant", "src", "dst", "type"]))
          .filter((pl.col("src") != pl.col("dst")) & pl.col("type").is_in(sorted(_LINK_EDGES | {"DERIVED_FROM"})))
          .join(code.rename({"id": "src", "_k": "s"}), on=["tenant", "src"], nulls_equal=True)
          .join(code.rename({"id": "dst", "_k": "d"}), on=["tenant", "dst"], nulls_equal=True)
@@ -217,7 +218,7 @@ def context_pairs(items: pa.Table) -> pa.Table:
 
     Weights add over disjoint sets of contexts: the pairs of a lake are the sum of its batches' pairs
     (aggregate_pairs), so communities_from_pairs can run from an incrementally kept pair table."""
-    i = pl.from_arrow(items.select(["tenant", "context", "item"]))
+    i = as_frame(items.select(["tenant", "context", "item"]))
     pairs = (i.join(i, on=["tenant", "context"], suffix="_b", nulls_equal=True)
              .filter(pl.col("item") < pl.col("item_b"))
              .group_by(["tenant", "item", "item_b"]).agg(pl.len().cast(pl.Int64).alias("weight"))
@@ -227,7 +228,7 @@ def context_pairs(items: pa.Table) -> pa.Table:
 
 def aggregate_pairs(*batches: pa.Table) -> pa.Table:
     """The pair tables of several batches of contexts, summed per (tenant, a, b)."""
-    parts = [pl.from_arrow(b.select(["tenant", "a", "b", "weight"])) for b in batches if b.num_rows]
+    parts = [as_frame(b.select(["tenant", "a", "b", "weight"])) for b in batches if b.num_rows]
     if not parts:
         return pl.DataFrame(schema={"tenant": pl.String, "a": pl.String, "b": pl.String,
                                     "weight": pl.Int64}).to_arrow()
@@ -269,9 +270,9 @@ def cooccurrence_graph(tenant: str, nodes: list[dict], edges: list[dict],
     e = pa.Table.from_pylist([{"tenant": tenant, **{k: r.get(k) for k in ("src", "dst", "type")}} for r in edges],
                              schema=EDGES.empty_table().select(["tenant", "src", "dst", "type"]).schema)
     items = context_items(n, e, config)
-    g = _tenant_graph(pl.from_arrow(context_pairs(items)), config)
+    g = _tenant_graph(as_frame(context_pairs(items)), config)
     seen_in: dict[str, set[str]] = defaultdict(set)
-    for c, x in pl.from_arrow(items).select("context", "item").iter_rows():
+    for c, x in as_frame(items).select("context", "item").iter_rows():
         seen_in[x].add(c)
     return CooccurrenceGraph(tenant, g.vertices, dict(zip(g.edges, g.weights)),
                              {v: frozenset(seen_in[v]) for v in g.vertices}, g.hubs)
@@ -426,9 +427,9 @@ def communities_from_pairs(pairs: pa.Table, items: pa.Table, nodes: pa.Table, pr
     (context_items: each community's frequency is the number of distinct contexts of its members). `nodes`
     gives the tenants, the member rows (labels, Concept times) and nothing else; per tenant, independent."""
     nodes = conform(nodes, NODES)
-    p = pl.from_arrow(pairs.select(["tenant", "a", "b", "weight"]))
-    inc = pl.from_arrow(items.select(["tenant", "context", "item"]))
-    info_cols = pl.from_arrow(nodes.select(list(_NODE_COLS)))
+    p = as_frame(pairs.select(["tenant", "a", "b", "weight"]))
+    inc = as_frame(items.select(["tenant", "context", "item"]))
+    info_cols = as_frame(nodes.select(list(_NODE_COLS)))
     prev_rows: dict[str | None, list[dict]] = defaultdict(list)
     if previous is not None:
         for r in conform(previous, COMMUNITIES).to_pylist():

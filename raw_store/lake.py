@@ -347,9 +347,9 @@ def union_sorted(tables: list[pa.Table], schema: pa.Schema, sort_keys: list[str]
     table = pa.concat_tables([conform(t, schema) for t in tables])
     table = table.sort_by([(k, "ascending") for k in sort_keys])
     if unique and table.num_rows:
-        import polars as pl
+        from raw_store.frames import as_frame  # polars loads only when rows are deduplicated
 
-        table = pl.from_arrow(table).unique(subset=unique, keep="first", maintain_order=True).to_arrow()
+        table = as_frame(table).unique(subset=unique, keep="first", maintain_order=True).to_arrow()
         table = conform(table, schema)
     return table
 

@@ -34,6 +34,7 @@ from r2g.schema import (
     REVIEW_QUEUE,
 )
 from r2g.tokens import node_doc  # noqa: F401  (re-exported: the document of a node)
+from raw_store.frames import as_frame
 from raw_store.lake import (
     Lake,
     fsync_dir,
@@ -99,7 +100,7 @@ def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = Non
               "messages": read_lake_table(lake, "messages")}
     graphs = _write_recall_indexes(lake, tables, full)
     del tables, edge_table
-    nodes = pl.from_arrow(node_table.select(["tenant", "id", "type", "status", "title", "text", "keywords",
+    nodes = as_frame(node_table.select(["tenant", "id", "type", "status", "title", "text", "keywords",
                                              "first_seen", "time_start", "last_seen"]))
     del node_table
     newest = dict(nodes.group_by("tenant").agg(pl.coalesce("time_start", "last_seen", "first_seen").max()).iter_rows())
@@ -145,7 +146,7 @@ def _write_duckdb(lake: Lake, names: list[str], nodes: pl.DataFrame, tenants: li
     into a temp file that is swapped in."""
     docs = nodes.group_by("tenant").len()
     counts = dict(docs.iter_rows())
-    chunks = pl.from_arrow(read_lake_table(lake, "raw_chunks", ["tenant", "id", "text", "mime"]))
+    chunks = as_frame(read_lake_table(lake, "raw_chunks", ["tenant", "id", "text", "mime"]))
     chunks = chunks.filter(pl.col("mime").is_null() | pl.col("mime").str.starts_with("text/plain"))
     chunk_counts = dict(chunks.group_by("tenant").len().iter_rows())
     table = pa.table({"tenant": tenants, "slug": [tenant_slug(t) for t in tenants],

@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from r2g.schema import EDGES, NODES
 from r2g.tokens import has_han, segment_for_fts
+from raw_store.frames import as_frame
 from raw_store.lake import conform
 from raw_store.schema import MESSAGES, RAW_CHUNKS
 from recall.graph_csr import NO_TIME, AdjacencyArrays
@@ -81,13 +82,13 @@ def _group_hash(df: pl.DataFrame, key: str) -> pl.DataFrame:
 def prepare(nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table, messages: pa.Table) -> Prepared:
     _, inactive, _ = _fts()
     node_cols = ["id", "keywords", *NODE_ROW_COLS]
-    n = pl.from_arrow(conform(nodes, NODES).select(node_cols))
+    n = as_frame(conform(nodes, NODES).select(node_cols))
     newest = n.select(pl.coalesce("time_start", "last_seen", "first_seen").max()).item() if n.height else None
     n = n.filter(pl.col("id").is_not_null() & (pl.col("status").is_null() | ~pl.col("status").is_in(inactive)))
     n = n.unique("id", keep="first", maintain_order=True)
     n = n.with_columns(_hash(n, node_cols).alias("hash"))
 
-    e = pl.from_arrow(conform(edges, EDGES).select(["id", "src", "dst", "type", "weight"]))
+    e = as_frame(conform(edges, EDGES).select(["id", "src", "dst", "type", "weight"]))
     e = e.filter(pl.col("src").is_in(n["id"].implode()) & pl.col("dst").is_in(n["id"].implode()))
     e = e.with_columns(pl.col("weight").fill_null(1.0), pl.col("type").fill_null(""))
     half = pl.concat([
@@ -99,13 +100,13 @@ def prepare(nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table, messages: pa
     half = half.with_columns(_hash(half, ["node", "nbr", "dir", "type", "weight", "eid"]).alias("h"))
     adj = _group_hash(half, "node")
 
-    c = pl.from_arrow(conform(raw_chunks, RAW_CHUNKS).select(["id", "path", "sha256", "conv_id", "ts", "mime", "text"]))
+    c = as_frame(conform(raw_chunks, RAW_CHUNKS).select(["id", "path", "sha256", "conv_id", "ts", "mime", "text"]))
     c = c.filter(pl.col("id").is_not_null()).unique("id", keep="first", maintain_order=True)
     # passages are chat text; an agent ops file kept whole for its citations is not one (as recall.index)
     c = c.with_columns((pl.col("mime").is_null() | pl.col("mime").str.starts_with("text/plain")).alias("passage"))
     c = c.with_columns(_hash(c, ["id", "path", "sha256", "conv_id", "ts", "passage"]).alias("hash"))
 
-    m = pl.from_arrow(conform(messages, MESSAGES).select(list(MESSAGE_ROW_COLS))).with_row_index("_mi")
+    m = as_frame(conform(messages, MESSAGES).select(list(MESSAGE_ROW_COLS))).with_row_index("_mi")
     # a message lies in the chunks of its valid raw_refs (recall.citations.as_refs), else in its raw_id's; one row
     # per piece, with the piece's span in that chunk (what a citation slices)
     valid = (pl.col("raw_id").fill_null("") != "") & pl.col("offset").is_not_null() & pl.col("length").is_not_null()
@@ -138,14 +139,14 @@ class Current:
 def current_state(v: Version) -> Current:
     node_parts, slot_parts, adj_parts, chunk_parts, msg_parts = [], [], [], [], []
     for s, seg in enumerate(v.segments):
-        ids = pl.from_arrow(seg.nodes.select(["id", "slot", "hash"]))
+        ids = as_frame(seg.nodes.select(["id", "slot", "hash"]))
         slot_parts.append(ids.select("id", "slot"))
         live = v.node_live(s)
         node_parts.append(ids if live is None else ids.filter(pl.Series(live)))
         adj_parts.append(pl.DataFrame({"slot": np.asarray(seg.adjacency.slot, np.int64),
                                        "hash": np.asarray(seg.adjacency.hash), "seg": np.full(len(seg.adjacency.slot), s)}))
         cl = v.chunk_live(s)
-        ch = pl.from_arrow(seg.chunks.select(["id", "hash"]))
+        ch = as_frame(seg.chunks.select(["id", "hash"]))
         chunk_parts.append(ch if cl is None else ch.filter(pl.Series(cl)))
         msg_parts.append(pl.DataFrame({"key": pl.Series(seg.msg_key_strings.to_pylist(), dtype=pl.Utf8),
                                        "hash": np.asarray(seg.msg_hash), "seg": np.full(len(seg.msg_hash), s)}))
@@ -534,7 +535,7 @@ def _by_tenant(table: pa.Table) -> dict[str, pa.Table]:
     tenants = table.column("tenant").unique().to_pylist()
     if len(tenants) == 1:
         return {tenants[0]: table}
-    df = pl.from_arrow(table)
+    df = as_frame(table)
     return {key[0]: part.to_arrow() for key, part in df.partition_by("tenant", as_dict=True).items()}
 
 
