@@ -343,6 +343,7 @@ def _conversation_coref(msgs: list[_Msg], annotations: Mapping[str, Annotation])
 
     out = []
     for k, m in enumerate(msgs):
+        you: str | None
         if len(speakers) == 2 and m.speaker in speakers:
             you = speakers[1 - speakers.index(m.speaker)]
         else:
@@ -394,7 +395,7 @@ def _message_graph(g: _Graph, msg: _Msg, ann: Annotation, coref: Coref) -> list[
     # a fact may read a time differently (a bare weekday in a future clause is the coming one): its reading wins
     fact_times = {(r.target.start, r.target.end): r.target for f in facts for r in f.roles if r.type == "TIME"}
     time_ents = [fact_times.get((tr.start, tr.end)) or tr.entity() for tr in times if tr.value is not None]
-    mention_refs = [ref for _, _, ref in ner] + time_ents
+    mention_refs = [ref for _, _, ref in ner] + [ref for ref in time_ents if ref is not None]
     whole = span_refs(msg, -1, -1)
     g.raw_ids.update(r[0] for r in whole)
 
@@ -595,8 +596,8 @@ def build_graph(messages: pa.Table, annotations: Mapping[str, Annotation]) -> tu
         g = _Graph()
         episodes: list[tuple[str, str, int, int, str]] = []
         msgs = _messages(messages)
-        for _, conv in groupby(msgs, key=lambda m: (m.tenant, m.conv_id)):
-            conv = list(conv)
+        for _, group in groupby(msgs, key=lambda m: (m.tenant, m.conv_id)):
+            conv = list(group)
             for msg, coref in zip(conv, _conversation_coref(conv, annotations)):
                 for b, ep_id in enumerate(_message_graph(g, msg, annotations[msg.text_sha], coref)):
                     episodes.append((msg.tenant, msg.conv_id, msg.seq, b, ep_id))

@@ -17,7 +17,7 @@ import logging
 import os
 import sqlite3
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
@@ -25,6 +25,7 @@ from functools import lru_cache
 from importlib import resources
 from multiprocessing import get_context
 from pathlib import Path
+from typing import Any, Protocol, cast
 
 import jieba
 import spacy
@@ -260,10 +261,21 @@ def _memo_viterbi(pseg):
             return decode(obs)
         return viterbi(obs, *args)
 
-    memo.memctl_memo = True
-    memo.cache_info = decode.cache_info
-    memo.cache_clear = decode.cache_clear
-    return memo
+    out = cast(_MemoViterbi, memo)
+    out.memctl_memo = True
+    out.cache_info = decode.cache_info
+    out.cache_clear = decode.cache_clear
+    return out
+
+
+class _MemoViterbi(Protocol):
+    """The memoised decoder: jieba calls it like its own, memctl reads the cache's counters."""
+
+    memctl_memo: bool
+    cache_info: Callable[[], Any]
+    cache_clear: Callable[[], None]
+
+    def __call__(self, obs: str, *args: Any) -> Any: ...
 
 
 def hmm_memo_stats() -> tuple[int, int]:
@@ -400,6 +412,14 @@ _CREATE_ANNOTATIONS = (
     "CREATE TABLE IF NOT EXISTS annotations ("
     " version TEXT NOT NULL, sha TEXT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (version, sha))"
 )
+
+
+class AnnotationCache(Protocol):
+    """What annotate asks of a cache: NlpCache, or the lake's annotation index (r2g.pipeline.PartAnnotations)."""
+
+    def get_many(self, shas: Sequence[str]) -> dict[str, Annotation]: ...
+
+    def put_many(self, items: Mapping[str, Annotation]) -> None: ...
 
 
 class NlpCache:
@@ -580,7 +600,7 @@ def _annotate_parallel(jobs: list[tuple[str, list[str]]], batch_size: int,
     return out
 
 
-def annotate(texts: Sequence[str], langs: Sequence[str], cache: NlpCache | None = None,
+def annotate(texts: Sequence[str], langs: Sequence[str], cache: AnnotationCache | None = None,
              batch_size: int = 256, workers: int | None = None) -> tuple[list[Annotation], AnnotateStats]:
     """Annotations aligned with `texts`; each distinct text is looked up in `cache`, and only misses run through spaCy.
 

@@ -300,18 +300,23 @@ def _g(m: re.Match, name: str) -> str | None:
     return v.lower() if v else v
 
 
+def _group(m: re.Match, name: str) -> str:
+    """Group `name` lower-cased, of a group that takes part in every match of the rule."""
+    return m[name].lower()
+
+
 Resolver = Callable[[re.Match, "datetime | None"], "Resolved | None"]  # None: needs an anchor, or no such date
 
 
 def _en_mdy(m: re.Match, a: datetime | None):
-    d = _safe_date(int(m["y"]), _MONTHS[_g(m, "mon")], int(m["d"]))
+    d = _safe_date(int(m["y"]), _MONTHS[_group(m, "mon")], int(m["d"]))
     return _day(d) if d else None
 
 
 def _en_md(m: re.Match, a: datetime | None):
     if a is None:
         return None
-    d = _safe_date(a.year, _MONTHS[_g(m, "mon")], int(m["d"]))
+    d = _safe_date(a.year, _MONTHS[_group(m, "mon")], int(m["d"]))
     return _day(d) if d else None
 
 
@@ -321,11 +326,11 @@ def _iso(m: re.Match, a: datetime | None):
 
 
 def _en_my(m: re.Match, a: datetime | None):
-    return _month(int(m["y"]), _MONTHS[_g(m, "mon")])
+    return _month(int(m["y"]), _MONTHS[_group(m, "mon")])
 
 
 def _en_month_only(m: re.Match, a: datetime | None):
-    return _month(a.year, _MONTHS[_g(m, "mon")]) if a else None
+    return _month(a.year, _MONTHS[_group(m, "mon")]) if a else None
 
 
 def _year_only(m: re.Match, a: datetime | None):
@@ -335,7 +340,7 @@ def _year_only(m: re.Match, a: datetime | None):
 def _en_deictic(m: re.Match, a: datetime | None):
     if a is None:
         return None
-    word = " ".join(_g(m, "w").split())
+    word = " ".join(_group(m, "w").split())
     word = word[4:] if word.startswith("the ") else word
     d = a.date()
     if word == "tonight":
@@ -350,8 +355,8 @@ def _en_deictic(m: re.Match, a: datetime | None):
 def _en_rel_unit(m: re.Match, a: datetime | None):
     if a is None:
         return None
-    off = _REL[_g(m, "rel")]
-    unit = _g(m, "unit")
+    off = _REL[_group(m, "rel")]
+    unit = _group(m, "unit")
     if unit == "weekend":
         return _weekend(a.date(), off)
     return _unit_at(a, off, unit)
@@ -366,7 +371,7 @@ def _en_weekday(m: re.Match, a: datetime | None):
         return None
     rel = _g(m, "rel") or ""
     rel = {"last": "last", "past": "last", "previous": "last", "this": "this", "coming": "next", "next": "next"}.get(rel, "")
-    d = _weekday_in(a.date(), _WEEKDAYS[_g(m, "wd")], rel)
+    d = _weekday_in(a.date(), _WEEKDAYS[_group(m, "wd")], rel)
     return _day_or_part(d, _g(m, "part"))
 
 
@@ -377,7 +382,7 @@ def _en_ago(m: re.Match, a: datetime | None):
     count = _en_count(m["n"])
     if count is None:
         return None
-    return _shift(a, count, -1 if _g(m, "dir") == "ago" else 1, _g(m, "unit"))
+    return _shift(a, count, -1 if _g(m, "dir") == "ago" else 1, _group(m, "unit"))
 
 
 def _us_mdy(m: re.Match, a: datetime | None):
@@ -389,7 +394,7 @@ def _us_mdy(m: re.Match, a: datetime | None):
 
 
 def _en_every_weekday(m: re.Match, a: datetime | None):
-    return _every_weekday(a, _WEEKDAYS[_g(m, "wd")], _g(m, "part")) if a else None
+    return _every_weekday(a, _WEEKDAYS[_group(m, "wd")], _g(m, "part")) if a else None
 
 
 def _en_every(m: re.Match, a: datetime | None):
@@ -398,7 +403,7 @@ def _en_every(m: re.Match, a: datetime | None):
         return None
     n = _g(m, "n")
     step = 1 if not n else 2 if n in ("other", "second") else _en_num(n)
-    return _every(a, _g(m, "unit"), step) if step else None
+    return _every(a, _group(m, "unit"), step) if step else None
 
 
 def _c(p: str) -> re.Pattern:

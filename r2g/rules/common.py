@@ -183,7 +183,7 @@ def cause_rule(facts: list[FactDraft]) -> list[tuple[int, int]]:
         if kind == "because":
             if target is not None and target in by_index and by_index[target] != k:
                 pairs.append((k, by_index[target]))
-            elif k + 1 < len(facts) and facts[k + 1].cause_marker and facts[k + 1].cause_marker[0] == "so":
+            elif k + 1 < len(facts) and (nxt := facts[k + 1].cause_marker) and nxt[0] == "so":
                 continue  # 因为…，所以…: the "so" clause links itself to this one
             elif k > 0:
                 pairs.append((k, k - 1))

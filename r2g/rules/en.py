@@ -315,9 +315,9 @@ def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
                 elif ann.dep[c] == "advmod" and low in _EN_MODAL_ADV:
                     modality = modality or _EN_MODAL_ADV[low]
         verb_words = list(parts)
-        s = subject(p)
-        if s is not None:
-            agent = nps.target(s, "OBJECT")
+        subj = subject(p)
+        if subj is not None:
+            agent = nps.target(subj, "OBJECT")
             if agent is not None:
                 roles.append(Role("AGENT", agent, FACT_EN))
         patient = None
@@ -379,7 +379,7 @@ def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
         obj_name = patient.name if patient else (location.name if location else "")
         words = [agent_name, "not" if negation else "", modality or "", *verb_words, obj_name]
         mentions = _dedup_refs([r.target for r in roles] + companions + ner_owner.get(p, []))
-        marker = None
+        marker: tuple[str, int | None] | None = None
         for c in kids[p]:
             low = ann.tokens[c].lower()
             if low in _EN_CAUSE_MARKS and ann.dep[c] in ("mark", "advmod", "prep") and ann.dep[p] == "advcl":

@@ -99,7 +99,8 @@ def task_rule(ctx: MessageCtx, facts: list[FactDraft]) -> list[TaskDraft]:
             continue
         inside = [k for k, f in enumerate(facts) if cs <= f.start < ce]
         fk = inside[-1] if inside else None   # "remind me to call mom": the last clause is the task
-        f = facts[fk] if fk is not None else None
+        task_fact = facts[fk] if fk is not None else None
         out.append(TaskDraft(len(out), "reminder", cs, ce, clip(ctx.text[cs:ce], SUMMARY_MAX_CHARS),
-                             content_words(ann, s, e), fk, f.time if f else None, f.time_text if f else None))
+                             content_words(ann, s, e), fk, task_fact.time if task_fact else None,
+                             task_fact.time_text if task_fact else None))
     return out

@@ -209,15 +209,15 @@ def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
                     continue
             if w in _ZH_BENEFIT_PREP and i + 1 < hi:  # 给妈妈买礼物, 替妈妈做饭, 为孩子攒钱
                 j = _zh_noun_run(ann, i + 1, hi, in_time)
-                tgt = None
+                beneficiary: EntityRef | None = None
                 if j > i + 1:
-                    tgt = _zh_entity_for(ctx, i + 1, j, "PERSON" if _zh_personish(ann, i + 1, j) else None)
+                    beneficiary = _zh_entity_for(ctx, i + 1, j, "PERSON" if _zh_personish(ann, i + 1, j) else None)
                 elif i + 1 < hi and ann.tokens[i + 1] in _ZH_PRONOUNS:
                     j = i + 2
-                    tgt = pronoun_ref(ctx, ann.tokens[i + 1], ann.idx[i + 1], _tok_end(ann, i + 1))
+                    beneficiary = pronoun_ref(ctx, ann.tokens[i + 1], ann.idx[i + 1], _tok_end(ann, i + 1))
                 if j > i + 1 and j < hi and (_zh_is_verb(ann, j) or ann.tokens[j] in _ZH_MODAL):
-                    if tgt is not None:
-                        extra.append(Role(_ZH_BENEFIT_PREP[w], tgt, ROLES_EXTRA))
+                    if beneficiary is not None:
+                        extra.append(Role(_ZH_BENEFIT_PREP[w], beneficiary, ROLES_EXTRA))
                     i = j
                     continue
             if w in _ZH_NEG:
