@@ -164,7 +164,8 @@ def chunk_conversation(messages: Sequence[Message], min_tokens: int = 1000,
         return []
     conv_id = messages[0].conv_id
     chunks: list[Chunk] = []
-    body, pieces, tokens = bytearray(), [], 0
+    pieces: list[Piece] = []
+    body, tokens = bytearray(), 0
 
     def emit() -> None:
         nonlocal body, pieces, tokens

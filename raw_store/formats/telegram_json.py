@@ -128,8 +128,10 @@ def _note(msg: dict) -> str | None:
 
 def _service_text(msg: dict) -> str:
     """A service message as a sentence of its fields: "Alice: invite_members Bob, Carol"."""
-    actor = msg.get("actor") if isinstance(msg.get("actor"), str) else None
-    action = msg.get("action") if isinstance(msg.get("action"), str) else "service"
+    actor = msg.get("actor")
+    actor = actor if isinstance(actor, str) else None
+    action = msg.get("action")
+    action = action if isinstance(action, str) else "service"
     details = []
     members = msg.get("members")
     if isinstance(members, list):
