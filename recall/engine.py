@@ -27,10 +27,12 @@ import re
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
+from typing import overload
 
 import numpy as np
 
@@ -186,9 +188,9 @@ class Filters:
     def in_range(self, lo: datetime | None, hi: datetime | None) -> bool:
         if self.start is None and self.end is None:
             return True
-        if lo is None and hi is None:
-            return False   # a memory with no time cannot be shown to fall in the range
         lo, hi = lo or hi, hi or lo
+        if lo is None or hi is None:
+            return False   # a memory with no time cannot be shown to fall in the range
         return (self.end is None or lo <= self.end) and (self.start is None or hi >= self.start)
 
     def node(self, row: Mapping) -> bool:
@@ -202,6 +204,12 @@ class Filters:
         return self.known(ts) and self.in_range(ts, ts)
 
 
+@overload
+def _naive(t: datetime) -> datetime: ...
+@overload
+def _naive(t: None) -> None: ...
+@overload
+def _naive(t: datetime | None) -> datetime | None: ...
 def _naive(t: datetime | None) -> datetime | None:
     if t is None or t.tzinfo is None:
         return t
@@ -340,8 +348,8 @@ def _recall(reader: TenantIndex | TenantReader, lake: Lake, query: str, keywords
         if result.type in AGGREGATE or result.node_id in cards:
             # an entity/topic card cites the best-ranked line where the query's words were said about it (else
             # one sample mention): its other mentions are no evidence for this query and would crowd out lines
-            matched_refs = sorted((r for r in refs if citer.message_key(r) in prefer),
-                                  key=lambda r: rank[citer.message_key(r)])
+            keyed = [(mk, r) for r in refs if (mk := citer.message_key(r)) is not None and mk in prefer]
+            matched_refs = [r for _, r in sorted(keyed, key=lambda kr: rank[kr[0]])]
             refs, cap = (matched_refs, cfg.aggregate_citations) if matched_refs else (refs, 1)
         result.citations = citer.cite_all(refs, cap, prefer)
     tr.stage("cite", sum(len(r.citations) for r, _ in top), failures=citer.failures[:5])
@@ -522,7 +530,7 @@ def _query_boost(row: Mapping, analysis: QueryAnalysis, cfg: RecallConfig) -> fl
     boost = 1.0
     if analysis.times:
         lo, hi = _node_span(row)
-        if lo is not None and any(lo < t.end and hi >= t.start for t in analysis.times):
+        if lo is not None and hi is not None and any(lo < t.end and hi >= t.start for t in analysis.times):
             boost *= 1.0 + cfg.time_match_boost
     if analysis.intent is not None:
         boost *= cfg.intent_type_boost.get(analysis.intent, {}).get(row["type"], 1.0)
@@ -621,7 +629,7 @@ def mmr_tokens(text: str) -> frozenset[str]:
 
 
 def _similar(a: tuple[RecallResult, list[RawRef]], b: tuple[RecallResult, list[RawRef]],
-             tokens: dict[str, set[str]]) -> float:
+             tokens: Mapping[str, AbstractSet[str]]) -> float:
     """1.0 when two results cite overlapping bytes (an Episode and a Fact of the same turn), else the Jaccard
     overlap of their title+text words (mmr_tokens)."""
     for x in a[1][:3]:

@@ -109,7 +109,7 @@ class CsrGraph:
         """Every slot's degree (reads every list's offsets: for reports, not for queries)."""
         return self.degree(np.arange(self.n))
 
-    def ids(self, slots: Sequence[int]) -> list[str]:
+    def ids(self, slots: Sequence[int] | np.ndarray) -> list[str]:
         return self._ids(np.asarray(slots, dtype=np.int64))
 
     def slots(self, ids: Sequence[str]) -> np.ndarray:

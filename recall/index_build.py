@@ -22,6 +22,7 @@ import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -60,7 +61,7 @@ class Prepared:
     """The tenant's tables as recall reads them, each row or group with its hash (nothing sorted yet: a delta
     sorts only the rows it writes)."""
     nodes: pl.DataFrame       # active nodes, one row per id: id, keywords, NODE_ROW_COLS, hash
-    newest: object            # newest node time over all nodes (any status), or None
+    newest: datetime | None   # newest node time over all nodes (any status), or None
     half: pl.DataFrame        # half-edges between active nodes: node, nbr, dir, type, weight, eid, h
     adj: pl.DataFrame         # per node id with edges: node, hash
     chunks: pl.DataFrame      # id, path, sha256, conv_id, ts, passage, text, hash
@@ -143,8 +144,9 @@ def current_state(v: Version) -> Current:
         slot_parts.append(ids.select("id", "slot"))
         live = v.node_live(s)
         node_parts.append(ids if live is None else ids.filter(pl.Series(live)))
-        adj_parts.append(pl.DataFrame({"slot": np.asarray(seg.adjacency.slot, np.int64),
-                                       "hash": np.asarray(seg.adjacency.hash), "seg": np.full(len(seg.adjacency.slot), s)}))
+        adjacency = seg.require_adjacency()
+        adj_parts.append(pl.DataFrame({"slot": np.asarray(adjacency.slot, np.int64),
+                                       "hash": np.asarray(adjacency.hash), "seg": np.full(len(adjacency.slot), s)}))
         cl = v.chunk_live(s)
         ch = as_frame(seg.chunks.select(["id", "hash"]))
         chunk_parts.append(ch if cl is None else ch.filter(pl.Series(cl)))
@@ -187,7 +189,8 @@ def node_docs(titles: list, texts: list, keywords: list, node_doc) -> tuple[list
     tokens MMR compares it by (search_tokens(title + " " + text)), from one segmentation: jieba segments the
     space-separated parts of a text holding Han one by one, so the document is those tokens followed by the
     keywords' (tests/test_recall_index.py checks both against the definitions)."""
-    docs, mmr = [], []
+    docs: list[str] = []
+    mmr: list[list[str] | None] = []
     for title, text, kw in zip(titles, texts, keywords):
         head = f"{title or ''} {text or ''}"
         if has_han(head):
@@ -406,7 +409,7 @@ def write_tenant_index(index_dir: Path, tenant: str, nodes: pa.Table, edges: pa.
         tmp.rmdir()
         mode, reason = "base", "first build" if manifest is None else "forced" if compact else "incompatible"
         try:
-            if cur is not None and not compact:
+            if cur is not None and manifest is not None and not compact:   # (cur is read from the manifest)
                 d = diff(p, cur)
                 if not d.units:
                     return {"mode": "unchanged", "reason": "", "version": manifest["name"],
@@ -418,7 +421,7 @@ def write_tenant_index(index_dir: Path, tenant: str, nodes: pa.Table, edges: pa.
                     reason = f"{MAX_SEGMENTS} segments"
                 else:
                     mode, reason = "delta", ""
-            if mode == "delta":
+            if mode == "delta" and cur is not None and manifest is not None:   # (delta is chosen only then)
                 out = _write_delta(tmp, p, cur, d, meta)
                 segments = [*manifest["segments"], name]
             else:

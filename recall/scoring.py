@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -75,11 +76,11 @@ class NodeBatch:
     def from_rows(cls, rows: Mapping[str, Mapping], ids: Sequence[str]) -> NodeBatch:
         """The batch of the rows of `ids` that `rows` holds (row dicts, as TenantReader.nodes returns), in order."""
         found = [rows[i] for i in ids if i in rows]
-        cols = {c: [r.get(c) for r in found] for c in TEXT_COLUMNS}
+        cols: dict[str, Any] = {c: [r.get(c) for r in found] for c in TEXT_COLUMNS}
         for c in TIME_COLUMNS:
             cols[c] = np.array([micros(r.get(c)) for r in found], dtype=np.int64)
         for c in NUMBER_COLUMNS:
-            cols[c] = np.array([np.nan if r.get(c) is None else float(r.get(c)) for r in found], dtype=np.float64)
+            cols[c] = np.array([np.nan if (v := r.get(c)) is None else float(v) for r in found], dtype=np.float64)
         cols["raw_refs"] = [as_refs(r.get("raw_refs")) for r in found]
         return cls(**cols)
 

@@ -131,6 +131,7 @@ class SortedKeys:
             hi[longer] = lo[longer]   # no stored key is that long
         else:
             # a prefix of `width` bytes may be shared by several keys: the full strings decide
+            assert self.full is not None   # truncated only when the full strings are there
             for i in np.nonzero((hi > lo) & (np.fromiter((len(b) >= self.width for b in raw), bool, n)))[0].tolist():
                 hits = [j for j in range(int(lo[i]), int(hi[i])) if self.full[j].as_py() == keys[i]]
                 lo[i], hi[i] = (hits[0], hits[-1] + 1) if hits else (lo[i], lo[i])

@@ -193,7 +193,7 @@ class Version:
             for s, seg in enumerate(self.segments):
                 live = self.owner_seg[seg.node_slot] == s
                 first_seen[seg.node_slot[live]] = seg.node_first_seen[live]
-        return CsrGraph([seg.adjacency for seg in self.segments], self.n_slots,
+        return CsrGraph([seg.require_adjacency() for seg in self.segments], self.n_slots,
                         [seg.removed_slots for seg in self.segments], first_seen, self.ids_of_slots, self.slots_of,
                         self.edge_types)
 
