@@ -127,7 +127,7 @@ class CommunityResult:
     communities: pa.Table
     nodes: pa.Table
     edges: pa.Table
-    hubs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    hubs: dict[str | None, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass
@@ -195,14 +195,14 @@ def context_items(nodes: pa.Table, edges: pa.Table, config: CommunityConfig = Co
     is_episode = episode.gather(carriers.get_column("carrier"))
     found = [carriers.filter(is_episode).select("carrier", pl.col("carrier").alias("context"))]
     frontier = carriers.filter(~is_episode).select("carrier", pl.col("carrier").alias("node"))
-    reached = []
+    reached_parts = []
     for _ in range(_DERIVE_DEPTH):   # walks through non-Episodes reach exactly what the BFS reached
         step = (frontier.join(derived, left_on="node", right_on="s").select("carrier", pl.col("d").alias("node"))
                 .unique())
         at_episode = episode.gather(step.get_column("node"))
-        reached.append(step.filter(at_episode).select("carrier", pl.col("node").alias("context")))
+        reached_parts.append(step.filter(at_episode).select("carrier", pl.col("node").alias("context")))
         frontier = step.filter(~at_episode)
-    reached = pl.concat(reached).unique()
+    reached = pl.concat(reached_parts).unique()
     alone = (carriers.filter(~is_episode).join(reached, on="carrier", how="anti")
              .select("carrier", pl.col("carrier").alias("context")))
     pairs = (pl.concat([*found, reached, alone]).join(attached, on="carrier").select("context", "item").unique())
@@ -306,12 +306,12 @@ def _leiden(n: int, edges: list[tuple[int, int]], weights: list[int], config: Co
 # ------------------------------------------------------------------------------------------ ids
 
 
-def community_id(tenant: str, level: int, members: Iterable[str]) -> str:
+def community_id(tenant: str | None, level: int, members: Iterable[str]) -> str:
     """Fresh id of a community: a hash of tenant, level and its sorted members."""
     return stable_id("c", tenant, str(level), *sorted(members))
 
 
-def concept_id(tenant: str, cid: str) -> str:
+def concept_id(tenant: str | None, cid: str) -> str:
     """Id of the Concept node standing for community `cid`."""
     return stable_id("n", tenant, "Concept", CONCEPT_SUBTYPE, cid)
 
@@ -386,7 +386,7 @@ def _ts(values: Iterable[datetime | None], pick: Callable[[list[datetime]], date
     return pick(vals) if vals else None
 
 
-def concept_row(tenant: str, nid: str, label: str, keywords: list[str], ranked: list[dict], frequency: int,
+def concept_row(tenant: str | None, nid: str, label: str, keywords: list[str], ranked: list[dict], frequency: int,
                 confidence: float | None, status: str) -> dict:
     """A NODES row for the Concept of a community (members given ranked, as rows)."""
     titles = [r.get("title") for r in ranked if r.get("type") == "Entity" and r.get("title")]
@@ -436,7 +436,10 @@ def communities_from_pairs(pairs: pa.Table, items: pa.Table, nodes: pa.Table, pr
             if r["level"] == LEVEL:
                 prev_rows[r["tenant"]].append(r)
     tenants = set(info_cols.get_column("tenant").unique().to_list()) | set(prev_rows)
-    communities, concepts, abouts, hubs = [], [], [], {}
+    communities: list[dict] = []
+    concepts: list[dict] = []
+    abouts: list[dict] = []
+    hubs: dict[str | None, tuple[str, ...]] = {}
     for tenant in sorted(tenants, key=lambda t: (t is None, t or "")):
         mine = (pl.col("tenant").is_null() if tenant is None else pl.col("tenant") == tenant)
         c, n, e, h = _tenant(tenant, p.filter(mine), inc.filter(mine), info_cols.filter(mine),
@@ -499,7 +502,9 @@ def _tenant(tenant: str | None, pairs: pl.DataFrame, inc: pl.DataFrame, node_inf
     prev_freq = _contexts_per_group(inc.filter(pl.col("item").is_in(graph.vertices)),
                                     {k: sorted(m for m in mem if m in vertex_set) for k, (_, mem) in enumerate(prev)})
 
-    communities, concepts, abouts = [], [], []
+    communities: list[dict] = []
+    concepts: list[dict] = []
+    abouts: list[dict] = []
     for k in sorted(range(len(current)), key=lambda k: sorted(current[k])):
         mem, verts = current[k], set(kept[k])
         if k in matched:

@@ -65,7 +65,7 @@ class ConsolidationConfig:
             if name not in {f.name for f in fields(self)}:
                 raise ValueError(f"unknown consolidation setting {name!r}")
             current = getattr(self, name)
-            if is_dataclass(current):
+            if is_dataclass(current) and not isinstance(current, type):
                 known = {f.name: f for f in fields(current)}
                 unknown = set(value) - set(known)
                 if unknown:

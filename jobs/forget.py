@@ -145,7 +145,7 @@ def resolve(lake: Lake, tenant: str, scope: str, value: str | None = None, start
     node_ids: list[str] = []
     if scope in ("node", "topic"):
         known = set(nodes.column("id").to_pylist())
-        if value not in known:
+        if value is None or value not in known:
             raise ValueError(f"no node {value!r} in tenant {tenant!r}")
         node_ids = [value]
         if scope == "topic":
@@ -200,7 +200,8 @@ class ForgetRules:
                 return r.id
             if r.scope == "conv" and conv_id == r.value:
                 return r.id
-            if r.scope == "speaker" and speaker is not None and speaker.strip().casefold() == r.value.strip().casefold():
+            if (r.scope == "speaker" and speaker is not None and r.value is not None
+                    and speaker.strip().casefold() == r.value.strip().casefold()):
                 return r.id
             if r.scope == "window" and ts is not None and (r.start is None or ts >= r.start) \
                     and (r.end is None or ts <= r.end):

@@ -572,7 +572,9 @@ def _summary(texts: list[str], importances: list[float], max_chars: int,
                 cache[text] = split
         for j, s in enumerate(split):
             cands.append((j, -imp, i, s))
-    chosen, seen, used = [], set(), 0
+    chosen: list[tuple[int, int, str]] = []
+    seen: set[str] = set()
+    used = 0
     for j, _, i, s in sorted(cands):
         if s in seen:
             continue

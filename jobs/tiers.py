@@ -566,7 +566,8 @@ def _promotions(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pa.Table:
     ch_tier = new | pl.col("prev_tier").ne_missing(pl.col("tier"))
     ch_cat = new | pl.col("prev_category").ne_missing(pl.col("category"))
     ch_status = new | pl.col("prev_status").ne_missing(pl.col("new_status"))
-    pieces, said = [], {}     # a text said by an earlier slot is not said again (several slots may share one)
+    pieces: list[pl.Expr] = []
+    said: dict[str, pl.Expr] = {}     # a text said by an earlier slot is not said again (several slots may share one)
     for changed, slots in ((ch_tier, _tier_slots(cfg)), (ch_cat, _category_slots(cfg)),
                            (ch_status, _status_slots(cfg))):
         for col, text in slots:

@@ -141,7 +141,7 @@ def _norm(s: str | None) -> str:
     return " ".join((s or "").lower().split())
 
 
-def _mapped(col: str, fn, values: pl.Series, dtype: pl.DataType) -> pl.DataFrame:
+def _mapped(col: str, fn, values: pl.Series, dtype: pl.DataType | type[pl.DataType]) -> pl.DataFrame:
     """(col, fn(value)) over the distinct values: Python string rules run once per distinct string."""
     distinct = values.unique().drop_nulls()
     return pl.DataFrame({col: distinct, "_out": pl.Series([fn(v) for v in distinct.to_list()], dtype=dtype)})
@@ -613,7 +613,7 @@ def _chain_examples(links: pl.DataFrame, active: pl.DataFrame, superseded: pl.Da
     for _p, t, d in active.filter(pl.col("_piece").is_in(sorted(bad_pieces))).select("_piece", "tenant",
                                                                                      "dst").iter_rows():
         roots.setdefault(root(t, d), []).append(d)
-    named = {}
+    named: dict[int, tuple[str, str]] = {}
     for p, t, i in piece.filter(pl.col("_piece").is_in(sorted(bad_pieces))).select("_piece", "tenant",
                                                                                     "id").iter_rows():
         named.setdefault(p, find((t, i)))
