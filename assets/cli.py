@@ -451,7 +451,7 @@ def _stop_child(pid: int, kill: bool) -> None:
 def _reap_group(pgid: int, grace: float) -> None:
     """SIGTERM what is left of process group `pgid`, SIGKILL what is still there after `grace` seconds."""
     deadline = time.monotonic() + grace
-    sig = signal.SIGTERM
+    sig: int = signal.SIGTERM
     while True:
         try:
             os.killpg(pgid, sig)

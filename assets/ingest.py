@@ -27,7 +27,8 @@ from raw_store.lake import (
 )
 from raw_store.schema import FORGOTTEN, MESSAGES, RAW_CHUNKS, REJECTS
 
-inbox_files = dg.DynamicPartitionsDefinition(name="inbox_files")
+INBOX_FILES = "inbox_files"   # the dynamic partitions' name (the definition's own `name` is typed optional)
+inbox_files = dg.DynamicPartitionsDefinition(name=INBOX_FILES)
 
 # passages are chat text; an agent ops file kept whole for its citations is not a passage to search
 _is_passage = pl.col("mime").is_null() | pl.col("mime").str.starts_with("text/plain")

@@ -12,6 +12,7 @@ import base64
 import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 import pyarrow as pa
@@ -19,11 +20,14 @@ import pyarrow.compute as pc
 
 from raw_store.frames import as_frame
 
+if TYPE_CHECKING:   # matplotlib loads only when a chart is drawn
+    from matplotlib.typing import RcKeyType
+
 CHART_SIZE = (6.0, 3.0)   # inches at CHART_DPI: 600×300 px
 CHART_DPI = 100
 MAX_BARS = 12             # the rest is one "other" bar
 TIER_ORDER = ("new", "short", "mid", "long")
-_STYLE = {"font.family": "DejaVu Sans", "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9,
+_STYLE: dict[RcKeyType, Any] = {"font.family": "DejaVu Sans", "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9,
           "xtick.labelsize": 8, "ytick.labelsize": 8, "axes.spines.top": False, "axes.spines.right": False,
           "svg.hashsalt": "memctl", "path.simplify": True}
 BLUE, RED, _GREY = "#3b75af", "#c0504d", "#8c8c8c"
