@@ -257,8 +257,8 @@ def cmd_sql(args: argparse.Namespace, lake: Lake) -> int:
         con = tenant_sql(lake, args.tenant) if args.tenant else connect(lake.duckdb_path, read_only=True)
     try:
         rel = con.sql(args.query)
-        if rel is None:
-            return 0
+        if rel is None:   # duckdb's stub says never; it is None for a statement that returns no rows
+            return 0  # type: ignore[unreachable]
         cols, rows = rel.columns, rel.fetchall()
     except duckdb.Error as e:
         raise UserError(str(e).splitlines()[0]) from None

@@ -72,7 +72,7 @@ def zh_lexicon() -> dict[str, ZhLexEntry]:
 def _version() -> str:
     meta_version = spacy.util.get_package_version(EN_MODEL) or "?"
     lex = hashlib.sha256(_lexicon_text().encode("utf-8")).hexdigest()[:8]
-    return (f"{_ANNOTATION_FORMAT}|spacy={spacy.__version__}|en={meta_version}|jieba={jieba.__version__}|zhlex={lex}"
+    return (f"{_ANNOTATION_FORMAT}|spacy={spacy.about.__version__}|en={meta_version}|jieba={jieba.__version__}|zhlex={lex}"
             f"|ops={_EN_OPS}|{time_norm.RULES_VERSION}")  # Chinese TIME entities come from find_times
 
 

@@ -32,7 +32,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 # the inbox layout lives below the lake and the readers; re-exported here, the lake's paths
-from raw_store.routing import DEFAULT_TENANT, as_path, default_tenant, is_remote, source_file_for, tenant_for  # noqa: F401
+from raw_store.routing import as_path as as_path
+from raw_store.routing import is_remote as is_remote
+from raw_store.routing import source_file_for as source_file_for
+from raw_store.routing import tenant_for as tenant_for
 
 
 def data_root() -> Path:

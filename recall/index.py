@@ -33,7 +33,7 @@ from r2g.schema import (
     PROMOTIONS,
     REVIEW_QUEUE,
 )
-from r2g.tokens import node_doc  # noqa: F401  (re-exported: the document of a node)
+from r2g.tokens import node_doc as node_doc  # re-exported: the document of a node
 from raw_store.frames import as_frame
 from raw_store.lake import (
     Lake,
