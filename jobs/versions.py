@@ -45,6 +45,7 @@ test_version_facts_of_some_groups_are_the_full_runs_rows_of_those_groups.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import combinations
@@ -141,7 +142,7 @@ def _norm(s: str | None) -> str:
     return " ".join((s or "").lower().split())
 
 
-def _mapped(col: str, fn, values: pl.Series, dtype: pl.DataType | type[pl.DataType]) -> pl.DataFrame:
+def _mapped(col: str, fn: Callable[[str], str], values: pl.Series, dtype: pl.DataType | type[pl.DataType]) -> pl.DataFrame:
     """(col, fn(value)) over the distinct values: Python string rules run once per distinct string."""
     distinct = values.unique().drop_nulls()
     return pl.DataFrame({col: distinct, "_out": pl.Series([fn(v) for v in distinct.to_list()], dtype=dtype)})

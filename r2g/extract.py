@@ -24,6 +24,7 @@ from r2g.concepts import ConceptDict, ConceptHit, load_concepts
 from r2g.ids import edge_ids, stable_id, text_sha
 from r2g.nlp import Annotation, paused_gc
 from r2g.schema import EDGES, NODES, ROLE_EDGES
+from r2g.time_norm import TimeValue
 from r2g.tokens import search_tokens
 from raw_store.schema import RAW_REFS, TS
 
@@ -139,15 +140,15 @@ class _EntityAcc:
     hit: Any = None          # Concept: the dictionary hit that created it
 
 
-def _ts_min(a, b):
+def _ts_min(a: datetime | None, b: datetime | None) -> datetime | None:
     return b if a is None else a if b is None else min(a, b)
 
 
-def _ts_max(a, b):
+def _ts_max(a: datetime | None, b: datetime | None) -> datetime | None:
     return b if a is None else a if b is None else max(a, b)
 
 
-def _node(**kw) -> dict:
+def _node(**kw: Any) -> dict:
     """A NODES row holding the columns given; node_table's from_pylist makes the others null."""
     return kw
 
@@ -362,7 +363,7 @@ def _fact_fingerprint(msg: _Msg, f: R.FactDraft) -> tuple:
             role.get("PATIENT", ""), role.get("LOCATION", ""), _day_bucket(msg, f.time))
 
 
-def _day_bucket(msg: _Msg, t) -> str:
+def _day_bucket(msg: _Msg, t: TimeValue | None) -> str:
     if t is not None and t.granularity != "recurring":
         return t.start.date().isoformat()
     return msg.ts.date().isoformat() if msg.ts is not None else f"conv:{msg.conv_id}"

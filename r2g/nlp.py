@@ -25,6 +25,7 @@ from functools import lru_cache
 from importlib import resources
 from multiprocessing import get_context
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Protocol, cast
 
 import jieba
@@ -32,6 +33,7 @@ import spacy
 from spacy.attrs import ENT_IOB, ENT_TYPE
 from spacy.language import Language
 from spacy.tokens import Doc, Span
+from spacy.vocab import Vocab
 from thinc.api import use_ops
 
 from r2g import time_norm
@@ -232,7 +234,7 @@ def zh_upos(flag: str) -> str:
     return _ZH_UPOS.get(flag[:1], "X")
 
 
-def _jieba_pos():
+def _jieba_pos() -> ModuleType:
     import jieba.posseg as pseg
 
     jieba.setLogLevel(logging.WARNING)
@@ -241,7 +243,7 @@ def _jieba_pos():
     return pseg
 
 
-def _memo_viterbi(pseg):
+def _memo_viterbi(pseg: ModuleType) -> _MemoViterbi:
     """jieba.posseg's HMM decoder memoised on the character run, its only argument that varies.
 
     The pure-Python Viterbi over runs of unknown characters was ~70 % of Chinese NLP
@@ -253,10 +255,10 @@ def _memo_viterbi(pseg):
     tables = (pseg.char_state_tab_P, pseg.start_P, pseg.trans_P, pseg.emit_P)
 
     @lru_cache(maxsize=1 << 16)
-    def decode(obs: str):
+    def decode(obs: str) -> Any:
         return viterbi(obs, *tables)
 
-    def memo(obs, *args):
+    def memo(obs: str, *args: Any) -> Any:
         if len(args) == len(tables) and all(a is b for a, b in zip(args, tables)):
             return decode(obs)
         return viterbi(obs, *args)
@@ -322,7 +324,7 @@ def zh_segment(text: str) -> list[tuple[str, str]]:
 class JiebaTokenizer:
     """spaCy tokenizer over zh_segment: token.tag_ = jieba flag, token.pos_ = UPOS, lemma = the word."""
 
-    def __init__(self, vocab) -> None:
+    def __init__(self, vocab: Vocab) -> None:
         self.vocab = vocab
 
     def __call__(self, text: str) -> Doc:
@@ -340,10 +342,10 @@ class JiebaTokenizer:
         return Doc(self.vocab, words=words, spaces=spaces, tags=flags,
                    pos=[zh_upos(f) for f in flags], lemmas=words)
 
-    def to_bytes(self, **kwargs) -> bytes:
+    def to_bytes(self, **kwargs: Any) -> bytes:
         return b""
 
-    def from_bytes(self, data: bytes, **kwargs) -> JiebaTokenizer:
+    def from_bytes(self, data: bytes, **kwargs: Any) -> JiebaTokenizer:
         return self
 
 

@@ -308,36 +308,36 @@ def _group(m: re.Match, name: str) -> str:
 Resolver = Callable[[re.Match, "datetime | None"], "Resolved | None"]  # None: needs an anchor, or no such date
 
 
-def _en_mdy(m: re.Match, a: datetime | None):
+def _en_mdy(m: re.Match, a: datetime | None) -> Resolved | None:
     d = _safe_date(int(m["y"]), _MONTHS[_group(m, "mon")], int(m["d"]))
     return _day(d) if d else None
 
 
-def _en_md(m: re.Match, a: datetime | None):
+def _en_md(m: re.Match, a: datetime | None) -> Resolved | None:
     if a is None:
         return None
     d = _safe_date(a.year, _MONTHS[_group(m, "mon")], int(m["d"]))
     return _day(d) if d else None
 
 
-def _iso(m: re.Match, a: datetime | None):
+def _iso(m: re.Match, a: datetime | None) -> Resolved | None:
     d = _safe_date(int(m["y"]), int(m["m"]), int(m["d"]))
     return _day(d) if d else None
 
 
-def _en_my(m: re.Match, a: datetime | None):
+def _en_my(m: re.Match, a: datetime | None) -> Resolved | None:
     return _month(int(m["y"]), _MONTHS[_group(m, "mon")])
 
 
-def _en_month_only(m: re.Match, a: datetime | None):
+def _en_month_only(m: re.Match, a: datetime | None) -> Resolved | None:
     return _month(a.year, _MONTHS[_group(m, "mon")]) if a else None
 
 
-def _year_only(m: re.Match, a: datetime | None):
+def _year_only(m: re.Match, a: datetime | None) -> Resolved | None:
     return _year(int(m["y"]))
 
 
-def _en_deictic(m: re.Match, a: datetime | None):
+def _en_deictic(m: re.Match, a: datetime | None) -> Resolved | None:
     if a is None:
         return None
     word = " ".join(_group(m, "w").split())
@@ -352,7 +352,7 @@ def _en_deictic(m: re.Match, a: datetime | None):
     return _day_or_part(d + timedelta(days=shift), _g(m, "part"))
 
 
-def _en_rel_unit(m: re.Match, a: datetime | None):
+def _en_rel_unit(m: re.Match, a: datetime | None) -> Resolved | None:
     if a is None:
         return None
     off = _REL[_group(m, "rel")]
@@ -362,11 +362,11 @@ def _en_rel_unit(m: re.Match, a: datetime | None):
     return _unit_at(a, off, unit)
 
 
-def _en_weekend(m: re.Match, a: datetime | None):
+def _en_weekend(m: re.Match, a: datetime | None) -> Resolved | None:
     return _weekend(a.date(), 0) if a else None
 
 
-def _en_weekday(m: re.Match, a: datetime | None):
+def _en_weekday(m: re.Match, a: datetime | None) -> Resolved | None:
     if a is None:
         return None
     rel = _g(m, "rel") or ""
@@ -375,7 +375,7 @@ def _en_weekday(m: re.Match, a: datetime | None):
     return _day_or_part(d, _g(m, "part"))
 
 
-def _en_ago(m: re.Match, a: datetime | None):
+def _en_ago(m: re.Match, a: datetime | None) -> Resolved | None:
     """N units ago / later; "in N units" has no `dir` group and means later."""
     if a is None:
         return None
@@ -385,7 +385,7 @@ def _en_ago(m: re.Match, a: datetime | None):
     return _shift(a, count, -1 if _g(m, "dir") == "ago" else 1, _group(m, "unit"))
 
 
-def _us_mdy(m: re.Match, a: datetime | None):
+def _us_mdy(m: re.Match, a: datetime | None) -> Resolved | None:
     mo, dd = int(m["m"]), int(m["d"])
     if mo > 12 >= dd:  # 25/12/2022 can only be day-first
         mo, dd = dd, mo
@@ -393,11 +393,11 @@ def _us_mdy(m: re.Match, a: datetime | None):
     return _day(d) if d else None
 
 
-def _en_every_weekday(m: re.Match, a: datetime | None):
+def _en_every_weekday(m: re.Match, a: datetime | None) -> Resolved | None:
     return _every_weekday(a, _WEEKDAYS[_group(m, "wd")], _g(m, "part")) if a else None
 
 
-def _en_every(m: re.Match, a: datetime | None):
+def _en_every(m: re.Match, a: datetime | None) -> Resolved | None:
     """every [other | N] day/week/weekend/month/year/morning/…; plural "weekends", "in the mornings"."""
     if a is None:
         return None
@@ -460,7 +460,7 @@ _ZH_UNIT = {"天": "day", "日": "day", "周": "week", "星期": "week", "礼拜
 _ZH_YEAR_OFF = {"前": -2, "去": -1, "今": 0, "本": 0, "明": 1, "后": 2}
 
 
-def _zh_ymd(m: re.Match, a: datetime | None):
+def _zh_ymd(m: re.Match, a: datetime | None) -> Resolved | None:
     y = zh_number(m["y"]) if m["y"] else (a.year if a else None)
     mo, d = zh_number(m["m"]), zh_number(m["d"])
     if y is None or mo is None or d is None:
@@ -469,19 +469,19 @@ def _zh_ymd(m: re.Match, a: datetime | None):
     return _day(dd) if dd else None
 
 
-def _zh_ym(m: re.Match, a: datetime | None):
+def _zh_ym(m: re.Match, a: datetime | None) -> Resolved | None:
     y, mo = zh_number(m["y"]), zh_number(m["m"])
     if y is None or mo is None or not 1 <= mo <= 12:
         return None
     return _month(y, mo)
 
 
-def _zh_y(m: re.Match, a: datetime | None):
+def _zh_y(m: re.Match, a: datetime | None) -> Resolved | None:
     y = zh_number(m["y"])
     return _year(y) if y and y >= 1000 else None
 
 
-def _zh_rel_year_md(m: re.Match, a: datetime | None):
+def _zh_rel_year_md(m: re.Match, a: datetime | None) -> Resolved | None:
     """去年五月 → that month; 去年5月7号 → that day (the year relative to the anchor)."""
     if a is None:
         return None
@@ -495,25 +495,25 @@ def _zh_rel_year_md(m: re.Match, a: datetime | None):
     return _day(dd) if dd else None
 
 
-def _zh_month_only(m: re.Match, a: datetime | None):
+def _zh_month_only(m: re.Match, a: datetime | None) -> Resolved | None:
     mo = zh_number(m["m"])
     return _month(a.year, mo) if a and mo and 1 <= mo <= 12 else None
 
 
-def _zh_day(m: re.Match, a: datetime | None):
+def _zh_day(m: re.Match, a: datetime | None) -> Resolved | None:
     if a is None:
         return None
     return _day_or_part(a.date() + timedelta(days=_ZH_DAY[m["w"]]), m["part"])
 
 
-def _zh_short(m: re.Match, a: datetime | None):
+def _zh_short(m: re.Match, a: datetime | None) -> Resolved | None:
     if a is None:
         return None
     off, part = _ZH_SHORT[m["w"]]
     return _part(a.date() + timedelta(days=off), part)
 
 
-def _zh_part_only(m: re.Match, a: datetime | None):
+def _zh_part_only(m: re.Match, a: datetime | None) -> Resolved | None:
     """A bare part of day (早上, 晚上) is that part of the message's own day."""
     return _part(a.date(), m["part"]) if a else None
 
@@ -528,7 +528,7 @@ def _zh_rel(s: str | None) -> int:
     return {"上": -1, "下": 1, "这": 0, "本": 0, "今": 0}[s[0]]
 
 
-def _zh_week(m: re.Match, a: datetime | None):
+def _zh_week(m: re.Match, a: datetime | None) -> Resolved | None:
     if a is None:
         return None
     off = _zh_rel(m["rel"])
@@ -544,17 +544,17 @@ def _zh_week(m: re.Match, a: datetime | None):
     return _day_or_part(base - timedelta(days=base.weekday()) + timedelta(days=idx), m["part"])
 
 
-def _zh_month(m: re.Match, a: datetime | None):
+def _zh_month(m: re.Match, a: datetime | None) -> Resolved | None:
     return _month(a.year, a.month, _zh_rel(m["rel"])) if a else None
 
 
-def _zh_year(m: re.Match, a: datetime | None):
+def _zh_year(m: re.Match, a: datetime | None) -> Resolved | None:
     if a is None:
         return None
     return _year(a.year + _ZH_YEAR_OFF[m["w"]])
 
 
-def _zh_ago(m: re.Match, a: datetime | None):
+def _zh_ago(m: re.Match, a: datetime | None) -> Resolved | None:
     """N 天前 / N 个月后; 前几天 / 过两天 carry their direction in the `pre` group instead of `dir`."""
     if a is None:
         return None
@@ -567,7 +567,7 @@ def _zh_ago(m: re.Match, a: datetime | None):
     return _shift(a, count, sign, _ZH_UNIT[m["unit"]])
 
 
-def _zh_every_week(m: re.Match, a: datetime | None):
+def _zh_every_week(m: re.Match, a: datetime | None) -> Resolved | None:
     if a is None:
         return None
     wd = m["wd"]
@@ -578,14 +578,14 @@ def _zh_every_week(m: re.Match, a: datetime | None):
     return _every_weekday(a, _ZH_WD[wd], m["part"])
 
 
-def _zh_every_day(m: re.Match, a: datetime | None):
+def _zh_every_day(m: re.Match, a: datetime | None) -> Resolved | None:
     if a is None:
         return None
     part = m.groupdict().get("part") or _ZH_EVERY_SHORT.get(m.groupdict().get("w") or "")
     return _every(a, part) if part else _every(a, "day")
 
 
-def _zh_every_unit(m: re.Match, a: datetime | None):
+def _zh_every_unit(m: re.Match, a: datetime | None) -> Resolved | None:
     return _every(a, _ZH_UNIT[m["unit"]]) if a else None
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import re
 from functools import lru_cache
+from types import ModuleType
 
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _TOKEN = re.compile(r"[\w\u3400-\u4dbf\u4e00-\u9fff]+", re.UNICODE)
@@ -22,7 +23,7 @@ ZH_STOPWORDS = frozenset(
 
 
 @lru_cache(maxsize=1)
-def _jieba():
+def _jieba() -> ModuleType:
     import jieba
 
     jieba.setLogLevel(logging.WARNING)

@@ -4,7 +4,7 @@ expressions (r2g.rule.time.v1), the speaker entity (r2g.rule.entity.speaker.v1) 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
 
 from spacy.lang.en.stop_words import STOP_WORDS as EN_STOP_WORDS
@@ -25,7 +25,7 @@ _EN_FUNCTION_POS = frozenset({"DET", "ADP", "AUX", "CCONJ", "SCONJ", "PART", "PR
 _WORDISH = re.compile(r"\w", re.UNICODE)
 
 
-def _dedup(xs) -> list[str]:
+def _dedup(xs: Iterable[str | None]) -> list[str]:
     return list(dict.fromkeys(x for x in xs if x))
 
 

@@ -8,7 +8,7 @@ transcripts) last. A file no format claims is "unknown" — one E_FORMAT_UNKNOWN
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from raw_store.formats import (
     canonical_jsonl,
@@ -49,7 +49,7 @@ class Registry:
     def __getitem__(self, name: str) -> Format:
         return self._formats[name]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Format]:
         return iter(self._formats.values())
 
     def detect(self, sample: Sample) -> str:
