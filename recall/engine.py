@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
-from typing import overload
+from typing import Any, overload
 
 import numpy as np
 
@@ -151,7 +151,7 @@ class _Trace:
         self.sink = sink
         self.t = time.perf_counter()
 
-    def stage(self, name: str, n: int, **detail) -> None:
+    def stage(self, name: str, n: int, **detail: Any) -> None:
         now = time.perf_counter()
         if self.sink is not None:
             self.sink.append({"stage": name, "ms": round((now - self.t) * 1000, 3), "n": n, "detail": detail})

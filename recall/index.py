@@ -16,6 +16,7 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 import pyarrow as pa
@@ -47,6 +48,9 @@ from raw_store.lake import (
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS, TOMBSTONES, TS
 from recall import vectors
 from recall.store import _sql_str, connect, node_docs_table, raw_docs_table, tenant_slug
+
+if TYPE_CHECKING:
+    import duckdb
 
 # Lake tables the DuckDB file has a view of (recall reads these).
 TABLES: dict[str, pa.Schema] = {
@@ -192,7 +196,7 @@ def _write_duckdb(lake: Lake, names: list[str], nodes: pl.DataFrame, tenants: li
     return stats
 
 
-def _fill(con, lake: Lake, names: list[str], views: dict[str, str], nodes: pl.DataFrame, chunks: pl.DataFrame,
+def _fill(con: duckdb.DuckDBPyConnection, lake: Lake, names: list[str], views: dict[str, str], nodes: pl.DataFrame, chunks: pl.DataFrame,
           tenants: list[str]) -> dict:
     """Views of the lake tables (copies on object storage, which DuckDB cannot reach by itself), the tenants view,
     and per tenant the BM25 indexes over node and raw-passage documents."""
@@ -202,7 +206,9 @@ def _fill(con, lake: Lake, names: list[str], views: dict[str, str], nodes: pl.Da
     counts = {}
     for name in names:
         con.execute(f"CREATE {kind} {name} AS {views[name]}")
-        counts[name] = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
+        row = con.execute(f"SELECT count(*) FROM {name}").fetchone()
+        assert row is not None   # count(*) is one row
+        counts[name] = row[0]
     con.execute(f"CREATE {kind} tenants AS SELECT * FROM read_parquet('{_sql_str(str(_tenants_path(lake)))}')")
 
     docs = lake_docs(lake, nodes.select("tenant", "id", "title", "text", "keywords"), "node")
@@ -230,7 +236,7 @@ def _read_json(path: Path) -> dict:
         return {}
 
 
-def _per_tenant_fts(con, docs: pl.DataFrame, table: str) -> int:
+def _per_tenant_fts(con: duckdb.DuckDBPyConnection, docs: pl.DataFrame, table: str) -> int:
     """Index one tenant's documents in `table` (BM25 statistics — IDF, avgdl — stay per tenant)."""
     con.register("_src", docs.to_arrow())
     con.execute(f"CREATE TABLE {table} AS SELECT * FROM _src")

@@ -20,7 +20,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -47,7 +47,7 @@ HASH_SEED = 20261124
 KEEP_VERSIONS = 2      # the current version and the one before (a reader may still be opening it)
 
 
-def _fts():
+def _fts() -> tuple[str, tuple[str, ...], Callable[..., str]]:
     # recall.index imports this module's caller; its constants are read at call time
     from recall.index import FTS_IGNORE, INACTIVE_STATUS, node_doc
 
@@ -184,7 +184,7 @@ SEG_NODES = pa.schema([("id", pa.string()), ("slot", pa.int32()), ("hash", pa.ui
                        *(NODES.field(c) for c in NODE_ROW_COLS), ("mmr", pa.list_(pa.string()))])
 
 
-def node_docs(titles: list, texts: list, keywords: list, node_doc) -> tuple[list[str], list[list[str] | None]]:
+def node_docs(titles: list, texts: list, keywords: list, node_doc: Callable[..., str]) -> tuple[list[str], list[list[str] | None]]:
     """Each node's FTS document (recall.index.node_doc) and, for a node whose title or text holds Han, the search
     tokens MMR compares it by (search_tokens(title + " " + text)), from one segmentation: jieba segments the
     space-separated parts of a text holding Han one by one, so the document is those tokens followed by the
@@ -497,7 +497,7 @@ class _locked:
         self.f = open(self.path, "a")
         fcntl.flock(self.f, fcntl.LOCK_EX)
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         fcntl.flock(self.f, fcntl.LOCK_UN)
         self.f.close()
 

@@ -27,7 +27,7 @@ def _dtype(t: pa.DataType) -> np.dtype:
     return np.dtype(np.int64) if pa.types.is_timestamp(t) else np.dtype(_NUMPY[t])
 
 
-def arrow_numpy(col: pa.Array | pa.ChunkedArray, null=None) -> np.ndarray:
+def arrow_numpy(col: pa.Array | pa.ChunkedArray, null: float | None = None) -> np.ndarray:
     """A primitive Arrow column as numpy (zero-copy for one chunk without nulls; timestamps as int64), its nulls
     set to `null` (a column with nulls needs one). pyarrow's own to_numpy, fill_null and pa.array import pandas
     when it is installed: 0.5 s of a cold recall process."""
@@ -49,7 +49,7 @@ def arrow_numpy(col: pa.Array | pa.ChunkedArray, null=None) -> np.ndarray:
     return values
 
 
-def arrow_indices(rows) -> pa.Array:
+def arrow_indices(rows: Sequence[int] | np.ndarray) -> pa.Array:
     """Row numbers as an Arrow int64 array, for take() (built from the buffer: pa.array would import pandas)."""
     a = np.ascontiguousarray(rows, dtype=np.int64)
     return pa.Array.from_buffers(pa.int64(), len(a), [None, pa.py_buffer(a)])
