@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import UTC
+from datetime import UTC, datetime
 from pathlib import Path
 
 from raw_store.lake import Lake, lake_root
@@ -218,7 +218,7 @@ def cmd_recall(args: argparse.Namespace, lake: Lake) -> int:
     return 0
 
 
-def _when(value: str | None, flag: str, end_of_day: bool):
+def _when(value: str | None, flag: str, end_of_day: bool) -> datetime | None:
     from recall.tools import ToolArgumentError, parse_when
 
     try:

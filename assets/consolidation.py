@@ -1,6 +1,9 @@
 """Consolidation assets: the R2G graph → the maintained graph (`nodes`, `edges`) and its side tables, plus the
 daily schedule that re-runs it as of each day (decay and promotion move with time, not only with input)."""
 
+from collections.abc import Iterator
+from datetime import datetime
+
 import dagster as dg
 import pyarrow as pa
 
@@ -72,7 +75,7 @@ def run_changes(lake: Lake, nodes: pa.Table, edges: pa.Table, messages: int, for
     return changes
 
 
-def ops_batches(lake: Lake, at) -> list:
+def ops_batches(lake: Lake, at: datetime) -> list:
     """Every agent ops file of the inbox, parsed from its bytes in the CAS (the RawChunk its memories cite)."""
     store, batches = RawStore(lake.root), []
     for d in part_dirs(lake):
@@ -101,7 +104,8 @@ def ops_batches(lake: Lake, at) -> list:
                           description="Tiers only move up with age unless a promotion's reason says otherwise."),
     ],
 )
-def consolidation(context: dg.AssetExecutionContext, lake: LakeResource):
+def consolidation(context: dg.AssetExecutionContext,
+                  lake: LakeResource) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
     """Versions, topics, rollups, PII flags, tiers and decay, degree caps and agent ops over the R2G graph,
     as of the configured date (default: the newest message)."""
     lk = lake.get()

@@ -1,5 +1,7 @@
 """Index assets: the DuckDB file (tables + per-tenant BM25) and per-tenant igraph graphs, swapped in atomically."""
 
+from collections.abc import Iterator
+
 import dagster as dg
 
 from assets.resources import LakeResource
@@ -19,7 +21,7 @@ from recall.index import SQL_TABLES, build_indexes
                      description="lake/graph/<tenant>.pkl: the tenant's typed, weighted igraph for graph expansion."),
     ],
 )
-def indexes(lake: LakeResource):
+def indexes(lake: LakeResource) -> Iterator[dg.MaterializeResult]:
     """Rebuild both recall indexes into temp files and swap them in, so readers see old or new, never half."""
     lk = lake.get()
     fingerprints = lake_fingerprints(lk)  # the partition set the tables were just merged from

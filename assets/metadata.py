@@ -11,7 +11,9 @@ from __future__ import annotations
 import base64
 import io
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
@@ -21,6 +23,8 @@ import pyarrow.compute as pc
 from raw_store.frames import as_frame
 
 if TYPE_CHECKING:   # matplotlib loads only when a chart is drawn
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
     from matplotlib.typing import RcKeyType
 
 CHART_SIZE = (6.0, 3.0)   # inches at CHART_DPI: 600×300 px
@@ -107,7 +111,7 @@ def tier_flow_png(promotions: pa.Table, tiers_now: Mapping[str, int]) -> bytes:
         return _png(fig)
 
 
-def _arrow(ax, start: tuple[float, float], end: tuple[float, float], n: int, label: str,
+def _arrow(ax: Axes, start: tuple[float, float], end: tuple[float, float], n: int, label: str,
            at: tuple[float, float], colour: str) -> None:
     width = 0.8 + min(6.0, n ** 0.5 / 2) if n else 0.8
     ax.annotate("", xy=end, xytext=start, arrowprops={"arrowstyle": "-|>", "lw": width,
@@ -184,7 +188,7 @@ def _bars(items: list[tuple[str, int]], title: str, xlabel: str, colours: list[s
         return _png(fig)
 
 
-def _empty(ax, text: str) -> None:
+def _empty(ax: Axes, text: str) -> None:
     ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=11, color=_GREY, transform=ax.transAxes)
     ax.set_axis_off()
 
@@ -194,13 +198,13 @@ def _ascii(label: str) -> str:
     return "".join(c if c.isascii() or c == "→" else "?" for c in label)
 
 
-def _style():
+def _style() -> AbstractContextManager[None]:
     import matplotlib
 
     return matplotlib.rc_context(_STYLE)
 
 
-def _png(fig) -> bytes:
+def _png(fig: Figure) -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     FigureCanvasAgg(fig)
@@ -239,7 +243,7 @@ def row_keys(table: pa.Table, kind: str) -> pa.Table:
     return out.to_arrow().cast(KEYS)
 
 
-def write_keys(table: pa.Table, path) -> None:
+def write_keys(table: pa.Table, path: Path) -> None:
     """KEYS rows, delta-encoded (sorted hashes differ by little), written atomically."""
     import io
 

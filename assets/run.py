@@ -44,9 +44,9 @@ from raw_store.lake import (
 )
 
 if TYPE_CHECKING:   # Dagster and dask load only when a materialization runs
-    from dagster import DagsterInstance, JobDefinition
+    from dagster import DagsterInstance, ExecuteInProcessResult, JobDefinition, JobExecutionResult
     from dagster._core.instance.ref import InstanceRef
-    from distributed import Client, WorkerPlugin
+    from distributed import Client, Worker, WorkerPlugin
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 _TEMPLATE = Path(__file__).resolve().parent.parent / "data" / "dagster_home" / "dagster.yaml"
@@ -251,7 +251,7 @@ def _environ_plugin(env: dict[str, str]) -> WorkerPlugin:
 
         name = "memctl-environ"
 
-        def setup(self, worker) -> None:
+        def setup(self, worker: Worker) -> None:
             for k in [k for k in os.environ if k.startswith("MEMCTL_") and k not in env]:
                 del os.environ[k]
             os.environ.update(env)
@@ -359,7 +359,7 @@ def _engine(config: ExecutorConfig, lake: Lake, instance: DagsterInstance) -> It
             cluster.close()
 
 
-def _failure_message(result) -> str:
+def _failure_message(result: ExecuteInProcessResult | JobExecutionResult) -> str:
     for event in result.all_events:
         if event.is_failure and event.event_specific_data is not None:
             err = getattr(event.event_specific_data, "error", None)
