@@ -68,8 +68,18 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.latency_corpus import DEFAULT_SIZES, KIND_PATTERN, TENANT, ZH_WORDS, Query, Size, make_queries, parse_size  # noqa: E402,F401
-from bench.latency_tenant import Tenant, generate_tenant  # noqa: E402,F401
+from bench.latency_corpus import (  # noqa: E402,F401
+    DEFAULT_SIZES,
+    KIND_PATTERN,
+    TENANT,
+    ZH_WORDS,
+    Query,
+    Size,
+    Tenant,
+    make_queries,
+    parse_size,
+)
+from bench.latency_tenant import generate_tenant  # noqa: E402
 from bench.machine import cpu_busy_seconds  # noqa: E402
 from r2g.lake_graph import read_lake_table  # noqa: E402
 from r2g.schema import EDGES, NODES  # noqa: E402
@@ -157,7 +167,7 @@ def _profile_text(prof: cProfile.Profile, top: int, root_func: str, runs: int = 
     """The key functions' share of `root_func`'s cumulative time (and calls per run), then the top N by own time."""
     stats = pstats.Stats(prof)
     by_key = {(k[0] if k[0].startswith("<") else f"{Path(k[0]).parent.name}/{Path(k[0]).name}", k[2]): v
-              for k, v in stats.stats.items()}
+              for k, v in stats.stats.items()}  # type: ignore[attr-defined]  # typeshed leaves out Stats.stats
     total = max((v[3] for (f, name), v in by_key.items() if name == root_func and not f.startswith("<")),
                 default=0.0) or 1.0
     lines = [f"  {'cumulative s':>12} {'share':>6} {'calls/run':>9}  what"]

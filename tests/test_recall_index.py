@@ -5,6 +5,7 @@ import json
 import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -147,7 +148,7 @@ def _build(root: Path, rounds: list[dict]) -> tuple[Lake, list[dict]]:
     return lake, stats
 
 
-ROUNDS = [
+ROUNDS: list[dict[str, dict[str, Any]]] = [
     {"alice": {"convs": range(0, 6)}, "bob": {"convs": range(0, 2)}},
     # changed doc text, changed weight fields, a removed Fact and a removed Entity, an edge weight, a new conversation
     {"alice": {"convs": range(0, 7), "removed": {"f_m1_2", "ent_cy"},
