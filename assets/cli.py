@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from raw_store.lake import Lake, lake_root
@@ -217,7 +218,7 @@ def cmd_recall(args: argparse.Namespace, lake: Lake) -> int:
     return 0
 
 
-def _when(value: str | None, flag: str, end_of_day: bool):
+def _when(value: str | None, flag: str, end_of_day: bool) -> datetime | None:
     from recall.tools import ToolArgumentError, parse_when
 
     try:
@@ -256,8 +257,8 @@ def cmd_sql(args: argparse.Namespace, lake: Lake) -> int:
         con = tenant_sql(lake, args.tenant) if args.tenant else connect(lake.duckdb_path, read_only=True)
     try:
         rel = con.sql(args.query)
-        if rel is None:
-            return 0
+        if rel is None:   # duckdb's stub says never; it is None for a statement that returns no rows
+            return 0  # type: ignore[unreachable]
         cols, rows = rel.columns, rel.fetchall()
     except duckdb.Error as e:
         raise UserError(str(e).splitlines()[0]) from None
@@ -271,7 +272,7 @@ def cmd_sql(args: argparse.Namespace, lake: Lake) -> int:
 
 
 def cmd_forget(args: argparse.Namespace, lake: Lake) -> int:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from assets.run import materialize
     from jobs.forget import forget_dir, resolve, save_request
@@ -290,7 +291,7 @@ def cmd_forget(args: argparse.Namespace, lake: Lake) -> int:
         raise UserError(f"no index at {lake.duckdb_path} (run `memctl materialize` first)")
     if args.tenant not in _known_tenants(lake) and not (lake.inbox / args.tenant).is_dir():
         raise UserError(f"unknown tenant {args.tenant!r}")
-    now = datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
+    now = datetime.now(UTC).replace(tzinfo=None, microsecond=0)
     try:
         request = resolve(lake, args.tenant, scope, value if scope in ("node", "conv", "speaker", "topic") else None,
                           start=start, end=end, reason=args.reason, requested_at=now)
@@ -450,7 +451,7 @@ def _stop_child(pid: int, kill: bool) -> None:
 def _reap_group(pgid: int, grace: float) -> None:
     """SIGTERM what is left of process group `pgid`, SIGKILL what is still there after `grace` seconds."""
     deadline = time.monotonic() + grace
-    sig = signal.SIGTERM
+    sig: int = signal.SIGTERM
     while True:
         try:
             os.killpg(pgid, sig)

@@ -1,13 +1,26 @@
 """Consolidation assets: the R2G graph → the maintained graph (`nodes`, `edges`) and its side tables, plus the
 daily schedule that re-runs it as of each day (decay and promotion move with time, not only with input)."""
 
+from collections.abc import Iterator
+from datetime import datetime
+
 import dagster as dg
-import polars as pl
 import pyarrow as pa
 
 from assets.lake import _check
-from assets.metadata import (KEYS, RunChanges, write_keys, bar_chart_png, degree_chart_png, degrees, key_change, png_markdown,
-                             row_keys, table_metadata, tier_flow_png)
+from assets.metadata import (
+    KEYS,
+    RunChanges,
+    bar_chart_png,
+    degree_chart_png,
+    degrees,
+    key_change,
+    png_markdown,
+    row_keys,
+    table_metadata,
+    tier_flow_png,
+    write_keys,
+)
 from assets.resources import LakeResource
 from assets.sensors import LAKE_JOB
 from jobs.consolidate import ConsolidationConfig, Previous, concat, consolidate, default_as_of
@@ -16,13 +29,13 @@ from jobs.forget import ForgetRules, load_requests
 from jobs.inbox import OPS_FORMAT
 from jobs.integrity import orphan_edges, unresolved_raw_refs
 from jobs.ops import read_batch
-from jobs.schema import (COLD_EDGES, COMMUNITIES, FEEDBACK, OPS_APPLIED, OPS_REJECTED, PROMOTIONS,
-                         REVIEW_QUEUE)
+from jobs.schema import COLD_EDGES, COMMUNITIES, FEEDBACK, OPS_APPLIED, OPS_REJECTED, PROMOTIONS, REVIEW_QUEUE
 from jobs.tiers import tiers_monotone
 from jobs.versions import one_active_per_chain
 from r2g.lake_graph import hand_over_graph_tables, layer_dir, read_graph_tables, read_lake_table
 from r2g.schema import EDGES, NODE_STATE, NODES, STATE_COLUMNS
 from raw_store.cas import RawStore
+from raw_store.frames import as_frame
 from raw_store.lake import PART_MANIFEST, Lake, conform, part_dirs, read_manifest, read_table, value_counts, write_table
 from raw_store.schema import RAW_CHUNKS
 from raw_store.tables import diff_overlay, read_parts, write_overlay
@@ -62,7 +75,7 @@ def run_changes(lake: Lake, nodes: pa.Table, edges: pa.Table, messages: int, for
     return changes
 
 
-def ops_batches(lake: Lake, at) -> list:
+def ops_batches(lake: Lake, at: datetime) -> list:
     """Every agent ops file of the inbox, parsed from its bytes in the CAS (the RawChunk its memories cite)."""
     store, batches = RawStore(lake.root), []
     for d in part_dirs(lake):
@@ -91,7 +104,8 @@ def ops_batches(lake: Lake, at) -> list:
                           description="Tiers only move up with age unless a promotion's reason says otherwise."),
     ],
 )
-def consolidation(context: dg.AssetExecutionContext, lake: LakeResource):
+def consolidation(context: dg.AssetExecutionContext,
+                  lake: LakeResource) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
     """Versions, topics, rollups, PII flags, tiers and decay, degree caps and agent ops over the R2G graph,
     as of the configured date (default: the newest message)."""
     lk = lake.get()
@@ -108,8 +122,8 @@ def consolidation(context: dg.AssetExecutionContext, lake: LakeResource):
     r2g_nodes, r2g_edges = read_graph_tables(lk, "r2g")
     result = consolidate(r2g_nodes, r2g_edges, feedback=feedback, ops=ops_batches(lk, as_of), previous=previous,
                          as_of=as_of, forget=ForgetRules(requests), config=ConsolidationConfig.from_env())
-    node_overlay = diff_overlay(pl.from_arrow(r2g_nodes), pl.from_arrow(result.nodes), NODES, ignore=STATE_COLUMNS)
-    edge_overlay = diff_overlay(pl.from_arrow(r2g_edges), pl.from_arrow(result.edges), EDGES)
+    node_overlay = diff_overlay(as_frame(r2g_nodes), as_frame(result.nodes), NODES, ignore=STATE_COLUMNS)
+    edge_overlay = diff_overlay(as_frame(r2g_edges), as_frame(result.edges), EDGES)
     del r2g_nodes, r2g_edges
     changes = run_changes(lk, result.nodes, result.edges, messages.num_rows, len(requests))
     # promotions accumulate: written first, so a crash before the graph re-derives the same rows (deduplicated)

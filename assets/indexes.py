@@ -1,5 +1,7 @@
 """Index assets: the DuckDB file (tables + per-tenant BM25) and per-tenant igraph graphs, swapped in atomically."""
 
+from collections.abc import Iterator
+
 import dagster as dg
 
 from assets.resources import LakeResource
@@ -9,8 +11,8 @@ from recall.index import SQL_TABLES, build_indexes
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec("memory_duckdb", group_name="indexes", deps=["nodes", "edges", "messages", "raw_chunks", "rejects", "audit", "tombstones",
-                           "communities", "promotions", "review_queue", "cold_edges", "feedback", "ops_applied",
+        dg.AssetSpec("memory_duckdb", group_name="indexes", deps=["nodes", "edges", "messages", "raw_chunks", "rejects", "audit",
+                           "tombstones", "communities", "promotions", "review_queue", "cold_edges", "feedback", "ops_applied",
                            "ops_rejected"],
                      kinds={"duckdb"}, owners=["team:memory"],
                      description="lake/memory.duckdb: SQL tables over the lake plus BM25 full-text indexes per tenant."),
@@ -19,7 +21,7 @@ from recall.index import SQL_TABLES, build_indexes
                      description="lake/graph/<tenant>.pkl: the tenant's typed, weighted igraph for graph expansion."),
     ],
 )
-def indexes(lake: LakeResource):
+def indexes(lake: LakeResource) -> Iterator[dg.MaterializeResult]:
     """Rebuild both recall indexes into temp files and swap them in, so readers see old or new, never half."""
     lk = lake.get()
     fingerprints = lake_fingerprints(lk)  # the partition set the tables were just merged from

@@ -10,17 +10,26 @@ from jobs.inbox import ingest_inbox_file
 from jobs.integrity import conservation
 from jobs.schema import FEEDBACK
 from r2g.extract import build_graph
+from r2g.lake_graph import make_docs
 from r2g.nlp import PIPELINE_VERSION
 from r2g.pipeline import PartAnnotations, annotate_messages, annotations_from_table, annotations_table, graph_version
-from r2g.lake_graph import make_docs
-from r2g.tokens import HAN_CLASS
 from r2g.schema import ANNOTATIONS, DOCS, EDGES, NODES
+from r2g.tokens import HAN_CLASS
 from raw_store.cas import RawStore
-from raw_store.lake import (read_manifest, read_table, resolve_partition, tenant_for, value_counts, write_manifest,
-                            write_table)
+from raw_store.frames import as_frame
+from raw_store.lake import (
+    read_manifest,
+    read_table,
+    resolve_partition,
+    tenant_for,
+    value_counts,
+    write_manifest,
+    write_table,
+)
 from raw_store.schema import FORGOTTEN, MESSAGES, RAW_CHUNKS, REJECTS
 
-inbox_files = dg.DynamicPartitionsDefinition(name="inbox_files")
+INBOX_FILES = "inbox_files"   # the dynamic partitions' name (the definition's own `name` is typed optional)
+inbox_files = dg.DynamicPartitionsDefinition(name=INBOX_FILES)
 
 # passages are chat text; an agent ops file kept whole for its citations is not a passage to search
 _is_passage = pl.col("mime").is_null() | pl.col("mime").str.starts_with("text/plain")
@@ -110,11 +119,11 @@ def file_graph(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mate
     write_table(edges, part / "edges.parquet", EDGES)
     # the full-text documents of Chinese rows (jieba segmentation is the cost) are made here, on the file's worker;
     # the lake's index build reuses them while the text is unchanged (other rows' documents cost ~5 µs to make)
-    node_text = pl.from_arrow(nodes.select(["tenant", "id", "title", "text", "keywords"]))
+    node_text = as_frame(nodes.select(["tenant", "id", "title", "text", "keywords"]))
     write_table(make_docs(node_text.filter(_han(pl.concat_str("title", "text", pl.col("keywords").list.join(" "),
                                                                ignore_nulls=True))), "node"),
                 part / "docs.parquet", DOCS)
-    chunks = pl.from_arrow(read_table(part / "raw_chunks.parquet", RAW_CHUNKS).select(["tenant", "id", "text", "mime"]))
+    chunks = as_frame(read_table(part / "raw_chunks.parquet", RAW_CHUNKS).select(["tenant", "id", "text", "mime"]))
     write_table(make_docs(chunks.filter(_is_passage & _han(pl.col("text"))), "raw"), part / "raw_docs.parquet", DOCS)
     manifest = read_manifest(part)
     write_manifest(part, {**manifest, "graph_sha256": manifest.get("source_sha256"),

@@ -2,14 +2,16 @@
 files, and the R2G graph is their graph parts under the merge overlay (raw_store.tables, r2g.lake_graph)."""
 
 import json
+from collections.abc import Iterator
 
 import dagster as dg
+import pyarrow as pa
 
 from assets.ingest import file_chunks, file_graph
 from assets.metadata import RED, bar_chart_png, png_markdown, table_metadata
 from assets.resources import LakeResource
 from jobs.forget import ForgetRules, collect, load_requests, tombstones
-from jobs.integrity import forgotten_stay_forgotten, lake_conservation, unresolved_raw_refs, verify_store
+from jobs.integrity import CheckOutcome, forgotten_stay_forgotten, lake_conservation, unresolved_raw_refs, verify_store
 from jobs.schema import AUDIT
 from r2g.lake_graph import layer_dir, r2g_overlays, read_lake_table
 from r2g.schema import EDGES, NODES
@@ -22,7 +24,7 @@ VERIFY_SAMPLE = 256
 LEGACY_COPIES = ("raw_chunks", "messages", "rejects", "nodes", "edges", "r2g_nodes", "r2g_edges")
 
 
-def _check(name: str, outcome, asset: str | None = None) -> dg.AssetCheckResult:
+def _check(name: str, outcome: CheckOutcome, asset: str | None = None) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(check_name=name, passed=outcome.passed, asset_key=asset,
                                metadata={"summary": outcome.summary, "checked": outcome.checked,
                                          "failures": outcome.failures,
@@ -30,7 +32,7 @@ def _check(name: str, outcome, asset: str | None = None) -> dg.AssetCheckResult:
                                              json.loads(json.dumps(outcome.examples, default=str)))})
 
 
-def _counts(table, column: str) -> dict:
+def _counts(table: pa.Table, column: str) -> dict:
     return {"dagster/row_count": table.num_rows, column: dg.MetadataValue.json(value_counts(table, column))}
 
 
@@ -104,7 +106,7 @@ def rejects(lake: LakeResource) -> dg.MaterializeResult:
                                  "between Facts of the whole lake."),
     ],
 )
-def graph_tables(lake: LakeResource):
+def graph_tables(lake: LakeResource) -> Iterator[dg.MaterializeResult]:
     """The merge overlay over the files' graph parts: ids seen in several files merged into one row (Entities and
     repeated Facts aggregated), nodes of node/topic forget requests and every edge touching them removed, and
     SAME_AS / SUPPORTS / CONTRADICTS between the Facts of the whole lake added."""
@@ -137,7 +139,7 @@ def graph_tables(lake: LakeResource):
                                    description="No node a forget request removed is back, and no edge "
                                                "points at a forgotten node.")],
 )
-def forgetting(lake: LakeResource):
+def forgetting(lake: LakeResource) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
     """Carry out the forget requests after the lake is rebuilt without what they cover: delete the raw blobs
     nothing cites any more (tombstoned), purge the NLP cache, and write the audit rows."""
     lk = lake.get()

@@ -10,19 +10,28 @@ from __future__ import annotations
 
 import base64
 import io
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
+
+from raw_store.frames import as_frame
+
+if TYPE_CHECKING:   # matplotlib loads only when a chart is drawn
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.typing import RcKeyType
 
 CHART_SIZE = (6.0, 3.0)   # inches at CHART_DPI: 600×300 px
 CHART_DPI = 100
 MAX_BARS = 12             # the rest is one "other" bar
 TIER_ORDER = ("new", "short", "mid", "long")
-_STYLE = {"font.family": "DejaVu Sans", "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9,
+_STYLE: dict[RcKeyType, Any] = {"font.family": "DejaVu Sans", "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9,
           "xtick.labelsize": 8, "ytick.labelsize": 8, "axes.spines.top": False, "axes.spines.right": False,
           "svg.hashsalt": "memctl", "path.simplify": True}
 BLUE, RED, _GREY = "#3b75af", "#c0504d", "#8c8c8c"
@@ -102,7 +111,7 @@ def tier_flow_png(promotions: pa.Table, tiers_now: Mapping[str, int]) -> bytes:
         return _png(fig)
 
 
-def _arrow(ax, start: tuple[float, float], end: tuple[float, float], n: int, label: str,
+def _arrow(ax: Axes, start: tuple[float, float], end: tuple[float, float], n: int, label: str,
            at: tuple[float, float], colour: str) -> None:
     width = 0.8 + min(6.0, n ** 0.5 / 2) if n else 0.8
     ax.annotate("", xy=end, xytext=start, arrowprops={"arrowstyle": "-|>", "lw": width,
@@ -123,8 +132,8 @@ def tier_flows(promotions: pa.Table) -> dict[tuple[str, str], int]:
 
 def degrees(nodes: pa.Table, edges: pa.Table) -> dict[int, int]:
     """{degree: number of nodes} over `nodes`; an edge end that is not a node (a RawChunk) is not counted."""
-    ids = pl.from_arrow(nodes.select(["id"])).unique()
-    e = pl.from_arrow(edges.select(["src", "dst"]))
+    ids = as_frame(nodes.select(["id"])).unique()
+    e = as_frame(edges.select(["src", "dst"]))
     ends = pl.concat([e.select(pl.col("src").alias("id")), e.select(pl.col("dst").alias("id"))])
     per_node = ends.join(ids, on="id", how="semi").group_by("id").len()
     hist = dict(per_node.group_by("len").len(name="n").iter_rows())
@@ -180,7 +189,7 @@ def _bars(items: list[tuple[str, int]], title: str, xlabel: str, colours: list[s
         return _png(fig)
 
 
-def _empty(ax, text: str) -> None:
+def _empty(ax: Axes, text: str) -> None:
     ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=11, color=_GREY, transform=ax.transAxes)
     ax.set_axis_off()
 
@@ -190,13 +199,13 @@ def _ascii(label: str) -> str:
     return "".join(c if c.isascii() or c == "→" else "?" for c in label)
 
 
-def _style():
+def _style() -> AbstractContextManager[None]:
     import matplotlib
 
     return matplotlib.rc_context(_STYLE)
 
 
-def _png(fig) -> bytes:
+def _png(fig: Figure) -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     FigureCanvasAgg(fig)
@@ -229,13 +238,13 @@ def row_keys(table: pa.Table, kind: str) -> pa.Table:
     import polars as pl
 
     refs = (pl.col("raw_refs").list.len().fill_null(0) if "raw_refs" in table.column_names else pl.lit(0))
-    frame = pl.from_arrow(table.select([c for c in ("tenant", "id", "raw_refs") if c in table.column_names]))
+    frame = as_frame(table.select([c for c in ("tenant", "id", "raw_refs") if c in table.column_names]))
     out = frame.select(pl.lit(kind).alias("kind"), (pl.struct("tenant", "id").hash(seed=7) // (1 << 32)).cast(pl.UInt32)
                        .alias("h"), refs.cast(pl.Int32).alias("refs")).sort("h")
     return out.to_arrow().cast(KEYS)
 
 
-def write_keys(table: pa.Table, path) -> None:
+def write_keys(table: pa.Table, path: Path) -> None:
     """KEYS rows, delta-encoded (sorted hashes differ by little), written atomically."""
     import io
 
@@ -253,10 +262,10 @@ def key_change(previous: pa.Table | None, current: pa.Table, kind: str) -> Table
     """Compare the `kind` rows of two KEYS tables (previous None: first run, everything is added)."""
     import polars as pl
 
-    now = pl.from_arrow(current).filter(pl.col("kind") == kind)
+    now = as_frame(current).filter(pl.col("kind") == kind)
     if previous is None or previous.num_rows == 0:
         return TableChange(now.height, now.height, 0, 0)
-    before = pl.from_arrow(previous).filter(pl.col("kind") == kind)
+    before = as_frame(previous).filter(pl.col("kind") == kind)
     now, before = (t.group_by("h").agg(pl.col("refs").max()) for t in (now, before))   # (colliding keys: one)
     joined = now.join(before, on="h", how="full", suffix="_before", coalesce=True)
     added = joined.filter(pl.col("refs_before").is_null()).height

@@ -32,13 +32,21 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from raw_store.lake import (Lake, index_is_current, lake_fingerprint, lake_is_current, outdated_stages,
-                            read_lake_state, scan_inbox, stale_partitions)
+from raw_store.lake import (
+    Lake,
+    index_is_current,
+    lake_fingerprint,
+    lake_is_current,
+    outdated_stages,
+    read_lake_state,
+    scan_inbox,
+    stale_partitions,
+)
 
 if TYPE_CHECKING:   # Dagster and dask load only when a materialization runs
-    from dagster import DagsterInstance, JobDefinition
+    from dagster import DagsterInstance, ExecuteInProcessResult, JobDefinition, JobExecutionResult
     from dagster._core.instance.ref import InstanceRef
-    from distributed import Client, WorkerPlugin
+    from distributed import Client, Worker, WorkerPlugin
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 _TEMPLATE = Path(__file__).resolve().parent.parent / "data" / "dagster_home" / "dagster.yaml"
@@ -127,7 +135,7 @@ def materialize(lake: Lake, progress: bool = True, executor: ExecutorConfig | No
     import dagster as dg
     from tqdm import tqdm
 
-    from assets.ingest import inbox_files
+    from assets.ingest import INBOX_FILES
     from jobs.forget import forget_version, load_requests
     from r2g.nlp import PIPELINE_VERSION
     from r2g.pipeline import graph_version
@@ -139,9 +147,9 @@ def materialize(lake: Lake, progress: bool = True, executor: ExecutorConfig | No
     files = scan_inbox(lake.inbox)  # hashes every file once; the rest works from this
     summary = MaterializeSummary(files=len(files), executor=executor.kind)
     with dg.DagsterInstance.get() as instance:
-        new = sorted(set(files) - set(instance.get_dynamic_partitions(inbox_files.name)))
+        new = sorted(set(files) - set(instance.get_dynamic_partitions(INBOX_FILES)))
         if new:
-            instance.add_dynamic_partitions(inbox_files.name, new)
+            instance.add_dynamic_partitions(INBOX_FILES, new)
         stale = stale_partitions(lake, files, forget_version(load_requests(lake)))
         # bytes unchanged but NLP or R2G code changed: re-run only the stages that code touches
         outdated = outdated_stages(lake, {k: f for k, f in files.items() if k not in stale},
@@ -243,7 +251,7 @@ def _environ_plugin(env: dict[str, str]) -> WorkerPlugin:
 
         name = "memctl-environ"
 
-        def setup(self, worker) -> None:
+        def setup(self, worker: Worker) -> None:
             for k in [k for k in os.environ if k.startswith("MEMCTL_") and k not in env]:
                 del os.environ[k]
             os.environ.update(env)
@@ -332,7 +340,8 @@ def _engine(config: ExecutorConfig, lake: Lake, instance: DagsterInstance) -> It
     from distributed import Client, LocalCluster
 
     cluster = None
-    if not config.scheduler:
+    address = config.scheduler
+    if not address:
         # processes, one thread each (Dagster steps are not thread-safe), loopback only; no dashboard, and the
         # scheduler's health/metrics endpoint on a free port (its default 8787 may be taken). The workers'
         # statistical profiler samples every 10 ms: it cost ~20 % of the CPU of an NLP-bound file run.
@@ -340,7 +349,7 @@ def _engine(config: ExecutorConfig, lake: Lake, instance: DagsterInstance) -> It
             cluster = LocalCluster(n_workers=config.workers, threads_per_worker=1, processes=True, host="127.0.0.1",
                                    dashboard_address=None, scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
                                    silence_logs=logging.ERROR)
-    address = config.scheduler or cluster.scheduler_address
+        address = cluster.scheduler_address
     try:
         with Client(address) as client:
             client.register_plugin(_environ_plugin(_worker_environ(lake)))
@@ -350,7 +359,7 @@ def _engine(config: ExecutorConfig, lake: Lake, instance: DagsterInstance) -> It
             cluster.close()
 
 
-def _failure_message(result) -> str:
+def _failure_message(result: ExecuteInProcessResult | JobExecutionResult) -> str:
     for event in result.all_events:
         if event.is_failure and event.event_specific_data is not None:
             err = getattr(event.event_specific_data, "error", None)

@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from assets.ingest import inbox_files
+from assets.ingest import INBOX_FILES, inbox_files
 from jobs.forget import forget_version, load_requests
 from raw_store.lake import Lake, lake_fingerprint, lake_is_current, scan_inbox, stale_partitions
 
@@ -15,7 +15,7 @@ def inbox_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
     """New or changed inbox files → dynamic partitions + one run each (content hash in the run key)."""
     lake = Lake.from_env()
     files = scan_inbox(lake.inbox)
-    new = sorted(set(files) - set(context.instance.get_dynamic_partitions(inbox_files.name)))
+    new = sorted(set(files) - set(context.instance.get_dynamic_partitions(INBOX_FILES)))
     version = forget_version(load_requests(lake))
     stale = stale_partitions(lake, files, version)
     # a new forget request re-runs every file once: its version is part of the run key

@@ -25,6 +25,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pyarrow as pa
 
@@ -34,8 +35,7 @@ from jobs import rollup as new_rollup
 from jobs import sparsify as new_sparsify
 from jobs import tiers as new_tiers
 from jobs import versions as new_versions
-from jobs.consolidate import (ConsolidationConfig, Previous, _without_orphaned_topics, concat, consolidate,
-                              default_as_of)
+from jobs.consolidate import ConsolidationConfig, Previous, _without_orphaned_topics, concat, consolidate, default_as_of
 from jobs.integrity import orphan_edges, unresolved_raw_refs
 from jobs.schema import COLD_EDGES, COMMUNITIES, FEEDBACK, PROMOTIONS, REVIEW_QUEUE
 from r2g import link as new_link
@@ -107,7 +107,7 @@ class Steps:
         self.cpu: dict[str, dict[str, float]] = {}       # process CPU seconds (all threads): steadier on a shared box
         self.failures: list[str] = []
 
-    def run(self, name: str, call, compare) -> object:
+    def run(self, name: str, call, compare) -> Any:
         """call(impl) → result; compare(old, new) → list of (label, table_old, table_new, schema)."""
         if self.only is not None and name not in self.only:
             # a step not under test: the reference's result, from the cache when a run stored it
@@ -203,9 +203,10 @@ def whole(lake: Path, impl: str, use_previous: bool, feedback_rows: int, shift_d
     """One consolidate() with the chosen implementation patched in; prints seconds and this process's peak RSS."""
     import jobs.consolidate as jc
     m = IMPLS[impl]
-    jc.version_facts, jc.detect_communities = m.versions.version_facts, m.communities.detect_communities
-    jc.rollup_episodes, jc.flag_nodes = m.rollup.rollup_episodes, m.pii.flag_nodes
-    jc.promote, jc.sparsify = m.tiers.promote, m.sparsify.sparsify
+    for name, fn in (("version_facts", m.versions.version_facts), ("detect_communities", m.communities.detect_communities),
+                     ("rollup_episodes", m.rollup.rollup_episodes), ("flag_nodes", m.pii.flag_nodes),
+                     ("promote", m.tiers.promote), ("sparsify", m.sparsify.sparsify)):
+        setattr(jc, name, fn)   # the names consolidate() calls, patched
     nodes = read_table(lake / "r2g_nodes.parquet", NODES)
     edges = read_table(lake / "r2g_edges.parquet", EDGES)
     messages = read_table(lake / "messages.parquet", MESSAGES)

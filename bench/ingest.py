@@ -48,19 +48,27 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.machine import cpu_busy_seconds  # noqa: E402
-
-from r2g.nlp import (NlpCache, chinese, clear_hmm_memo, english, pipeline_for, shutdown_workers,  # noqa: E402
-                     hmm_memo_stats, single_thread_blas, worker_pool)
+from r2g.nlp import (  # noqa: E402
+    NlpCache,
+    chinese,
+    clear_hmm_memo,
+    english,
+    hmm_memo_stats,
+    pipeline_for,
+    shutdown_workers,
+    single_thread_blas,
+    worker_pool,
+)
 from r2g.pipeline import annotate_messages, annotations_from_table, annotations_table, partition_graph  # noqa: E402
 from r2g.schema import ANNOTATIONS, EDGES, NODES  # noqa: E402
 from raw_store.cas import RawStore  # noqa: E402
@@ -173,7 +181,8 @@ def _en_turn(r: random.Random, speakers: list[str]) -> str:
         s += " " + r.choice([f"I was so {r.choice(EN_FEELINGS)}.", f"{r.choice(EN_REPLIES)} {r.choice(EN_REPLIES)}",
                              f"Maybe {r.choice(EN_NAMES)} will join {r.choice(EN_FUTURE)}.",
                              f"It cost {r.randint(5, 300)} dollars.",
-                             f"{r.choice(EN_NAMES)} said {r.choice(EN_PLACES)} was {r.choice(['crowded', 'lovely', 'closed', 'packed', 'quiet'])}.",
+                             f"{r.choice(EN_NAMES)} said {r.choice(EN_PLACES)} was "
+                             f"{r.choice(['crowded', 'lovely', 'closed', 'packed', 'quiet'])}.",
                              f"I {r.choice(EN_ACTIVITIES)} {r.choice(EN_TIMES)} too."])
     return s.strip()
 
@@ -192,7 +201,8 @@ def _zh_turn(r: random.Random, speakers: list[str]) -> str:
                          f"，{r.choice(ZH_NAMES)}也是", f"，常和{r.choice(ZH_NAMES)}一起"])
         s = f"我{r.choice(['喜欢', '很喜欢', '讨厌', '最爱', '不喜欢'])}{r.choice(ZH_LIKES)}{tail}。"
     elif kind == 4:
-        s = f"我{r.choice(ZH_FUTURE)}要{r.choice(ZH_PLANS)}{r.choice(['', '，' + str(r.randint(1, 11)) + '点之前', '，' + r.choice(ZH_FEELINGS)])}。"
+        s = (f"我{r.choice(ZH_FUTURE)}要{r.choice(ZH_PLANS)}"
+             f"{r.choice(['', '，' + str(r.randint(1, 11)) + '点之前', '，' + r.choice(ZH_FEELINGS)])}。")
     elif kind == 5:
         s = f"{other}，你{r.choice(ZH_TIMES)}{r.choice(['见到', '碰到', '联系', '找过'])}{name}了吗？"
     elif kind == 6:
@@ -203,7 +213,8 @@ def _zh_turn(r: random.Random, speakers: list[str]) -> str:
     elif kind == 8:
         s = f"{name}{r.choice(ZH_TIMES)}送了我{r.choice(ZH_THINGS)}，回家花了{r.randint(2, 90)}分钟。"
     else:
-        s = f"以后{r.choice(['每天早上', '每周', '每个周一', '晚上'])}{r.randint(6, 10)}点{r.choice(['', '半', '一刻', '十分'])}提醒我{r.choice(ZH_PLANS)}。"
+        s = (f"以后{r.choice(['每天早上', '每周', '每个周一', '晚上'])}{r.randint(6, 10)}点"
+             f"{r.choice(['', '半', '一刻', '十分'])}提醒我{r.choice(ZH_PLANS)}。")
     s = r.choice(ZH_OPENERS) + s
     if r.random() < 0.6:
         s += r.choice([f"我{r.choice(ZH_FEELINGS)}。", r.choice(ZH_REPLIES) + r.choice(ZH_REPLIES),

@@ -15,19 +15,56 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from bench.latency_corpus import (CONVS_PER_FILE, EDGE_WEIGHT, EN_GLUE, EN_FUNCTION, EN_VERBS, EN_WHEN, EN_WORDS,
-                                  ENTITY_MIX, ENTITY_SHARE, EPISODE_SHARE, CONCEPT_SHARE, FIRST_NAMES, LOC_SUFFIXES,
-                                  OBJ_ADJECTIVES, OBJ_NOUNS, PROVENANCE, SURNAMES, TENANT, USER, ZH_CITIES,
-                                  ZH_ENTITY_SHARE, ZH_GIVEN, ZH_GLUE, ZH_LOC_SUFFIXES, ZH_OBJ_ADJECTIVES,
-                                  ZH_OBJ_NOUNS, ZH_SHARE, ZH_SURNAMES, ZH_VERBS, ZH_WHEN, ZH_WORDS, Clause, Corpus,
-                                  Entity, Size, Tenant, Turn, Zipf, _unique_combos, pseudo_words)
+from bench.latency_corpus import (
+    CONCEPT_SHARE,
+    CONVS_PER_FILE,
+    EDGE_WEIGHT,
+    EN_FUNCTION,
+    EN_GLUE,
+    EN_VERBS,
+    EN_WHEN,
+    EN_WORDS,
+    ENTITY_MIX,
+    ENTITY_SHARE,
+    EPISODE_SHARE,
+    FIRST_NAMES,
+    LOC_SUFFIXES,
+    OBJ_ADJECTIVES,
+    OBJ_NOUNS,
+    PROVENANCE,
+    SURNAMES,
+    TENANT,
+    USER,
+    ZH_CITIES,
+    ZH_ENTITY_SHARE,
+    ZH_GIVEN,
+    ZH_GLUE,
+    ZH_LOC_SUFFIXES,
+    ZH_OBJ_ADJECTIVES,
+    ZH_OBJ_NOUNS,
+    ZH_SHARE,
+    ZH_SURNAMES,
+    ZH_VERBS,
+    ZH_WHEN,
+    ZH_WORDS,
+    Clause,
+    Corpus,
+    Entity,
+    Size,
+    Tenant,
+    Turn,
+    Zipf,
+    _unique_combos,
+    pseudo_words,
+)
 from r2g.ids import edge_ids, stable_id
 from r2g.schema import EDGES, NODES
 from raw_store.cas import RawStore
 from raw_store.ingest import ingest_bytes
 from raw_store.lake import Lake
-from raw_store.tables import write_import
 from raw_store.schema import MESSAGES, RAW_CHUNKS, RAW_REFS
+from raw_store.tables import write_import
+
 
 class Generator:
     """One deterministic tenant: chat turns, then the graph over them."""
@@ -333,7 +370,7 @@ class Generator:
 
     def _concept_nodes(self, edges: list[tuple]) -> list[dict]:
         seen: dict[str, list] = {}
-        for src, etype, dst, ts, refs in edges:
+        for _src, etype, dst, ts, refs in edges:
             if etype == "ABOUT":
                 s = seen.setdefault(dst, [ts, ts, [], 0])
                 s[0], s[1], s[3] = min(s[0], ts), max(s[1], ts), s[3] + 1

@@ -40,8 +40,8 @@ from r2g.tokens import has_han, segment_for_fts  # noqa: E402
 from raw_store.cas import RawStore  # noqa: E402
 from raw_store.ingest import ingest_file  # noqa: E402
 from raw_store.lake import Lake  # noqa: E402
-from raw_store.tables import write_import  # noqa: E402
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS  # noqa: E402
+from raw_store.tables import write_import  # noqa: E402
 from recall import RecallConfig, ranked_turns, recall  # noqa: E402
 from recall.index import FTS_IGNORE, build_indexes  # noqa: E402
 from recall.store import connect  # noqa: E402

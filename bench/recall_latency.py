@@ -68,9 +68,18 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.latency_corpus import (DEFAULT_SIZES, KIND_PATTERN, TENANT, ZH_WORDS, Query, Size,  # noqa: E402,F401
-                                  make_queries, parse_size)
-from bench.latency_tenant import Tenant, generate_tenant  # noqa: E402,F401
+from bench.latency_corpus import (  # noqa: E402,F401
+    DEFAULT_SIZES,
+    KIND_PATTERN,
+    TENANT,
+    ZH_WORDS,
+    Query,
+    Size,
+    Tenant,
+    make_queries,
+    parse_size,
+)
+from bench.latency_tenant import generate_tenant  # noqa: E402
 from bench.machine import cpu_busy_seconds  # noqa: E402
 from r2g.lake_graph import read_lake_table  # noqa: E402
 from r2g.schema import EDGES, NODES  # noqa: E402
@@ -158,7 +167,7 @@ def _profile_text(prof: cProfile.Profile, top: int, root_func: str, runs: int = 
     """The key functions' share of `root_func`'s cumulative time (and calls per run), then the top N by own time."""
     stats = pstats.Stats(prof)
     by_key = {(k[0] if k[0].startswith("<") else f"{Path(k[0]).parent.name}/{Path(k[0]).name}", k[2]): v
-              for k, v in stats.stats.items()}
+              for k, v in stats.stats.items()}  # type: ignore[attr-defined]  # typeshed leaves out Stats.stats
     total = max((v[3] for (f, name), v in by_key.items() if name == root_func and not f.startswith("<")),
                 default=0.0) or 1.0
     lines = [f"  {'cumulative s':>12} {'share':>6} {'calls/run':>9}  what"]
@@ -374,7 +383,9 @@ def print_size(m: Measured) -> None:
         kr = [r for r in rows if r["kind"] == kind]
         if kr:
             km = [r["ms"] for r in kr]
-            avg = lambda key: sum(r[key] for r in kr) / len(kr)  # noqa: E731
+            def avg(key: str, kr: list[dict] = kr) -> float:
+                return sum(r[key] for r in kr) / len(kr)
+
             print(f"  {kind:<10}{len(kr):>4}{pct(km, 50):>9.1f}{pct(km, 95):>9.1f}{avg('seeds'):>7.1f}"
                   f"{avg('reached'):>9.0f}{avg('results'):>9.1f}{avg('cited'):>7.1f}")
     hit = [r for r in rows if r["expect_hits"]]
@@ -416,7 +427,7 @@ def print_summary(done: list[Measured]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=parse_size, nargs="+", default=[parse_size(s) for s in DEFAULT_SIZES],
-                    help="NODES:EDGES per tenant, e.g. 10k:100k 100k:1M (default: %s)" % " ".join(DEFAULT_SIZES))
+                    help=f"NODES:EDGES per tenant, e.g. 10k:100k 100k:1M (default: {' '.join(DEFAULT_SIZES)})")
     ap.add_argument("--queries", type=int, default=200, help="queries per size (default 200)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--keep", type=Path, help="build the lakes here and keep them (default: a temp dir)")

@@ -49,9 +49,9 @@ import math
 import random
 import threading
 from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable, Iterable
 
 import igraph
 import polars as pl
@@ -60,6 +60,7 @@ import pyarrow as pa
 from jobs.schema import COMMUNITIES
 from r2g.ids import edge_id, stable_id
 from r2g.schema import EDGES, NODES, ROLE_EDGES
+from raw_store.frames import as_frame
 from raw_store.lake import conform
 
 PROVENANCE = "jobs.communities.leiden.v1"
@@ -126,7 +127,7 @@ class CommunityResult:
     communities: pa.Table
     nodes: pa.Table
     edges: pa.Table
-    hubs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    hubs: dict[str | None, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass
@@ -162,7 +163,7 @@ def context_items(nodes: pa.Table, edges: pa.Table, config: CommunityConfig = Co
     A context's rows depend only on its Episode, the Facts/Preferences/Tasks derived from it (≤ 3 DERIVED_FROM
     hops) and their MENTIONS / role / ABOUT edges to member nodes: a batch of new Episodes (one inbox file) gives
     new contexts without touching the old ones, so this table can be kept per batch and concatenated."""
-    n = pl.from_arrow(conform(nodes, NODES).select(["tenant", "id", "type", "subtype"]))
+    n = as_frame(conform(nodes, NODES).select(["tenant", "id", "type", "subtype"]))
     # every node but this job's Concepts, one row per (tenant, id) (the last), numbered: the joins below run on
     # these integer codes, not on (tenant, id) strings
     kind = (n.filter(~((pl.col("type") == "Concept") & (pl.col("subtype") == CONCEPT_SUBTYPE)).fill_null(False))
@@ -174,7 +175,7 @@ def context_items(nodes: pa.Table, edges: pa.Table, config: CommunityConfig = Co
         pl.col("type").is_in(list(_CARRIER_TYPES)).fill_null(False).alias("carrier_type"))
     member, episode = flags.get_column("member"), flags.get_column("episode")
     code = kind.select("tenant", "id", "_k")
-    e = (pl.from_arrow(conform(edges, EDGES).select(["tenant", "src", "dst", "type"]))
+    e = (as_frame(conform(edges, EDGES).select(["tenant", "src", "dst", "type"]))
          .filter((pl.col("src") != pl.col("dst")) & pl.col("type").is_in(sorted(_LINK_EDGES | {"DERIVED_FROM"})))
          .join(code.rename({"id": "src", "_k": "s"}), on=["tenant", "src"], nulls_equal=True)
          .join(code.rename({"id": "dst", "_k": "d"}), on=["tenant", "dst"], nulls_equal=True)
@@ -194,14 +195,14 @@ def context_items(nodes: pa.Table, edges: pa.Table, config: CommunityConfig = Co
     is_episode = episode.gather(carriers.get_column("carrier"))
     found = [carriers.filter(is_episode).select("carrier", pl.col("carrier").alias("context"))]
     frontier = carriers.filter(~is_episode).select("carrier", pl.col("carrier").alias("node"))
-    reached = []
+    reached_parts = []
     for _ in range(_DERIVE_DEPTH):   # walks through non-Episodes reach exactly what the BFS reached
         step = (frontier.join(derived, left_on="node", right_on="s").select("carrier", pl.col("d").alias("node"))
                 .unique())
         at_episode = episode.gather(step.get_column("node"))
-        reached.append(step.filter(at_episode).select("carrier", pl.col("node").alias("context")))
+        reached_parts.append(step.filter(at_episode).select("carrier", pl.col("node").alias("context")))
         frontier = step.filter(~at_episode)
-    reached = pl.concat(reached).unique()
+    reached = pl.concat(reached_parts).unique()
     alone = (carriers.filter(~is_episode).join(reached, on="carrier", how="anti")
              .select("carrier", pl.col("carrier").alias("context")))
     pairs = (pl.concat([*found, reached, alone]).join(attached, on="carrier").select("context", "item").unique())
@@ -217,7 +218,7 @@ def context_pairs(items: pa.Table) -> pa.Table:
 
     Weights add over disjoint sets of contexts: the pairs of a lake are the sum of its batches' pairs
     (aggregate_pairs), so communities_from_pairs can run from an incrementally kept pair table."""
-    i = pl.from_arrow(items.select(["tenant", "context", "item"]))
+    i = as_frame(items.select(["tenant", "context", "item"]))
     pairs = (i.join(i, on=["tenant", "context"], suffix="_b", nulls_equal=True)
              .filter(pl.col("item") < pl.col("item_b"))
              .group_by(["tenant", "item", "item_b"]).agg(pl.len().cast(pl.Int64).alias("weight"))
@@ -227,7 +228,7 @@ def context_pairs(items: pa.Table) -> pa.Table:
 
 def aggregate_pairs(*batches: pa.Table) -> pa.Table:
     """The pair tables of several batches of contexts, summed per (tenant, a, b)."""
-    parts = [pl.from_arrow(b.select(["tenant", "a", "b", "weight"])) for b in batches if b.num_rows]
+    parts = [as_frame(b.select(["tenant", "a", "b", "weight"])) for b in batches if b.num_rows]
     if not parts:
         return pl.DataFrame(schema={"tenant": pl.String, "a": pl.String, "b": pl.String,
                                     "weight": pl.Int64}).to_arrow()
@@ -269,9 +270,9 @@ def cooccurrence_graph(tenant: str, nodes: list[dict], edges: list[dict],
     e = pa.Table.from_pylist([{"tenant": tenant, **{k: r.get(k) for k in ("src", "dst", "type")}} for r in edges],
                              schema=EDGES.empty_table().select(["tenant", "src", "dst", "type"]).schema)
     items = context_items(n, e, config)
-    g = _tenant_graph(pl.from_arrow(context_pairs(items)), config)
+    g = _tenant_graph(as_frame(context_pairs(items)), config)
     seen_in: dict[str, set[str]] = defaultdict(set)
-    for c, x in pl.from_arrow(items).select("context", "item").iter_rows():
+    for c, x in as_frame(items).select("context", "item").iter_rows():
         seen_in[x].add(c)
     return CooccurrenceGraph(tenant, g.vertices, dict(zip(g.edges, g.weights)),
                              {v: frozenset(seen_in[v]) for v in g.vertices}, g.hubs)
@@ -305,12 +306,12 @@ def _leiden(n: int, edges: list[tuple[int, int]], weights: list[int], config: Co
 # ------------------------------------------------------------------------------------------ ids
 
 
-def community_id(tenant: str, level: int, members: Iterable[str]) -> str:
+def community_id(tenant: str | None, level: int, members: Iterable[str]) -> str:
     """Fresh id of a community: a hash of tenant, level and its sorted members."""
     return stable_id("c", tenant, str(level), *sorted(members))
 
 
-def concept_id(tenant: str, cid: str) -> str:
+def concept_id(tenant: str | None, cid: str) -> str:
     """Id of the Concept node standing for community `cid`."""
     return stable_id("n", tenant, "Concept", CONCEPT_SUBTYPE, cid)
 
@@ -385,7 +386,7 @@ def _ts(values: Iterable[datetime | None], pick: Callable[[list[datetime]], date
     return pick(vals) if vals else None
 
 
-def concept_row(tenant: str, nid: str, label: str, keywords: list[str], ranked: list[dict], frequency: int,
+def concept_row(tenant: str | None, nid: str, label: str, keywords: list[str], ranked: list[dict], frequency: int,
                 confidence: float | None, status: str) -> dict:
     """A NODES row for the Concept of a community (members given ranked, as rows)."""
     titles = [r.get("title") for r in ranked if r.get("type") == "Entity" and r.get("title")]
@@ -426,16 +427,19 @@ def communities_from_pairs(pairs: pa.Table, items: pa.Table, nodes: pa.Table, pr
     (context_items: each community's frequency is the number of distinct contexts of its members). `nodes`
     gives the tenants, the member rows (labels, Concept times) and nothing else; per tenant, independent."""
     nodes = conform(nodes, NODES)
-    p = pl.from_arrow(pairs.select(["tenant", "a", "b", "weight"]))
-    inc = pl.from_arrow(items.select(["tenant", "context", "item"]))
-    info_cols = pl.from_arrow(nodes.select(list(_NODE_COLS)))
+    p = as_frame(pairs.select(["tenant", "a", "b", "weight"]))
+    inc = as_frame(items.select(["tenant", "context", "item"]))
+    info_cols = as_frame(nodes.select(list(_NODE_COLS)))
     prev_rows: dict[str | None, list[dict]] = defaultdict(list)
     if previous is not None:
         for r in conform(previous, COMMUNITIES).to_pylist():
             if r["level"] == LEVEL:
                 prev_rows[r["tenant"]].append(r)
     tenants = set(info_cols.get_column("tenant").unique().to_list()) | set(prev_rows)
-    communities, concepts, abouts, hubs = [], [], [], {}
+    communities: list[dict] = []
+    concepts: list[dict] = []
+    abouts: list[dict] = []
+    hubs: dict[str | None, tuple[str, ...]] = {}
     for tenant in sorted(tenants, key=lambda t: (t is None, t or "")):
         mine = (pl.col("tenant").is_null() if tenant is None else pl.col("tenant") == tenant)
         c, n, e, h = _tenant(tenant, p.filter(mine), inc.filter(mine), info_cols.filter(mine),
@@ -498,7 +502,9 @@ def _tenant(tenant: str | None, pairs: pl.DataFrame, inc: pl.DataFrame, node_inf
     prev_freq = _contexts_per_group(inc.filter(pl.col("item").is_in(graph.vertices)),
                                     {k: sorted(m for m in mem if m in vertex_set) for k, (_, mem) in enumerate(prev)})
 
-    communities, concepts, abouts = [], [], []
+    communities: list[dict] = []
+    concepts: list[dict] = []
+    abouts: list[dict] = []
     for k in sorted(range(len(current)), key=lambda k: sorted(current[k])):
         mem, verts = current[k], set(kept[k])
         if k in matched:

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Sequence
 
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -35,6 +34,7 @@ from jobs.sparsify import SparsifyConfig, sparsify
 from jobs.tiers import TierConfig, promote
 from jobs.versions import VersionConfig, version_facts
 from r2g.schema import EDGES, NODES
+from raw_store.frames import as_frame
 from raw_store.lake import conform
 
 
@@ -66,7 +66,7 @@ class ConsolidationConfig:
             if name not in {f.name for f in fields(self)}:
                 raise ValueError(f"unknown consolidation setting {name!r}")
             current = getattr(self, name)
-            if is_dataclass(current):
+            if is_dataclass(current) and not isinstance(current, type):
                 known = {f.name: f for f in fields(current)}
                 unknown = set(value) - set(known)
                 if unknown:
@@ -227,7 +227,7 @@ def _sorted(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """`table` by (tenant, id), ties in table order (polars' stable sort on all cores: Arrow's string sort is
     single-threaded and was ~15 % of a 100k-message consolidation)."""
     table = conform(table, schema)
-    order = (pl.from_arrow(table.select(["tenant", "id"])).with_row_index("_row")
+    order = (as_frame(table.select(["tenant", "id"])).with_row_index("_row")
              .sort(["tenant", "id"], nulls_last=True, maintain_order=True).get_column("_row"))
     return table.take(order.to_arrow())
 
@@ -237,7 +237,7 @@ def _first_of_each(table: pa.Table, keys: list[str]) -> pa.Table:
     writes) adds nothing."""
     if table.num_rows == 0:
         return table
-    first = pl.from_arrow(table.select(keys)).with_row_index("_row").unique(keys, keep="first", maintain_order=True)
+    first = as_frame(table.select(keys)).with_row_index("_row").unique(keys, keep="first", maintain_order=True)
     return table.take(first.get_column("_row").to_arrow())
 
 

@@ -20,22 +20,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from r2g.ids import stable_id
+from r2g.lake_graph import read_lake_table
 from r2g.schema import AUDIT
 from raw_store.cas import RawStore, raw_id_for, tenant_dir
-from r2g.lake_graph import read_lake_table
 from raw_store.lake import Lake, read_parquet, read_table, write_bytes_atomic, write_table
-from raw_store.tables import read_parts
 from raw_store.readers import Message, Reject
 from raw_store.schema import FORGOTTEN, TOMBSTONES
+from raw_store.tables import read_parts
 
 SCOPES = ("node", "conv", "speaker", "topic", "window", "all")
 FORGET_DIR = "forget"
@@ -145,7 +145,7 @@ def resolve(lake: Lake, tenant: str, scope: str, value: str | None = None, start
     node_ids: list[str] = []
     if scope in ("node", "topic"):
         known = set(nodes.column("id").to_pylist())
-        if value not in known:
+        if value is None or value not in known:
             raise ValueError(f"no node {value!r} in tenant {tenant!r}")
         node_ids = [value]
         if scope == "topic":
@@ -200,7 +200,8 @@ class ForgetRules:
                 return r.id
             if r.scope == "conv" and conv_id == r.value:
                 return r.id
-            if r.scope == "speaker" and speaker is not None and speaker.strip().casefold() == r.value.strip().casefold():
+            if (r.scope == "speaker" and speaker is not None and r.value is not None
+                    and speaker.strip().casefold() == r.value.strip().casefold()):
                 return r.id
             if r.scope == "window" and ts is not None and (r.start is None or ts >= r.start) \
                     and (r.end is None or ts <= r.end):

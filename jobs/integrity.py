@@ -12,8 +12,8 @@ import pyarrow as pa
 
 from raw_store.cas import RawStore, VerifyReport, raw_id_for
 from raw_store.errors import RawStoreError
+from raw_store.frames import as_frame
 from raw_store.lake import Lake, part_dirs, read_manifest, read_parquet, write_manifest
-
 
 # every character str.isspace() accepts (str.strip's and str.split's set; Rust's \s differs on \x1c-\x1f);
 # tests/test_consolidation_golden.py checks the list
@@ -50,7 +50,7 @@ def conservation(n_input: int, messages: pa.Table, rejects: pa.Table, store: Raw
         bad.append({"input": n_input, "accepted": messages.num_rows, "rejected": rejects.num_rows,
                     "forgotten": forgotten, "routed": routed})
     # Python's whitespace (str.strip), not Rust's: they differ on a few control characters
-    texts = pl.from_arrow(messages.select(["text"])).with_row_index("i")
+    texts = as_frame(messages.select(["text"])).with_row_index("i")
     empty = texts.filter(pl.col("text").fill_null("").str.strip_chars(PY_WHITESPACE) == "")
     bad.extend({"empty_message": i} for i in empty.get_column("i").to_list())
     if store is not None:
@@ -80,9 +80,9 @@ def lake_conservation(lake: Lake, messages: pa.Table, rejects: pa.Table) -> Chec
 
 def orphan_edges(nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table) -> CheckOutcome:
     """Every edge's src is a node and its dst a node or (for DERIVED_FROM) a RawChunk of the same tenant."""
-    e = pl.from_arrow(edges.select(["id", "tenant", "src", "dst", "type"]))
-    n = pl.from_arrow(nodes.select(["tenant", "id"]))
-    r = pl.from_arrow(raw_chunks.select(["tenant", "id"])).unique()
+    e = as_frame(edges.select(["id", "tenant", "src", "dst", "type"]))
+    n = as_frame(nodes.select(["tenant", "id"]))
+    r = as_frame(raw_chunks.select(["tenant", "id"])).unique()
     endpoints = pl.concat([n, r]).unique()
     bad_src = e.join(n, left_on=["tenant", "src"], right_on=["tenant", "id"], how="anti")
     bad_dst = e.join(endpoints, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="anti")
@@ -91,14 +91,14 @@ def orphan_edges(nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table) -> Chec
 
 def unresolved_raw_refs(table: pa.Table, raw_chunks: pa.Table) -> CheckOutcome:
     """Every raw_ref (raw_id, offset, length) of `table` lies inside a RawChunk of the row's tenant."""
-    refs = (pl.from_arrow(table.select(["tenant", "raw_refs"]))
+    refs = (as_frame(table.select(["tenant", "raw_refs"]))
             .with_row_index("row")
             .explode("raw_refs")
             .drop_nulls("raw_refs")
             .unnest("raw_refs"))
     if refs.height == 0:
         return CheckOutcome(True, 0, 0)
-    chunks = pl.from_arrow(raw_chunks.select(["tenant", "id", "len_bytes"])).unique(subset=["tenant", "id"])
+    chunks = as_frame(raw_chunks.select(["tenant", "id", "len_bytes"])).unique(subset=["tenant", "id"])
     joined = refs.join(chunks, left_on=["tenant", "raw_id"], right_on=["tenant", "id"], how="left")
     bad = joined.filter(
         pl.col("len_bytes").is_null()
@@ -157,10 +157,10 @@ def verify_store(lake: Lake, tenant: str | None = None, *, sample: int | None = 
 
 def forgotten_stay_forgotten(audit: pa.Table, nodes: pa.Table, edges: pa.Table) -> CheckOutcome:
     """No node an audit row says was removed is in the graph again, and no edge touches one."""
-    gone = pl.from_arrow(audit.select(["tenant", "request_id", "nodes"])).explode("nodes").drop_nulls("nodes")
+    gone = as_frame(audit.select(["tenant", "request_id", "nodes"])).explode("nodes").drop_nulls("nodes")
     gone = gone.rename({"nodes": "id"})
-    n = pl.from_arrow(nodes.select(["tenant", "id"]))
-    e = pl.from_arrow(edges.select(["tenant", "id", "src", "dst"]))
+    n = as_frame(nodes.select(["tenant", "id"]))
+    e = as_frame(edges.select(["tenant", "id", "src", "dst"]))
     back = gone.join(n, on=["tenant", "id"], how="semi").with_columns(pl.lit("node back").alias("problem"))
     touching = pl.concat([
         e.join(gone, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi"),
@@ -177,19 +177,19 @@ def agent_coverage(messages: pa.Table, nodes: pa.Table, edges: pa.Table) -> tupl
     A quality figure for R2G (issue 3): a statement someone makes should yield at
     least one "who did what" Fact. Turns are matched by (tenant, conv_id, msg_id).
     """
-    m = pl.from_arrow(messages.select(["tenant", "conv_id", "msg_id", "text"]))
+    m = as_frame(messages.select(["tenant", "conv_id", "msg_id", "text"]))
     m = m.filter(~pl.col("text").str.strip_chars().str.ends_with("?")
                  & ~pl.col("text").str.strip_chars().str.ends_with("？")
                  & ((pl.col("text").str.split(" ").list.len() >= 3)
                     | (~pl.col("text").str.contains(" ") & (pl.col("text").str.len_chars() >= 4))))
     if m.height == 0:
         return 0.0, 0
-    facts = pl.from_arrow(nodes.select(["id", "type", "raw_refs", "tenant"])).filter(pl.col("type") == "Fact")
-    agents = pl.from_arrow(edges.select(["src", "type"])).filter(pl.col("type") == "AGENT").select("src").unique()
+    facts = as_frame(nodes.select(["id", "type", "raw_refs", "tenant"])).filter(pl.col("type") == "Fact")
+    agents = as_frame(edges.select(["src", "type"])).filter(pl.col("type") == "AGENT").select("src").unique()
     with_agent = facts.join(agents, left_on="id", right_on="src", how="semi")
     # a Fact's raw_refs name its message's bytes; Facts merged by fingerprint cover every message they came from
-    ep = pl.from_arrow(nodes.select(["id", "type", "conv_id", "msg_id", "tenant"])).filter(pl.col("type") == "Episode")
-    derived = pl.from_arrow(edges.select(["src", "dst", "type"])).filter(pl.col("type") == "DERIVED_FROM")
+    ep = as_frame(nodes.select(["id", "type", "conv_id", "msg_id", "tenant"])).filter(pl.col("type") == "Episode")
+    derived = as_frame(edges.select(["src", "dst", "type"])).filter(pl.col("type") == "DERIVED_FROM")
     turns = (derived.join(with_agent.select("id"), left_on="src", right_on="id", how="semi")
              .join(ep, left_on="dst", right_on="id").select(["tenant", "conv_id", "msg_id"]).unique())
     covered = m.join(turns, on=["tenant", "conv_id", "msg_id"], how="semi").height

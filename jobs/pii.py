@@ -33,6 +33,7 @@ import polars as pl
 import pyarrow as pa
 
 from r2g.schema import NODES
+from raw_store.frames import as_frame
 from raw_store.lake import conform
 
 EMAIL, PHONE, ID_CARD, CARD = "email", "phone", "id_card", "card"
@@ -173,7 +174,7 @@ def _maybe_pii(value: pl.Expr) -> pl.Expr:
 def _candidates_of(nodes: pa.Table) -> pl.DataFrame:
     """(row, col, pos, value) of every title/text string and keywords/aliases/entities element that may hold PII;
     pos is the element's index in its list (0 for the text columns)."""
-    df = pl.from_arrow(nodes.select([*TEXT_COLUMNS, *LIST_COLUMNS])).with_row_index("row")
+    df = as_frame(nodes.select([*TEXT_COLUMNS, *LIST_COLUMNS])).with_row_index("row")
     parts = [df.select("row", pl.lit(c).alias("col"), pl.lit(0, pl.Int64).alias("pos"), pl.col(c).alias("value"))
              .filter(_maybe_pii(pl.col("value"))) for c in TEXT_COLUMNS]
     for c in LIST_COLUMNS:
@@ -219,7 +220,7 @@ def _redacted(nodes: pa.Table, cand: pl.DataFrame) -> pa.Table:
         mine = changed.filter(pl.col("col") == c)
         if mine.height == 0:
             continue
-        col = pl.from_arrow(nodes.select([c])).with_row_index("row")
+        col = as_frame(nodes.select([c])).with_row_index("row")
         if c in TEXT_COLUMNS:
             new = col.join(mine.select("row", "redacted"), on="row", how="left").sort("row").select(
                 pl.coalesce("redacted", c)).to_series()

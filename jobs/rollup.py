@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterable
 
 import polars as pl
 import pyarrow as pa
@@ -42,9 +42,16 @@ from r2g.ids import edge_ids, stable_id
 from r2g.merge import MERGED_REF_CAP
 from r2g.rules import TITLE_MAX_CHARS, clip
 from r2g.schema import EDGES, NODES
+from raw_store.frames import as_frame
 from raw_store.lake import conform
-from recall.read_api import (COMPACTION_FAN_IN, COMPACTION_KEEP_RECENT_LEAVES, COMPACTION_MAX_DEPTH,
-                             COMPACTION_THRESHOLD, GROUP_BY, LIVE_STATUS)
+from recall.read_api import (
+    COMPACTION_FAN_IN,
+    COMPACTION_KEEP_RECENT_LEAVES,
+    COMPACTION_MAX_DEPTH,
+    COMPACTION_THRESHOLD,
+    GROUP_BY,
+    LIVE_STATUS,
+)
 
 PROVENANCE = "jobs.rollup.compact.v1"
 ROLLUP_SUBTYPE = "rollup"
@@ -128,7 +135,7 @@ def rollup_group_keys(nodes: pa.Table, config: RollupConfig = RollupConfig()) ->
     exactly the parents (and their SEMANTIC_CONTAINS edges) of the full run whose group is in G; a parent's group
     is its children's. Under group_by="concept" there is no smaller unit than the tenant (see rollup_episodes).
     """
-    n = pl.from_arrow(conform(nodes, NODES).select(["tenant", "id", "type", "conv_id", "time_start", "first_seen"]))
+    n = as_frame(conform(nodes, NODES).select(["tenant", "id", "type", "conv_id", "time_start", "first_seen"]))
     n = n.filter(pl.col("type") == EPISODE)
     return _with_bucket(n, config.period).select("tenant", "id", "conv_id", "bucket").to_arrow()
 
@@ -138,11 +145,11 @@ def rollup_input(nodes: pa.Table, edges: pa.Table, keys: pa.Table, config: Rollu
     """The rows rollup_episodes needs to redo the conversation groups in `keys` (rows of rollup_group_keys): their
     Episodes, the tenant's existing rollup parents and every SEMANTIC_CONTAINS edge of the tenant with both ends."""
     nodes, edges = conform(nodes, NODES), conform(edges, EDGES)
-    k = pl.from_arrow(keys.select(["tenant", "conv_id", "bucket"])).unique()
-    n = _with_bucket(pl.from_arrow(nodes.select(["tenant", "id", "type", "subtype", "conv_id", "time_start",
+    k = as_frame(keys.select(["tenant", "conv_id", "bucket"])).unique()
+    n = _with_bucket(as_frame(nodes.select(["tenant", "id", "type", "subtype", "conv_id", "time_start",
                                                  "first_seen"])).with_row_index("_row"), config.period)
     tenants = k.select("tenant").unique()
-    e = pl.from_arrow(edges.select(["tenant", "src", "dst", "type"])).with_row_index("_row").filter(
+    e = as_frame(edges.select(["tenant", "src", "dst", "type"])).with_row_index("_row").filter(
         pl.col("type") == SEMANTIC_CONTAINS).join(tenants, on="tenant", how="semi")
     ends = pl.concat([e.select("tenant", pl.col("src").alias("id")), e.select("tenant", pl.col("dst").alias("id"))])
     chosen = pl.concat([
@@ -176,7 +183,7 @@ class _State:
     def load(cls, nodes: pa.Table, edges: pa.Table, config: RollupConfig) -> _State:
         n = _one_row_per_id(nodes)
         ids = n.select("tenant", "id")
-        e = (pl.from_arrow(edges.select(["tenant", "src", "dst", "type"]))
+        e = (as_frame(edges.select(["tenant", "src", "dst", "type"]))
              .filter(pl.col("tenant").is_not_null() & pl.col("type").is_in([SEMANTIC_CONTAINS, "ABOUT"]))
              .join(ids, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi")
              .join(ids, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi"))
@@ -211,7 +218,7 @@ class _State:
 def _one_row_per_id(nodes: pa.Table) -> pl.DataFrame:
     """The nodes of tenants (not null), one row per (tenant, id): of duplicates, the row the Python rollup kept —
     the last in (id, repr of the sorted row) order."""
-    n = pl.from_arrow(nodes.select(_EPISODE_COLS)).with_row_index("_row").filter(pl.col("tenant").is_not_null())
+    n = as_frame(nodes.select(_EPISODE_COLS)).with_row_index("_row").filter(pl.col("tenant").is_not_null())
     dup = n.select(pl.struct("tenant", "id").is_duplicated()).to_series()
     if not dup.any():
         return n.drop("_row")
@@ -565,7 +572,9 @@ def _summary(texts: list[str], importances: list[float], max_chars: int,
                 cache[text] = split
         for j, s in enumerate(split):
             cands.append((j, -imp, i, s))
-    chosen, seen, used = [], set(), 0
+    chosen: list[tuple[int, int, str]] = []
+    seen: set[str] = set()
+    used = 0
     for j, _, i, s in sorted(cands):
         if s in seen:
             continue

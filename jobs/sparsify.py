@@ -32,10 +32,10 @@ test_sparsify_of_some_groups_places_their_edges_as_the_full_run.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
-from typing import Mapping
 
 import polars as pl
 import pyarrow as pa
@@ -43,6 +43,7 @@ import pyarrow.compute as pc
 
 from jobs.schema import COLD_EDGES
 from r2g.schema import EDGES, NODES
+from raw_store.frames import as_frame
 from raw_store.lake import conform
 
 PROVENANCE = "jobs.sparsify.degree_cap.v1"   # the rule set; cold rows keep each edge's own provenance
@@ -91,7 +92,7 @@ class SparsifyResult:
 
 
 def _node_times(nodes: pa.Table) -> pl.DataFrame:
-    n = pl.from_arrow(conform(nodes, NODES).select(["tenant", "id", "type", "last_seen", "time_end", "time_start",
+    n = as_frame(conform(nodes, NODES).select(["tenant", "id", "type", "last_seen", "time_end", "time_start",
                                                      "first_seen"]))
     return n.select("tenant", pl.col("id").alias("other"), pl.col("type").alias("other_type"),
                     pl.coalesce("last_seen", "time_end", "time_start", "first_seen").alias("other_t")
@@ -141,7 +142,7 @@ def sparsify(nodes: pa.Table, edges: pa.Table, as_of: datetime, config: Sparsify
     reference time and the cold rows' capped_at. Input rows are returned unchanged.
     """
     edges = conform(edges, EDGES)
-    e = pl.from_arrow(edges.select(["id", "tenant", "src", "dst", "type", "weight", "valid_since"])
+    e = as_frame(edges.select(["id", "tenant", "src", "dst", "type", "weight", "valid_since"])
                       ).with_row_index("row")
     below = e.filter((pl.col("type") == "SIMILAR_TO")
                      & (pl.col("weight").fill_null(0.0) < config.similar_threshold)).select(
@@ -175,7 +176,7 @@ def sparsify_group_keys(edges: pa.Table, config: SparsifyConfig = SparsifyConfig
     Contract (tests/test_consolidation_contracts.py): sparsify over sparsify_input(nodes, edges, G) puts every edge
     of the groups G on the same side (hot or cold, same reason) as the full run. An edge's side depends on its
     group's edges and their other endpoints' types and times — for a symmetric edge, on both its groups."""
-    e = pl.from_arrow(conform(edges, EDGES).select(["id", "tenant", "src", "dst", "type"]))
+    e = as_frame(conform(edges, EDGES).select(["id", "tenant", "src", "dst", "type"]))
     sym = pl.col("type").is_in(sorted(config.symmetric))
     keys = pl.concat([e.select("tenant", pl.col("src").alias("node"), "type", "id"),
                       e.filter(sym).select("tenant", pl.col("dst").alias("node"), "type", "id")])
@@ -187,9 +188,9 @@ def sparsify_input(nodes: pa.Table, edges: pa.Table, keys: pa.Table, config: Spa
     """The rows sparsify needs to place the edges of the groups in `keys` (tenant, node, type): those groups'
     edges, every edge of the other group of their symmetric edges, and the nodes at both ends of all of them."""
     nodes, edges = conform(nodes, NODES), conform(edges, EDGES)
-    k = pl.from_arrow(keys.select(["tenant", "node", "type"])).unique()
-    all_keys = pl.from_arrow(sparsify_group_keys(edges, config)).join(
-        pl.from_arrow(edges.select(["id", "tenant"])).with_row_index("_row"), on=["tenant", "id"])
+    k = as_frame(keys.select(["tenant", "node", "type"])).unique()
+    all_keys = as_frame(sparsify_group_keys(edges, config)).join(
+        as_frame(edges.select(["id", "tenant"])).with_row_index("_row"), on=["tenant", "id"])
     mine = all_keys.join(k, on=["tenant", "node", "type"], how="semi", nulls_equal=True)
     sym = mine.filter(pl.col("type").is_in(sorted(config.symmetric))).select("tenant", "id")
     # the other end of each symmetric edge: its whole group counts towards the edge's fate
@@ -197,9 +198,9 @@ def sparsify_input(nodes: pa.Table, edges: pa.Table, keys: pa.Table, config: Spa
     rows = pl.concat([mine, all_keys.join(other, on=["tenant", "node", "type"], how="semi", nulls_equal=True)]
                      ).get_column("_row").unique().sort()
     chosen = edges.take(rows.to_arrow())
-    ends = pl.from_arrow(chosen.select(["tenant", "src", "dst"]))
+    ends = as_frame(chosen.select(["tenant", "src", "dst"]))
     ends = pl.concat([ends.select("tenant", pl.col("src").alias("id")),
                       ends.select("tenant", pl.col("dst").alias("id"))])
-    n = pl.from_arrow(nodes.select(["tenant", "id"])).with_row_index("_row").join(ends.unique(), on=["tenant", "id"],
+    n = as_frame(nodes.select(["tenant", "id"])).with_row_index("_row").join(ends.unique(), on=["tenant", "id"],
                                                                                    how="semi", nulls_equal=True)
     return nodes.take(n.get_column("_row").to_arrow()), chosen

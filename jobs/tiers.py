@@ -74,9 +74,9 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
 
 import polars as pl
 import pyarrow as pa
@@ -85,6 +85,7 @@ import pyarrow.compute as pc
 from jobs.integrity import CheckOutcome
 from jobs.schema import FEEDBACK, PROMOTIONS, REVIEW_QUEUE
 from r2g.schema import NODES
+from raw_store.frames import as_frame
 from raw_store.lake import conform
 
 TIERS = ("short", "mid", "long")
@@ -237,7 +238,7 @@ class _Feedback:
 
 
 def _naive_utc(t: datetime) -> datetime:
-    return t.astimezone(timezone.utc).replace(tzinfo=None) if t.tzinfo is not None else t
+    return t.astimezone(UTC).replace(tzinfo=None) if t.tzinfo is not None else t
 
 
 def _base_category(node_type: str | None) -> str:
@@ -283,7 +284,7 @@ def _feedback_columns(n: pl.DataFrame, feedback: pa.Table | None, as_of: datetim
               "f_feedback": pl.Float64, "f_recent": pl.Boolean, "f_w_none": pl.Float64, "f_w_decay": pl.Float64}
     if feedback is None or not feedback.num_rows:
         return pl.DataFrame(schema=schema)
-    fb = (pl.from_arrow(conform(feedback, FEEDBACK).select(["tenant", "node_id", "kind", "at"]))
+    fb = (as_frame(conform(feedback, FEEDBACK).select(["tenant", "node_id", "kind", "at"]))
           .filter(pl.col("at").is_not_null() & (pl.col("at") <= pl.lit(as_of, dtype=pl.Datetime("us")))
                   & pl.col("kind").is_in(sorted(FEEDBACK_KINDS))))
     events = {(t, i): list(zip(ats, kinds)) for t, i, ats, kinds in
@@ -338,7 +339,7 @@ def _about_counts(edges: pa.Table | None) -> pl.DataFrame:
     schema = {"tenant": pl.String, "id": pl.String, "about": pl.Int64}
     if edges is None or not edges.num_rows:
         return pl.DataFrame(schema=schema)
-    pairs = (pl.from_arrow(edges.select(["tenant", "src", "dst", "type"])).filter(pl.col("type") == "ABOUT")
+    pairs = (as_frame(edges.select(["tenant", "src", "dst", "type"])).filter(pl.col("type") == "ABOUT")
              .select("tenant", "src", "dst").unique())
     per_topic = pairs.group_by(["tenant", "dst"]).agg(pl.len().cast(pl.Int64).alias("about"))
     members = pairs.join(per_topic, on=["tenant", "dst"], nulls_equal=True).select(
@@ -352,7 +353,7 @@ def _previous_columns(previous: pa.Table | None) -> pl.DataFrame:
               "prev_status": pl.String}
     if previous is None or not previous.num_rows:
         return pl.DataFrame(schema=schema)
-    prev = pl.from_arrow(conform(previous, NODES).select(["tenant", "id", "tier", "category", "status"]))
+    prev = as_frame(conform(previous, NODES).select(["tenant", "id", "tier", "category", "status"]))
     # one row per node, the last one (as a dict keyed by node would keep it)
     return (prev.unique(subset=["tenant", "id"], keep="last", maintain_order=True)
             .rename({"tier": "prev_tier", "category": "prev_category", "status": "prev_status"}))
@@ -386,7 +387,7 @@ def promote(nodes: pa.Table, feedback: pa.Table | None, previous: pa.Table | Non
     cfg, as_of = config, _naive_utc(as_of)
     table = conform(nodes, NODES)
     table = table.take(pc.sort_indices(table, sort_keys=[("tenant", "ascending"), ("id", "ascending")]))
-    n = pl.from_arrow(table.select(_RULE_COLUMNS)).with_row_index("_row").with_columns(
+    n = as_frame(table.select(_RULE_COLUMNS)).with_row_index("_row").with_columns(
         pl.when(pl.col("type") == "Episode").then(pl.lit("episode")).otherwise(pl.lit("fact")).alias("_cat"))
     n = (n.join(_plain_weights(n, as_of, cfg), on="_row", how="left", maintain_order="left")
          .join(_feedback_columns(n, feedback, as_of, cfg), on="_row", how="left", maintain_order="left")
@@ -565,7 +566,8 @@ def _promotions(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pa.Table:
     ch_tier = new | pl.col("prev_tier").ne_missing(pl.col("tier"))
     ch_cat = new | pl.col("prev_category").ne_missing(pl.col("category"))
     ch_status = new | pl.col("prev_status").ne_missing(pl.col("new_status"))
-    pieces, said = [], {}     # a text said by an earlier slot is not said again (several slots may share one)
+    pieces: list[pl.Expr] = []
+    said: dict[str, pl.Expr] = {}     # a text said by an earlier slot is not said again (several slots may share one)
     for changed, slots in ((ch_tier, _tier_slots(cfg)), (ch_cat, _category_slots(cfg)),
                            (ch_status, _status_slots(cfg))):
         for col, text in slots:
@@ -626,18 +628,18 @@ def tier_input(nodes: pa.Table, feedback: pa.Table | None, previous: pa.Table | 
     Contract (tests/test_consolidation_contracts.py): promote over these rows, with `tenant_mid_counts` = the
     full run's TierResult.mid_counts, gives the full run's node, promotion and review rows of those nodes. Per
     node otherwise; the capacity count is the one coupling between the nodes of a tenant."""
-    k = pl.from_arrow(keys.select(["tenant", "id"])).unique()
+    k = as_frame(keys.select(["tenant", "id"])).unique()
 
     def rows(table: pa.Table | None, id_col: str) -> pa.Table | None:
         if table is None:
             return None
-        t = pl.from_arrow(table.select(["tenant", id_col])).with_row_index("_row").join(
+        t = as_frame(table.select(["tenant", id_col])).with_row_index("_row").join(
             k, left_on=["tenant", id_col], right_on=["tenant", "id"], how="semi", nulls_equal=True)
         return table.take(t.get_column("_row").to_arrow())
 
     about = None
     if edges is not None:
-        e = (pl.from_arrow(edges.select(["tenant", "src", "dst", "type"])).with_row_index("_row")
+        e = (as_frame(edges.select(["tenant", "src", "dst", "type"])).with_row_index("_row")
              .filter(pl.col("type") == "ABOUT"))
         topics = pl.concat([k, e.join(k, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi",
                                       nulls_equal=True).select("tenant", pl.col("dst").alias("id"))]).unique()
@@ -652,7 +654,7 @@ def tiers_monotone(nodes: pa.Table, promotions: pa.Table, config: TierConfig = T
     """Tiers only move up: a promotions row going back (long → mid …) names a demotion reason ("downvote");
     each node's history chains (a row's from_tier is the previous row's to_tier) and ends at the node's tier."""
     cols = ["tenant", "node_id", "from_tier", "to_tier", "reason", "at"]
-    p = pl.from_arrow(promotions.select(cols)).with_row_index("_row")
+    p = as_frame(promotions.select(cols)).with_row_index("_row")
     rank = {t: i for t, i in _RANK.items()}
     to_rank = pl.col("to_tier").replace_strict(rank, default=None, return_dtype=pl.Int64)
     from_rank = pl.col("from_tier").replace_strict(rank, default=None, return_dtype=pl.Int64)
@@ -674,7 +676,7 @@ def tiers_monotone(nodes: pa.Table, promotions: pa.Table, config: TierConfig = T
     broken = hist.filter((pl.col("_k") > 0) & pl.col("from_tier").ne_missing(pl.col("_before"))).select(
         *cols, pl.lit("broken_chain").alias("problem"))
     last = hist.group_by(key, maintain_order=True).agg(pl.col("to_tier").last().alias("last_to_tier"))
-    n = pl.from_arrow(nodes.select(["tenant", "id", "tier"]))
+    n = as_frame(nodes.select(["tenant", "id", "tier"]))
     ended = (n.join(last, left_on=["tenant", "id"], right_on=key, how="inner", maintain_order="left",
                     nulls_equal=True)
              .filter(pl.col("last_to_tier").ne_missing(pl.col("tier")))

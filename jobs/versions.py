@@ -45,6 +45,7 @@ test_version_facts_of_some_groups_are_the_full_runs_rows_of_those_groups.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import combinations
@@ -60,6 +61,7 @@ from r2g.extract import edge_weight
 from r2g.ids import edge_id, stable_id
 from r2g.link import LIGHT_VERBS, canonical_predicate
 from r2g.schema import EDGES, NODES
+from raw_store.frames import as_frame
 from raw_store.lake import conform
 from raw_store.schema import TS
 
@@ -140,7 +142,7 @@ def _norm(s: str | None) -> str:
     return " ".join((s or "").lower().split())
 
 
-def _mapped(col: str, fn, values: pl.Series, dtype: pl.DataType) -> pl.DataFrame:
+def _mapped(col: str, fn: Callable[[str], str], values: pl.Series, dtype: pl.DataType | type[pl.DataType]) -> pl.DataFrame:
     """(col, fn(value)) over the distinct values: Python string rules run once per distinct string."""
     distinct = values.unique().drop_nulls()
     return pl.DataFrame({col: distinct, "_out": pl.Series([fn(v) for v in distinct.to_list()], dtype=dtype)})
@@ -192,7 +194,7 @@ _MEMBER_COLS = [*_GROUP_KEY, "id", "t", "affirmative", "obj", "conf", "frequency
 def _members(nodes: pa.Table, edges: pl.DataFrame, cfg: VersionConfig) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Every versioned Fact / Preference as a row of its group (tenant, type, subject, canon, patient, modality)
     with its claim (affirmative, obj) and time t, in (group, t, id) order; and the Entities (see the module doc)."""
-    n = pl.from_arrow(nodes.select(_NODE_COLS))
+    n = as_frame(nodes.select(_NODE_COLS))
     entities = _entities(n)
     roles = _roles(edges)
     canon = pl.DataFrame({"predicate_norm": n.get_column("predicate_norm").unique().drop_nulls()})
@@ -254,7 +256,7 @@ def version_group_keys(nodes: pa.Table, edges: pa.Table, config: VersionConfig =
     for the members of the groups G, the same node rows, the same edges touching them, the same removed R2G
     CONTRADICTS and the same review rows as the full run."""
     nodes, edges = conform(nodes, NODES), conform(edges, EDGES)
-    members, _ = _members(nodes, pl.from_arrow(_base(edges).select(["id", "tenant", "src", "dst", "type"])), config)
+    members, _ = _members(nodes, as_frame(_base(edges).select(["id", "tenant", "src", "dst", "type"])), config)
     return members.select("tenant", "id", *_GROUP_KEY[1:]).to_arrow()
 
 
@@ -264,8 +266,8 @@ def version_input(nodes: pa.Table, edges: pa.Table, keys: pa.Table, config: Vers
     Entities of their tenants (subjects and speakers), the Facts of their Preferences' messages, and every edge
     touching one of these Facts/Preferences (roles, SUPPORTS / SAME_AS, R2G CONTRADICTS, earlier runs' edges)."""
     nodes, edges = conform(nodes, NODES), conform(edges, EDGES)
-    n = pl.from_arrow(nodes.select(["tenant", "id", "type", "conv_id", "msg_id"])).with_row_index("_row")
-    wanted = pl.from_arrow(keys.select(["tenant", "id"])).unique()
+    n = as_frame(nodes.select(["tenant", "id", "type", "conv_id", "msg_id"])).with_row_index("_row")
+    wanted = as_frame(keys.select(["tenant", "id"])).unique()
     chosen = n.join(wanted, on=["tenant", "id"], how="semi", nulls_equal=True)
     messages = chosen.filter(pl.col("type") == "Preference").select("tenant", "conv_id", "msg_id").unique()
     same_message = n.filter(pl.col("type") == "Fact").join(messages, on=["tenant", "conv_id", "msg_id"],
@@ -274,7 +276,7 @@ def version_input(nodes: pa.Table, edges: pa.Table, keys: pa.Table, config: Vers
     ents = n.filter(pl.col("type") == "Entity").join(tenants, on="tenant", how="semi", nulls_equal=True)
     carriers = pl.concat([chosen, same_message]).select("tenant", "id").unique()
     rows = pl.concat([chosen, same_message, ents]).get_column("_row").unique().sort()
-    e = pl.from_arrow(edges.select(["tenant", "src", "dst"])).with_row_index("_row")
+    e = as_frame(edges.select(["tenant", "src", "dst"])).with_row_index("_row")
     touching = pl.concat([e.join(carriers, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi",
                                  nulls_equal=True),
                           e.join(carriers, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi",
@@ -466,7 +468,7 @@ def version_facts(nodes: pa.Table, edges: pa.Table, config: VersionConfig = Vers
     """
     nodes, edges = conform(nodes, NODES), conform(edges, EDGES)
     base = _base(edges)
-    e = pl.from_arrow(base.select(["id", "tenant", "src", "dst", "type"]))
+    e = as_frame(base.select(["id", "tenant", "src", "dst", "type"]))
     members, entities = _members(nodes, e, config)
     members = members.with_columns(pl.struct("affirmative", "obj").n_unique().over(_GROUP_KEY).alias("_claims"))
     single = members.filter(pl.col("_claims") == 1)
@@ -513,7 +515,7 @@ def version_facts(nodes: pa.Table, edges: pa.Table, config: VersionConfig = Vers
                      schema={"tenant": pl.String, "id": pl.String, "_since": pl.Datetime("us"),
                              "_until": pl.Datetime("us")}, orient="row"),
     ]).unique(subset=["tenant", "id"], keep="last", maintain_order=True).with_columns(pl.lit(True).alias("_placed"))
-    v = (pl.from_arrow(nodes.select(["tenant", "id", "valid_since", "valid_until"]))
+    v = (as_frame(nodes.select(["tenant", "id", "valid_since", "valid_until"]))
          .join(validity, on=["tenant", "id"], how="left", maintain_order="left", nulls_equal=True))
     placed = pl.col("_placed").fill_null(False)
     v = v.select(pl.when(placed).then("_since").otherwise("valid_since").alias("valid_since"),
@@ -544,8 +546,8 @@ def one_active_per_chain(nodes: pa.Table, edges: pa.Table) -> CheckOutcome:
     Vectorised: pieces are igraph's connected components; only a failing piece replays the union-find
     that names it (its `chain` in the examples is that union-find's root, as it always was).
     """
-    e = pl.from_arrow(edges.select(["tenant", "src", "dst", "type"]))
-    versioned = pl.from_arrow(nodes.select(["tenant", "id", "type"])).filter(
+    e = as_frame(edges.select(["tenant", "src", "dst", "type"]))
+    versioned = as_frame(nodes.select(["tenant", "id", "type"])).filter(
         pl.col("type").is_in(["Fact", "Preference"])).select("tenant", "id").unique()
     links = (e.filter(pl.col("type").is_in(["VERSION_NEXT", "CONTRADICTS", "SUPPORTS", "SAME_AS"]))
              .join(versioned, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi", nulls_equal=True)
@@ -609,10 +611,10 @@ def _chain_examples(links: pl.DataFrame, active: pl.DataFrame, superseded: pl.Da
     bad = [{"tenant": t, "chain": root(t, d)[1], "problem": "ACTIVE_OF to a superseded version", "active": [d]}
            for t, d in superseded.select("tenant", "dst").iter_rows()]
     roots: dict[tuple[str, str], list[str]] = {}
-    for p, t, d in active.filter(pl.col("_piece").is_in(sorted(bad_pieces))).select("_piece", "tenant",
+    for _p, t, d in active.filter(pl.col("_piece").is_in(sorted(bad_pieces))).select("_piece", "tenant",
                                                                                      "dst").iter_rows():
         roots.setdefault(root(t, d), []).append(d)
-    named = {}
+    named: dict[int, tuple[str, str]] = {}
     for p, t, i in piece.filter(pl.col("_piece").is_in(sorted(bad_pieces))).select("_piece", "tenant",
                                                                                     "id").iter_rows():
         named.setdefault(p, find((t, i)))

@@ -35,11 +35,11 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Iterable, Sequence
 
 ENV_VAR = "MEMCTL_CONCEPTS"
 E_CONCEPT_ROW = "E_CONCEPT_ROW"  # a dictionary row that is not `key, label_en, label_zh, lang, term[, broader]`

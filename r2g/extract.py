@@ -9,11 +9,12 @@ rows are sorted by id, so the same input always yields identical tables.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import groupby
 from functools import lru_cache
-from typing import Any, Mapping
+from itertools import groupby
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,8 +24,9 @@ from r2g.concepts import ConceptDict, ConceptHit, load_concepts
 from r2g.ids import edge_ids, stable_id, text_sha
 from r2g.nlp import Annotation, paused_gc
 from r2g.schema import EDGES, NODES, ROLE_EDGES
-from raw_store.schema import RAW_REFS, TS
+from r2g.time_norm import TimeValue
 from r2g.tokens import search_tokens
+from raw_store.schema import RAW_REFS, TS
 
 ENTITY_REF_CAP = 5       # raw_refs kept per Entity within one partition (merge caps lake-wide at 20)
 SOURCE_TRUST_USER = 1.0  # R2G-4 source_trust of user/chat text
@@ -138,15 +140,15 @@ class _EntityAcc:
     hit: Any = None          # Concept: the dictionary hit that created it
 
 
-def _ts_min(a, b):
+def _ts_min(a: datetime | None, b: datetime | None) -> datetime | None:
     return b if a is None else a if b is None else min(a, b)
 
 
-def _ts_max(a, b):
+def _ts_max(a: datetime | None, b: datetime | None) -> datetime | None:
     return b if a is None else a if b is None else max(a, b)
 
 
-def _node(**kw) -> dict:
+def _node(**kw: Any) -> dict:
     """A NODES row holding the columns given; node_table's from_pylist makes the others null."""
     return kw
 
@@ -342,6 +344,7 @@ def _conversation_coref(msgs: list[_Msg], annotations: Mapping[str, Annotation])
 
     out = []
     for k, m in enumerate(msgs):
+        you: str | None
         if len(speakers) == 2 and m.speaker in speakers:
             you = speakers[1 - speakers.index(m.speaker)]
         else:
@@ -360,7 +363,7 @@ def _fact_fingerprint(msg: _Msg, f: R.FactDraft) -> tuple:
             role.get("PATIENT", ""), role.get("LOCATION", ""), _day_bucket(msg, f.time))
 
 
-def _day_bucket(msg: _Msg, t) -> str:
+def _day_bucket(msg: _Msg, t: TimeValue | None) -> str:
     if t is not None and t.granularity != "recurring":
         return t.start.date().isoformat()
     return msg.ts.date().isoformat() if msg.ts is not None else f"conv:{msg.conv_id}"
@@ -393,7 +396,7 @@ def _message_graph(g: _Graph, msg: _Msg, ann: Annotation, coref: Coref) -> list[
     # a fact may read a time differently (a bare weekday in a future clause is the coming one): its reading wins
     fact_times = {(r.target.start, r.target.end): r.target for f in facts for r in f.roles if r.type == "TIME"}
     time_ents = [fact_times.get((tr.start, tr.end)) or tr.entity() for tr in times if tr.value is not None]
-    mention_refs = [ref for _, _, ref in ner] + time_ents
+    mention_refs = [ref for _, _, ref in ner] + [ref for ref in time_ents if ref is not None]
     whole = span_refs(msg, -1, -1)
     g.raw_ids.update(r[0] for r in whole)
 
@@ -594,8 +597,8 @@ def build_graph(messages: pa.Table, annotations: Mapping[str, Annotation]) -> tu
         g = _Graph()
         episodes: list[tuple[str, str, int, int, str]] = []
         msgs = _messages(messages)
-        for _, conv in groupby(msgs, key=lambda m: (m.tenant, m.conv_id)):
-            conv = list(conv)
+        for _, group in groupby(msgs, key=lambda m: (m.tenant, m.conv_id)):
+            conv = list(group)
             for msg, coref in zip(conv, _conversation_coref(conv, annotations)):
                 for b, ep_id in enumerate(_message_graph(g, msg, annotations[msg.text_sha], coref)):
                     episodes.append((msg.tenant, msg.conv_id, msg.seq, b, ep_id))

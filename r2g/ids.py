@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import hashlib
 
-
 ID_SCHEME = "ids.v2"   # part of r2g.pipeline.graph_version: a new scheme re-derives every graph part
 
 
@@ -25,7 +24,7 @@ def stable_id(prefix: str, *parts: str | None) -> str:
     return f"{prefix}_{hashlib.sha256(key.encode('utf-8', 'surrogatepass')).hexdigest()[:24]}"
 
 
-def edge_id(tenant: str, src: str, type: str, dst: str) -> str:
+def edge_id(tenant: str | None, src: str, type: str, dst: str) -> str:
     """Id of the edge (tenant, src, type, dst): one edge per typed pair, however often it is derived."""
     return stable_id("e", tenant, src, type, dst)
 

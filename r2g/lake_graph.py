@@ -14,17 +14,41 @@
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
 
-from r2g.schema import (AUDIT, COLD_EDGES, COMMUNITIES, DOCS, EDGES, FEEDBACK, NODE_STATE, NODES, OPS_APPLIED, OPS_REJECTED,
-                        PROMOTIONS, REVIEW_QUEUE, STATE_COLUMNS)
+from r2g.schema import (
+    AUDIT,
+    COLD_EDGES,
+    COMMUNITIES,
+    DOCS,
+    EDGES,
+    FEEDBACK,
+    NODE_STATE,
+    NODES,
+    OPS_APPLIED,
+    OPS_REJECTED,
+    PROMOTIONS,
+    REVIEW_QUEUE,
+    STATE_COLUMNS,
+)
+from raw_store.frames import as_frame
 from raw_store.lake import Lake, conform, is_remote, read_table
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS, TOMBSTONES
-from raw_store.tables import (KEY, REMOVED, Overlay, apply_overlay, duckdb_type, overlay_sql, part_paths, read_overlay,
-                              read_parts)
+from raw_store.tables import (
+    KEY,
+    REMOVED,
+    Overlay,
+    apply_overlay,
+    duckdb_type,
+    overlay_sql,
+    part_paths,
+    read_overlay,
+    read_parts,
+)
 
 LAYERS = ("r2g", "consolidated")
 
@@ -69,7 +93,7 @@ def layer_dir(lake: Lake, layer: str) -> Any:
 
 
 def _frame(table: pa.Table) -> pl.DataFrame:
-    return pl.from_arrow(table)
+    return as_frame(table)
 
 
 def read_parts_graph(lake: Lake, node_columns: Sequence[str] | None = None,
@@ -193,7 +217,7 @@ def r2g_overlays(lake: Lake, dropped: set[tuple[str, str]] | frozenset = frozens
                           _project(node_overlay, NODES, _LINK_NODE_COLUMNS))
     facts = facts.filter(pl.col("type") == "Fact").unique(["tenant", "id"], keep="first", maintain_order=True)
     roles = edge_keys.filter(pl.col("type").is_in(_LINK_EDGE_TYPES)).join(removed_edges, on=KEY, how="anti")
-    links = pl.from_arrow(link_facts(conform(facts.to_arrow(), NODES), conform(roles.to_arrow(), EDGES)))
+    links = as_frame(link_facts(conform(facts.to_arrow(), NODES), conform(roles.to_arrow(), EDGES)))
     links = links.join(edge_keys.select(KEY), on=KEY, how="anti")
     upserts = pl.concat([merged_edges, links], how="vertical_relaxed").sort(list(KEY))
     edge_overlay = Overlay(conform(upserts.to_arrow(), EDGES), conform(removed_edges.sort(list(KEY)).to_arrow(), REMOVED))

@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 from r2g.extract import edge_weight
 from r2g.ids import edge_ids
 from r2g.schema import EDGES
+from raw_store.frames import as_frame
 from raw_store.lake import conform
 
 SAME_AS = "r2g.rule.same_as.v2"
@@ -67,9 +68,9 @@ def _linkable(nodes: pa.Table, edges: pa.Table) -> pl.DataFrame:
     the links are made (tenant, agent, t, id; undated last)."""
     cols = ["id", "tenant", "type", "subtype", "predicate_norm", "negation", "modality", "time_start", "first_seen",
             "raw_refs"]
-    facts = pl.from_arrow(nodes.select(cols).filter(pc.field("type") == "Fact")).filter(
+    facts = as_frame(nodes.select(cols).filter(pc.field("type") == "Fact")).filter(
         pl.col("predicate_norm").is_not_null())
-    e = pl.from_arrow(edges.select(["src", "dst", "type"])).filter(
+    e = as_frame(edges.select(["src", "dst", "type"])).filter(
         pl.col("type").is_in(["AGENT", "PATIENT", "LOCATION"]))
     # each role's smallest dst per fact (keyed by id alone, as ever), in one pass over the role edges
     roles = e.group_by("src").agg(*(pl.col("dst").filter(pl.col("type") == t).min().alias(name)
@@ -104,9 +105,9 @@ def link_group_keys(nodes: pa.Table, edges: pa.Table) -> pa.Table:
 def link_input(nodes: pa.Table, edges: pa.Table, keys: pa.Table) -> tuple[pa.Table, pa.Table]:
     """The rows link_facts needs for the groups in `keys` (rows of link_group_keys): those Facts and their role
     edges (AGENT, PATIENT, LOCATION)."""
-    ids = pl.from_arrow(keys.select(["id"])).unique()
-    n = pl.from_arrow(nodes.select(["id"])).with_row_index("_row").join(ids, on="id", how="semi")
-    e = (pl.from_arrow(edges.select(["src", "type"])).with_row_index("_row")
+    ids = as_frame(keys.select(["id"])).unique()
+    n = as_frame(nodes.select(["id"])).with_row_index("_row").join(ids, on="id", how="semi")
+    e = (as_frame(edges.select(["src", "type"])).with_row_index("_row")
          .filter(pl.col("type").is_in(["AGENT", "PATIENT", "LOCATION"])).join(ids, left_on="src", right_on="id",
                                                                                  how="semi"))
     return nodes.take(n.get_column("_row").to_arrow()), edges.take(e.get_column("_row").to_arrow())
@@ -181,5 +182,5 @@ def with_fact_links(nodes: pa.Table, edges: pa.Table) -> pa.Table:
     base = edges.filter(pc.invert(stale)) if pc.any(stale).as_py() else edges
     merged = pa.concat_tables([base, link_facts(nodes, base)])
     if pc.count_distinct(merged.column("id")).as_py() < merged.num_rows:   # repeated ids: the first row wins
-        merged = conform(pl.from_arrow(merged).unique("id", keep="first", maintain_order=True).to_arrow(), EDGES)
+        merged = conform(as_frame(merged).unique("id", keep="first", maintain_order=True).to_arrow(), EDGES)
     return merged.take(pc.sort_indices(merged.column("id")))

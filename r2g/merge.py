@@ -15,13 +15,14 @@ that occur in more than one input row, merged, since every other id is its parti
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import polars as pl
 import pyarrow as pa
 
 from r2g.extract import concept_importance, entity_importance
 from r2g.schema import EDGES, NODES
+from raw_store.frames import as_frame
 from raw_store.lake import conform
 
 MERGED_REF_CAP = 20
@@ -35,10 +36,10 @@ _AGGREGATED = ("mentions", "frequency", "aliases", "keywords", "first_seen", "la
 
 
 def _frame(tables: Sequence[pa.Table | pl.DataFrame | None], schema: pa.Schema) -> pl.DataFrame:
-    parts = [pl.from_arrow(conform(t, schema)) if isinstance(t, pa.Table) else t
+    parts = [as_frame(conform(t, schema)) if isinstance(t, pa.Table) else t
              for t in tables if t is not None and (t.num_rows if isinstance(t, pa.Table) else t.height)]
     if not parts:
-        return pl.from_arrow(schema.empty_table())
+        return as_frame(schema.empty_table())
     return pl.concat(parts, how="vertical_relaxed") if len(parts) > 1 else parts[0]
 
 

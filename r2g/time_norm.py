@@ -26,10 +26,10 @@ Bump RULES_VERSION whenever what `find_times` finds or `resolve` returns changes
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
-from typing import Callable
+from functools import lru_cache
 
 RULES_VERSION = "time_norm.v2"
 GRANULARITIES = ("day", "week", "month", "year", "part_of_day", "minute", "unspecified", "recurring")
@@ -286,7 +286,8 @@ _MONTHS = {m: i + 1 for i, m in enumerate(
 _MONTHS.update({k[:3]: v for k, v in list(_MONTHS.items())})
 _MONTHS["sept"] = 9
 _WEEKDAYS = {d: i for i, d in enumerate(["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"])}
-_MON = r"(?P<mon>january|february|march|april|may|june|july|august|september|october|november|december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?"
+_MON = (r"(?P<mon>january|february|march|april|may|june|july|august|september|october|november|december"
+        r"|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?")
 _WD = r"(?P<wd>monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 _PART_EN = r"(?P<part>morning|afternoon|evening|night)"
 _NUM_EN = (r"(?P<n>\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
@@ -299,42 +300,47 @@ def _g(m: re.Match, name: str) -> str | None:
     return v.lower() if v else v
 
 
+def _group(m: re.Match, name: str) -> str:
+    """Group `name` lower-cased, of a group that takes part in every match of the rule."""
+    return m[name].lower()
+
+
 Resolver = Callable[[re.Match, "datetime | None"], "Resolved | None"]  # None: needs an anchor, or no such date
 
 
-def _en_mdy(m: re.Match, a: datetime | None):
-    d = _safe_date(int(m["y"]), _MONTHS[_g(m, "mon")], int(m["d"]))
+def _en_mdy(m: re.Match, a: datetime | None) -> Resolved | None:
+    d = _safe_date(int(m["y"]), _MONTHS[_group(m, "mon")], int(m["d"]))
     return _day(d) if d else None
 
 
-def _en_md(m: re.Match, a: datetime | None):
+def _en_md(m: re.Match, a: datetime | None) -> Resolved | None:
     if a is None:
         return None
-    d = _safe_date(a.year, _MONTHS[_g(m, "mon")], int(m["d"]))
+    d = _safe_date(a.year, _MONTHS[_group(m, "mon")], int(m["d"]))
     return _day(d) if d else None
 
 
-def _iso(m: re.Match, a: datetime | None):
+def _iso(m: re.Match, a: datetime | None) -> Resolved | None:
     d = _safe_date(int(m["y"]), int(m["m"]), int(m["d"]))
     return _day(d) if d else None
 
 
-def _en_my(m: re.Match, a: datetime | None):
-    return _month(int(m["y"]), _MONTHS[_g(m, "mon")])
+def _en_my(m: re.Match, a: datetime | None) -> Resolved | None:
+    return _month(int(m["y"]), _MONTHS[_group(m, "mon")])
 
 
-def _en_month_only(m: re.Match, a: datetime | None):
-    return _month(a.year, _MONTHS[_g(m, "mon")]) if a else None
+def _en_month_only(m: re.Match, a: datetime | None) -> Resolved | None:
+    return _month(a.year, _MONTHS[_group(m, "mon")]) if a else None
 
 
-def _year_only(m: re.Match, a: datetime | None):
+def _year_only(m: re.Match, a: datetime | None) -> Resolved | None:
     return _year(int(m["y"]))
 
 
-def _en_deictic(m: re.Match, a: datetime | None):
+def _en_deictic(m: re.Match, a: datetime | None) -> Resolved | None:
     if a is None:
         return None
-    word = " ".join(_g(m, "w").split())
+    word = " ".join(_group(m, "w").split())
     word = word[4:] if word.startswith("the ") else word
     d = a.date()
     if word == "tonight":
@@ -346,40 +352,40 @@ def _en_deictic(m: re.Match, a: datetime | None):
     return _day_or_part(d + timedelta(days=shift), _g(m, "part"))
 
 
-def _en_rel_unit(m: re.Match, a: datetime | None):
+def _en_rel_unit(m: re.Match, a: datetime | None) -> Resolved | None:
     if a is None:
         return None
-    off = _REL[_g(m, "rel")]
-    unit = _g(m, "unit")
+    off = _REL[_group(m, "rel")]
+    unit = _group(m, "unit")
     if unit == "weekend":
         return _weekend(a.date(), off)
     return _unit_at(a, off, unit)
 
 
-def _en_weekend(m: re.Match, a: datetime | None):
+def _en_weekend(m: re.Match, a: datetime | None) -> Resolved | None:
     return _weekend(a.date(), 0) if a else None
 
 
-def _en_weekday(m: re.Match, a: datetime | None):
+def _en_weekday(m: re.Match, a: datetime | None) -> Resolved | None:
     if a is None:
         return None
     rel = _g(m, "rel") or ""
     rel = {"last": "last", "past": "last", "previous": "last", "this": "this", "coming": "next", "next": "next"}.get(rel, "")
-    d = _weekday_in(a.date(), _WEEKDAYS[_g(m, "wd")], rel)
+    d = _weekday_in(a.date(), _WEEKDAYS[_group(m, "wd")], rel)
     return _day_or_part(d, _g(m, "part"))
 
 
-def _en_ago(m: re.Match, a: datetime | None):
+def _en_ago(m: re.Match, a: datetime | None) -> Resolved | None:
     """N units ago / later; "in N units" has no `dir` group and means later."""
     if a is None:
         return None
     count = _en_count(m["n"])
     if count is None:
         return None
-    return _shift(a, count, -1 if _g(m, "dir") == "ago" else 1, _g(m, "unit"))
+    return _shift(a, count, -1 if _g(m, "dir") == "ago" else 1, _group(m, "unit"))
 
 
-def _us_mdy(m: re.Match, a: datetime | None):
+def _us_mdy(m: re.Match, a: datetime | None) -> Resolved | None:
     mo, dd = int(m["m"]), int(m["d"])
     if mo > 12 >= dd:  # 25/12/2022 can only be day-first
         mo, dd = dd, mo
@@ -387,17 +393,17 @@ def _us_mdy(m: re.Match, a: datetime | None):
     return _day(d) if d else None
 
 
-def _en_every_weekday(m: re.Match, a: datetime | None):
-    return _every_weekday(a, _WEEKDAYS[_g(m, "wd")], _g(m, "part")) if a else None
+def _en_every_weekday(m: re.Match, a: datetime | None) -> Resolved | None:
+    return _every_weekday(a, _WEEKDAYS[_group(m, "wd")], _g(m, "part")) if a else None
 
 
-def _en_every(m: re.Match, a: datetime | None):
+def _en_every(m: re.Match, a: datetime | None) -> Resolved | None:
     """every [other | N] day/week/weekend/month/year/morning/…; plural "weekends", "in the mornings"."""
     if a is None:
         return None
     n = _g(m, "n")
     step = 1 if not n else 2 if n in ("other", "second") else _en_num(n)
-    return _every(a, _g(m, "unit"), step) if step else None
+    return _every(a, _group(m, "unit"), step) if step else None
 
 
 def _c(p: str) -> re.Pattern:
@@ -413,7 +419,8 @@ EN_RULES: list[tuple[re.Pattern, Resolver]] = [
     (_c(_MON + r"\s+(?P<d>\d{1,2})(?:st|nd|rd|th)?"), _en_md),
     (_c(r"(?P<d>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MON), _en_md),
     (_c(_MON + r",?\s+(?P<y>\d{4})"), _en_my),
-    (_c(r"(?P<w>(?:the\s+)?day before yesterday|(?:the\s+)?day after tomorrow|today|yesterday|tomorrow)(?:\s+" + _PART_EN + r")?"), _en_deictic),
+    (_c(r"(?P<w>(?:the\s+)?day before yesterday|(?:the\s+)?day after tomorrow|today|yesterday|tomorrow)(?:\s+"
+        + _PART_EN + r")?"), _en_deictic),
     (_c(r"(?P<w>this)\s+" + _PART_EN), _en_deictic),
     (_c(r"(?P<w>tonight|last night)(?P<part>)"), _en_deictic),
     (_c(r"(?:the\s+)?(?P<rel>last|past|previous|this|current|next|coming|following)\s+(?P<unit>weekend|week|month|year)"), _en_rel_unit),
@@ -453,7 +460,7 @@ _ZH_UNIT = {"天": "day", "日": "day", "周": "week", "星期": "week", "礼拜
 _ZH_YEAR_OFF = {"前": -2, "去": -1, "今": 0, "本": 0, "明": 1, "后": 2}
 
 
-def _zh_ymd(m: re.Match, a: datetime | None):
+def _zh_ymd(m: re.Match, a: datetime | None) -> Resolved | None:
     y = zh_number(m["y"]) if m["y"] else (a.year if a else None)
     mo, d = zh_number(m["m"]), zh_number(m["d"])
     if y is None or mo is None or d is None:
@@ -462,19 +469,19 @@ def _zh_ymd(m: re.Match, a: datetime | None):
     return _day(dd) if dd else None
 
 
-def _zh_ym(m: re.Match, a: datetime | None):
+def _zh_ym(m: re.Match, a: datetime | None) -> Resolved | None:
     y, mo = zh_number(m["y"]), zh_number(m["m"])
     if y is None or mo is None or not 1 <= mo <= 12:
         return None
     return _month(y, mo)
 
 
-def _zh_y(m: re.Match, a: datetime | None):
+def _zh_y(m: re.Match, a: datetime | None) -> Resolved | None:
     y = zh_number(m["y"])
     return _year(y) if y and y >= 1000 else None
 
 
-def _zh_rel_year_md(m: re.Match, a: datetime | None):
+def _zh_rel_year_md(m: re.Match, a: datetime | None) -> Resolved | None:
     """去年五月 → that month; 去年5月7号 → that day (the year relative to the anchor)."""
     if a is None:
         return None
@@ -488,25 +495,25 @@ def _zh_rel_year_md(m: re.Match, a: datetime | None):
     return _day(dd) if dd else None
 
 
-def _zh_month_only(m: re.Match, a: datetime | None):
+def _zh_month_only(m: re.Match, a: datetime | None) -> Resolved | None:
     mo = zh_number(m["m"])
     return _month(a.year, mo) if a and mo and 1 <= mo <= 12 else None
 
 
-def _zh_day(m: re.Match, a: datetime | None):
+def _zh_day(m: re.Match, a: datetime | None) -> Resolved | None:
     if a is None:
         return None
     return _day_or_part(a.date() + timedelta(days=_ZH_DAY[m["w"]]), m["part"])
 
 
-def _zh_short(m: re.Match, a: datetime | None):
+def _zh_short(m: re.Match, a: datetime | None) -> Resolved | None:
     if a is None:
         return None
     off, part = _ZH_SHORT[m["w"]]
     return _part(a.date() + timedelta(days=off), part)
 
 
-def _zh_part_only(m: re.Match, a: datetime | None):
+def _zh_part_only(m: re.Match, a: datetime | None) -> Resolved | None:
     """A bare part of day (早上, 晚上) is that part of the message's own day."""
     return _part(a.date(), m["part"]) if a else None
 
@@ -521,7 +528,7 @@ def _zh_rel(s: str | None) -> int:
     return {"上": -1, "下": 1, "这": 0, "本": 0, "今": 0}[s[0]]
 
 
-def _zh_week(m: re.Match, a: datetime | None):
+def _zh_week(m: re.Match, a: datetime | None) -> Resolved | None:
     if a is None:
         return None
     off = _zh_rel(m["rel"])
@@ -537,17 +544,17 @@ def _zh_week(m: re.Match, a: datetime | None):
     return _day_or_part(base - timedelta(days=base.weekday()) + timedelta(days=idx), m["part"])
 
 
-def _zh_month(m: re.Match, a: datetime | None):
+def _zh_month(m: re.Match, a: datetime | None) -> Resolved | None:
     return _month(a.year, a.month, _zh_rel(m["rel"])) if a else None
 
 
-def _zh_year(m: re.Match, a: datetime | None):
+def _zh_year(m: re.Match, a: datetime | None) -> Resolved | None:
     if a is None:
         return None
     return _year(a.year + _ZH_YEAR_OFF[m["w"]])
 
 
-def _zh_ago(m: re.Match, a: datetime | None):
+def _zh_ago(m: re.Match, a: datetime | None) -> Resolved | None:
     """N 天前 / N 个月后; 前几天 / 过两天 carry their direction in the `pre` group instead of `dir`."""
     if a is None:
         return None
@@ -560,7 +567,7 @@ def _zh_ago(m: re.Match, a: datetime | None):
     return _shift(a, count, sign, _ZH_UNIT[m["unit"]])
 
 
-def _zh_every_week(m: re.Match, a: datetime | None):
+def _zh_every_week(m: re.Match, a: datetime | None) -> Resolved | None:
     if a is None:
         return None
     wd = m["wd"]
@@ -571,14 +578,14 @@ def _zh_every_week(m: re.Match, a: datetime | None):
     return _every_weekday(a, _ZH_WD[wd], m["part"])
 
 
-def _zh_every_day(m: re.Match, a: datetime | None):
+def _zh_every_day(m: re.Match, a: datetime | None) -> Resolved | None:
     if a is None:
         return None
     part = m.groupdict().get("part") or _ZH_EVERY_SHORT.get(m.groupdict().get("w") or "")
     return _every(a, part) if part else _every(a, "day")
 
 
-def _zh_every_unit(m: re.Match, a: datetime | None):
+def _zh_every_unit(m: re.Match, a: datetime | None) -> Resolved | None:
     return _every(a, _ZH_UNIT[m["unit"]]) if a else None
 
 
@@ -618,7 +625,7 @@ def _rules(lang: str) -> list[tuple[re.Pattern, Resolver]]:
 def _any_rule(rules: list[tuple[re.Pattern, Resolver]]) -> re.Pattern:
     """One pattern matching wherever any rule does (groups made non-capturing): a prefilter, so the
     common message with no time expression costs one regex search instead of one per rule."""
-    body = "|".join("(?:%s)" % re.sub(r"\(\?P<\w+>", "(?:", p.pattern) for p, _ in rules)
+    body = "|".join("(?:" + re.sub(r"\(\?P<\w+>", "(?:", p.pattern) + ")" for p, _ in rules)
     return re.compile(body, rules[0][0].flags)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import re
 from functools import lru_cache
+from types import ModuleType
 
 # Han characters (also a polars/Rust regex: `pl.col(c).str.contains(HAN_CLASS)`)
 HAN_CLASS = r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"
@@ -24,7 +25,7 @@ ZH_STOPWORDS = frozenset(
 
 
 @lru_cache(maxsize=1)
-def _jieba():
+def _jieba() -> ModuleType:
     import jieba
 
     jieba.setLogLevel(logging.WARNING)

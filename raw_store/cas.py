@@ -154,8 +154,8 @@ class RawStore:
         `at` defaults to now (UTC); a naive `at` is taken as UTC.
         """
         full = self._checked(tenant, path, sha256)
-        at = dt.datetime.now(dt.timezone.utc) if at is None else at
-        at = at.replace(tzinfo=dt.timezone.utc) if at.tzinfo is None else at.astimezone(dt.timezone.utc)
+        at = dt.datetime.now(dt.UTC) if at is None else at
+        at = at.replace(tzinfo=dt.UTC) if at.tzinfo is None else at.astimezone(dt.UTC)
         row = {"raw_id": raw_id_for(sha256), "tenant": tenant, "path": path, "sha256": sha256,
                "deleted_at": at, "reason": reason}
         tomb = {**row, "deleted_at": at.isoformat()}
@@ -207,7 +207,7 @@ class RawStore:
         return data[offset:offset + length]
 
     def verify(self, tenant: str | None = None, *, sample: int | None = None, seed: int = 0,
-               quarantine: bool = False) -> "VerifyReport":
+               quarantine: bool = False) -> VerifyReport:
         """Re-hash the blobs of one tenant (or all): every blob, or a seeded random `sample` of them.
 
         A blob that does not decode to its sha256 is reported and, with `quarantine`, moved to

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from raw_store.readers import Message
 from raw_store.text import estimate_tokens
@@ -164,7 +164,8 @@ def chunk_conversation(messages: Sequence[Message], min_tokens: int = 1000,
         return []
     conv_id = messages[0].conv_id
     chunks: list[Chunk] = []
-    body, pieces, tokens = bytearray(), [], 0
+    pieces: list[Piece] = []
+    body, tokens = bytearray(), 0
 
     def emit() -> None:
         nonlocal body, pieces, tokens

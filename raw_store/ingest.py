@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -99,7 +100,7 @@ def _forget(read: ReadResult, forget: Forget) -> list[dict]:
     """Drop (in place) the messages and rejects a forget request covers; their rows for the `forgotten` table."""
     rows: list[dict] = []
 
-    def kept(records: list, covering, text_sha) -> list:
+    def kept(records: list, covering: Callable[[Any], str | None], text_sha: Callable[[Any], str | None]) -> list:
         out = []
         for rec in records:
             rid = covering(rec)

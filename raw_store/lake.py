@@ -32,8 +32,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 # the inbox layout lives below the lake and the readers; re-exported here, the lake's paths
-from raw_store.routing import (DEFAULT_TENANT, as_path, default_tenant, is_remote,  # noqa: F401
-                               source_file_for, tenant_for)
+from raw_store.routing import as_path as as_path
+from raw_store.routing import is_remote as is_remote
+from raw_store.routing import source_file_for as source_file_for
+from raw_store.routing import tenant_for as tenant_for
 
 
 def data_root() -> Path:
@@ -78,11 +80,11 @@ class Lake:
     root: Any   # Path, or a UPath on object storage
 
     @classmethod
-    def from_env(cls) -> "Lake":
+    def from_env(cls) -> Lake:
         return cls(data_root())
 
     @classmethod
-    def at(cls, location: str | os.PathLike) -> "Lake":
+    def at(cls, location: str | os.PathLike) -> Lake:
         return cls(lake_root(location))
 
     @property
@@ -348,9 +350,9 @@ def union_sorted(tables: list[pa.Table], schema: pa.Schema, sort_keys: list[str]
     table = pa.concat_tables([conform(t, schema) for t in tables])
     table = table.sort_by([(k, "ascending") for k in sort_keys])
     if unique and table.num_rows:
-        import polars as pl
+        from raw_store.frames import as_frame  # polars loads only when rows are deduplicated
 
-        table = pl.from_arrow(table).unique(subset=unique, keep="first", maintain_order=True).to_arrow()
+        table = as_frame(table).unique(subset=unique, keep="first", maintain_order=True).to_arrow()
         table = conform(table, schema)
     return table
 

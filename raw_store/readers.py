@@ -45,8 +45,20 @@ from pathlib import Path
 
 from raw_store import errors as E
 from raw_store.formats import encoding as enc
-from raw_store.formats.base import (DOCUMENT, MAX_MESSAGE_BYTES, NOT_JSON, UNKNOWN, Line, Message,  # noqa: F401
-                                    ReadResult, Reject, Sample, Source, default_conv_id, whole_file)
+from raw_store.formats.base import (  # noqa: F401
+    DOCUMENT,
+    MAX_MESSAGE_BYTES,
+    NOT_JSON,
+    UNKNOWN,
+    Line,
+    Message,
+    ReadResult,
+    Reject,
+    Sample,
+    Source,
+    default_conv_id,
+    whole_file,
+)
 from raw_store.formats.registry import REGISTRY
 from raw_store.routing import as_path, source_file_for, tenant_for
 

@@ -19,13 +19,15 @@ DuckDB views), and `tests/test_tables.py` holds them equal.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
 
+from raw_store.frames import as_frame
 from raw_store.lake import Lake, conform, is_remote, part_dirs, read_parquet, write_table
 
 KEY = ("tenant", "id")
@@ -153,11 +155,11 @@ class Overlay:
 def apply_overlay(base: pl.DataFrame, overlay: Overlay, key: Sequence[str] = KEY) -> pl.DataFrame:
     """`base` without the rows whose key the overlay upserts or removes, plus the upserts (base order first)."""
     key = list(key)
-    gone = pl.concat([pl.from_arrow(overlay.upserts.select(key)), pl.from_arrow(overlay.removed.select(key))])
+    gone = pl.concat([as_frame(overlay.upserts.select(key)), as_frame(overlay.removed.select(key))])
     kept = base.join(gone, on=key, how="anti", nulls_equal=True) if gone.height else base
     if not overlay.upserts.num_rows:
         return kept
-    return pl.concat([kept, pl.from_arrow(overlay.upserts).select(base.columns)], how="vertical_relaxed")
+    return pl.concat([kept, as_frame(overlay.upserts).select(base.columns)], how="vertical_relaxed")
 
 
 def overlay_sql(base_sql: str, upserts: str, removed: str, columns: Sequence[str], key: Sequence[str] = KEY) -> str:

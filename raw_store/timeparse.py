@@ -78,7 +78,7 @@ def _from_epoch(x: float) -> dt.datetime:
 def _naive_utc(d: dt.datetime) -> dt.datetime:
     if d.tzinfo is None:
         return d
-    return d.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return d.astimezone(dt.UTC).replace(tzinfo=None)
 
 
 def _parse_str(s: str, dayfirst: bool | None) -> dt.datetime:

@@ -6,15 +6,15 @@ unverified one.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Iterable, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from raw_store.errors import BlobCorrupt, BlobForgotten, BlobMissing
-from recall.store import TenantReader
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,16 @@ class RawRef(NamedTuple):
     raw_id: str
     offset: int
     length: int
+
+
+class RowReader(Protocol):
+    """The tenant-scoped rows a Citer reads: recall.store.TenantReader or recall.tenant_index.TenantIndex."""
+
+    tenant: str
+
+    def chunks(self, raw_ids: Sequence[str]) -> dict[str, dict]: ...
+
+    def messages_in(self, raw_ids: Sequence[str]) -> list[dict]: ...
 
 
 class BlobReader(Protocol):
@@ -91,7 +101,7 @@ class Citer:
     tenant-scoped reader, so a ref into another tenant's chunk resolves to nothing.
     """
 
-    def __init__(self, reader: TenantReader, store: BlobReader) -> None:
+    def __init__(self, reader: RowReader, store: BlobReader) -> None:
         self.reader = reader
         self.store = store
         self._chunks: dict[str, dict | None] = {}

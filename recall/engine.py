@@ -25,24 +25,25 @@ from __future__ import annotations
 import math
 import re
 import time
-from functools import lru_cache
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, overload
 
 import numpy as np
 
-from recall.query_tokens import search_tokens
 from raw_store.cas import RawStore
 from raw_store.lake import Lake
-from recall import vectors
-from recall.citations import Citation, Citer, RawRef, as_refs
-from recall.query import QueryAnalysis, analyze, has_code_token, query_keywords
-from recall.scoring import NodeBatch
-from recall import scoring
+from recall import scoring, vectors
+from recall.citations import Citation, Citer, RawRef
 from recall.graph_csr import CsrGraph, personalized_pagerank
+from recall.query import QueryAnalysis, analyze, has_code_token, query_keywords
+from recall.query_tokens import search_tokens
+from recall.scoring import NodeBatch
 from recall.store import IndexNotBuilt, TenantInfo, TenantReader, tenant_reader
 from recall.tenant_index import TenantIndex, open_tenant_index
 
@@ -75,8 +76,8 @@ class RecallConfig:
     """Knobs of the recall pipeline; defaults follow seed 004 App. A, renormalised without vectors.
 
     score = λ1*BM25 + λ3*graph + λ4*weight(node): λ1=0.2, λ3=0.3, λ4=0.1 over their sum 0.6
-    (λ2, vectors, is off by default; with vectors_enabled it adds λ2*cos, λ2 = 0.4 on the same scale). weight(node) is seed 004 §6.1's α*importance +
-    β*log(1+frequency) + γ*exp(-Δt/τ_type) + δ*|sentiment|, divided by α+β+γ+δ so it
+    (λ2, vectors, is off by default; with vectors_enabled it adds λ2*cos, λ2 = 0.4 on the same scale).
+    weight(node) is seed 004 §6.1's α*importance + β*log(1+frequency) + γ*exp(-Δt/τ_type) + δ*|sentiment|, divided by α+β+γ+δ so it
     stays in [0, 1] (log frequency is scaled to 1 at frequency_cap). The seed's user
     feedback and staleness terms wait for the feedback records of consolidation.
     """
@@ -150,7 +151,7 @@ class _Trace:
         self.sink = sink
         self.t = time.perf_counter()
 
-    def stage(self, name: str, n: int, **detail) -> None:
+    def stage(self, name: str, n: int, **detail: Any) -> None:
         now = time.perf_counter()
         if self.sink is not None:
             self.sink.append({"stage": name, "ms": round((now - self.t) * 1000, 3), "n": n, "detail": detail})
@@ -175,7 +176,7 @@ class Filters:
     @classmethod
     def make(cls, types: Sequence[str] | None = None,
              time_range: tuple[datetime | None, datetime | None] | None = None,
-             as_of: datetime | None = None) -> "Filters":
+             as_of: datetime | None = None) -> Filters:
         start, end = time_range if time_range is not None else (None, None)
         if start is not None and end is not None and _naive(start) > _naive(end):
             raise ValueError("time_range start is after its end")
@@ -187,9 +188,9 @@ class Filters:
     def in_range(self, lo: datetime | None, hi: datetime | None) -> bool:
         if self.start is None and self.end is None:
             return True
-        if lo is None and hi is None:
-            return False   # a memory with no time cannot be shown to fall in the range
         lo, hi = lo or hi, hi or lo
+        if lo is None or hi is None:
+            return False   # a memory with no time cannot be shown to fall in the range
         return (self.end is None or lo <= self.end) and (self.start is None or hi >= self.start)
 
     def node(self, row: Mapping) -> bool:
@@ -203,10 +204,16 @@ class Filters:
         return self.known(ts) and self.in_range(ts, ts)
 
 
+@overload
+def _naive(t: datetime) -> datetime: ...
+@overload
+def _naive(t: None) -> None: ...
+@overload
+def _naive(t: datetime | None) -> datetime | None: ...
 def _naive(t: datetime | None) -> datetime | None:
     if t is None or t.tzinfo is None:
         return t
-    return t.astimezone(timezone.utc).replace(tzinfo=None)
+    return t.astimezone(UTC).replace(tzinfo=None)
 
 
 def recall(query: str, tenant: str, k: int = 10, expand_depth: int = 1, *, lake: Lake | None = None,
@@ -341,8 +348,8 @@ def _recall(reader: TenantIndex | TenantReader, lake: Lake, query: str, keywords
         if result.type in AGGREGATE or result.node_id in cards:
             # an entity/topic card cites the best-ranked line where the query's words were said about it (else
             # one sample mention): its other mentions are no evidence for this query and would crowd out lines
-            matched_refs = sorted((r for r in refs if citer.message_key(r) in prefer),
-                                  key=lambda r: rank[citer.message_key(r)])
+            keyed = [(mk, r) for r in refs if (mk := citer.message_key(r)) is not None and mk in prefer]
+            matched_refs = [r for _, r in sorted(keyed, key=lambda kr: rank[kr[0]])]
             refs, cap = (matched_refs, cfg.aggregate_citations) if matched_refs else (refs, 1)
         result.citations = citer.cite_all(refs, cap, prefer)
     tr.stage("cite", sum(len(r.citations) for r, _ in top), failures=citer.failures[:5])
@@ -523,7 +530,7 @@ def _query_boost(row: Mapping, analysis: QueryAnalysis, cfg: RecallConfig) -> fl
     boost = 1.0
     if analysis.times:
         lo, hi = _node_span(row)
-        if lo is not None and any(lo < t.end and hi >= t.start for t in analysis.times):
+        if lo is not None and hi is not None and any(lo < t.end and hi >= t.start for t in analysis.times):
             boost *= 1.0 + cfg.time_match_boost
     if analysis.intent is not None:
         boost *= cfg.intent_type_boost.get(analysis.intent, {}).get(row["type"], 1.0)
@@ -622,7 +629,7 @@ def mmr_tokens(text: str) -> frozenset[str]:
 
 
 def _similar(a: tuple[RecallResult, list[RawRef]], b: tuple[RecallResult, list[RawRef]],
-             tokens: dict[str, set[str]]) -> float:
+             tokens: Mapping[str, AbstractSet[str]]) -> float:
     """1.0 when two results cite overlapping bytes (an Episode and a Fact of the same turn), else the Jaccard
     overlap of their title+text words (mmr_tokens)."""
     for x in a[1][:3]:

@@ -17,9 +17,9 @@ the version's `edge_types` list (codes are shared by a base and its deltas).
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -65,7 +65,8 @@ class CsrGraph:
     """
 
     def __init__(self, adjacency: Sequence[Adjacency], n_slots: int, removed: Sequence[np.ndarray],
-                 first_seen: np.ndarray, ids, slots, edge_types: Sequence[str]) -> None:
+                 first_seen: np.ndarray, ids: Callable[[np.ndarray], list[str]],
+                 slots: Callable[[Sequence[str]], np.ndarray], edge_types: Sequence[str]) -> None:
         self.n = n_slots
         self.edge_types = list(edge_types)
         self.first_seen = first_seen               # int64 µs per slot (NO_TIME unknown)
@@ -78,9 +79,9 @@ class CsrGraph:
             self._seg = np.full(n_slots, -1, np.int16)
             self._row = np.full(n_slots, -1, np.int32)
             for s, (a, gone) in enumerate(zip(self._adj, removed)):
-                slots = np.asarray(a.slot)
-                self._seg[slots] = s
-                self._row[slots] = np.arange(len(slots))
+                seg_slots = np.asarray(a.slot)
+                self._seg[seg_slots] = s
+                self._row[seg_slots] = np.arange(len(seg_slots))
                 if len(gone):
                     self._seg[gone] = -1
                     self._row[gone] = -1
@@ -109,7 +110,7 @@ class CsrGraph:
         """Every slot's degree (reads every list's offsets: for reports, not for queries)."""
         return self.degree(np.arange(self.n))
 
-    def ids(self, slots: Sequence[int]) -> list[str]:
+    def ids(self, slots: Sequence[int] | np.ndarray) -> list[str]:
         return self._ids(np.asarray(slots, dtype=np.int64))
 
     def slots(self, ids: Sequence[str]) -> np.ndarray:

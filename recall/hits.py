@@ -17,9 +17,9 @@ import json
 import os
 import re
 import socket
-from datetime import datetime, timezone
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterable
 
 from raw_store.cas import tenant_dir
 from raw_store.lake import Lake
@@ -35,7 +35,7 @@ def hits_dir(lake: Lake) -> Path:
 
 def log_hits(lake: Lake, tenant: str, node_ids: Iterable[str], query: str, at: datetime | None = None) -> int:
     """Append a hit per node id (RawChunk passages excluded: only graph memories gain weight). Returns lines written."""
-    at = at or datetime.now(timezone.utc).replace(tzinfo=None)
+    at = at or datetime.now(UTC).replace(tzinfo=None)
     ids = [i for i in dict.fromkeys(node_ids) if i and not i.startswith("raw_")]
     if not ids:
         return 0

@@ -14,22 +14,47 @@ import json
 import os
 import tempfile
 import time
-from typing import Mapping
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 import pyarrow as pa
 
-from r2g.schema import (AUDIT, COLD_EDGES, COMMUNITIES, DOCS, EDGES, FEEDBACK, NODES, OPS_APPLIED, OPS_REJECTED,
-                        PROMOTIONS, REVIEW_QUEUE)
 from r2g.lake_graph import content_hash, lake_docs, lake_views, read_graph_tables, read_lake_table
-from r2g.tokens import HAN_CLASS, node_doc  # noqa: F401  (node_doc re-exported: the document of a node)
-from raw_store.lake import (Lake, fsync_dir, index_is_current, read_lake_state, read_table, write_bytes_atomic,
-                            write_index_state, write_table)
+from r2g.schema import (
+    AUDIT,
+    COLD_EDGES,
+    COMMUNITIES,
+    DOCS,
+    EDGES,
+    FEEDBACK,
+    NODES,
+    OPS_APPLIED,
+    OPS_REJECTED,
+    PROMOTIONS,
+    REVIEW_QUEUE,
+)
+from r2g.tokens import HAN_CLASS
+from r2g.tokens import node_doc as node_doc  # re-exported: the document of a node
+from raw_store.frames import as_frame
+from raw_store.lake import (
+    Lake,
+    fsync_dir,
+    index_is_current,
+    read_lake_state,
+    read_table,
+    write_bytes_atomic,
+    write_index_state,
+    write_table,
+)
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS, TOMBSTONES, TS
-from recall import vectors
 from raw_store.tables import read_parts
+from recall import vectors
 from recall.store import _sql_str, connect, node_docs_table, raw_docs_table, tenant_slug
+
+if TYPE_CHECKING:
+    import duckdb
 
 # Lake tables the DuckDB file has a view of (recall reads these).
 TABLES: dict[str, pa.Schema] = {
@@ -79,7 +104,7 @@ def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = Non
     lake.index_dir.mkdir(parents=True, exist_ok=True)
     names = [*TABLES, *(extra_tables or {})]
     node_table, edge_table = read_graph_tables(lake, "consolidated")
-    nodes = pl.from_arrow(node_table.select(["tenant", "id", "type", "status", "title", "text", "keywords",
+    nodes = as_frame(node_table.select(["tenant", "id", "type", "status", "title", "text", "keywords",
                                              "first_seen", "time_start", "last_seen"]))
     newest = dict(nodes.group_by("tenant").agg(pl.coalesce("time_start", "last_seen", "first_seen").max()).iter_rows())
     nodes = nodes.filter(_active(pl.col("status")))
@@ -124,7 +149,7 @@ class NodeDocs:
         self.lake = lake
         self.nodes = nodes.select("tenant", "id", "title", "text", "keywords")
         path = _node_docs_cache_path(lake)
-        self.cached = pl.from_arrow(read_table(path, DOCS)) if path.exists() else None
+        self.cached = as_frame(read_table(path, DOCS)) if path.exists() else None
         self.made: list[pl.DataFrame] = []
         self.all: pl.DataFrame | None = None
 
@@ -149,10 +174,10 @@ class NodeDocs:
     def save(self) -> None:
         """Write the cache when this build made documents: the ones holding Han that no partition has, of the nodes
         as they are now (a build that made none leaves it: a stale entry's content hash matches no node)."""
-        if not self.made:
+        if not self.made or self.cached is None:
             return
         current = self.nodes.with_columns(content_hash(self.nodes, "node")).select("tenant", "id", "content")
-        parts = pl.from_arrow(read_parts(self.lake, "docs", DOCS)).select("tenant", "id", "content")
+        parts = as_frame(read_parts(self.lake, "docs", DOCS)).select("tenant", "id", "content")
         keep = (self.cached.unique(["tenant", "id", "content"], keep="first")
                 .join(current, on=["tenant", "id", "content"], how="semi")
                 .join(parts, on=["tenant", "id", "content"], how="anti")
@@ -180,7 +205,7 @@ def _write_duckdb(lake: Lake, names: list[str], nodes: pl.DataFrame, tenants: li
     """The tenants table, then — when due — the DuckDB file (views + full-text indexes), built in memory and copied
     into a temp file that is swapped in."""
     counts = dict(nodes.group_by("tenant").len().iter_rows())
-    chunks = pl.from_arrow(read_lake_table(lake, "raw_chunks", ["tenant", "id", "text", "mime"]))
+    chunks = as_frame(read_lake_table(lake, "raw_chunks", ["tenant", "id", "text", "mime"]))
     chunks = chunks.filter(pl.col("mime").is_null() | pl.col("mime").str.starts_with("text/plain"))
     chunk_counts = dict(chunks.group_by("tenant").len().iter_rows())
     table = pa.table({"tenant": tenants, "slug": [tenant_slug(t) for t in tenants],
@@ -226,8 +251,8 @@ def _write_duckdb(lake: Lake, names: list[str], nodes: pl.DataFrame, tenants: li
     return stats
 
 
-def _fill(con, lake: Lake, names: list[str], views: dict[str, str], nodes: pl.DataFrame, node_docs: NodeDocs,
-          chunks: pl.DataFrame, tenants: list[str]) -> dict:
+def _fill(con: duckdb.DuckDBPyConnection, lake: Lake, names: list[str], views: dict[str, str], nodes: pl.DataFrame,
+          node_docs: NodeDocs, chunks: pl.DataFrame, tenants: list[str]) -> dict:
     """Views of the lake tables (copies on object storage, which DuckDB cannot reach by itself), the tenants view,
     and per tenant the BM25 indexes over node and raw-passage documents."""
     if lake.remote:
@@ -236,7 +261,9 @@ def _fill(con, lake: Lake, names: list[str], views: dict[str, str], nodes: pl.Da
     counts = {}
     for name in names:
         con.execute(f"CREATE {kind} {name} AS {views[name]}")
-        counts[name] = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
+        row = con.execute(f"SELECT count(*) FROM {name}").fetchone()
+        assert row is not None   # count(*) is one row
+        counts[name] = row[0]
     con.execute(f"CREATE {kind} tenants AS SELECT * FROM read_parquet('{_sql_str(str(_tenants_path(lake)))}')")
 
     docs = nodes.select("tenant", "id", "type").join(node_docs.every(), on=["tenant", "id"])
@@ -263,7 +290,7 @@ def _read_json(path: Path) -> dict:
         return {}
 
 
-def _per_tenant_fts(con, docs: pl.DataFrame, table: str) -> int:
+def _per_tenant_fts(con: duckdb.DuckDBPyConnection, docs: pl.DataFrame, table: str) -> int:
     """Index one tenant's documents in `table` (BM25 statistics — IDF, avgdl — stay per tenant)."""
     con.register("_src", docs.to_arrow())
     con.execute(f"CREATE TABLE {table} AS SELECT * FROM _src")

@@ -20,9 +20,10 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Callable, Mapping
 
 import numpy as np
 import polars as pl
@@ -30,12 +31,13 @@ import pyarrow as pa
 
 from r2g.schema import EDGES, NODES
 from r2g.tokens import has_han, segment_for_fts
+from raw_store.frames import as_frame
 from raw_store.lake import conform
 from raw_store.schema import MESSAGES, RAW_CHUNKS
 from recall.graph_csr import NO_TIME, AdjacencyArrays
 from recall.postings import build_postings
 from recall.query_tokens import jieba_tokens
-from recall.segment import MESSAGE_ROW_COLS, NODE_ROW_COLS, fsync_tree, write_segment
+from recall.segment import MESSAGE_ROW_COLS, NODE_ROW_COLS, write_segment
 from recall.store import tenant_slug
 from recall.tenant_index import FORMAT, Version, read_current, recall_dir, tenant_dir
 
@@ -45,7 +47,7 @@ HASH_SEED = 20261124
 KEEP_VERSIONS = 2      # the current version and the one before (a reader may still be opening it)
 
 
-def _fts():
+def _fts() -> tuple[str, tuple[str, ...], Callable[..., str]]:
     # recall.index imports this module's caller; its constants are read at call time
     from recall.index import FTS_IGNORE, INACTIVE_STATUS, node_doc
 
@@ -59,7 +61,7 @@ class Prepared:
     """The tenant's tables as recall reads them, each row or group with its hash (nothing sorted yet: a delta
     sorts only the rows it writes)."""
     nodes: pl.DataFrame       # active nodes, one row per id: id, keywords, NODE_ROW_COLS, hash
-    newest: object            # newest node time over all nodes (any status), or None
+    newest: datetime | None   # newest node time over all nodes (any status), or None
     half: pl.DataFrame        # half-edges between active nodes: node, nbr, dir, type, weight, eid, h
     adj: pl.DataFrame         # per node id with edges: node, hash
     chunks: pl.DataFrame      # id, path, sha256, conv_id, ts, passage, text, hash
@@ -81,13 +83,13 @@ def _group_hash(df: pl.DataFrame, key: str) -> pl.DataFrame:
 def prepare(nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table, messages: pa.Table) -> Prepared:
     _, inactive, _ = _fts()
     node_cols = ["id", "keywords", *NODE_ROW_COLS]
-    n = pl.from_arrow(conform(nodes, NODES).select(node_cols))
+    n = as_frame(conform(nodes, NODES).select(node_cols))
     newest = n.select(pl.coalesce("time_start", "last_seen", "first_seen").max()).item() if n.height else None
     n = n.filter(pl.col("id").is_not_null() & (pl.col("status").is_null() | ~pl.col("status").is_in(inactive)))
     n = n.unique("id", keep="first", maintain_order=True)
     n = n.with_columns(_hash(n, node_cols).alias("hash"))
 
-    e = pl.from_arrow(conform(edges, EDGES).select(["id", "src", "dst", "type", "weight"]))
+    e = as_frame(conform(edges, EDGES).select(["id", "src", "dst", "type", "weight"]))
     e = e.filter(pl.col("src").is_in(n["id"].implode()) & pl.col("dst").is_in(n["id"].implode()))
     e = e.with_columns(pl.col("weight").fill_null(1.0), pl.col("type").fill_null(""))
     half = pl.concat([
@@ -99,13 +101,13 @@ def prepare(nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table, messages: pa
     half = half.with_columns(_hash(half, ["node", "nbr", "dir", "type", "weight", "eid"]).alias("h"))
     adj = _group_hash(half, "node")
 
-    c = pl.from_arrow(conform(raw_chunks, RAW_CHUNKS).select(["id", "path", "sha256", "conv_id", "ts", "mime", "text"]))
+    c = as_frame(conform(raw_chunks, RAW_CHUNKS).select(["id", "path", "sha256", "conv_id", "ts", "mime", "text"]))
     c = c.filter(pl.col("id").is_not_null()).unique("id", keep="first", maintain_order=True)
     # passages are chat text; an agent ops file kept whole for its citations is not one (as recall.index)
     c = c.with_columns((pl.col("mime").is_null() | pl.col("mime").str.starts_with("text/plain")).alias("passage"))
     c = c.with_columns(_hash(c, ["id", "path", "sha256", "conv_id", "ts", "passage"]).alias("hash"))
 
-    m = pl.from_arrow(conform(messages, MESSAGES).select(list(MESSAGE_ROW_COLS))).with_row_index("_mi")
+    m = as_frame(conform(messages, MESSAGES).select(list(MESSAGE_ROW_COLS))).with_row_index("_mi")
     # a message lies in the chunks of its valid raw_refs (recall.citations.as_refs), else in its raw_id's; one row
     # per piece, with the piece's span in that chunk (what a citation slices)
     valid = (pl.col("raw_id").fill_null("") != "") & pl.col("offset").is_not_null() & pl.col("length").is_not_null()
@@ -138,14 +140,15 @@ class Current:
 def current_state(v: Version) -> Current:
     node_parts, slot_parts, adj_parts, chunk_parts, msg_parts = [], [], [], [], []
     for s, seg in enumerate(v.segments):
-        ids = pl.from_arrow(seg.nodes.select(["id", "slot", "hash"]))
+        ids = as_frame(seg.nodes.select(["id", "slot", "hash"]))
         slot_parts.append(ids.select("id", "slot"))
         live = v.node_live(s)
         node_parts.append(ids if live is None else ids.filter(pl.Series(live)))
-        adj_parts.append(pl.DataFrame({"slot": np.asarray(seg.adjacency.slot, np.int64),
-                                       "hash": np.asarray(seg.adjacency.hash), "seg": np.full(len(seg.adjacency.slot), s)}))
+        adjacency = seg.require_adjacency()
+        adj_parts.append(pl.DataFrame({"slot": np.asarray(adjacency.slot, np.int64),
+                                       "hash": np.asarray(adjacency.hash), "seg": np.full(len(adjacency.slot), s)}))
         cl = v.chunk_live(s)
-        ch = pl.from_arrow(seg.chunks.select(["id", "hash"]))
+        ch = as_frame(seg.chunks.select(["id", "hash"]))
         chunk_parts.append(ch if cl is None else ch.filter(pl.Series(cl)))
         msg_parts.append(pl.DataFrame({"key": pl.Series(seg.msg_key_strings.to_pylist(), dtype=pl.Utf8),
                                        "hash": np.asarray(seg.msg_hash), "seg": np.full(len(seg.msg_hash), s)}))
@@ -181,12 +184,13 @@ SEG_NODES = pa.schema([("id", pa.string()), ("slot", pa.int32()), ("hash", pa.ui
                        *(NODES.field(c) for c in NODE_ROW_COLS), ("mmr", pa.list_(pa.string()))])
 
 
-def node_docs(titles: list, texts: list, keywords: list, node_doc) -> tuple[list[str], list[list[str] | None]]:
+def node_docs(titles: list, texts: list, keywords: list, node_doc: Callable[..., str]) -> tuple[list[str], list[list[str] | None]]:
     """Each node's FTS document (recall.index.node_doc) and, for a node whose title or text holds Han, the search
     tokens MMR compares it by (search_tokens(title + " " + text)), from one segmentation: jieba segments the
     space-separated parts of a text holding Han one by one, so the document is those tokens followed by the
     keywords' (tests/test_recall_index.py checks both against the definitions)."""
-    docs, mmr = [], []
+    docs: list[str] = []
+    mmr: list[list[str] | None] = []
     for title, text, kw in zip(titles, texts, keywords):
         head = f"{title or ''} {text or ''}"
         if has_han(head):
@@ -203,7 +207,8 @@ SEG_MESSAGES = pa.schema([("piece", pa.string()), ("piece_offset", pa.int64()), 
                           *(MESSAGES.field(c) for c in MESSAGE_ROW_COLS)])
 
 
-def docs_with_mmr(nodes: pl.DataFrame, given: pl.DataFrame | None, node_doc) -> tuple[list[str], list[list[str] | None]]:
+def docs_with_mmr(nodes: pl.DataFrame, given: pl.DataFrame | None,
+                  node_doc: Callable[[str | None, str | None, list[str] | None], str]) -> tuple[list[str], list[list[str] | None]]:
     """node_docs' documents and MMR tokens for `nodes` (id, title, text, keywords), taking the documents from `given`
     (id, doc: recall.index made them once for the whole build) where it has the node: a document holding Han is
     jieba_tokens(title + " " + text) followed by the keywords' tokens, so MMR's tokens are the document's tokens
@@ -431,7 +436,7 @@ def write_tenant_index(index_dir: Path, tenant: str, nodes: pa.Table, edges: pa.
         tmp.rmdir()
         mode, reason = "base", "first build" if manifest is None else "forced" if compact else "incompatible"
         try:
-            if cur is not None and not compact:
+            if cur is not None and manifest is not None and not compact:   # (cur is read from the manifest)
                 d = diff(p, cur)
                 if not d.units:
                     return {"mode": "unchanged", "reason": "", "version": manifest["name"],
@@ -443,7 +448,7 @@ def write_tenant_index(index_dir: Path, tenant: str, nodes: pa.Table, edges: pa.
                     reason = f"{MAX_SEGMENTS} segments"
                 else:
                     mode, reason = "delta", ""
-            if mode == "delta":
+            if mode == "delta" and cur is not None and manifest is not None:   # (delta is chosen only then)
                 out = _write_delta(tmp, p, cur, d, meta, docs)
                 segments = [*manifest["segments"], name]
             else:
@@ -519,7 +524,7 @@ class _locked:
         self.f = open(self.path, "a")
         fcntl.flock(self.f, fcntl.LOCK_EX)
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         fcntl.flock(self.f, fcntl.LOCK_UN)
         self.f.close()
 
@@ -564,7 +569,7 @@ def _by_tenant(table: pa.Table) -> dict[str, pa.Table]:
     tenants = table.column("tenant").unique().to_pylist()
     if len(tenants) == 1:
         return {tenants[0]: table}
-    df = pl.from_arrow(table)
+    df = as_frame(table)
     return {key[0]: part.to_arrow() for key, part in df.partition_by("tenant", as_dict=True).items()}
 
 

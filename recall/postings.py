@@ -20,10 +20,10 @@ scores exactly like one segment built from the same documents.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -63,8 +63,10 @@ def build_postings(docs: Sequence[str | None], ignore: str) -> tuple[PostingsArr
         con.unregister("_src")
         con.execute(f"PRAGMA create_fts_index('d', 'row', 'doc', stemmer='{STEMMER}', stopwords='{STOPWORDS}', "
                     f"ignore='{ignore}', overwrite=1)")
-        tokenize = con.execute("SELECT macro_definition FROM duckdb_functions() WHERE schema_name = 'fts_main_d' "
-                               "AND function_name = 'tokenize'").fetchone()[0]
+        row = con.execute("SELECT macro_definition FROM duckdb_functions() WHERE schema_name = 'fts_main_d' "
+                          "AND function_name = 'tokenize'").fetchone()
+        assert row is not None   # create_fts_index defines the macro
+        tokenize = row[0]
         lens = con.execute("SELECT name, len FROM fts_main_d.docs").fetchnumpy()
         doc_len = np.zeros(n, dtype=np.int32)
         doc_len[lens["name"].astype(np.int64)] = lens["len"]
@@ -167,7 +169,7 @@ def bm25(parts: Sequence[Part], n_docs: int, avgdl: float, terms: Sequence[str],
     rows: list[list[np.ndarray]] = [[] for _ in parts]
     contrib: list[list[np.ndarray]] = [[] for _ in parts]
     for t in range(len(terms)):
-        kept = []
+        kept: list[tuple[np.ndarray, np.ndarray] | None] = []
         for i, p in enumerate(parts):
             h = hits[i][t]
             if h is None:

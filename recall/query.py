@@ -8,13 +8,13 @@ interrogative patterns per language give the intent.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Sequence
 
 from r2g.time_norm import TimeValue, find_times
 from r2g.tokens import has_han
-from recall.query_tokens import search_tokens   # r2g's tokens, without loading jieba's whole dictionary
+from recall.query_tokens import search_tokens  # r2g's tokens, without loading jieba's whole dictionary
 
 # English function words: they only dilute a query (DuckDB's FTS drops them from documents too).
 EN_STOPWORDS = frozenset("""

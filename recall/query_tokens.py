@@ -24,10 +24,11 @@ import tempfile
 import threading
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from r2g.tokens import ZH_STOPWORDS, _TOKEN, has_han  # the same filter as r2g's search_tokens
+from r2g.tokens import _TOKEN, ZH_STOPWORDS, has_han  # the same filter as r2g's search_tokens
 from r2g.tokens import search_tokens as r2g_search_tokens
 from recall.sorted_keys import SortedKeys, mapped, prefix_array
 
@@ -67,7 +68,7 @@ class LazyFreq:
             raise KeyError(word)
         return v
 
-    def get(self, word: str, default=None):
+    def get(self, word: str, default: int | None = None) -> int | None:
         v = self._find(word)
         return default if v is None else v
 
@@ -108,7 +109,7 @@ def _write_table(src: Path, folder: Path) -> None:
 
 
 @lru_cache(maxsize=1)
-def _lazy_tokenizer():
+def _lazy_tokenizer() -> Any:   # a jieba.Tokenizer (jieba has no types)
     import jieba
 
     jieba.setLogLevel(logging.WARNING)
@@ -122,7 +123,7 @@ def _lazy_tokenizer():
     return tok
 
 
-def _tokenizer():
+def _tokenizer() -> Any:
     jieba = sys.modules.get("jieba")
     if jieba is not None and jieba.dt.initialized:
         return jieba.dt            # the whole dictionary is in memory already

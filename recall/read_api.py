@@ -19,10 +19,11 @@ filter to nothing; malformed arguments raise ReadApiError(BAD_ARGS, ...).
 """
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any, Collection, Iterable, Mapping, Sequence
+from typing import Any
 
 from r2g.schema import EDGE_TYPES, EDGES, NODE_TYPES, NODES
 from raw_store.lake import Lake
@@ -244,7 +245,7 @@ def _timeline_key(view: NodeView) -> tuple:
 def _recency_order(views: Iterable[NodeView]) -> list[NodeView]:
     """Newest first (ties by id), undated last."""
     by_id = sorted(views, key=lambda v: v.id)
-    dated = sorted((v for v in by_id if v.time is not None), key=lambda v: v.time, reverse=True)
+    dated = sorted((v for v in by_id if v.time is not None), key=lambda v: v.time or datetime.min, reverse=True)
     return dated + [v for v in by_id if v.time is None]
 
 
@@ -336,7 +337,8 @@ class ReadApi:
         levels = _names(levels, "levels")
         for level in levels or ():
             _choice(level, "levels", LEVELS)
-        where, params = ["TRUE"], []
+        where: list[str] = ["TRUE"]
+        params: list[Any] = []
         if types is not None:
             where.append("n.type IN (SELECT unnest(?::VARCHAR[]))")
             params.append(list(types))
@@ -363,7 +365,8 @@ class ReadApi:
                    exclude_internal: bool = False) -> tuple[EdgeView, ...]:
         """Stored edges ordered by (src, type, dst, id); exclude_internal drops DERIVED_FROM."""
         types = _names(types, "types")
-        where, params = ["TRUE"], []
+        where: list[str] = ["TRUE"]
+        params: list[Any] = []
         for column, value in (("src", src), ("dst", dst)):
             if value is None:
                 continue

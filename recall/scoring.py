@@ -9,15 +9,20 @@ order (exp and log1p through `math`, as there), so each score equals the row-by-
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
 from recall.citations import RawRef, as_refs, refs_column
 from recall.sorted_keys import arrow_numpy
+
+if TYPE_CHECKING:   # recall.engine imports this module
+    from recall.engine import Filters, RecallConfig
+    from recall.query import QueryAnalysis
 
 NULL = np.iinfo(np.int64).min     # no time
 EPOCH = datetime(1970, 1, 1)
@@ -58,7 +63,7 @@ class NodeBatch:
         return len(self.id)
 
     @classmethod
-    def from_arrow(cls, table: pa.Table) -> "NodeBatch":
+    def from_arrow(cls, table: pa.Table) -> NodeBatch:
         cols = {}
         for c in TEXT_COLUMNS:
             cols[c] = table.column(c).to_pylist()
@@ -72,14 +77,14 @@ class NodeBatch:
         return cls(**cols)
 
     @classmethod
-    def from_rows(cls, rows: Mapping[str, Mapping], ids: Sequence[str]) -> "NodeBatch":
+    def from_rows(cls, rows: Mapping[str, Mapping], ids: Sequence[str]) -> NodeBatch:
         """The batch of the rows of `ids` that `rows` holds (row dicts, as TenantReader.nodes returns), in order."""
         found = [rows[i] for i in ids if i in rows]
-        cols = {c: [r.get(c) for r in found] for c in TEXT_COLUMNS}
+        cols: dict[str, Any] = {c: [r.get(c) for r in found] for c in TEXT_COLUMNS}
         for c in TIME_COLUMNS:
             cols[c] = np.array([micros(r.get(c)) for r in found], dtype=np.int64)
         for c in NUMBER_COLUMNS:
-            cols[c] = np.array([np.nan if r.get(c) is None else float(r.get(c)) for r in found], dtype=np.float64)
+            cols[c] = np.array([np.nan if (v := r.get(c)) is None else float(v) for r in found], dtype=np.float64)
         cols["raw_refs"] = [as_refs(r.get("raw_refs")) for r in found]
         return cls(**cols)
 
@@ -95,7 +100,7 @@ class NodeBatch:
                         np.where(self.last_seen != NULL, self.last_seen, self.first_seen))
 
 
-def passes(b: NodeBatch, filters) -> np.ndarray:
+def passes(b: NodeBatch, filters: Filters) -> np.ndarray:
     """engine.Filters.node per row."""
     keep = np.ones(len(b), bool)
     if filters.types is not None:
@@ -114,7 +119,7 @@ def passes(b: NodeBatch, filters) -> np.ndarray:
     return keep
 
 
-def recency(b: NodeBatch, newest: datetime | None, cfg) -> np.ndarray:
+def recency(b: NodeBatch, newest: datetime | None, cfg: RecallConfig) -> np.ndarray:
     """engine._recency per row, with τ by the row's type."""
     t = b.node_time()
     out = np.zeros(len(b))
@@ -127,7 +132,7 @@ def recency(b: NodeBatch, newest: datetime | None, cfg) -> np.ndarray:
     return out
 
 
-def weight(b: NodeBatch, rec: np.ndarray, cfg) -> np.ndarray:
+def weight(b: NodeBatch, rec: np.ndarray, cfg: RecallConfig) -> np.ndarray:
     """engine.node_weight per row."""
     total = cfg.weight_importance + cfg.weight_frequency + cfg.weight_recency + cfg.weight_emotion
     if total <= 0:
@@ -142,7 +147,7 @@ def weight(b: NodeBatch, rec: np.ndarray, cfg) -> np.ndarray:
             + cfg.weight_emotion * emotion) / total
 
 
-def prior(b: NodeBatch, cfg) -> np.ndarray:
+def prior(b: NodeBatch, cfg: RecallConfig) -> np.ndarray:
     """The type prior per row: "Type/subtype" first, then "Type"."""
     cache: dict[tuple, float] = {}
     out = []
@@ -154,7 +159,7 @@ def prior(b: NodeBatch, cfg) -> np.ndarray:
     return np.array(out, dtype=np.float64)
 
 
-def boost(b: NodeBatch, analysis, cfg) -> np.ndarray:
+def boost(b: NodeBatch, analysis: QueryAnalysis, cfg: RecallConfig) -> np.ndarray:
     """engine._query_boost per row."""
     out = np.ones(len(b))
     if analysis.times:
@@ -171,7 +176,7 @@ def boost(b: NodeBatch, analysis, cfg) -> np.ndarray:
 
 
 def scores(b: NodeBatch, bm25: np.ndarray, similarity: np.ndarray, graph: np.ndarray, weights: np.ndarray,
-           analysis, cfg) -> np.ndarray:
+           analysis: QueryAnalysis, cfg: RecallConfig) -> np.ndarray:
     """(λ1·bm25 + λ2·cos + λ3·graph + λ4·weight) × type prior × query boost, per row."""
     return (cfg.lambda_bm25 * bm25 + cfg.lambda_vector * similarity + cfg.lambda_graph * graph
             + cfg.lambda_weight * weights) * prior(b, cfg) * boost(b, analysis, cfg)

@@ -102,7 +102,7 @@ class Segment:
         self.folder = folder
         self.name = folder.name
         self.meta = json.loads((folder / "meta.json").read_text("utf-8"))
-        self._maps = []
+        self._maps: list[pa.MemoryMappedFile] = []
         self.nodes = self._arrow("nodes.arrow")
         self.node_keys = SortedKeys.open(folder / "nodes.keys.npy", self.nodes.column("id"))
         self.node_slot = arrow_numpy(self.nodes.column("slot"))
@@ -128,6 +128,13 @@ class Segment:
         self.removed_slots = mapped(folder / "removed_slots.npy")
         self.removed_chunks = frozenset(self._arrow("removed_chunks.arrow").column("key").to_pylist())
         self.removed_msgs = frozenset(self._arrow("removed_msgs.arrow").column("key").to_pylist())
+
+    def require_adjacency(self) -> Adjacency:
+        """The graph's adjacency lists; the error that kept them from loading is raised when they are asked for."""
+        if self.adjacency is None:
+            assert self.adjacency_error is not None
+            raise self.adjacency_error
+        return self.adjacency
 
     def _arrow(self, name: str) -> pa.Table:
         table, mm = read_arrow(self.folder / name)

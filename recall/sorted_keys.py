@@ -9,8 +9,8 @@ column of the same rows).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -27,7 +27,7 @@ def _dtype(t: pa.DataType) -> np.dtype:
     return np.dtype(np.int64) if pa.types.is_timestamp(t) else np.dtype(_NUMPY[t])
 
 
-def arrow_numpy(col: pa.Array | pa.ChunkedArray, null=None) -> np.ndarray:
+def arrow_numpy(col: pa.Array | pa.ChunkedArray, null: float | None = None) -> np.ndarray:
     """A primitive Arrow column as numpy (zero-copy for one chunk without nulls; timestamps as int64), its nulls
     set to `null` (a column with nulls needs one). pyarrow's own to_numpy, fill_null and pa.array import pandas
     when it is installed: 0.5 s of a cold recall process."""
@@ -49,7 +49,7 @@ def arrow_numpy(col: pa.Array | pa.ChunkedArray, null=None) -> np.ndarray:
     return values
 
 
-def arrow_indices(rows) -> pa.Array:
+def arrow_indices(rows: Sequence[int] | np.ndarray) -> pa.Array:
     """Row numbers as an Arrow int64 array, for take() (built from the buffer: pa.array would import pandas)."""
     a = np.ascontiguousarray(rows, dtype=np.int64)
     return pa.Array.from_buffers(pa.int64(), len(a), [None, pa.py_buffer(a)])
@@ -99,7 +99,7 @@ class SortedKeys:
         return arr
 
     @classmethod
-    def open(cls, path: Path, full: pa.Array | pa.ChunkedArray | None) -> "SortedKeys":
+    def open(cls, path: Path, full: pa.Array | pa.ChunkedArray | None) -> SortedKeys:
         return cls(mapped(path), full)
 
     def __len__(self) -> int:
@@ -131,6 +131,7 @@ class SortedKeys:
             hi[longer] = lo[longer]   # no stored key is that long
         else:
             # a prefix of `width` bytes may be shared by several keys: the full strings decide
+            assert self.full is not None   # truncated only when the full strings are there
             for i in np.nonzero((hi > lo) & (np.fromiter((len(b) >= self.width for b in raw), bool, n)))[0].tolist():
                 hits = [j for j in range(int(lo[i]), int(hi[i])) if self.full[j].as_py() == keys[i]]
                 lo[i], hi[i] = (hits[0], hits[-1] + 1) if hits else (lo[i], lo[i])

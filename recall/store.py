@@ -11,10 +11,11 @@ import hashlib
 import importlib.util
 import re
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar, cast
 
 import duckdb
 
@@ -24,7 +25,8 @@ T = TypeVar("T")
 
 # Known extensions must never be fetched from the network (there is none here):
 # the fts extension is loaded from the duckdb-ext-fts wheel's file instead.
-DUCKDB_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+DUCKDB_CONFIG: dict[str, str | bool | int | float | list[str]] = {"autoinstall_known_extensions": False,
+                                                                  "autoload_known_extensions": False}
 
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")
 
@@ -270,7 +272,7 @@ class FileCache:
         with self._lock:
             hit = self._items.get(path)
             if hit and hit[:2] == (st.st_ino, st.st_mtime_ns):
-                return hit[2]
+                return cast(T, hit[2])   # what `load` made of this path (each path has one loader)
         obj = load(path)
         with self._lock:
             self._items[path] = (st.st_ino, st.st_mtime_ns, obj)

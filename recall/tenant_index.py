@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -193,7 +193,7 @@ class Version:
             for s, seg in enumerate(self.segments):
                 live = self.owner_seg[seg.node_slot] == s
                 first_seen[seg.node_slot[live]] = seg.node_first_seen[live]
-        return CsrGraph([seg.adjacency for seg in self.segments], self.n_slots,
+        return CsrGraph([seg.require_adjacency() for seg in self.segments], self.n_slots,
                         [seg.removed_slots for seg in self.segments], first_seen, self.ids_of_slots, self.slots_of,
                         self.edge_types)
 

@@ -9,8 +9,9 @@ the agent can read what was wrong and retry.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import date, datetime, timedelta
-from typing import Any, Mapping
+from typing import Any
 
 import jsonschema
 

@@ -24,9 +24,10 @@ from __future__ import annotations
 import importlib
 import os
 import tempfile
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -60,7 +61,7 @@ def load_embedder(spec: str) -> Embedder:
 
 
 @lru_cache(maxsize=1)
-def _hashing_vectorizer():
+def _hashing_vectorizer() -> Any:   # sklearn's HashingVectorizer (no types)
     try:
         from sklearn.feature_extraction.text import HashingVectorizer
     except ImportError as exc:   # an optional extra: only this switch needs it

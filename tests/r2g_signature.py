@@ -14,10 +14,10 @@ from datetime import datetime
 
 import pyarrow as pa
 
+from r2g.schema import ROLE_EDGES
 from raw_store.schema import MESSAGES
 from raw_store.text import detect_lang
 
-from r2g.schema import ROLE_EDGES
 LINK_EDGES = ("CAUSES", "CAUSED_BY", "SAME_AS", "SUPPORTS", "CONTRADICTS", "ABOUT")
 
 

@@ -10,8 +10,8 @@ import pyarrow as pa
 from r2g.schema import EDGES, NODES
 from raw_store.cas import RawStore
 from raw_store.lake import Lake
-from raw_store.tables import write_import
 from raw_store.schema import MESSAGES, RAW_CHUNKS
+from raw_store.tables import write_import
 from recall.index import build_indexes
 
 
@@ -31,7 +31,7 @@ class LakeBuilder:
                      start: datetime = datetime(2023, 5, 1, 10, 0)) -> dict[str, dict]:
         """Store the turns (msg_id, speaker, text) as one RawChunk; returns msg_id → raw_ref."""
         parts, refs, offset = [], {}, 0
-        for msg_id, speaker, text in turns:
+        for msg_id, _speaker, text in turns:
             b = text.encode("utf-8")
             refs[msg_id] = {"raw_id": None, "offset": offset, "length": len(b)}
             parts.append(b)

@@ -25,7 +25,7 @@ def _files(root: Path) -> list[Path]:
 
 
 def test_put_returns_content_addressed_ref(store: RawStore) -> None:
-    data = "Caroline: hi\n".encode()
+    data = b"Caroline: hi\n"
     ref = store.put("alice", data, DAY)
     sha = hashlib.sha256(data).hexdigest()
     assert ref == BlobRef(raw_id_for(sha), sha, f"raw/alice/2023/05/08/{sha[:2]}/raw_{sha}.blob.zst",
@@ -132,7 +132,7 @@ def test_unsafe_tenant_roundtrip(store: RawStore) -> None:
 def test_delete_leaves_tombstone_and_forgets(store: RawStore) -> None:
     ref = store.put("alice", b"forget me", DAY)
     assert store.read("alice", ref.path, ref.sha256) == b"forget me"   # now cached
-    at = dt.datetime(2024, 1, 1, 12, 0, tzinfo=dt.timezone.utc)
+    at = dt.datetime(2024, 1, 1, 12, 0, tzinfo=dt.UTC)
     row = store.delete("alice", ref.path, ref.sha256, "user request", at=at)
     assert row == {"raw_id": ref.raw_id, "tenant": "alice", "path": ref.path, "sha256": ref.sha256,
                    "deleted_at": at, "reason": "user request"}
@@ -154,7 +154,7 @@ def test_delete_defaults_to_now_utc(store: RawStore) -> None:
     ref = store.put("alice", b"x", DAY)
     row = store.delete("alice", ref.path, ref.sha256, "gc")
     assert row["deleted_at"].tzinfo is not None
-    assert abs(row["deleted_at"] - dt.datetime.now(dt.timezone.utc)) < dt.timedelta(minutes=1)
+    assert abs(row["deleted_at"] - dt.datetime.now(dt.UTC)) < dt.timedelta(minutes=1)
 
 
 def test_no_temp_files_left(store: RawStore) -> None:

@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Sequence
+from collections.abc import Sequence
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fuzzing import fuzz_settings
 from raw_store.chunker import Chunk, chunk_conversation, render_turn_header, split_text
 from raw_store.readers import Message
 from raw_store.text import estimate_tokens
-from fuzzing import fuzz_settings
 
 PROPS = fuzz_settings(120)
 T0 = dt.datetime(2023, 5, 8, 13, 56)

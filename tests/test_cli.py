@@ -8,12 +8,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from r2g.lake_graph import table_schema
-from raw_store.tables import write_import
-
 from assets.cli import _parser, main
+from r2g.lake_graph import table_schema
 from raw_store.cas import RawStore
 from raw_store.lake import Lake
+from raw_store.tables import write_import
 
 
 def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

@@ -12,8 +12,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobs.communities import (
-    E_COMMUNITY_CONFIG, PROVENANCE, CommunityConfig, community_id, concept_id, cooccurrence_graph,
-    detect_communities, jaccard, match_previous,
+    E_COMMUNITY_CONFIG,
+    PROVENANCE,
+    CommunityConfig,
+    community_id,
+    concept_id,
+    cooccurrence_graph,
+    detect_communities,
+    jaccard,
+    match_previous,
 )
 from r2g.ids import edge_id
 from r2g.schema import COMMUNITIES, EDGES, NODES

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from r2g.lake_graph import read_lake_table
-
 from assets.cli import main
 from jobs.consolidate import ConsolidationConfig
+from r2g.lake_graph import read_lake_table
 from raw_store.lake import Lake
 from recall.engine import recall
 from recall.read_api import ReadApi

@@ -22,6 +22,7 @@ from jobs.schema import PROMOTIONS
 from jobs.sparsify import SparsifyConfig
 from jobs.tiers import TierConfig
 from r2g import link
+from r2g.schema import NODES
 from tests.consolidation_graphs import random_graph
 from tests.fuzzing import fuzz_settings
 from tests.legacy import communities as old_communities
@@ -70,7 +71,7 @@ def test_flag_nodes_matches_the_reference_on_pii_like_text(texts, lists, redact)
     rows = [{"id": f"n{i}", "tenant": "t", "type": "Episode", "title": texts[i % len(texts)],
              "text": texts[(i + 1) % len(texts)], "keywords": lists[i % len(lists)],
              "entities": lists[(i + 1) % len(lists)], "aliases": lists[(i + 2) % len(lists)]} for i in range(n)]
-    nodes = pa.Table.from_pylist([{c: r.get(c) for c in pii.NODES.names} for r in rows], schema=pii.NODES)
+    nodes = pa.Table.from_pylist([{c: r.get(c) for c in NODES.names} for r in rows], schema=NODES)
     assert_same(pii.flag_nodes(nodes, redact_text=redact), old_pii.flag_nodes(nodes, redact_text=redact))
 
 

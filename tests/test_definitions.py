@@ -77,7 +77,7 @@ def test_the_daily_schedule_consolidates_as_of_its_day() -> None:
 
     from assets.consolidation import daily_consolidation
 
-    context = dg.build_schedule_context(scheduled_execution_time=dt.datetime(2026, 11, 23, 3, 0, tzinfo=dt.timezone.utc))
+    context = dg.build_schedule_context(scheduled_execution_time=dt.datetime(2026, 11, 23, 3, 0, tzinfo=dt.UTC))
     request = daily_consolidation(context)
     assert request.run_key == "consolidate@2026-11-23"
     assert request.run_config == {"resources": {"lake": {"config": {"as_of": "2026-11-23"}}}}

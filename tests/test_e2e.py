@@ -16,9 +16,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from r2g.lake_graph import read_lake_table
-
 from assets.run import materialize
+from r2g.lake_graph import read_lake_table
 from raw_store.lake import Lake, scan_inbox
 from recall.tenant_index import recall_dir
 

@@ -15,17 +15,16 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from r2g.lake_graph import read_lake_table
-from r2g.schema import ANNOTATIONS
-from raw_store.tables import read_parts
-
 from assets.cli import main
 from jobs.forget import ForgetRequest, ForgetRules, load_requests
 from jobs.integrity import forgotten_stay_forgotten
+from r2g.lake_graph import read_lake_table
+from r2g.schema import ANNOTATIONS
 from raw_store.cas import RawStore
 from raw_store.errors import BlobForgotten
 from raw_store.lake import Lake
 from raw_store.readers import Message
+from raw_store.tables import read_parts
 from recall.engine import recall
 from recall.store import tenant_sql
 from recall.tenant_index import tenant_dir

@@ -196,7 +196,7 @@ LANGUAGES = [
 @pytest.mark.parametrize("lang, media, note, event, android_media, deleted", LANGUAGES, ids=[x[0] for x in LANGUAGES])
 def test_whatsapp_system_lines_and_placeholders_per_language(lang: str, media: str, note: str, event: str,
                                                              android_media: str, deleted: str) -> None:
-    ios = "\n".join([f"[15/06/2023, 20:04:12] Leon: hello", f"[15/06/2023, 20:04:30] Leon: {LRM}{media}",
+    ios = "\n".join(["[15/06/2023, 20:04:12] Leon: hello", f"[15/06/2023, 20:04:30] Leon: {LRM}{media}",
                      f"[15/06/2023, 20:04:40] Mia: {LRM}{deleted}", f"[15/06/2023, 20:05:00] Leon: {LRM}{event}",
                      "[15/06/2023, 20:05:10] Mia: ok"]).encode()
     r = read_bytes(ios, "chat.txt", "t")
@@ -225,7 +225,7 @@ def test_whatsapp_group_sender_is_structural_in_any_language() -> None:
 
 
 def test_whatsapp_text_that_merely_mentions_media_stays_text() -> None:
-    data = ("[15/06/2023, 20:04:12] Leon: the image omitted from the report was mine\n"
-            "[15/06/2023, 20:04:13] Leon: I found the document omitted\n").encode()
+    data = (b"[15/06/2023, 20:04:12] Leon: the image omitted from the report was mine\n"
+            b"[15/06/2023, 20:04:13] Leon: I found the document omitted\n")
     assert [m.text for m in read_bytes(data, "chat.txt", "t").messages] == [
         "the image omitted from the report was mine", "I found the document omitted"]

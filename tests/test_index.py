@@ -6,7 +6,6 @@ import pyarrow as pa
 import pytest
 
 from r2g.schema import NODES
-
 from raw_store.lake import Lake
 from recall.index import build_indexes
 from recall.store import connect, node_docs_table, raw_docs_table, tenant_slug
@@ -171,8 +170,8 @@ def test_node_documents_are_segmented_once_and_reused_while_unchanged(tmp_path, 
     import polars as pl
 
     from r2g import lake_graph
-    from raw_store.lake import read_table
     from r2g.schema import DOCS
+    from raw_store.lake import read_table
 
     lake = _two_tenant_lake(tmp_path)          # built its indexes once already
     (lake.index_dir / "node_docs.parquet").unlink()

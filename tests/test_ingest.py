@@ -13,12 +13,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fuzzing import fuzz_settings
 from raw_store import errors as E
 from raw_store import schema
 from raw_store.cas import RawStore
 from raw_store.ingest import IngestResult, ingest_bytes, ingest_file
 from raw_store.lake import read_table, write_table
-from fuzzing import fuzz_settings
 
 FIXTURES = Path(__file__).parent / "fixtures" / "raw"
 
@@ -132,7 +132,9 @@ def test_deterministic_and_idempotent(tmp_path: Path) -> None:
     for r1, r2, r3 in ((a.messages, a2.messages, b.messages), (a.raw_chunks, a2.raw_chunks, b.raw_chunks),
                        (a.rejects, a2.rejects, b.rejects)):
         assert r1.equals(r2) and r1.equals(r3)
-    files = lambda root: sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    def files(root: Path) -> list[str]:
+        return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+
     assert files(tmp_path / "a") == files(tmp_path / "b")
 
 

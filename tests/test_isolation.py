@@ -10,19 +10,17 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Mapping
 from dataclasses import fields, is_dataclass
 from pathlib import Path
-from typing import Mapping
 
 import duckdb
 import pyarrow as pa
 import pytest
-
-from r2g.lake_graph import read_lake_table
-from raw_store.tables import part_paths, write_import
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from r2g.lake_graph import read_lake_table
 from r2g.link import with_fact_links
 from r2g.merge import merge_graph
 from r2g.pipeline import annotate_messages, partition_graph
@@ -31,6 +29,7 @@ from raw_store.cas import RawStore
 from raw_store.ingest import ingest_bytes
 from raw_store.lake import Lake
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS
+from raw_store.tables import part_paths, write_import
 from recall.engine import recall
 from recall.index import build_indexes
 from recall.read_api import ReadApi

@@ -1,7 +1,6 @@
 """Lake paths, atomic deterministic Parquet writes, inbox scanning, partition assembly, integrity checks."""
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -12,8 +11,18 @@ from hypothesis import strategies as st
 from jobs.integrity import conservation, lake_conservation, orphan_edges, unresolved_raw_refs
 from r2g.schema import EDGES, NODES
 from raw_store.cas import RawStore
-from raw_store.lake import (Lake, part_id, partition_key_for, read_manifest, read_table, scan_inbox, union_sorted,
-                            write_bytes_atomic, write_manifest, write_table)
+from raw_store.lake import (
+    Lake,
+    part_id,
+    partition_key_for,
+    read_manifest,
+    read_table,
+    scan_inbox,
+    union_sorted,
+    write_bytes_atomic,
+    write_manifest,
+    write_table,
+)
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS
 
 

@@ -11,8 +11,17 @@ import pyarrow as pa
 import pytest
 
 from assets.definitions import defs
-from assets.metadata import (RunChanges, TableChange, bar_chart_png, degree_chart_png, degrees, png_markdown,
-                             table_change, tier_flow_png, tier_flows)
+from assets.metadata import (
+    RunChanges,
+    TableChange,
+    bar_chart_png,
+    degree_chart_png,
+    degrees,
+    png_markdown,
+    table_change,
+    tier_flow_png,
+    tier_flows,
+)
 
 
 def _size(png: bytes) -> tuple[int, int]:

@@ -16,12 +16,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fuzzing import fuzz_settings
 from raw_store import errors as E
 from raw_store.cas import RawStore
 from raw_store.formats.messenger_json import fix_mojibake
 from raw_store.ingest import ingest_bytes
 from raw_store.readers import FORMATS, ReadResult, detect_format, read_bytes
-from fuzzing import fuzz_settings
 
 FIXTURES = Path(__file__).parent / "fixtures" / "raw"
 FUZZ = fuzz_settings(60)

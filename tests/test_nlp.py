@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from r2g import nlp
-from r2g.nlp import Annotation, NlpCache, annotate, chinese, english, text_sha, zh_segment
+from r2g.ids import text_sha
+from r2g.nlp import Annotation, NlpCache, annotate, chinese, english, zh_segment
 
 
 @pytest.fixture(scope="module")

@@ -16,11 +16,10 @@ from pathlib import Path
 import nbformat
 import polars as pl
 import pytest
-
-from r2g.lake_graph import read_lake_table
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
+from r2g.lake_graph import read_lake_table
 from raw_store.lake import Lake
 
 ROOT = Path(__file__).resolve().parent.parent

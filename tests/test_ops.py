@@ -4,16 +4,27 @@ from __future__ import annotations
 
 import json
 import random
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import jsonschema
 import pyarrow as pa
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from jobs import ops as O
-from jobs.ops import (BAD_ARGS, CHILD_HAS_PARENT, CHILD_NOT_FOUND, NOT_FOUND, OP_FAILED, Op, apply_ops, batch_id_for,
-                      looks_like_ops, parse_ops)
+from jobs.ops import (
+    BAD_ARGS,
+    CHILD_HAS_PARENT,
+    CHILD_NOT_FOUND,
+    NOT_FOUND,
+    OP_FAILED,
+    Op,
+    apply_ops,
+    batch_id_for,
+    looks_like_ops,
+    parse_ops,
+)
 from r2g.ids import edge_id, stable_id
 from r2g.schema import COLD_EDGES, EDGES, NODES, OPS_APPLIED, OPS_REJECTED
 from raw_store.cas import raw_id_for
@@ -666,7 +677,7 @@ def test_fuzz_reapplying_a_batch_leaves_the_graph_unchanged(objs):
 
 
 def test_read_batch_bundles_a_parsed_file_for_apply_ops():
-    b = O.read_batch(BATCH, "inbox/a/ops.jsonl", "a", datetime(2025, 11, 5, 18, 0, tzinfo=timezone.utc))
+    b = O.read_batch(BATCH, "inbox/a/ops.jsonl", "a", datetime(2025, 11, 5, 18, 0, tzinfo=UTC))
     assert (b.tenant, b.batch_id, b.at, len(b.ops)) == ("a", batch_id_for(BATCH), datetime(2025, 11, 5, 18), 10)
     assert b.parse_rejects.schema == OPS_REJECTED and b.parse_rejects.column("op_index").to_pylist() == [11]
     res = apply_ops(*lake(), b.ops, b.batch_id, b.at, None)

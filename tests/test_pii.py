@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -91,7 +92,7 @@ def _nodes(rows: list[dict]) -> pa.Table:
     return pa.Table.from_pylist([{c: r.get(c) for c in NODES.names} for r in rows], schema=NODES)
 
 
-ROWS = [
+ROWS: list[dict[str, Any]] = [
     {"id": "n1", "tenant": "t1", "type": "Episode", "title": "Caroline: my mail is c@x.org",
      "text": "Caroline shared c@x.org", "keywords": ["c@x.org", "mail"], "raw_refs": [
          {"raw_id": "raw_a", "offset": 0, "length": 10}]},

@@ -27,9 +27,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 import dagster as dg
+import pytest
 
 from assets.run import WORKER_TAG
 from raw_store.lake import scan_inbox
@@ -123,7 +122,7 @@ def server() -> Iterator[Server]:
     started = False
     try:
         pg("initdb", "-D", str(data), "-U", PG_USER, "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync")
-        for attempt in range(3):   # the free port may be taken between probing it and the server binding it
+        for _attempt in range(3):   # the free port may be taken between probing it and the server binding it
             port = _free_port()
             with open(data / "postgresql.auto.conf", "a", encoding="utf-8") as conf:
                 conf.write(f"listen_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = '{sock}'\n"

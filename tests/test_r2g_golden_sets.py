@@ -314,7 +314,8 @@ EN = [
         Fact paint_sunrise | AGENT=Caroline | PATIENT=sunrise | TIME=2023-05-07
         SAME_AS [paint_sunrise] -> [paint_sunrise]
     '''),
-    ([('Caroline', 'I like jazz.', '2023-01-10T10:00'), ('Caroline', 'I like jazz.', '2023-03-10T10:00'), ('Caroline', 'I hate jazz.', '2023-05-08T10:00')], '''
+    ([('Caroline', 'I like jazz.', '2023-01-10T10:00'), ('Caroline', 'I like jazz.', '2023-03-10T10:00'),
+      ('Caroline', 'I hate jazz.', '2023-05-08T10:00')], '''
         ABOUT Episode(m0) -> Concept(Music / 音乐)
         ABOUT Episode(m1) -> Concept(Music / 音乐)
         ABOUT Episode(m2) -> Concept(Music / 音乐)
@@ -654,7 +655,8 @@ ZH = [
         Entity PERSON 小红
         Fact have not | AGENT=小红
     '''),
-    ([('小红', '我喜欢喝茶', '2023-01-10T10:00'), ('小红', '我喜欢喝茶', '2023-03-10T10:00'), ('小红', '我不喜欢喝茶了', '2023-05-08T10:00')], '''
+    ([('小红', '我喜欢喝茶', '2023-01-10T10:00'), ('小红', '我喜欢喝茶', '2023-03-10T10:00'),
+      ('小红', '我不喜欢喝茶了', '2023-05-08T10:00')], '''
         ABOUT Episode(m0) -> Concept(Coffee & tea / 咖啡与茶)
         ABOUT Episode(m1) -> Concept(Coffee & tea / 咖啡与茶)
         ABOUT Episode(m2) -> Concept(Coffee & tea / 咖啡与茶)

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 import pyarrow as pa
 import pytest
 
-from r2g.extract import build_graph, span_refs, _Msg
+from r2g.extract import _Msg, build_graph, span_refs
 from r2g.ids import edge_id, edge_ids, stable_id
 from r2g.merge import COUNTED_TYPES, merge_graph
 from r2g.nlp import annotate, english

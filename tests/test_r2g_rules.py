@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fuzzing import fuzz_settings
 from r2g import rules as R
-from r2g.rules import episode
 from r2g.link import canonical_predicate
 from r2g.pipeline import run_partition
+from r2g.rules import episode
 from r2g_signature import make_turns
-from fuzzing import fuzz_settings
 from raw_store.lake import InboxFile, Lake, outdated_stages, write_manifest
 
 TS = datetime(2023, 5, 8, 13, 56)

@@ -9,11 +9,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fuzzing import fuzz_settings
 from raw_store import errors as E
-from raw_store.readers import FORMATS, MAX_MESSAGE_BYTES, ReadResult, default_conv_id, detect_format, read_bytes, read_file
+from raw_store.readers import (
+    FORMATS,
+    MAX_MESSAGE_BYTES,
+    ReadResult,
+    default_conv_id,
+    detect_format,
+    read_bytes,
+    read_file,
+)
 from raw_store.routing import DEFAULT_TENANT, tenant_for
 from raw_store.timeparse import parse_ts
-from fuzzing import fuzz_settings
 
 FIXTURES = Path(__file__).parent / "fixtures" / "raw"
 FUZZ = fuzz_settings(150)

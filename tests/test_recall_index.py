@@ -5,14 +5,14 @@ import json
 import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
 import pytest
 
 from raw_store.lake import Lake
-from recall import recall
-from recall import index_build
+from recall import index_build, recall
 from recall.index import build_indexes
 from recall.query import query_keywords
 from recall.store import tenant_reader
@@ -149,7 +149,7 @@ def _build(root: Path, rounds: list[dict]) -> tuple[Lake, list[dict]]:
     return lake, stats
 
 
-ROUNDS = [
+ROUNDS: list[dict[str, dict[str, Any]]] = [
     {"alice": {"convs": range(0, 6)}, "bob": {"convs": range(0, 2)}},
     # changed doc text, changed weight fields, a removed Fact and a removed Entity, an edge weight, a new conversation
     {"alice": {"convs": range(0, 7), "removed": {"f_m1_2", "ent_cy"},
@@ -281,8 +281,8 @@ def test_prepare_hashes_are_stable_and_see_every_column_recall_reads(tmp_path: P
     one, two = index_build.prepare(*tables), index_build.prepare(*tables)
     assert one.nodes["hash"].to_list() == two.nodes["hash"].to_list()
     nodes = tables[0].to_pylist()
-    for column, value in (("sentiment", 0.3), ("aliases", ["x"]), ("raw_refs", [{"raw_id": "raw_x", "offset": 1, "length": 2}]), ("keywords", ["new"]),
-                          ("last_seen", T0 + timedelta(days=400)), ("speaker", "Zed")):
+    for column, value in (("sentiment", 0.3), ("aliases", ["x"]), ("raw_refs", [{"raw_id": "raw_x", "offset": 1, "length": 2}]),
+                          ("keywords", ["new"]), ("last_seen", T0 + timedelta(days=400)), ("speaker", "Zed")):
         edited = [dict(n) for n in nodes]
         edited[0][column] = value
         p = index_build.prepare(pa.Table.from_pylist(edited, schema=tables[0].schema), *tables[1:])

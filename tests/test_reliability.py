@@ -38,8 +38,8 @@ KILLS = 6
 SOAK_KILLS = 40
 MESSY = {
     "messy/half_good.jsonl": (
-        '{"conv_id": "c1", "speaker": "Ann", "ts": "2024-01-02 10:00:00", "text": "The backup server is in Oslo."}\n'
-        '{"conv_id": "c1", "speaker": "Bob", "ts": "2024-01-02 10:01:00", "text": "broken line\n').encode(),
+        b'{"conv_id": "c1", "speaker": "Ann", "ts": "2024-01-02 10:00:00", "text": "The backup server is in Oslo."}\n'
+        b'{"conv_id": "c1", "speaker": "Bob", "ts": "2024-01-02 10:01:00", "text": "broken line\n'),
     "messy/crlf_bom.txt": "\ufeffAnn: first line\r\nBob: 第二行\r\n\r\n".encode(),
 }
 

@@ -14,9 +14,8 @@ import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
-import pytest
-
 import dagster as dg
+import pytest
 
 from assets.run import WORKER_TAG
 from tests.test_reliability import lake_fingerprint

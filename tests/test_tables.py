@@ -12,8 +12,16 @@ from hypothesis import strategies as st
 from r2g.lake_graph import lake_docs, lake_views, layer_dir, read_graph, read_lake_table
 from r2g.schema import EDGES, NODE_STATE, NODES
 from raw_store.lake import Lake, write_table
-from raw_store.tables import (REMOVED, Overlay, apply_overlay, diff_overlay, part_paths, read_overlay, write_import,
-                              write_overlay)
+from raw_store.tables import (
+    REMOVED,
+    Overlay,
+    apply_overlay,
+    diff_overlay,
+    part_paths,
+    read_overlay,
+    write_import,
+    write_overlay,
+)
 
 SMALL = pa.schema([("tenant", pa.string()), ("id", pa.string()), ("v", pa.int64()), ("tag", pa.string())])
 

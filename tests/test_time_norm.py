@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fuzzing import fuzz_settings
 from r2g import time_norm as T
 from r2g.time_norm import find_times, resolve, zh_number
-from fuzzing import fuzz_settings
 
 PROPS = fuzz_settings(300)
 

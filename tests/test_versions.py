@@ -10,7 +10,8 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from jobs.versions import VersionConfig, one_active_per_chain, version_facts
 from r2g.ids import edge_id

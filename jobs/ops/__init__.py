@@ -51,11 +51,37 @@ from __future__ import annotations
 
 from jobs.ops.apply import OpsResult, apply_ops
 from jobs.ops.parse import Op, OpsBatch, batch_id_for, looks_like_ops, parse_line, parse_ops, read_batch
-from jobs.ops.schema import (ARG_SCHEMAS, BAD_ARGS, CHILD_HAS_PARENT, CHILD_NOT_FOUND, CLEARABLE, CODES, CREATE_MEMORY,
-                             DEFAULT_CONFIG, DIRECTIONS, INVERSE, LINK_MEMORIES, LINK_RELATIONS, MEMORY_TYPES,
-                             NODE_FIELDS, NODE_REF, NOT_FOUND, OP_FAILED, OP_NAMES, REF_NAME, RELATION_ALIASES,
-                             SEED000_OPS, SEED001_OPS, SEED001_SCHEMAS, SYMMETRIC, OpsConfig, check_args,
-                             edge_type_for, parse_when, provenance)
+from jobs.ops.schema import (
+                             ARG_SCHEMAS,
+                             BAD_ARGS,
+                             CHILD_HAS_PARENT,
+                             CHILD_NOT_FOUND,
+                             CLEARABLE,
+                             CODES,
+                             CREATE_MEMORY,
+                             DEFAULT_CONFIG,
+                             DIRECTIONS,
+                             INVERSE,
+                             LINK_MEMORIES,
+                             LINK_RELATIONS,
+                             MEMORY_TYPES,
+                             NODE_FIELDS,
+                             NODE_REF,
+                             NOT_FOUND,
+                             OP_FAILED,
+                             OP_NAMES,
+                             REF_NAME,
+                             RELATION_ALIASES,
+                             SEED000_OPS,
+                             SEED001_OPS,
+                             SEED001_SCHEMAS,
+                             SYMMETRIC,
+                             OpsConfig,
+                             check_args,
+                             edge_type_for,
+                             parse_when,
+                             provenance,
+)
 
 __all__ = ["Op", "OpsBatch", "read_batch", "OpsResult", "OpsConfig", "DEFAULT_CONFIG", "parse_ops", "parse_line",
            "apply_ops", "looks_like_ops", "batch_id_for", "check_args", "edge_type_for", "provenance", "CREATE_MEMORY",

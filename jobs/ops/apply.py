@@ -3,21 +3,40 @@ code, never aborting the batch; re-applying a batch writes nothing new."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import pyarrow as pa
 
 from jobs.ops.graph import _Graph, _Plan
 from jobs.ops.parse import Op, _reject_row
 from jobs.ops.refs import _Resolver
-from jobs.ops.schema import (_DEFINES_REF, BAD_ARGS, CHILD_HAS_PARENT, CHILD_NOT_FOUND, DEFAULT_CONFIG, INVERSE,
-                             LINK_RELATIONS, MEMORY_TYPES, NOT_FOUND, OP_FAILED, SYMMETRIC, OpsConfig, _naive,
-                             _Reject, check_args, edge_type_for, parse_when, provenance)
+from jobs.ops.schema import (
+    _DEFINES_REF,
+    BAD_ARGS,
+    CHILD_HAS_PARENT,
+    CHILD_NOT_FOUND,
+    DEFAULT_CONFIG,
+    INVERSE,
+    LINK_RELATIONS,
+    MEMORY_TYPES,
+    NOT_FOUND,
+    OP_FAILED,
+    SYMMETRIC,
+    OpsConfig,
+    _naive,
+    _Reject,
+    check_args,
+    edge_type_for,
+    parse_when,
+    provenance,
+)
 from r2g.ids import edge_id
 from r2g.schema import COLD_EDGES, EDGES, NODES, OPS_APPLIED, OPS_REJECTED
-from r2g.time_norm import find_times, resolve as resolve_time
+from r2g.time_norm import find_times
+from r2g.time_norm import resolve as resolve_time
 from raw_store.lake import conform
 from raw_store.text import detect_lang
 
@@ -43,10 +62,17 @@ def _time_of(expr: str, anchor: datetime, lang: str) -> tuple[datetime | None, d
     except (ValueError, OverflowError):
         pass
     found = find_times(expr, lang, anchor)
-    if found:
-        v = found[0].value
+    if found and (v := found[0].value) is not None:   # a mention's rule may find no such date (31 February)
         return v.start, v.end, v.granularity
     return None, None, None
+
+
+def _edge_type(relation: str) -> str:
+    """edge_type_for of a relation check_args accepted."""
+    type_ = edge_type_for(relation)
+    if type_ is None:
+        raise _Reject(BAD_ARGS, f"relation {relation!r} names no edge type")
+    return type_
 
 
 class _Batch(_Resolver):
@@ -62,7 +88,7 @@ class _Batch(_Resolver):
         title = title or f.pop("title", None) or (text or "").strip()
         f.pop("title", None)
         t = self.anchor(op)
-        row = {c: None for c in NODES.names}
+        row: dict[str, Any] = {c: None for c in NODES.names}
         row.update({
             "id": node_id, "tenant": op.tenant, "type": type_, "title": title[: self.cfg.title_max_chars],
             "text": text if text is not None else title, "keywords": [], "entities": [], "aliases": [],
@@ -85,7 +111,7 @@ class _Batch(_Resolver):
             row["time_granularity"] = "unspecified"
 
     def new_edge(self, op: Op, src: str, type_: str, dst: str, weight: float) -> dict:
-        row = {c: None for c in EDGES.names}
+        row: dict[str, Any] = {c: None for c in EDGES.names}
         row.update({"id": edge_id(op.tenant, src, type_, dst), "tenant": op.tenant, "src": src, "dst": dst,
                     "type": type_, "weight": weight, "confidence": self.cfg.confidence,
                     "valid_since": self.anchor(op), "raw_refs": [op.raw_ref] if op.raw_ref else [],
@@ -156,7 +182,7 @@ class _Batch(_Resolver):
                 dst = self.target(op, link["targetRef"], ref_key=True)
             else:
                 dst = self.target(op, link["targetNodeId"])
-            ends.append((dst, edge_type_for(link["relation"]), link.get("direction", self.cfg.link_direction)))
+            ends.append((dst, _edge_type(link["relation"]), link.get("direction", self.cfg.link_direction)))
         for dst, type_, direction in ends:
             self.link_edges(op, plan, src, dst, type_, direction, self.cfg.link_importance)
 
@@ -179,7 +205,7 @@ class _Batch(_Resolver):
     def edit(self, op: Op, plan: _Plan) -> None:
         a = op.args
         nid = self.target(op, a["nodeId"])
-        row = dict(self.g.node(op.tenant, nid))
+        row = dict(self.g.existing(op.tenant, nid))
         fields = dict(a.get("setFields") or {})
         if "title" in a:
             fields["title"] = a["title"]
@@ -192,7 +218,7 @@ class _Batch(_Resolver):
 
     def delete(self, op: Op, plan: _Plan) -> None:
         nid = self.target(op, op.args["nodeId"], archived_ok=True)   # archiving again is a no-op
-        row = dict(self.g.node(op.tenant, nid))
+        row = dict(self.g.existing(op.tenant, nid))
         if row.get("status") != "archived":
             row["status"] = "archived"
             plan.nodes.append(row)
@@ -208,7 +234,7 @@ class _Batch(_Resolver):
     def link_delete(self, op: Op, plan: _Plan) -> None:
         a = op.args
         src, dst = self.target(op, a["sourceNodeId"]), self.target(op, a["targetNodeId"])
-        type_ = edge_type_for(a["relation"].lower())
+        type_ = _edge_type(a["relation"].lower())
         direction = a.get("direction", self.cfg.link_direction)
         keys = []
         if direction in ("outgoing", "bidirectional"):
@@ -239,7 +265,7 @@ class _Batch(_Resolver):
                 if p != pid and prow is not None and prow["type"] == a["type"]:
                     raise _Reject(CHILD_HAS_PARENT, f"{c!r} already has the {a['type']} rollup parent {p!r}")
         if self.g.node(op.tenant, pid) is None:
-            rows = [self.g.node(op.tenant, c) for c in children]
+            rows = [self.g.existing(op.tenant, c) for c in children]
             fields = {"subtype": "rollup", "text": a["summary"], **(a.get("fields") or {})}
             row = self.new_node(op, pid, a["type"], fields)
             starts = [r["time_start"] for r in rows if r.get("time_start") is not None]

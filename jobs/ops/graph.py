@@ -46,6 +46,13 @@ class _Graph:
         i = self.node_pos.get(key)
         return None if i is None else self.mine_nodes.slice(i, 1).to_pylist()[0]
 
+    def existing(self, tenant: str, nid: str) -> dict:
+        """The row of a node a target check found (KeyError if there is none)."""
+        row = self.node(tenant, nid)
+        if row is None:
+            raise KeyError(nid)
+        return row
+
     def live(self, tenant: str, nid: str) -> dict | None:
         row = self.node(tenant, nid)
         return row if row is not None and row.get("status") in _LIVE else None
@@ -75,7 +82,7 @@ class _Graph:
             self._entities[tenant] = index
         return self._entities[tenant]
 
-    def commit(self, plan: "_Plan") -> None:
+    def commit(self, plan: _Plan) -> None:
         for row in plan.nodes:
             self.node_rows[(row["tenant"], row["id"])] = row
         for row in plan.edges:

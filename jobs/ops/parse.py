@@ -4,14 +4,26 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import pyarrow as pa
 
-from jobs.ops.schema import (BAD_ARGS, DEFAULT_CONFIG, OP_NAMES, _DEFINES_REF, _NODE_TYPE_BY_LOWER, _REF_RE, OpsConfig,
-                             _naive, _Reject, check_args, parse_when)
+from jobs.ops.schema import (
+    _DEFINES_REF,
+    _NODE_TYPE_BY_LOWER,
+    _REF_RE,
+    BAD_ARGS,
+    DEFAULT_CONFIG,
+    OP_NAMES,
+    OpsConfig,
+    _naive,
+    _Reject,
+    check_args,
+    parse_when,
+)
 from r2g.schema import OPS_REJECTED
 from raw_store.cas import raw_id_for
 

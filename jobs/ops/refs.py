@@ -2,8 +2,9 @@
 free-text description (this batch's new memories by character bigrams, then the host's `resolve`)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 from jobs.ops.graph import _LIVE, _Graph
 from jobs.ops.parse import Op
@@ -22,7 +23,8 @@ class _Resolver:
     def __init__(self, graph: _Graph, batch_id: str, at: datetime,
                  resolve: Callable[[str, str], str | None] | None, config: OpsConfig) -> None:
         self.g, self.batch_id, self.at, self.resolve, self.cfg = graph, batch_id, at, resolve, config
-        self.refs: dict[tuple[str, str], tuple[str, int]] = {}    # (tenant, ref) → (node id, op index)
+        # (tenant, ref) → (node id, op index); the id is None when the op that defined the ref made no node (an edit)
+        self.refs: dict[tuple[str, str], tuple[str | None, int]] = {}
         self.created: dict[str, list[tuple[int, str]]] = {}      # tenant → [(op index, node id)] in op order
         # The ids this batch's create ops will make. Until its op has run, such a node is invisible
         # (a re-run finds it in the input already), so a re-run sees what the first run saw.
@@ -50,6 +52,8 @@ class _Resolver:
         hit = self.refs.get((op.tenant, name.removeprefix("$")))
         if hit is None:
             raise _Reject(code, f"ref {name!r} is not defined by an earlier op of this batch")
+        if hit[0] is None:
+            raise _Reject(code, f"ref {name!r} names no node: the op at line {hit[1]} made none")
         return hit[0]
 
     def target(self, op: Op, value: Any, code: str = NOT_FOUND, ref_key: bool = False,
@@ -89,9 +93,9 @@ class _Resolver:
             return best[2], "batch"
         if self.resolve is not None:
             try:
-                nid = self.resolve(op.tenant, value)
+                resolved = self.resolve(op.tenant, value)
             except Exception as e:  # the host's resolver: reported on the op, never aborting the batch
                 raise _Reject(OP_FAILED, f"resolve failed: {type(e).__name__}: {e}") from None
-            if nid is not None and self.visible_live(op.tenant, nid) is not None:
-                return nid, "recall"
+            if resolved is not None and self.visible_live(op.tenant, resolved) is not None:
+                return resolved, "recall"
         raise _Reject(NOT_FOUND, f"no memory of this tenant matches {value!r}")

@@ -3,9 +3,10 @@ validated against (check_args), with the relation words an edge type may go by (
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 import jsonschema
 
@@ -230,7 +231,7 @@ def parse_when(value: str) -> datetime:
 def _naive(dt: datetime) -> datetime:
     """`dt` as naive UTC; ValueError when UTC falls outside datetime's range (year 1 with a + offset)."""
     try:
-        return dt.astimezone(timezone.utc).replace(tzinfo=None) if dt.tzinfo is not None else dt
+        return dt.astimezone(UTC).replace(tzinfo=None) if dt.tzinfo is not None else dt
     except OverflowError:
         raise ValueError(f"{dt.isoformat()} is out of range in UTC") from None
 

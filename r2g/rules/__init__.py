@@ -21,17 +21,50 @@ Every public name is importable from `r2g.rules` itself.
 """
 from __future__ import annotations
 
-from r2g.rules.common import (FUTURE_MODALITIES, SUMMARY_MAX_CHARS, TITLE_MAX_CHARS, cause_rule, clip, content_words,
-                              speaker_rule, time_rule)
+from r2g.rules.common import (
+                              FUTURE_MODALITIES,
+                              SUMMARY_MAX_CHARS,
+                              TITLE_MAX_CHARS,
+                              cause_rule,
+                              clip,
+                              content_words,
+                              speaker_rule,
+                              time_rule,
+)
 from r2g.rules.coref import PERSON_NOUNS_EN, PERSON_NOUNS_ZH, name_variants, pronoun_ref
-from r2g.rules.drafts import (EntityRef, EpisodeDraft, FactDraft, MessageCtx, PreferenceDraft, Role, TaskDraft,
-                              TimeRef)
+from r2g.rules.drafts import EntityRef, EpisodeDraft, FactDraft, MessageCtx, PreferenceDraft, Role, TaskDraft, TimeRef
 from r2g.rules.en import PLACE_NOUNS_EN, entity_en_rule, fact_en_rule
-from r2g.rules.episode import (TOPIC_BLOCK_MIN_CHARS, TOPIC_BLOCK_MIN_LEN, TOPIC_BLOCK_MIN_SENTS, episode_rule,
-                               importance, temporal_next_rule, topic_blocks)
-from r2g.rules.ids import (CAUSE, CONCEPT, CONF, COREF, DERIVED_FROM, ENTITY_EN, ENTITY_SPEAKER, ENTITY_ZH, EPISODE,
-                           FACT_EN, FACT_ZH, IMPORTANCE, LOCATION, MENTIONS, PREFERENCE, ROLES_EXTRA, TASK,
-                           TEMPORAL_NEXT, TIME, TOPIC_BLOCK)
+from r2g.rules.episode import (
+                              TOPIC_BLOCK_MIN_CHARS,
+                              TOPIC_BLOCK_MIN_LEN,
+                              TOPIC_BLOCK_MIN_SENTS,
+                              episode_rule,
+                              importance,
+                              temporal_next_rule,
+                              topic_blocks,
+)
+from r2g.rules.ids import (
+                              CAUSE,
+                              CONCEPT,
+                              CONF,
+                              COREF,
+                              DERIVED_FROM,
+                              ENTITY_EN,
+                              ENTITY_SPEAKER,
+                              ENTITY_ZH,
+                              EPISODE,
+                              FACT_EN,
+                              FACT_ZH,
+                              IMPORTANCE,
+                              LOCATION,
+                              MENTIONS,
+                              PREFERENCE,
+                              ROLES_EXTRA,
+                              TASK,
+                              TEMPORAL_NEXT,
+                              TIME,
+                              TOPIC_BLOCK,
+)
 from r2g.rules.preference import preference_rule, task_rule
 from r2g.rules.registry import RULES, RuleSpec
 from r2g.rules.zh import entity_zh_rule, fact_zh_rule, zh_clauses

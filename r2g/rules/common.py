@@ -4,8 +4,8 @@ expressions (r2g.rule.time.v1), the speaker entity (r2g.rule.entity.speaker.v1) 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
-from typing import Iterator
 
 from spacy.lang.en.stop_words import STOP_WORDS as EN_STOP_WORDS
 
@@ -25,7 +25,7 @@ _EN_FUNCTION_POS = frozenset({"DET", "ADP", "AUX", "CCONJ", "SCONJ", "PART", "PR
 _WORDISH = re.compile(r"\w", re.UNICODE)
 
 
-def _dedup(xs) -> list[str]:
+def _dedup(xs: Iterable[str | None]) -> list[str]:
     return list(dict.fromkeys(x for x in xs if x))
 
 
@@ -183,7 +183,7 @@ def cause_rule(facts: list[FactDraft]) -> list[tuple[int, int]]:
         if kind == "because":
             if target is not None and target in by_index and by_index[target] != k:
                 pairs.append((k, by_index[target]))
-            elif k + 1 < len(facts) and facts[k + 1].cause_marker and facts[k + 1].cause_marker[0] == "so":
+            elif k + 1 < len(facts) and (nxt := facts[k + 1].cause_marker) and nxt[0] == "so":
                 continue  # 因为…，所以…: the "so" clause links itself to this one
             elif k > 0:
                 pairs.append((k, k - 1))

@@ -5,8 +5,19 @@ from __future__ import annotations
 import re
 
 from r2g.nlp import Annotation
-from r2g.rules.common import (FUTURE_MODALITIES, _PUNCT_POS, _WORDISH, _dedup, _dedup_refs, _labelled_ents,
-                              _time_roles, _tok_end, clip, content_words, speaker_rule)
+from r2g.rules.common import (
+    _PUNCT_POS,
+    _WORDISH,
+    FUTURE_MODALITIES,
+    _dedup,
+    _dedup_refs,
+    _labelled_ents,
+    _time_roles,
+    _tok_end,
+    clip,
+    content_words,
+    speaker_rule,
+)
 from r2g.rules.coref import PERSON_NOUNS_EN, _canonical, pronoun_ref
 from r2g.rules.drafts import EntityRef, FactDraft, MessageCtx, Role, TimeRef
 from r2g.rules.ids import ENTITY_EN, FACT_EN, LOCATION, ROLES_EXTRA
@@ -265,7 +276,7 @@ def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
                      if not (tr.tok_start <= ann.head[k] < tr.tok_end) or ann.head[k] == k), tr.tok_start)
         time_owner.setdefault(owner[root], []).append(tr)
     ner_owner: dict[int, list[EntityRef]] = {}
-    for s, e, ref in ner:
+    for s, _e, ref in ner:
         ner_owner.setdefault(owner[s], []).append(ref)
 
     facts: list[FactDraft] = []
@@ -304,9 +315,9 @@ def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
                 elif ann.dep[c] == "advmod" and low in _EN_MODAL_ADV:
                     modality = modality or _EN_MODAL_ADV[low]
         verb_words = list(parts)
-        s = subject(p)
-        if s is not None:
-            agent = nps.target(s, "OBJECT")
+        subj = subject(p)
+        if subj is not None:
+            agent = nps.target(subj, "OBJECT")
             if agent is not None:
                 roles.append(Role("AGENT", agent, FACT_EN))
         patient = None
@@ -368,7 +379,7 @@ def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
         obj_name = patient.name if patient else (location.name if location else "")
         words = [agent_name, "not" if negation else "", modality or "", *verb_words, obj_name]
         mentions = _dedup_refs([r.target for r in roles] + companions + ner_owner.get(p, []))
-        marker = None
+        marker: tuple[str, int | None] | None = None
         for c in kids[p]:
             low = ann.tokens[c].lower()
             if low in _EN_CAUSE_MARKS and ann.dep[c] in ("mark", "advmod", "prep") and ann.dep[p] == "advcl":

@@ -127,8 +127,9 @@ def episode_rule(ctx: MessageCtx, n_entities: int, n_facts: int, n_prefs: int,
         ent_toks = {k for s, e, _ in ann.ents for k in range(s, e)}
         scored = [(len(content_words(ann, s, e)) + 2 * sum(1 for t in range(s, e) if t in ent_toks), k, text)
                   for k, s, e, text in texts]
-        chosen, used = [], 0
-        for score, k, text in sorted(scored, key=lambda x: (-x[0], x[1])):
+        chosen: list[tuple[int, str]] = []
+        used = 0
+        for _score, k, text in sorted(scored, key=lambda x: (-x[0], x[1])):
             if used + len(text) + (1 if chosen else 0) > SUMMARY_MAX_CHARS:
                 if not chosen:
                     chosen.append((k, clip(text, SUMMARY_MAX_CHARS)))

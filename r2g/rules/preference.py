@@ -17,7 +17,8 @@ _EN_PREF = [
     (re.compile(r"\bfrom now on\b|\bgoing forward\b|\bin the future,?\s+(?:please|always|never)\b", re.I), "instruction"),
     (re.compile(r"^\s*(?:please\s+)?(?:always|never|don't|do not|stop)\s+\w+", re.I), "instruction"),
     (re.compile(r"\bplease\s+(?:always|never|don't|do not|use|answer|reply|respond|call|write|speak|keep)\b", re.I), "instruction"),
-    (re.compile(r"\b(?:i|we)\s+(?:really\s+|absolutely\s+)?(?:hate|dislike|can't stand|cannot stand|don't like|do not like|don't enjoy)\b", re.I), "dislike"),
+    (re.compile(r"\b(?:i|we)\s+(?:really\s+|absolutely\s+)?"
+                r"(?:hate|dislike|can't stand|cannot stand|don't like|do not like|don't enjoy)\b", re.I), "dislike"),
     (re.compile(r"\b(?:i|we)\s+(?:really\s+|absolutely\s+|just\s+)?(?:like|love|enjoy|adore)\b", re.I), "like"),
     (re.compile(r"\bmy\s+favou?rite\b", re.I), "like"),
 ]
@@ -98,7 +99,8 @@ def task_rule(ctx: MessageCtx, facts: list[FactDraft]) -> list[TaskDraft]:
             continue
         inside = [k for k, f in enumerate(facts) if cs <= f.start < ce]
         fk = inside[-1] if inside else None   # "remind me to call mom": the last clause is the task
-        f = facts[fk] if fk is not None else None
+        task_fact = facts[fk] if fk is not None else None
         out.append(TaskDraft(len(out), "reminder", cs, ce, clip(ctx.text[cs:ce], SUMMARY_MAX_CHARS),
-                             content_words(ann, s, e), fk, f.time if f else None, f.time_text if f else None))
+                             content_words(ann, s, e), fk, task_fact.time if task_fact else None,
+                             task_fact.time_text if task_fact else None))
     return out

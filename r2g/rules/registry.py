@@ -4,16 +4,34 @@ r2g.pipeline.graph_version() hashes these ids (not the code): a changed rule is 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from r2g.rules.common import cause_rule, speaker_rule, time_rule
 from r2g.rules.coref import name_variants, pronoun_ref
 from r2g.rules.en import entity_en_rule, fact_en_rule
 from r2g.rules.episode import episode_rule, importance, temporal_next_rule, topic_blocks
-from r2g.rules.ids import (CAUSE, CONCEPT, COREF, DERIVED_FROM, ENTITY_EN, ENTITY_SPEAKER, ENTITY_ZH, EPISODE, FACT_EN,
-                           FACT_ZH, IMPORTANCE, LOCATION, MENTIONS, PREFERENCE, ROLES_EXTRA, TASK, TEMPORAL_NEXT, TIME,
-                           TOPIC_BLOCK)
+from r2g.rules.ids import (
+    CAUSE,
+    CONCEPT,
+    COREF,
+    DERIVED_FROM,
+    ENTITY_EN,
+    ENTITY_SPEAKER,
+    ENTITY_ZH,
+    EPISODE,
+    FACT_EN,
+    FACT_ZH,
+    IMPORTANCE,
+    LOCATION,
+    MENTIONS,
+    PREFERENCE,
+    ROLES_EXTRA,
+    TASK,
+    TEMPORAL_NEXT,
+    TIME,
+    TOPIC_BLOCK,
+)
 from r2g.rules.preference import preference_rule, task_rule
 from r2g.rules.zh import entity_zh_rule, fact_zh_rule
 

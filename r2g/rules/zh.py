@@ -5,8 +5,17 @@ from __future__ import annotations
 import re
 
 from r2g.nlp import Annotation, zh_lexicon
-from r2g.rules.common import (FUTURE_MODALITIES, _dedup, _dedup_refs, _labelled_ents, _time_roles, _tok_end, clip,
-                              content_words, speaker_rule)
+from r2g.rules.common import (
+    FUTURE_MODALITIES,
+    _dedup,
+    _dedup_refs,
+    _labelled_ents,
+    _time_roles,
+    _tok_end,
+    clip,
+    content_words,
+    speaker_rule,
+)
 from r2g.rules.coref import PERSON_NOUNS_ZH, _canonical, _norm_name, pronoun_ref
 from r2g.rules.drafts import EntityRef, FactDraft, MessageCtx, Role, TimeRef
 from r2g.rules.episode import _SMALL_TALK
@@ -33,7 +42,7 @@ def entity_zh_rule(ctx: MessageCtx) -> list[tuple[int, int, EntityRef]]:
 # ---------------------------------------------------------------- r2g.rule.fact.zh.v1
 
 _ZH_CLAUSE_PUNCT = frozenset("，,；;。！？!?\n…~～")
-_ZH_BOUNDARY_TOKEN = re.compile("[%s\\s]+" % re.escape("".join(sorted(_ZH_CLAUSE_PUNCT))))  # punctuation/space only
+_ZH_BOUNDARY_TOKEN = re.compile("[" + re.escape("".join(sorted(_ZH_CLAUSE_PUNCT))) + "\\s]+")  # punctuation/space only
 _ZH_CAUSE_CONJ = frozenset({"因为", "由于"})
 _ZH_EFFECT_CONJ = frozenset({"所以", "因此", "于是", "因而", "导致", "从而"})
 _ZH_NEG = frozenset({"不", "没", "没有", "别", "未", "甭", "不要", "不会", "不能", "不想"})
@@ -200,15 +209,15 @@ def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
                     continue
             if w in _ZH_BENEFIT_PREP and i + 1 < hi:  # 给妈妈买礼物, 替妈妈做饭, 为孩子攒钱
                 j = _zh_noun_run(ann, i + 1, hi, in_time)
-                tgt = None
+                beneficiary: EntityRef | None = None
                 if j > i + 1:
-                    tgt = _zh_entity_for(ctx, i + 1, j, "PERSON" if _zh_personish(ann, i + 1, j) else None)
+                    beneficiary = _zh_entity_for(ctx, i + 1, j, "PERSON" if _zh_personish(ann, i + 1, j) else None)
                 elif i + 1 < hi and ann.tokens[i + 1] in _ZH_PRONOUNS:
                     j = i + 2
-                    tgt = pronoun_ref(ctx, ann.tokens[i + 1], ann.idx[i + 1], _tok_end(ann, i + 1))
+                    beneficiary = pronoun_ref(ctx, ann.tokens[i + 1], ann.idx[i + 1], _tok_end(ann, i + 1))
                 if j > i + 1 and j < hi and (_zh_is_verb(ann, j) or ann.tokens[j] in _ZH_MODAL):
-                    if tgt is not None:
-                        extra.append(Role(_ZH_BENEFIT_PREP[w], tgt, ROLES_EXTRA))
+                    if beneficiary is not None:
+                        extra.append(Role(_ZH_BENEFIT_PREP[w], beneficiary, ROLES_EXTRA))
                     i = j
                     continue
             if w in _ZH_NEG:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from pathlib import PurePosixPath
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from raw_store import errors as E
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 import json
 
 from raw_store import errors as E
-from raw_store.formats.base import (LINES, MAX_MESSAGE_BYTES, Format, ReadResult, Sample, Source, encodable,
-                                    id_field)
+from raw_store.formats.base import LINES, MAX_MESSAGE_BYTES, Format, ReadResult, Sample, Source, encodable, id_field
 from raw_store.formats.transcript import speaker_line
 from raw_store.timeparse import parse_ts
 

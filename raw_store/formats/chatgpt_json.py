@@ -5,8 +5,18 @@ import json
 import math
 
 from raw_store import errors as E
-from raw_store.formats.base import (DOCUMENT, Builder, Format, ReadResult, Sample, Source, dump, encodable, id_field,
-                                    text_problem)
+from raw_store.formats.base import (
+    DOCUMENT,
+    Builder,
+    Format,
+    ReadResult,
+    Sample,
+    Source,
+    dump,
+    encodable,
+    id_field,
+    text_problem,
+)
 from raw_store.timeparse import parse_ts
 
 NAME = "chatgpt_json"
@@ -103,7 +113,7 @@ def read(src: Source) -> ReadResult:
     for i, (start, end, conv) in enumerate(items):
         raw_start, raw_end = at(start), at(end)
         branch = _branch(conv)
-        if isinstance(branch, str):
+        if isinstance(branch, str) or not isinstance(conv, dict):   # (_branch found conv is no object)
             record += 1
             b.reject(record, base + raw_start, E.E_JSON_SHAPE, f"conversation {i}: {branch}", body[raw_start:raw_end])
             continue
@@ -217,7 +227,7 @@ def _message_problem(node_id: str, msg: object) -> tuple[str, str] | None:
     role = author.get("role") if isinstance(author, dict) else None
     if not isinstance(role, str) or not role.strip() or not encodable(role):
         return E.E_JSON_SHAPE, "author.role must be a non-empty string"
-    name = author.get("name")
+    name = author.get("name") if isinstance(author, dict) else None
     if name is not None and (not isinstance(name, str) or not encodable(name)):
         return E.E_JSON_SHAPE, "author.name must be a string or null"
     content = msg.get("content")

@@ -10,9 +10,19 @@ blocks of `content` joined; attachments and files become notes ("[attachment: no
 from __future__ import annotations
 
 from raw_store import errors as E
-from raw_store.formats.base import (DOCUMENT, Builder, Format, ReadResult, Sample, Source, dump, encodable, id_field,
-                                    text_problem)
-from raw_store.formats.jsondoc import load_document, string
+from raw_store.formats.base import (
+    DOCUMENT,
+    Builder,
+    Format,
+    ReadResult,
+    Sample,
+    Source,
+    dump,
+    encodable,
+    id_field,
+    text_problem,
+)
+from raw_store.formats.jsondoc import list_field, load_document, string
 from raw_store.timeparse import parse_ts
 
 NAME = "claude_json"
@@ -73,7 +83,7 @@ def _text(msg: dict) -> str | None:
 def _notes(msg: dict) -> list[str]:
     out = []
     for key, label in (("attachments", "attachment"), ("files", "file")):
-        for a in msg.get(key) if isinstance(msg.get(key), list) else []:
+        for a in list_field(msg, key):
             name = string(a, "file_name") if isinstance(a, dict) else None
             out.append(f"[{label}: {name}]" if name else f"[{label}]")
     return out

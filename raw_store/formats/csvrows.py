@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 from raw_store.formats.base import Line
 

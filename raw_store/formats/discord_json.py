@@ -11,10 +11,22 @@ bracketed notes after the content ("[attachment: map.png]", "[sticker: wave]", "
 """
 from __future__ import annotations
 
+from typing import Any, TypeGuard
+
 from raw_store import errors as E
-from raw_store.formats.base import (DOCUMENT, Builder, Format, ReadResult, Sample, Source, dump, encodable, id_field,
-                                    text_problem)
-from raw_store.formats.jsondoc import load_document, string
+from raw_store.formats.base import (
+    DOCUMENT,
+    Builder,
+    Format,
+    ReadResult,
+    Sample,
+    Source,
+    dump,
+    encodable,
+    id_field,
+    text_problem,
+)
+from raw_store.formats.jsondoc import list_field, load_document, string
 from raw_store.timeparse import parse_ts
 
 NAME = "discord_json"
@@ -22,7 +34,7 @@ RECORD = "every element of messages[]"
 MESSAGE_TYPES = frozenset({"Default", "Reply", "ChatInputCommand", "ContextMenuCommand", "ThreadStarterMessage"})
 
 
-def _looks_discord(doc: object) -> bool:
+def _looks_discord(doc: object) -> TypeGuard[dict[str, Any]]:
     return (isinstance(doc, dict) and isinstance(doc.get("messages"), list) and isinstance(doc.get("channel"), dict)
             and isinstance(doc.get("guild"), dict))
 
@@ -56,13 +68,13 @@ def author_name(author: dict) -> str | None:
 def notes(msg: dict) -> list[str]:
     """Bracketed notes for a message's attachments, stickers and embeds."""
     out = []
-    for a in msg.get("attachments") if isinstance(msg.get("attachments"), list) else []:
+    for a in list_field(msg, "attachments"):
         name = string(a, "fileName") if isinstance(a, dict) else None
         out.append(f"[attachment: {name}]" if name else "[attachment]")
-    for s in msg.get("stickers") if isinstance(msg.get("stickers"), list) else []:
+    for s in list_field(msg, "stickers"):
         name = string(s, "name") if isinstance(s, dict) else None
         out.append(f"[sticker: {name}]" if name else "[sticker]")
-    for e in msg.get("embeds") if isinstance(msg.get("embeds"), list) else []:
+    for e in list_field(msg, "embeds"):
         title = (string(e, "title") or string(e, "url")) if isinstance(e, dict) else None
         out.append(f"[link preview: {title}]" if title else "[link preview]")
     return out
@@ -75,7 +87,7 @@ def _message(b: Builder, record: int, msg: object, conv_id: str) -> None:
     author = msg.get("author")
     name = author_name(author) if isinstance(author, dict) else None
     content, kind = msg.get("content", ""), msg.get("type", "Default")
-    if name is None or not isinstance(content, str) or not isinstance(kind, str):
+    if name is None or not isinstance(author, dict) or not isinstance(content, str) or not isinstance(kind, str):
         b.reject(record, 0, E.E_JSON_SHAPE, "author.name, content and type must be strings", dump(msg))
         return
     if kind in MESSAGE_TYPES:

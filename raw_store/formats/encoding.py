@@ -63,7 +63,7 @@ def text_is_binary(text: str) -> bool:
 def guess_codec(body: bytes) -> str | None:
     """The encoding charset-normalizer finds for a body that is not UTF-8, when it is one we trust
     (see the module doc) and it decodes the whole body strictly; else None."""
-    from charset_normalizer import from_bytes   # imported on first use: most files are UTF-8
+    from charset_normalizer import from_bytes  # imported on first use: most files are UTF-8
 
     best = from_bytes(body).best()
     codec = _TRUSTED_GUESSES.get(best.encoding) if best is not None else None

@@ -23,3 +23,9 @@ def string(obj: dict, key: str) -> str | None:
     """obj[key] when it is a non-blank string, else None."""
     value = obj.get(key)
     return value if isinstance(value, str) and value.strip() else None
+
+
+def list_field(obj: dict, key: str) -> list:
+    """obj[key] when it is a list, else []."""
+    value = obj.get(key)
+    return value if isinstance(value, list) else []

@@ -5,8 +5,18 @@ import json
 import re
 
 from raw_store import errors as E
-from raw_store.formats.base import (DOCUMENT, MAX_MESSAGE_BYTES, NOT_JSON, Format, ReadResult, Sample, Source,
-                                    dump, encodable, id_field)
+from raw_store.formats.base import (
+    DOCUMENT,
+    MAX_MESSAGE_BYTES,
+    NOT_JSON,
+    Format,
+    ReadResult,
+    Sample,
+    Source,
+    dump,
+    encodable,
+    id_field,
+)
 from raw_store.timeparse import parse_ts
 
 NAME = "locomo_json"

@@ -12,6 +12,7 @@ shares become notes ("[photo]", "[share: https://…]").
 from __future__ import annotations
 
 from pathlib import PurePosixPath
+from typing import Any, TypeGuard
 
 from raw_store import errors as E
 from raw_store.formats.base import DOCUMENT, Builder, Format, ReadResult, Sample, Source, dump, encodable, text_problem
@@ -33,7 +34,7 @@ def fix_mojibake(s: str) -> str:
         return s
 
 
-def _looks_messenger(doc: object) -> bool:
+def _looks_messenger(doc: object) -> TypeGuard[dict[str, Any]]:
     return (isinstance(doc, dict) and isinstance(doc.get("participants"), list)
             and isinstance(doc.get("messages"), list))
 

@@ -8,11 +8,24 @@ transcripts) last. A file no format claims is "unknown" — one E_FORMAT_UNKNOWN
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable, Iterator
 
-from raw_store.formats import (canonical_jsonl, chatgpt_json, claude_json, discord_csv, discord_json, line_txt,
-                               locomo_json, messenger_json, qq, sillytavern_jsonl, telegram_json, transcript,
-                               wechat_csv, whatsapp)
+from raw_store.formats import (
+    canonical_jsonl,
+    chatgpt_json,
+    claude_json,
+    discord_csv,
+    discord_json,
+    line_txt,
+    locomo_json,
+    messenger_json,
+    qq,
+    sillytavern_jsonl,
+    telegram_json,
+    transcript,
+    wechat_csv,
+    whatsapp,
+)
 from raw_store.formats.base import DOCUMENT, UNKNOWN, Format, Sample
 
 
@@ -36,7 +49,7 @@ class Registry:
     def __getitem__(self, name: str) -> Format:
         return self._formats[name]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Format]:
         return iter(self._formats.values())
 
     def detect(self, sample: Sample) -> str:

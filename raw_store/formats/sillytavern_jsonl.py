@@ -78,7 +78,8 @@ def _problem(rec: object) -> tuple[str, str] | None:
 
 def _role(rec: dict) -> str:
     """system for hidden (is_system) and narrator messages, else user / assistant by is_user."""
-    extra = rec.get("extra") if isinstance(rec.get("extra"), dict) else {}
+    extra = rec.get("extra")
+    extra = extra if isinstance(extra, dict) else {}
     if rec.get("is_system") or extra.get("type") == "narrator":
         return "system"
     return "user" if rec.get("is_user") else "assistant"

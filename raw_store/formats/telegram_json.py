@@ -11,8 +11,18 @@ Times: date_unixtime (UTC) when present, else `date` (the exporting machine's lo
 from __future__ import annotations
 
 from raw_store import errors as E
-from raw_store.formats.base import (DOCUMENT, Builder, Format, ReadResult, Sample, Source, dump, encodable, id_field,
-                                    text_problem)
+from raw_store.formats.base import (
+    DOCUMENT,
+    Builder,
+    Format,
+    ReadResult,
+    Sample,
+    Source,
+    dump,
+    encodable,
+    id_field,
+    text_problem,
+)
 from raw_store.formats.jsondoc import load_document
 from raw_store.timeparse import parse_ts
 
@@ -118,8 +128,10 @@ def _note(msg: dict) -> str | None:
 
 def _service_text(msg: dict) -> str:
     """A service message as a sentence of its fields: "Alice: invite_members Bob, Carol"."""
-    actor = msg.get("actor") if isinstance(msg.get("actor"), str) else None
-    action = msg.get("action") if isinstance(msg.get("action"), str) else "service"
+    actor = msg.get("actor")
+    actor = actor if isinstance(actor, str) else None
+    action = msg.get("action")
+    action = action if isinstance(action, str) else "service"
     details = []
     members = msg.get("members")
     if isinstance(members, list):

@@ -44,9 +44,9 @@ import math
 import random
 import threading
 from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable, Iterable
 
 import igraph
 import pyarrow as pa

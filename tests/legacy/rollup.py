@@ -25,9 +25,9 @@ With group_by="concept" an Episode about two Concepts could sit in two groups; t
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterable
 
 import pyarrow as pa
 
@@ -36,8 +36,14 @@ from r2g.merge import MERGED_REF_CAP
 from r2g.rules import TITLE_MAX_CHARS, clip
 from r2g.schema import EDGES, NODES
 from raw_store.lake import conform
-from recall.read_api import (COMPACTION_FAN_IN, COMPACTION_KEEP_RECENT_LEAVES, COMPACTION_MAX_DEPTH,
-                             COMPACTION_THRESHOLD, GROUP_BY, LIVE_STATUS)
+from recall.read_api import (
+    COMPACTION_FAN_IN,
+    COMPACTION_KEEP_RECENT_LEAVES,
+    COMPACTION_MAX_DEPTH,
+    COMPACTION_THRESHOLD,
+    GROUP_BY,
+    LIVE_STATUS,
+)
 
 PROVENANCE = "jobs.rollup.compact.v1"
 ROLLUP_SUBTYPE = "rollup"

@@ -29,10 +29,10 @@ down-sampling and SIMILAR_TO triangle-closure limits.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
-from typing import Mapping
 
 import polars as pl
 import pyarrow as pa

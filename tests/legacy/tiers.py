@@ -69,9 +69,9 @@ lives in `previous` and can be restored.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -235,7 +235,7 @@ class _Node:
 
 
 def _naive_utc(t: datetime) -> datetime:
-    return t.astimezone(timezone.utc).replace(tzinfo=None) if t.tzinfo is not None else t
+    return t.astimezone(UTC).replace(tzinfo=None) if t.tzinfo is not None else t
 
 
 def _base_category(node_type: str | None) -> str:

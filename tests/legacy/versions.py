@@ -52,10 +52,10 @@ from jobs.integrity import CheckOutcome
 from jobs.schema import REVIEW_QUEUE
 from r2g.extract import edge_weight
 from r2g.ids import edge_id, stable_id
-from tests.legacy.link import LIGHT_VERBS, canonical_predicate
 from r2g.schema import EDGES, NODES
 from raw_store.lake import conform
 from raw_store.schema import TS
+from tests.legacy.link import LIGHT_VERBS, canonical_predicate
 
 VERSION_NEXT = "jobs.versions.version_next.v1"
 ACTIVE_OF = "jobs.versions.active_of.v1"
