@@ -441,7 +441,6 @@ class TlStatic:
     dim = 64
 
     def __init__(self):
-        import static_model
 
         self.dir = str(site_file("static_model/model"))
         from static_model._static_model import encode_batch
@@ -619,7 +618,8 @@ def rrf_cv(bm25: list[list[int]], dense: list[list[int]], qas: list[dict], n_tur
     per_q = {w: [recall_at(full_order(r, n_turns[qa["conv"]]), qa["gold"], 5)
                  + recall_at(full_order(r, n_turns[qa["conv"]]), qa["gold"], 10)
                  for r, qa in zip(fused[w], qas)] for w in WEIGHTS}
-    out, chosen = [None] * len(qas), []
+    out: list = [None] * len(qas)
+    chosen: list = []
     for c in sorted({qa["conv"] for qa in qas}):
         train = [i for i, qa in enumerate(qas) if qa["conv"] != c]
         best = max(WEIGHTS, key=lambda w: (sum(per_q[w][i] for i in train), -abs(w - 0.5)))
