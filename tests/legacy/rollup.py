@@ -39,7 +39,8 @@ from raw_store.lake import conform
 from recall.read_api import (COMPACTION_FAN_IN, COMPACTION_KEEP_RECENT_LEAVES, COMPACTION_MAX_DEPTH,
                              COMPACTION_THRESHOLD, GROUP_BY, LIVE_STATUS)
 
-PROVENANCE = "jobs.rollup.compact.v1"
+PROVENANCE = "jobs.rollup.compact.v2"   # v2 (issue 17): the title is the start of the summary, not keywords
+ID_SCHEME = "jobs.rollup.compact.v1"
 ROLLUP_SUBTYPE = "rollup"
 SEMANTIC_CONTAINS = "SEMANTIC_CONTAINS"
 EPISODE = "Episode"
@@ -212,12 +213,12 @@ class _Tenant:
         lasts = [k["last_seen"] for k in kids if k["last_seen"] is not None]
         keywords = _top((k["keywords"] or () for k in kids), self.config.max_keywords)
         best = min(kids, key=lambda k: -(k["importance"] or 0.0))   # earliest among the most important
-        title = clip(" · ".join(keywords[:3]), TITLE_MAX_CHARS) if keywords else clip(best["title"] or "",
-                                                                                       TITLE_MAX_CHARS)
+        text = _summary(kids, self.config.text_max_chars)
+        title = clip(text or best["title"] or "", TITLE_MAX_CHARS)
         langs = Counter(k["lang"] for k in kids if k["lang"])
         return {
             "id": _parent_id(self.tenant, child_ids), "tenant": self.tenant, "type": EPISODE,
-            "subtype": ROLLUP_SUBTYPE, "title": title, "text": _summary(kids, self.config.text_max_chars),
+            "subtype": ROLLUP_SUBTYPE, "title": title, "text": text,
             "keywords": keywords,
             "entities": _top((k["entities"] or () for k in kids), self.config.max_entities) or None,
             "lang": min(langs, key=lambda x: (-langs[x], x)) if langs else None,
@@ -234,7 +235,7 @@ class _Tenant:
 # -- helpers
 
 def _parent_id(tenant: str, child_ids: Iterable[str]) -> str:
-    return stable_id("n", tenant, PROVENANCE, *sorted(child_ids))
+    return stable_id("n", tenant, ID_SCHEME, *sorted(child_ids))
 
 
 def _contains_edge(tenant: str, parent: str, child: str) -> dict:
