@@ -1,5 +1,5 @@
 """English rules over the spaCy parse: NER entities (r2g.rule.entity.en.v1) and predicate-clause facts
-(r2g.rule.fact.en.v1), with their LOCATION (r2g.rule.location.v2) and extra roles (r2g.rule.roles_extra.v1)."""
+(r2g.rule.fact.en.v2), with their LOCATION (r2g.rule.location.v2) and extra roles (r2g.rule.roles_extra.v1)."""
 from __future__ import annotations
 
 import re
@@ -40,7 +40,7 @@ def entity_en_rule(ctx: MessageCtx) -> list[tuple[int, int, EntityRef]]:
     return out
 
 
-# ---------------------------------------------------------------- r2g.rule.fact.en.v1
+# ---------------------------------------------------------------- r2g.rule.fact.en.v2
 
 _EN_PRED_DEPS = frozenset({"ROOT", "conj", "advcl", "ccomp", "parataxis", "relcl"})
 _EN_MODAL_AUX = {"can": "can", "could": "can", "ca": "can", "should": "should", "ought": "should", "must": "must",
@@ -202,6 +202,26 @@ def _en_is_place(prep: str, label: str | None, ann: Annotation, g: int, motion: 
     if lemma in PLACE_NOUNS_EN or (prep == "at" and lemma in _EN_AT_EVENTS):
         return True
     return motion and prep in _EN_DESTINATION_PREPS and lemma not in _EN_NOT_DESTINATIONS
+
+
+# v2: a clause that says nothing a person would call a memory makes no Fact. Light/copula verbs and fillers
+# ("be", "do", "alright", "ok") count only with a participant besides the doer ("compost bin do" has none),
+# and a one-word state needs a participant at all ("it was so powerful"; "it rained" stays an event).
+LIGHT_VERBS_EN = frozenset("be do have get make go happen let seem become take give put keep say tell".split())
+FILLERS_EN = frozenset("""
+alright ok okay yeah yes yep yup sure cool nice wow right fine great awesome good thanks thank hi hello hey oh
+lol haha hmm true sorry yay well
+""".split())
+
+
+def is_memory_fact(f: FactDraft) -> bool:
+    """Whether an English fact draft is worth a Fact node (r2g.rule.fact.en.v2): a predicate of more than one
+    word with a participant — beyond the doer, where the word is a light verb or a filler —, or an event."""
+    if "_" in f.predicate_norm:
+        return True
+    if f.predicate_norm in LIGHT_VERBS_EN or f.predicate_norm in FILLERS_EN:
+        return any(r.type != "AGENT" for r in f.roles)
+    return bool(f.roles) or f.subtype != "state"
 
 
 def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
@@ -388,4 +408,10 @@ def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
         if f.cause_marker and f.cause_marker[0] == "because":
             head = f.cause_marker[1]
             f.cause_marker = ("because", index_of.get(owner[head]) if head is not None else None)
-    return facts
+    kept = [f for f in facts if is_memory_fact(f)]
+    if len(kept) < len(facts):
+        gone = {f.index for f in facts} - {f.index for f in kept}
+        for f in kept:   # a cause or effect that made no Fact links nothing
+            if f.cause_marker and (f.cause_marker[1] in gone or (f.cause_marker[0] == "so" and f.index - 1 in gone)):
+                f.cause_marker = None
+    return kept
