@@ -1,5 +1,5 @@
 """R2G makes no node a person would not call a memory (issue 17): r2g.rule.fact.en.v2, r2g.rule.fact.zh.v2 and
-r2g.rule.entity.speaker.v2 on the lines that made "[Fact] be", "[Fact] compost bin do", "[Fact] 小明 帮",
+r2g.rule.entity.speaker.v2 on the lines that made "[Fact] be", "[Fact] alright", "[Fact] compost bin do", "[Fact] 小明 帮",
 "[Entity] 我会优先" and "[Entity] assistant"."""
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def _draft(predicate: str, roles: tuple[str, ...] = (), subtype: str = "event") 
     ("go", ("AGENT",), "event", False),                 # "Where did you go?"
     ("go", ("AGENT", "LOCATION"), "event", True),       # "I went to the gym"
     ("get", ("AGENT", "PATIENT"), "event", True),       # "my tomatoes got aphids"
-    ("powerful", (), "state", False),                   # "it was so powerful": nobody, nothing
+    ("powerful", (), "state", True),                    # "it was so powerful": how a thing felt
     ("happy", ("TIME",), "state", True),                # "So happy today!"
     ("rain", (), "event", True),                        # "It rained"
     ("be_counselor", ("AGENT",), "event", True),        # two words say something
@@ -57,6 +57,7 @@ def test_fact_en_v2_keeps_only_facts_with_something_to_remember(predicate, roles
     ("Alright.", []),
     ("I am ok.", []),
     ("Wow, that's great! What happened there?", []),
+    ("It was so powerful.", ["powerful"]),
     ("It rained, so we stayed home.", ["rain", "stay"]),
 ])
 def test_english_clauses_without_a_memory_make_no_fact(text: str, facts: list[str]) -> None:

@@ -39,7 +39,7 @@ QUERIES = [("demo", "What does Caroline drink instead of coffee?"), ("demo", "�
            ("demo", "以后用中文回答"), ("demo", "assistant"), ("demo", "Alright, be ok"),
            ("research", "Is the compost bin done?"), ("demo", "Lisbon trip assistant")]
 JUNK_TITLES = {"alright", "be", "ok", "do", "compost bin do", "小明 帮", "我会优先", "晚饭前会", "assistant", "user",
-               "助手", "great", "powerful", "happen"}
+               "助手", "great", "happen"}
 
 
 @pytest.fixture(scope="module")

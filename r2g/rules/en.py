@@ -204,9 +204,9 @@ def _en_is_place(prep: str, label: str | None, ann: Annotation, g: int, motion: 
     return motion and prep in _EN_DESTINATION_PREPS and lemma not in _EN_NOT_DESTINATIONS
 
 
-# v2: a clause that says nothing a person would call a memory makes no Fact. Light/copula verbs and fillers
-# ("be", "do", "alright", "ok") count only with a participant besides the doer ("compost bin do" has none),
-# and a one-word state needs a participant at all ("it was so powerful"; "it rained" stays an event).
+# v2: a clause that says nothing a person would call a memory makes no Fact: light/copula verbs and fillers
+# ("be", "do", "alright", "ok") count only with a participant besides the doer ("compost bin do" has none).
+# (A participant-less state stays: "it was so powerful" answers how a thing felt; dropping those cost recall.)
 LIGHT_VERBS_EN = frozenset("be do have get make go happen let seem become take give put keep say tell".split())
 FILLERS_EN = frozenset("""
 alright ok okay yeah yes yep yup sure cool nice wow right fine great awesome good thanks thank hi hello hey oh
@@ -215,13 +215,11 @@ lol haha hmm true sorry yay well
 
 
 def is_memory_fact(f: FactDraft) -> bool:
-    """Whether an English fact draft is worth a Fact node (r2g.rule.fact.en.v2): a predicate of more than one
-    word with a participant — beyond the doer, where the word is a light verb or a filler —, or an event."""
-    if "_" in f.predicate_norm:
+    """Whether an English fact draft is worth a Fact node (r2g.rule.fact.en.v2): not a one-word light verb or
+    filler whose only participant, if any, is the doer."""
+    if "_" in f.predicate_norm or not (f.predicate_norm in LIGHT_VERBS_EN or f.predicate_norm in FILLERS_EN):
         return True
-    if f.predicate_norm in LIGHT_VERBS_EN or f.predicate_norm in FILLERS_EN:
-        return any(r.type != "AGENT" for r in f.roles)
-    return bool(f.roles) or f.subtype != "state"
+    return any(r.type != "AGENT" for r in f.roles)
 
 
 def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],

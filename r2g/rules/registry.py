@@ -31,8 +31,8 @@ RULES: dict[str, RuleSpec] = {r.id: r for r in [
     RuleSpec(ENTITY_ZH, "Chinese POS/rule entities", (entity_zh_rule,)),
     RuleSpec(ENTITY_SPEAKER, "the speaker of every message is a PERSON, unless a chat role label (assistant, user)",
              (speaker_rule,)),
-    RuleSpec(FACT_EN, "English predicate clauses from the dependency parse; no bare light verb, filler or "
-             "participant-less state", (fact_en_rule, is_memory_fact)),
+    RuleSpec(FACT_EN, "English predicate clauses from the dependency parse; no bare light verb or filler "
+             "(nothing but the doer)", (fact_en_rule, is_memory_fact)),
     RuleSpec(FACT_ZH, "Chinese predicate clauses from jieba POS; glued pronoun/time + modal read as parts, no bare "
              "light verb", (fact_zh_rule,)),
     RuleSpec(LOCATION, "at/in/on/to + place, 在/于 + noun (+方位词), motion verb + place → LOCATION",
