@@ -28,28 +28,29 @@ def _entities(nodes: list[dict]) -> list[str]:
     return sorted(n["title"] for n in nodes if n["type"] == "Entity")
 
 
-def _draft(predicate: str, roles: tuple[str, ...] = (), subtype: str = "event") -> R.FactDraft:
+def _draft(predicate: str, roles: tuple[str, ...] = (), subtype: str = "event", bare: bool = True) -> R.FactDraft:
     who = R.EntityRef("PERSON", "Tomas")
     return R.FactDraft(index=0, predicate_norm=predicate, subtype=subtype, negation=False, modality=None, start=0,
                        end=1, title=predicate, keywords=[], provenance=R.FACT_EN,
-                       roles=[R.Role(t, who, R.FACT_EN) for t in roles])
+                       roles=[R.Role(t, who, R.FACT_EN) for t in roles], bare=bare)
 
 
-@pytest.mark.parametrize(("predicate", "roles", "subtype", "kept"), [
-    ("do", ("AGENT",), "event", False),                 # "The compost bin is done"
-    ("be", (), "event", False),
-    ("alright", (), "state", False),
-    ("ok", ("AGENT",), "state", False),                 # "I am ok"
-    ("go", ("AGENT",), "event", False),                 # "Where did you go?"
-    ("go", ("AGENT", "LOCATION"), "event", True),       # "I went to the gym"
-    ("get", ("AGENT", "PATIENT"), "event", True),       # "my tomatoes got aphids"
-    ("powerful", (), "state", True),                    # "it was so powerful": how a thing felt
-    ("happy", ("TIME",), "state", True),                # "So happy today!"
-    ("rain", (), "event", True),                        # "It rained"
-    ("be_counselor", ("AGENT",), "event", True),        # two words say something
+@pytest.mark.parametrize(("predicate", "roles", "subtype", "bare", "kept"), [
+    ("do", ("AGENT",), "event", True, False),                 # "The compost bin is done"
+    ("do", ("AGENT",), "event", False, False),                # "I did it": an empty verb needs a participant
+    ("be", (), "event", False, False),
+    ("alright", (), "state", True, False),
+    ("ok", ("AGENT",), "state", False, False),                # "I am ok"
+    ("go", ("AGENT",), "event", True, False),                 # "Where did you go?"
+    ("go", ("AGENT", "LOCATION"), "event", False, True),      # "I went to the gym"
+    ("have", ("AGENT",), "event", False, True),               # "I've had them for three years"
+    ("get", ("AGENT", "PATIENT"), "event", False, True),      # "my tomatoes got aphids"
+    ("powerful", (), "state", True, True),                    # "it was so powerful": how a thing felt
+    ("rain", (), "event", True, True),                        # "It rained"
+    ("be_counselor", ("AGENT",), "event", False, True),       # two words say something
 ])
-def test_fact_en_v2_keeps_only_facts_with_something_to_remember(predicate, roles, subtype, kept) -> None:
-    assert R.is_memory_fact(_draft(predicate, roles, subtype)) is kept
+def test_fact_en_v2_keeps_only_facts_with_something_to_remember(predicate, roles, subtype, bare, kept) -> None:
+    assert R.is_memory_fact(_draft(predicate, roles, subtype, bare)) is kept
 
 
 @pytest.mark.parametrize(("text", "facts"), [
@@ -59,6 +60,8 @@ def test_fact_en_v2_keeps_only_facts_with_something_to_remember(predicate, roles
     ("Wow, that's great! What happened there?", []),
     ("It was so powerful.", ["powerful"]),
     ("It rained, so we stayed home.", ["rain", "stay"]),
+    ("Where did you go?", []),
+    ("I've had them for three years.", ["have"]),
 ])
 def test_english_clauses_without_a_memory_make_no_fact(text: str, facts: list[str]) -> None:
     nodes, _ = _graph([("Tomas", text)])

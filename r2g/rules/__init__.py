@@ -26,7 +26,8 @@ from r2g.rules.common import (FUTURE_MODALITIES, ROLE_LABELS, SUMMARY_MAX_CHARS,
 from r2g.rules.coref import PERSON_NOUNS_EN, PERSON_NOUNS_ZH, name_variants, pronoun_ref
 from r2g.rules.drafts import (EntityRef, EpisodeDraft, FactDraft, MessageCtx, PreferenceDraft, Role, TaskDraft,
                               TimeRef)
-from r2g.rules.en import FILLERS_EN, LIGHT_VERBS_EN, PLACE_NOUNS_EN, entity_en_rule, fact_en_rule, is_memory_fact
+from r2g.rules.en import (EMPTY_VERBS_EN, FILLERS_EN, LIGHT_VERBS_EN, PLACE_NOUNS_EN, entity_en_rule, fact_en_rule,
+                          is_memory_fact)
 from r2g.rules.episode import (TOPIC_BLOCK_MIN_CHARS, TOPIC_BLOCK_MIN_LEN, TOPIC_BLOCK_MIN_SENTS, episode_rule,
                                importance, temporal_next_rule, topic_blocks)
 from r2g.rules.ids import (CAUSE, CONCEPT, CONF, COREF, DERIVED_FROM, ENTITY_EN, ENTITY_SPEAKER, ENTITY_ZH, EPISODE,
@@ -45,7 +46,7 @@ __all__ = [
     "MessageCtx", "EntityRef", "TimeRef", "Role", "FactDraft", "PreferenceDraft", "TaskDraft", "EpisodeDraft",
     # limits and word lists
     "SUMMARY_MAX_CHARS", "TITLE_MAX_CHARS", "FUTURE_MODALITIES", "PERSON_NOUNS_EN", "PERSON_NOUNS_ZH",
-    "PLACE_NOUNS_EN", "LIGHT_VERBS_EN", "FILLERS_EN", "LIGHT_VERBS_ZH", "ROLE_LABELS", "TOPIC_BLOCK_MIN_SENTS", "TOPIC_BLOCK_MIN_CHARS", "TOPIC_BLOCK_MIN_LEN",
+    "PLACE_NOUNS_EN", "EMPTY_VERBS_EN", "LIGHT_VERBS_EN", "FILLERS_EN", "LIGHT_VERBS_ZH", "ROLE_LABELS", "TOPIC_BLOCK_MIN_SENTS", "TOPIC_BLOCK_MIN_CHARS", "TOPIC_BLOCK_MIN_LEN",
     # rules and helpers
     "clip", "content_words", "time_rule", "speaker_rule", "cause_rule", "name_variants", "pronoun_ref",
     "is_role_label", "is_memory_fact", "entity_en_rule", "fact_en_rule", "entity_zh_rule", "fact_zh_rule", "zh_clauses", "preference_rule",
