@@ -322,9 +322,9 @@ def _recall(reader: TenantIndex | TenantReader, lake: Lake, query: str, keywords
     citer = Citer(reader, _raw_store(lake))
     ranked += _raw_results(citer, raw_hits, keywords, info, cfg, filters)
     ranked.sort(key=lambda pair: (-pair[0].score, pair[0].node_id))
-    kept = [pair for pair in ranked if has_content(pair[0])]
-    tr.stage("score", len(kept), k=k, no_content=[pair[0].node_id for pair in ranked if not has_content(pair[0])][:5])
-    ranked = kept
+    content = [has_content(r) for r, _ in ranked]   # a title of only "be", "alright", "assistant" is no memory
+    tr.stage("score", sum(content), k=k, no_content=[r.node_id for (r, _), ok in zip(ranked, content) if not ok][:5])
+    ranked = [pair for pair, ok in zip(ranked, content) if ok]
     top = _mmr(ranked, k, cfg, mmr_hint, cards)
     tr.stage("mmr", len(top), pool=min(len(ranked), max(k, cfg.mmr_pool)), mmr_lambda=cfg.mmr_lambda)
 
