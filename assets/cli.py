@@ -173,7 +173,8 @@ def cmd_materialize(args: argparse.Namespace, lake: Lake) -> int:
 
 
 def cmd_recall(args: argparse.Namespace, lake: Lake) -> int:
-    from recall.engine import RecallConfig, recall
+    from recall.citations import excerpt_window, printable
+    from recall.engine import RecallConfig, query_keywords, recall
     from recall.hits import log_hits
     from recall.store import IndexNotBuilt
 
@@ -210,11 +211,15 @@ def cmd_recall(args: argparse.Namespace, lake: Lake) -> int:
             raise UserError(f"unknown tenant {args.tenant!r} (known: {listed or 'none'}; "
                             "`memctl stats` lists the tenants with their counts)")
         print("no memories found")
+    words = query_keywords(args.query)
     for i, r in enumerate(results, 1):
-        print(f"{i:>2}. [{r.type}] {r.title}  (score {r.score:.3f})")
+        print(f"{i:>2}. [{r.type}] {printable(r.title)}  (score {r.score:.3f})")
         for c in r.citations:
-            where = " ".join(x for x in (c.conv_id, c.msg_id, c.speaker, c.ts) if x)
-            print(f"      ↳ {where}: \"{c.excerpt}\"")
+            where = printable(" ".join(x for x in (c.conv_id, c.msg_id, c.speaker, c.ts) if x))
+            # a window around the cited span (a whole message may run to thousands of characters; --json has it)
+            print(f"      ↳ {where}: \"{excerpt_window(c.excerpt, c.highlight, words)}\"")
+        for u in r.unavailable:
+            print(f"      ↳ citation unavailable: {u['reason']}")
     return 0
 
 

@@ -53,7 +53,9 @@ from recall.read_api import (
     LIVE_STATUS,
 )
 
-PROVENANCE = "jobs.rollup.compact.v1"
+# v2: a parent's title is the start of its summary (v1's "time · crazy · pokemon" keyword lists read as no memory)
+PROVENANCE = "jobs.rollup.compact.v2"
+ID_SCHEME = "jobs.rollup.compact.v1"   # parent ids: the same children make the same parent whatever the title rule
 ROLLUP_SUBTYPE = "rollup"
 SEMANTIC_CONTAINS = "SEMANTIC_CONTAINS"
 EPISODE = "Episode"
@@ -357,8 +359,8 @@ def _build_parents(groups: pl.DataFrame, episodes: pl.DataFrame, config: RollupC
     summary = _summaries(agg, config.text_max_chars)
     parents = agg.join(summary, on="gid", how="left", maintain_order="left").with_columns(
         pl.lit(EPISODE).alias("type"), pl.lit(ROLLUP_SUBTYPE).alias("subtype"),
-        clip_expr(pl.when(pl.col("keywords").list.len() > 0).then(pl.col("keywords").list.head(3).list.join(" · "))
-                  .otherwise(pl.col("_best").fill_null("")), TITLE_MAX_CHARS).alias("title"),
+        clip_expr(pl.when(pl.col("text") != "").then("text").otherwise(pl.col("_best").fill_null("")),
+                  TITLE_MAX_CHARS).alias("title"),
         pl.col("keywords").fill_null(pl.lit([], dtype=pl.List(pl.String))),
         pl.when(pl.col("entities").list.len() > 0).then("entities").alias("entities"),
         pl.lit("active").alias("status"), pl.lit(PROVENANCE).alias("provenance"))
@@ -511,7 +513,7 @@ class _ConceptTenant:
 # -- helpers
 
 def _parent_id(tenant: str, child_ids: Iterable[str]) -> str:
-    return stable_id("n", tenant, PROVENANCE, *sorted(child_ids))
+    return stable_id("n", tenant, ID_SCHEME, *sorted(child_ids))
 
 
 def _bucket(t: datetime | None, period: str | None) -> str | None:

@@ -6,6 +6,7 @@ unverified one.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -32,6 +33,37 @@ class Citation:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+WINDOW_CHARS = 160   # a printed citation: this many characters around the cited span (the JSON keeps the whole line)
+_LINE_BREAKS = re.compile(r"[\t\n\v\f\r\x1c-\x1e\x85\u2028\u2029]+")
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` safe for one terminal line: line breaks and tabs (a QQ export's raw \\r) become a space, every other
+    C0/C1 control (ESC, backspace, …) its visible stand-in (U+FFFD), so nothing moves the cursor."""
+    return _CONTROLS.sub("\ufffd", _LINE_BREAKS.sub(" ", text))
+
+
+def excerpt_window(excerpt: str, highlight: tuple[int, int] | None = None, words: Iterable[str] = (),
+                   width: int = WINDOW_CHARS) -> str:
+    """At most `width` characters of `excerpt` (plus "…" marks where it was cut), made printable.
+
+    The window is centred on `highlight` (the node's own span; a span longer than the window shows its
+    start), else on the first of `words` found in the excerpt (case-insensitive), else it is the start."""
+    if width < 1:
+        raise ValueError("width must be 1 or more")
+    if len(excerpt) <= width:
+        return printable(excerpt)
+    lo, hi = highlight if highlight is not None and 0 <= highlight[0] < highlight[1] <= len(excerpt) else (0, 0)
+    if hi - lo >= len(excerpt) or (lo, hi) == (0, 0):   # the whole line, or no span: look for the words
+        low = excerpt.lower()
+        found = [(i, i + len(w)) for w in words if w and (i := low.find(w.lower())) >= 0]
+        lo, hi = min(found) if found else (0, 0)
+    start = max(0, min(lo - (width - min(hi - lo, width)) // 2, len(excerpt) - width))
+    end = start + width
+    return ("…" if start > 0 else "") + printable(excerpt[start:end]) + ("…" if end < len(excerpt) else "")
 
 
 class RawRef(NamedTuple):

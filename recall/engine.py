@@ -8,8 +8,10 @@ Stages (each reported in `trace`):
              or the query holds code-like tokens (hex, UUID, URL, path, error code)
   expand     Stage C: 0..expand_depth hops on the tenant's graph (CSR arrays), hubs not expanded, then PPR
   score      λ1*bm25 + λ3*graph + λ4*weight(node) (importance, log frequency, recency), filters applied
-  mmr        de-duplication: results citing the same bytes or words as a better one go last
-  cite       raw_refs → sha-verified excerpts from the raw store
+  mmr        de-duplication: a result citing the same bytes or words as a better one loses score
+             (breakdown "mmr"), and results are in the order of their final score
+  cite       raw_refs → sha-verified excerpts from the raw store; a blob that cannot be read
+             (quarantined, missing, forgotten) is named in the result's `unavailable` and here
   budget     (with budget_tokens) the results that fit the token budget with the most score
 
 Stage B (vectors, recall.vectors) is off by default: RecallConfig.vectors_enabled turns it on
@@ -41,7 +43,7 @@ from raw_store.lake import Lake
 from recall import scoring, vectors
 from recall.citations import Citation, Citer, RawRef
 from recall.graph_csr import CsrGraph, personalized_pagerank
-from recall.query import QueryAnalysis, analyze, has_code_token, query_keywords
+from recall.query import EN_STOPWORDS, QueryAnalysis, analyze, has_code_token, query_keywords
 from recall.query_tokens import search_tokens
 from recall.scoring import NodeBatch
 from recall.store import IndexNotBuilt, TenantInfo, TenantReader, tenant_reader
@@ -137,12 +139,15 @@ class RecallResult:
     breakdown: dict[str, float]
     citations: list[Citation]
     evidence: list[dict]   # edges that brought it in: {src, type, dst}
+    # citations that could not be read: {raw_id, error, reason} (a quarantined, missing or forgotten blob)
+    unavailable: list[dict] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {
             "node_id": self.node_id, "type": self.type, "title": self.title, "text": self.text,
             "score": round(self.score, 6), "breakdown": {k: round(v, 6) for k, v in self.breakdown.items()},
             "citations": [c.to_json() for c in self.citations], "evidence": [dict(e) for e in self.evidence],
+            "unavailable": [dict(u) for u in self.unavailable],
         }
 
 
@@ -324,8 +329,10 @@ def _recall(reader: TenantIndex | TenantReader, lake: Lake, query: str, keywords
     citer = Citer(reader, _raw_store(lake))
     ranked += _raw_results(citer, raw_hits, keywords, info, cfg, filters)
     ranked.sort(key=lambda pair: (-pair[0].score, pair[0].node_id))
-    tr.stage("score", len(ranked), k=k)
-    top = _mmr(ranked, k, cfg, mmr_hint)
+    content = [has_content(r) for r, _ in ranked]   # a title of only "be", "alright", "assistant" is no memory
+    tr.stage("score", sum(content), k=k, no_content=[r.node_id for (r, _), ok in zip(ranked, content) if not ok][:5])
+    ranked = [pair for pair, ok in zip(ranked, content) if ok]
+    top = _mmr(ranked, k, cfg, mmr_hint, cards)
     tr.stage("mmr", len(top), pool=min(len(ranked), max(k, cfg.mmr_pool)), mmr_lambda=cfg.mmr_lambda)
 
     # Messages the query matched through a turn-level node (not an Entity, whose refs
@@ -352,12 +359,54 @@ def _recall(reader: TenantIndex | TenantReader, lake: Lake, query: str, keywords
             matched_refs = [r for _, r in sorted(keyed, key=lambda kr: rank[kr[0]])]
             refs, cap = (matched_refs, cfg.aggregate_citations) if matched_refs else (refs, 1)
         result.citations = citer.cite_all(refs, cap, prefer)
-    tr.stage("cite", sum(len(r.citations) for r, _ in top), failures=citer.failures[:5])
+        result.unavailable = _unavailable(citer, refs)
+    tr.stage("cite", sum(len(r.citations) for r, _ in top), failures=citer.failures[:5],
+             unavailable=[{"node_id": r.node_id, **u} for r, _ in top for u in r.unavailable][:5])
     results = [r for r, _ in top]
     if budget_tokens is not None:
         results = _pack(results, budget_tokens)
         tr.stage("budget", len(results), budget_tokens=budget_tokens, tokens=sum(map(result_tokens, results)))
     return results
+
+
+def _unavailable(citer: Citer, refs: Sequence[RawRef]) -> list[dict]:
+    """What a result could not cite and why: each of its chunks whose blob failed to read in this call."""
+    failed = {f["raw_id"]: f for f in citer.failures}
+    out = []
+    for raw_id in dict.fromkeys(r.raw_id for r in refs):
+        f = failed.get(raw_id)
+        if f is not None:
+            out.append({"raw_id": raw_id, "error": f["error"],
+                        "reason": unavailable_reason(raw_id, f["error"], f["detail"])})
+    return out
+
+
+def unavailable_reason(raw_id: str, error: str, detail: str) -> str:
+    """One line for a citation that cannot be read (BlobCorrupt, BlobMissing, BlobForgotten, …)."""
+    if error == "BlobCorrupt":
+        what = "quarantined" if "quarantine" in detail else "corrupt"
+        return f"blob {raw_id} {what}, run `memctl materialize` to repair"
+    if error == "BlobMissing":
+        return f"blob {raw_id} missing from the raw store, run `memctl materialize` to repair"
+    if error == "BlobForgotten":
+        return f"blob {raw_id} was forgotten (memctl forget)"
+    return f"blob {raw_id} unreadable ({error})"
+
+
+# Words that alone make no memory: light/copula verbs, fillers and chat role labels. A result whose title holds
+# nothing else ("be", "alright", "assistant") is left out (R2G no longer makes such nodes; older lakes may hold them).
+NO_CONTENT_WORDS = frozenset("""
+be do have get make go happen let seem alright ok okay yeah yes yep yup sure cool nice wow right fine great
+awesome good thanks thank hi hello hey oh lol haha hmm true sorry yay assistant user system
+是 有 做 帮 搞 弄 让 给 好 好的 嗯 嗯嗯 哈哈 哈 哦 啊 对 对的 行 可以 谢谢 助手 用户 系统
+""".split())
+
+
+def has_content(r: RecallResult) -> bool:
+    """A result worth showing: a raw passage, or a title with a word beyond NO_CONTENT_WORDS."""
+    if r.type == "RawChunk":
+        return True
+    return any(w not in NO_CONTENT_WORDS and w not in EN_STOPWORDS for w in mmr_tokens(r.title.lower()))
 
 
 _STORES: dict[Path, RawStore] = {}
@@ -629,41 +678,61 @@ def mmr_tokens(text: str) -> frozenset[str]:
 
 
 def _similar(a: tuple[RecallResult, list[RawRef]], b: tuple[RecallResult, list[RawRef]],
-             tokens: Mapping[str, AbstractSet[str]]) -> float:
-    """1.0 when two results cite overlapping bytes (an Episode and a Fact of the same turn), else the Jaccard
-    overlap of their title+text words (mmr_tokens)."""
-    for x in a[1][:3]:
-        for y in b[1][:3]:
-            if x.raw_id == y.raw_id and x.offset < y.offset + y.length and y.offset < x.offset + x.length:
-                return 1.0
+             tokens: Mapping[str, AbstractSet[str]], cards: frozenset[str] | set[str] = frozenset()) -> float:
+    """1.0 when two turn-level results cite overlapping bytes (an Episode and a Fact of the same turn), else the
+    Jaccard overlap of their title+text words (mmr_tokens). An entity, topic or rollup card's raw_refs are
+    sample mentions, not what it cites for this query: they make no line its duplicate."""
+    if not (_is_card(a[0], cards) or _is_card(b[0], cards)):
+        for x in a[1][:3]:
+            for y in b[1][:3]:
+                if x.raw_id == y.raw_id and x.offset < y.offset + y.length and y.offset < x.offset + x.length:
+                    return 1.0
     ta, tb = tokens[a[0].node_id], tokens[b[0].node_id]
     return len(ta & tb) / len(ta | tb) if ta and tb else 0.0
 
 
+def _is_card(r: RecallResult, cards: frozenset[str] | set[str]) -> bool:
+    return r.type in AGGREGATE or r.node_id in cards
+
+
 def _mmr(ranked: list[tuple[RecallResult, list[RawRef]]], k: int, cfg: RecallConfig,
-         hint: Mapping[str, Sequence[str]] | None = None) -> list[tuple[RecallResult, list[RawRef]]]:
-    """Maximal marginal relevance over the best candidates: each pick maximises
-    λ·score/top − (1−λ)·max similarity to what is already picked, and a candidate at least
-    cfg.mmr_threshold similar to a pick (the same line as Episode and as Fact) comes only
-    after every other one. λ = 1 keeps score order."""
+         hint: Mapping[str, Sequence[str]] | None = None,
+         cards: frozenset[str] | set[str] = frozenset()) -> list[tuple[RecallResult, list[RawRef]]]:
+    """Maximal marginal relevance over the best candidates, as the results' final score.
+
+    Each pick maximises score − penalty, penalty = (1−λ)/λ · top · (max similarity to what is already
+    picked): λ·score/top − (1−λ)·similarity in score units. A candidate at least cfg.mmr_threshold similar
+    to a pick (the same line as Episode and as Fact) keeps at most (1 − similarity) of its score; no score
+    falls below 0. The
+    pick's final score is that gain (breakdown "mmr": what MMR took off, "mmr_similarity"); a candidate's
+    gain only falls as picks are added, so the results come out in non-increasing final score: the printed
+    order is the ranking. λ = 1 keeps score order and scores."""
     if cfg.mmr_lambda >= 1.0 or len(ranked) <= 1:
         return ranked[:k]
     pool = ranked[:max(k, cfg.mmr_pool)]
     top = pool[0][0].score or 1.0
+    weight = (1 - cfg.mmr_lambda) / max(cfg.mmr_lambda, 1e-9) * top
     hint = hint or {}
     tokens = {r.node_id: frozenset(hint[r.node_id]) if r.node_id in hint else mmr_tokens(f"{r.title} {r.text}")
               for r, _ in pool}
-    picked = [pool[0]]
-    rest = pool[1:]
-    best_sim = [_similar(c, pool[0], tokens) for c in rest]
+
+    def gain(score: float, sim: float) -> float:
+        g = score - weight * sim
+        return max(0.0, min(g, score * (1.0 - sim)) if sim >= cfg.mmr_threshold else g)
+
+    picked: list[tuple[RecallResult, list[RawRef]]] = []
+    rest = list(pool)
+    best_sim = [0.0] * len(rest)
     while rest and len(picked) < k:
-        gains = [(s < cfg.mmr_threshold, cfg.mmr_lambda * c[0].score / top - (1 - cfg.mmr_lambda) * s)
-                 for c, s in zip(rest, best_sim)]
+        gains = [gain(c[0].score, sim) for c, sim in zip(rest, best_sim)]
         i = max(range(len(rest)), key=lambda j: (gains[j], -j))
-        chosen = rest.pop(i)
-        best_sim.pop(i)
+        chosen, sim = rest.pop(i), best_sim.pop(i)
+        r = chosen[0]
+        r.breakdown["mmr"] = gains[i] - r.score
+        r.breakdown["mmr_similarity"] = sim
+        r.score = gains[i]
         picked.append(chosen)
-        best_sim = [max(s, _similar(c, chosen, tokens)) for c, s in zip(rest, best_sim)]
+        best_sim = [max(s, _similar(c, chosen, tokens, cards)) for c, s in zip(rest, best_sim)]
     return picked
 
 

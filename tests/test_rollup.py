@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.rollup import PROVENANCE, RollupConfig, rollup_episodes
+from jobs.rollup import ID_SCHEME, PROVENANCE, RollupConfig, rollup_episodes
 from r2g.ids import edge_id, stable_id
 from r2g.merge import MERGED_REF_CAP
 from r2g.schema import EDGES, NODES
@@ -56,10 +56,11 @@ def test_one_conversation_rolls_up_runs_of_fan_in_and_the_tail_waits() -> None:
     eps = [ep("t", f"e{k}", "c1", k) for k in range(7)]
     out = run(eps)
     assert sorted(groups(out)) == [["e0", "e1", "e2"], ["e3", "e4", "e5"]]
-    p = {r["id"]: r for r in out.nodes.to_pylist()}[stable_id("n", "t", PROVENANCE, "e0", "e1", "e2")]
+    p = {r["id"]: r for r in out.nodes.to_pylist()}[stable_id("n", "t", ID_SCHEME, "e0", "e1", "e2")]
     assert p == {**{c: None for c in NODES.names},
                  "id": p["id"], "tenant": "t", "type": "Episode", "subtype": "rollup",
-                 "title": "support · kw0 · kw1",
+                 # v2: the start of the summary, not a keyword list ("support · kw0 · kw1" in v1)
+                 "title": "Sentence 0 one. Sentence 0 two. Sentence 1 one. Sentence 1…",
                  "text": "Sentence 0 one. Sentence 0 two. Sentence 1 one. Sentence 1 two. "
                          "Sentence 2 one. Sentence 2 two.",
                  "keywords": ["support", "kw0", "kw1", "kw2"], "entities": ["Caroline"], "lang": "en",
@@ -90,12 +91,12 @@ def test_parents_of_parents_up_to_max_depth() -> None:
     cfg = RollupConfig(threshold=2, fan_in=2, max_depth=2)
     out = run(eps, config=cfg)
     leaves = [["e0", "e1"], ["e2", "e3"], ["e4", "e5"], ["e6", "e7"]]
-    d1 = {stable_id("n", "t", PROVENANCE, *g): g for g in leaves}
+    d1 = {stable_id("n", "t", ID_SCHEME, *g): g for g in leaves}
     d1_ids = sorted(d1, key=lambda i: d1[i])
     d2 = [sorted(d1_ids[:2]), sorted(d1_ids[2:])]
     assert sorted(groups(out)) == sorted(leaves + d2)                         # depth 2 reached, no depth 3
     assert len(run(eps, config=RollupConfig(threshold=2, fan_in=2, max_depth=3)).nodes) == 7
-    top = {r["id"]: r for r in out.nodes.to_pylist()}[stable_id("n", "t", PROVENANCE, *d2[0])]
+    top = {r["id"]: r for r in out.nodes.to_pylist()}[stable_id("n", "t", ID_SCHEME, *d2[0])]
     assert (top["time_start"], top["time_end"], top["frequency"]) == (T0, T0 + 3 * HOUR, 4)
     assert [r["offset"] for r in top["raw_refs"]] == [0, 10, 20, 30]
 

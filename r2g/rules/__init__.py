@@ -23,17 +23,27 @@ from __future__ import annotations
 
 from r2g.rules.common import (
                               FUTURE_MODALITIES,
+                              ROLE_LABELS,
                               SUMMARY_MAX_CHARS,
                               TITLE_MAX_CHARS,
                               cause_rule,
                               clip,
                               content_words,
+                              is_role_label,
                               speaker_rule,
                               time_rule,
 )
 from r2g.rules.coref import PERSON_NOUNS_EN, PERSON_NOUNS_ZH, name_variants, pronoun_ref
 from r2g.rules.drafts import EntityRef, EpisodeDraft, FactDraft, MessageCtx, PreferenceDraft, Role, TaskDraft, TimeRef
-from r2g.rules.en import PLACE_NOUNS_EN, entity_en_rule, fact_en_rule
+from r2g.rules.en import (
+                              EMPTY_VERBS_EN,
+                              FILLERS_EN,
+                              LIGHT_VERBS_EN,
+                              PLACE_NOUNS_EN,
+                              entity_en_rule,
+                              fact_en_rule,
+                              is_memory_fact,
+)
 from r2g.rules.episode import (
                               TOPIC_BLOCK_MIN_CHARS,
                               TOPIC_BLOCK_MIN_LEN,
@@ -67,7 +77,7 @@ from r2g.rules.ids import (
 )
 from r2g.rules.preference import preference_rule, task_rule
 from r2g.rules.registry import RULES, RuleSpec
-from r2g.rules.zh import entity_zh_rule, fact_zh_rule, zh_clauses
+from r2g.rules.zh import LIGHT_VERBS_ZH, entity_zh_rule, fact_zh_rule, zh_clauses
 
 __all__ = [
     # rule ids, confidence and the registry
@@ -78,9 +88,11 @@ __all__ = [
     "MessageCtx", "EntityRef", "TimeRef", "Role", "FactDraft", "PreferenceDraft", "TaskDraft", "EpisodeDraft",
     # limits and word lists
     "SUMMARY_MAX_CHARS", "TITLE_MAX_CHARS", "FUTURE_MODALITIES", "PERSON_NOUNS_EN", "PERSON_NOUNS_ZH",
-    "PLACE_NOUNS_EN", "TOPIC_BLOCK_MIN_SENTS", "TOPIC_BLOCK_MIN_CHARS", "TOPIC_BLOCK_MIN_LEN",
+    "PLACE_NOUNS_EN", "EMPTY_VERBS_EN", "LIGHT_VERBS_EN", "FILLERS_EN", "LIGHT_VERBS_ZH", "ROLE_LABELS",
+    "TOPIC_BLOCK_MIN_SENTS", "TOPIC_BLOCK_MIN_CHARS", "TOPIC_BLOCK_MIN_LEN",
     # rules and helpers
     "clip", "content_words", "time_rule", "speaker_rule", "cause_rule", "name_variants", "pronoun_ref",
-    "entity_en_rule", "fact_en_rule", "entity_zh_rule", "fact_zh_rule", "zh_clauses", "preference_rule",
+    "is_role_label", "is_memory_fact", "entity_en_rule", "fact_en_rule", "entity_zh_rule", "fact_zh_rule", "zh_clauses",
+    "preference_rule",
     "task_rule", "importance", "topic_blocks", "episode_rule", "temporal_next_rule",
 ]

@@ -1,5 +1,5 @@
 """Helpers every rule shares (content words, spans, clipping), and the language-independent rules: time
-expressions (r2g.rule.time.v1), the speaker entity (r2g.rule.entity.speaker.v1) and cause pairs
+expressions (r2g.rule.time.v1), the speaker entity (r2g.rule.entity.speaker.v2) and cause pairs
 (r2g.rule.cause.v1)."""
 from __future__ import annotations
 
@@ -116,13 +116,26 @@ def _labelled_ents(ctx: MessageCtx, labels: dict[str, str]) -> Iterator[tuple[in
             yield s, e, sub, ann.idx[s], _tok_end(ann, e - 1)
 
 
-# ---------------------------------------------------------------- r2g.rule.entity.speaker.v1
+# ---------------------------------------------------------------- r2g.rule.entity.speaker.v2
+
+# What chat exports put where a name belongs (ChatGPT's "user"/"assistant", a system prompt): a role, not a
+# person anyone would remember things about, so no Entity (v2; v1 made "[Entity] assistant").
+ROLE_LABELS = frozenset({"assistant", "user", "system", "tool", "function", "developer", "human", "model",
+                         "助手", "用户", "系统"})
+
+
+def is_role_label(name: str | None) -> bool:
+    """Whether a speaker name is a chat role label (ROLE_LABELS, case-insensitive) rather than a name."""
+    return " ".join((name or "").split()).lower() in ROLE_LABELS
+
 
 def speaker_rule(ctx: MessageCtx) -> EntityRef | None:
-    """The message's speaker as a PERSON entity (not located in the text); one per message (rules ask often)."""
+    """The message's speaker as a PERSON entity (not located in the text); one per message (rules ask often).
+    None for no speaker or a role label (ROLE_LABELS)."""
     if "_speaker" not in ctx.__dict__:
         name = " ".join((ctx.speaker or "").split())
-        ctx.__dict__["_speaker"] = EntityRef("PERSON", name, -1, -1, ENTITY_SPEAKER) if name else None
+        ok = name and not is_role_label(name)
+        ctx.__dict__["_speaker"] = EntityRef("PERSON", name, -1, -1, ENTITY_SPEAKER) if ok else None
     return ctx.__dict__["_speaker"]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from r2g.rules.common import speaker_rule
+from r2g.rules.common import is_role_label, speaker_rule
 from r2g.rules.drafts import EntityRef, MessageCtx
 from r2g.rules.ids import COREF
 
@@ -124,4 +124,4 @@ def pronoun_ref(ctx: MessageCtx, word: str, start: int, end: int) -> EntityRef |
         return speaker_rule(ctx)
     name = ctx.you if (w in _EN_YOU or w in _ZH_YOU) else ctx.third if (w in _EN_THIRD_PRON or w in _ZH_THIRD_PRON) \
         else None
-    return EntityRef("PERSON", name, start, end, COREF) if name else None
+    return EntityRef("PERSON", name, start, end, COREF) if name and not is_role_label(name) else None

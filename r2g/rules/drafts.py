@@ -90,6 +90,9 @@ class FactDraft:
     # causal marker found on this clause: ("because", effect_index | None) makes this the cause;
     # ("so", None) makes this the effect of the clause before it
     cause_marker: tuple[str, int | None] | None = None
+    # (English) the predicate has no object, complement or prepositional phrase in the parse at all: "Where did
+    # you go?", "The bin is done" — unlike "I've had them for years", whose object only resolved to no entity
+    bare: bool = False
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """English rules over the spaCy parse: NER entities (r2g.rule.entity.en.v1) and predicate-clause facts
-(r2g.rule.fact.en.v1), with their LOCATION (r2g.rule.location.v2) and extra roles (r2g.rule.roles_extra.v1)."""
+(r2g.rule.fact.en.v2), with their LOCATION (r2g.rule.location.v2) and extra roles (r2g.rule.roles_extra.v1)."""
 from __future__ import annotations
 
 import re
@@ -51,7 +51,7 @@ def entity_en_rule(ctx: MessageCtx) -> list[tuple[int, int, EntityRef]]:
     return out
 
 
-# ---------------------------------------------------------------- r2g.rule.fact.en.v1
+# ---------------------------------------------------------------- r2g.rule.fact.en.v2
 
 _EN_PRED_DEPS = frozenset({"ROOT", "conj", "advcl", "ccomp", "parataxis", "relcl"})
 _EN_MODAL_AUX = {"can": "can", "could": "can", "ca": "can", "should": "should", "ought": "should", "must": "must",
@@ -213,6 +213,33 @@ def _en_is_place(prep: str, label: str | None, ann: Annotation, g: int, motion: 
     if lemma in PLACE_NOUNS_EN or (prep == "at" and lemma in _EN_AT_EVENTS):
         return True
     return motion and prep in _EN_DESTINATION_PREPS and lemma not in _EN_NOT_DESTINATIONS
+
+
+# v2: a clause that says nothing a person would call a memory makes no Fact. Empty verbs and fillers ("be",
+# "do", "alright", "ok") need a participant besides the doer ("compost bin do" has none); a light verb that
+# usually takes an object ("have", "go") needs one in the parse ("Where did you go?" has none, while "I've had
+# them for years" keeps its Fact though "them" names no entity). A participant-less state stays: "it was so
+# powerful" answers how a thing felt (dropping those cost recall).
+EMPTY_VERBS_EN = frozenset("be do happen seem let".split())
+LIGHT_VERBS_EN = frozenset("have get make go come take give put keep say tell become".split())
+FILLERS_EN = frozenset("""
+alright ok okay yeah yes yep yup sure cool nice wow right fine great awesome good thanks thank hi hello hey oh
+lol haha hmm true sorry yay well
+""".split())
+_EN_NOT_BARE = frozenset({"dobj", "attr", "oprd", "prep", "dative", "acomp", "xcomp", "ccomp", "npadvmod", "agent"})
+
+
+def is_memory_fact(f: FactDraft) -> bool:
+    """Whether an English fact draft is worth a Fact node (r2g.rule.fact.en.v2): no one-word empty verb or
+    filler with nobody but the doer, no one-word light verb with nothing after it (FactDraft.bare)."""
+    if "_" in f.predicate_norm:
+        return True
+    participant = any(r.type != "AGENT" for r in f.roles)
+    if f.predicate_norm in EMPTY_VERBS_EN or f.predicate_norm in FILLERS_EN:
+        return participant
+    if f.predicate_norm in LIGHT_VERBS_EN:
+        return participant or not f.bare
+    return True
 
 
 def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
@@ -394,9 +421,16 @@ def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
             index=len(facts), predicate_norm=predicate_norm, subtype=subtype, negation=negation,
             modality=modality, start=start, end=end, title=clip(" ".join(w for w in words if w), 120),
             keywords=_dedup(content_words(ann, lo, hi + 1) + parts), provenance=FACT_EN, roles=roles,
-            mentions=mentions, time=ftime, time_text=ftext, cause_marker=marker))
+            mentions=mentions, time=ftime, time_text=ftext, cause_marker=marker,
+            bare=not any(ann.dep[c] in _EN_NOT_BARE for q in scope for c in kids[q])))
     for f in facts:  # map "because" markers from token ids to fact indices
         if f.cause_marker and f.cause_marker[0] == "because":
             head = f.cause_marker[1]
             f.cause_marker = ("because", index_of.get(owner[head]) if head is not None else None)
-    return facts
+    kept = [f for f in facts if is_memory_fact(f)]
+    if len(kept) < len(facts):
+        gone = {f.index for f in facts} - {f.index for f in kept}
+        for f in kept:   # a cause or effect that made no Fact links nothing
+            if f.cause_marker and (f.cause_marker[1] in gone or (f.cause_marker[0] == "so" and f.index - 1 in gone)):
+                f.cause_marker = None
+    return kept

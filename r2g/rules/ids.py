@@ -8,9 +8,9 @@ from __future__ import annotations
 EPISODE = "r2g.rule.episode.v1"
 ENTITY_EN = "r2g.rule.entity.en.v1"
 ENTITY_ZH = "r2g.rule.entity.zh.v1"
-ENTITY_SPEAKER = "r2g.rule.entity.speaker.v1"
-FACT_EN = "r2g.rule.fact.en.v1"
-FACT_ZH = "r2g.rule.fact.zh.v1"
+ENTITY_SPEAKER = "r2g.rule.entity.speaker.v2"   # v2: a chat role label (assistant, user) is no one
+FACT_EN = "r2g.rule.fact.en.v2"   # v2: no bare light verb or filler (nothing but the doer)
+FACT_ZH = "r2g.rule.fact.zh.v2"   # v2: no pronoun/time+modal fragment as subject, no bare light verb
 LOCATION = "r2g.rule.location.v2"   # v2: English needs place evidence
 TIME = "r2g.rule.time.v1"
 CAUSE = "r2g.rule.cause.v1"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from r2g.rules.common import cause_rule, speaker_rule, time_rule
 from r2g.rules.coref import name_variants, pronoun_ref
-from r2g.rules.en import entity_en_rule, fact_en_rule
+from r2g.rules.en import entity_en_rule, fact_en_rule, is_memory_fact
 from r2g.rules.episode import episode_rule, importance, temporal_next_rule, topic_blocks
 from r2g.rules.ids import (
     CAUSE,
@@ -47,9 +47,12 @@ RULES: dict[str, RuleSpec] = {r.id: r for r in [
     RuleSpec(EPISODE, "one Episode per turn: title, extractive summary, keywords", (episode_rule,)),
     RuleSpec(ENTITY_EN, "English NER entities", (entity_en_rule,)),
     RuleSpec(ENTITY_ZH, "Chinese POS/rule entities", (entity_zh_rule,)),
-    RuleSpec(ENTITY_SPEAKER, "the speaker of every message is a PERSON", (speaker_rule,)),
-    RuleSpec(FACT_EN, "English predicate clauses from the dependency parse", (fact_en_rule,)),
-    RuleSpec(FACT_ZH, "Chinese predicate clauses from jieba POS", (fact_zh_rule,)),
+    RuleSpec(ENTITY_SPEAKER, "the speaker of every message is a PERSON, unless a chat role label (assistant, user)",
+             (speaker_rule,)),
+    RuleSpec(FACT_EN, "English predicate clauses from the dependency parse; no bare light verb or filler "
+             "(nothing but the doer)", (fact_en_rule, is_memory_fact)),
+    RuleSpec(FACT_ZH, "Chinese predicate clauses from jieba POS; glued pronoun/time + modal read as parts, no bare "
+             "light verb", (fact_zh_rule,)),
     RuleSpec(LOCATION, "at/in/on/to + place, 在/于 + noun (+方位词), motion verb + place → LOCATION",
              (fact_en_rule, fact_zh_rule)),
     RuleSpec(TIME, "time expressions resolved against the message ts → TIME", (time_rule,)),

@@ -1,4 +1,4 @@
-"""Chinese rules over jieba POS: entities (r2g.rule.entity.zh.v1) and per-clause facts (r2g.rule.fact.zh.v1,
+"""Chinese rules over jieba POS: entities (r2g.rule.entity.zh.v1) and per-clause facts (r2g.rule.fact.zh.v2,
 R2G-6), with their LOCATION (r2g.rule.location.v2) and extra roles (r2g.rule.roles_extra.v1)."""
 from __future__ import annotations
 
@@ -39,9 +39,9 @@ def entity_zh_rule(ctx: MessageCtx) -> list[tuple[int, int, EntityRef]]:
     return cached
 
 
-# ---------------------------------------------------------------- r2g.rule.fact.zh.v1
+# ---------------------------------------------------------------- r2g.rule.fact.zh.v2
 
-_ZH_CLAUSE_PUNCT = frozenset("，,；;。！？!?\n…~～")
+_ZH_CLAUSE_PUNCT = frozenset("，,；;。！？!?\n…~～：")   # v2: 「帮我记一下：…」 the colon ends the clause
 _ZH_BOUNDARY_TOKEN = re.compile("[" + re.escape("".join(sorted(_ZH_CLAUSE_PUNCT))) + "\\s]+")  # punctuation/space only
 _ZH_CAUSE_CONJ = frozenset({"因为", "由于"})
 _ZH_EFFECT_CONJ = frozenset({"所以", "因此", "于是", "因而", "导致", "从而"})
@@ -64,6 +64,25 @@ _ZH_MOTION = frozenset({"去", "来", "回", "到", "住", "住在", "搬到", "
 _ZH_NOUNISH = ("n", "ng", "nr", "nrfg", "nrt", "ns", "nt", "nz", "s", "eng", "j", "vn", "an")
 _ZH_SUBJECT_TAGS = ("n", "nr", "nrfg", "nrt", "ns", "nt", "nz", "j", "eng")
 _ZH_ENT_SUB = {"nr": "PERSON", "nrfg": "PERSON", "nrt": "PERSON", "ns": "LOC", "nt": "ORG", "nz": "MISC", "s": "LOC"}
+
+
+# v2: jieba glues a pronoun or a time/place word to the modal after it (以后「我会」优先…, 晚饭「前会」回来) and tags
+# the pair a noun; v1 took "我会优先" and "晚饭前会" for subjects (Entities). A glued pair is read as its parts.
+_ZH_PRONOUN_CHARS = frozenset("我你您他她它咱")
+_ZH_BEFORE_AFTER = frozenset({"前", "后", "以前", "以后", "之前", "之后", "时", "的时候"})
+_ZH_MODAL_CHARS = frozenset("会要想能将得")
+# v2: a light verb (是, 有, 帮, 做, …) alone, with no participant beyond the doer, is no memory (「小明 帮」).
+LIGHT_VERBS_ZH = frozenset({"是", "有", "做", "帮", "搞", "弄", "让", "给", "把", "被", "来", "去", "在", "要", "会",
+                            "干", "弄好", "搞定"})
+
+
+def _zh_glued(w: str) -> tuple[str, str] | None:
+    """(head, modal) of a token jieba glued from a pronoun or before/after word and a modal (我会, 前会), else None."""
+    if len(w) >= 2 and w[-1] in _ZH_MODAL_CHARS:
+        head = w[:-1]
+        if head in _ZH_BEFORE_AFTER or (len(head) == 1 and head in _ZH_PRONOUN_CHARS):
+            return head, w[-1]
+    return None
 
 
 def _zh_nounish(tag: str) -> bool:
@@ -140,7 +159,8 @@ def _zh_personish(ann: Annotation, lo: int, hi: int) -> bool:
 def _zh_noun_run(ann: Annotation, i: int, hi: int, in_time: list[bool]) -> int:
     """End (exclusive) of the run of noun-like tokens starting at i (i itself when there is none)."""
     j = i
-    while j < hi and not in_time[j] and _zh_nounish(ann.tag[j]) and ann.tokens[j] not in _ZH_PRONOUNS:
+    while j < hi and not in_time[j] and _zh_nounish(ann.tag[j]) and ann.tokens[j] not in _ZH_PRONOUNS \
+            and _zh_glued(ann.tokens[j]) is None:
         j += 1
     return j
 
@@ -234,6 +254,15 @@ def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
             if _zh_is_verb(ann, i) or _zh_is_state(ann, i):
                 pred = i
                 break
+            glued = _zh_glued(w)
+            if glued is not None:   # 我会 → 我 (the subject) + 会 (a modal); 前会 → 前 + 会 (after a time noun)
+                head, modal = glued
+                modality = modality or _ZH_MODAL.get(modal)
+                if not agent_seen and head in _ZH_PRONOUN_CHARS:
+                    agent_seen = True
+                    agent = pronoun_ref(ctx, head, ann.idx[i], ann.idx[i] + len(head))
+                i += 1
+                continue
             if not agent_seen and (tag.startswith("r") and w in _ZH_PRONOUNS):
                 if i + 1 < hi and ann.tokens[i + 1] == "的":
                     i += 2  # 我的朋友…: a possessor, the subject follows
@@ -247,6 +276,10 @@ def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
                 while j + 1 < hi and ann.tokens[j] == "的" and _zh_noun_run(ann, j + 1, hi, in_time) > j + 1:
                     i = j + 1  # 姐夫的父亲: the possessed noun is the subject
                     j = _zh_noun_run(ann, i, hi, in_time)
+                if j < hi and (ann.tokens[j] in _ZH_BEFORE_AFTER or (_zh_glued(ann.tokens[j]) or ("",))[0]
+                               in _ZH_BEFORE_AFTER):
+                    i = j   # 晚饭前(会)回来: "before dinner" says when, it is not the subject
+                    continue
                 agent_seen = True
                 # 朋友张伟: a person noun in apposition to a name — the name is the subject
                 k0 = next((k for k in range(i, j) if ann.tag[k].startswith("nr")), i)
@@ -361,6 +394,9 @@ def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
             roles.append(Role("INSTRUMENT", instrument, FACT_ZH))
         roles.extend(extra)
         roles.extend(Role("CAUSE", c, ROLES_EXTRA) for at, c in pending_cause if at == len(facts))
+        if pred >= 0 and len(parts) == 1 and ann.tokens[pred] in LIGHT_VERBS_ZH and not any(
+                r.type != "AGENT" and (agent is None or r.target.norm != agent.norm) for r in roles):
+            continue   # 帮我…, 我去, 是: a light verb with no participant but the doer (v2)
         cs_clause, ce_clause = ann.idx[lo], _tok_end(ann, hi - 1)
         ftime, ftext = _time_roles([tr for tr in times if cs_clause <= tr.start and tr.end <= ce_clause], roles,
                                    modality in FUTURE_MODALITIES, ctx.ts)

@@ -45,7 +45,8 @@ from recall.read_api import (
     LIVE_STATUS,
 )
 
-PROVENANCE = "jobs.rollup.compact.v1"
+PROVENANCE = "jobs.rollup.compact.v2"   # v2 (issue 17): the title is the start of the summary, not keywords
+ID_SCHEME = "jobs.rollup.compact.v1"
 ROLLUP_SUBTYPE = "rollup"
 SEMANTIC_CONTAINS = "SEMANTIC_CONTAINS"
 EPISODE = "Episode"
@@ -218,12 +219,12 @@ class _Tenant:
         lasts = [k["last_seen"] for k in kids if k["last_seen"] is not None]
         keywords = _top((k["keywords"] or () for k in kids), self.config.max_keywords)
         best = min(kids, key=lambda k: -(k["importance"] or 0.0))   # earliest among the most important
-        title = clip(" · ".join(keywords[:3]), TITLE_MAX_CHARS) if keywords else clip(best["title"] or "",
-                                                                                       TITLE_MAX_CHARS)
+        text = _summary(kids, self.config.text_max_chars)
+        title = clip(text or best["title"] or "", TITLE_MAX_CHARS)
         langs = Counter(k["lang"] for k in kids if k["lang"])
         return {
             "id": _parent_id(self.tenant, child_ids), "tenant": self.tenant, "type": EPISODE,
-            "subtype": ROLLUP_SUBTYPE, "title": title, "text": _summary(kids, self.config.text_max_chars),
+            "subtype": ROLLUP_SUBTYPE, "title": title, "text": text,
             "keywords": keywords,
             "entities": _top((k["entities"] or () for k in kids), self.config.max_entities) or None,
             "lang": min(langs, key=lambda x: (-langs[x], x)) if langs else None,
@@ -240,7 +241,7 @@ class _Tenant:
 # -- helpers
 
 def _parent_id(tenant: str, child_ids: Iterable[str]) -> str:
-    return stable_id("n", tenant, PROVENANCE, *sorted(child_ids))
+    return stable_id("n", tenant, ID_SCHEME, *sorted(child_ids))
 
 
 def _contains_edge(tenant: str, parent: str, child: str) -> dict:
