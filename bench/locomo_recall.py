@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import tempfile
 import time
@@ -32,6 +31,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.locomo_data import normalise_evidence, turn_documents  # noqa: E402
 from r2g.merge import merge_graph  # noqa: E402
 from r2g.nlp import NlpCache  # noqa: E402
 from r2g.pipeline import run_partition  # noqa: E402
@@ -48,41 +48,7 @@ from recall.store import connect  # noqa: E402
 
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 CATEGORY_ORDER = [4, 1, 2, 3]
-DIA_ID_RE = re.compile(r"^D(\d+):(\d+)$")
 RECALL_K = 50
-
-
-def session_numbers(conv: dict) -> list[int]:
-    nums = [int(m.group(1)) for key in conv if (m := re.fullmatch(r"session_(\d+)", key))]
-    return sorted(n for n in nums if isinstance(conv[f"session_{n}"], list))
-
-
-def turn_documents(sample: dict) -> tuple[list[str], list[str]]:
-    """(dia_ids, `speaker: text [+ image: caption]`) for every turn, in conversation order."""
-    conv = sample["conversation"]
-    ids, texts = [], []
-    for n in session_numbers(conv):
-        for turn in conv[f"session_{n}"]:
-            text = f"{turn['speaker']}: {turn['text']}"
-            if turn.get("blip_caption"):
-                text += f" [image: {turn['blip_caption']}]"
-            ids.append(turn["dia_id"])
-            texts.append(text)
-    return ids, texts
-
-
-def normalise_evidence(raw: list, known: set[str]) -> list[str]:
-    """Evidence ids repaired as the baseline script does ("D8:6; D9:17", "D:11:26", "D30:05"); unknown dropped."""
-    valid = []
-    for item in raw:
-        for piece in re.split(r"[;,\s]+", str(item).strip()):
-            cand = piece.replace("D:", "D")
-            m = DIA_ID_RE.match(cand)
-            if m:
-                cand = f"D{int(m.group(1))}:{int(m.group(2))}"
-            if cand in known and cand not in valid:
-                valid.append(cand)
-    return valid
 
 
 def build_lake(data: list[dict], root: Path, consolidated: bool = False) -> tuple[Lake, dict]:

@@ -76,7 +76,8 @@ def _s3_fingerprint(objects: dict[str, bytes]) -> dict[str, str]:
     """The same view as tests.test_reliability.lake_fingerprint, over the bucket's objects."""
     return {k: hashlib.sha256(v).hexdigest() for k, v in sorted(objects.items())
             if (k.startswith("lake/") and k.endswith((".parquet", ".json")) and k != "lake/_state.json"
-                and not k.rsplit("/", 1)[-1].startswith(".") and not k.startswith("lake/recall/"))
+                and not k.rsplit("/", 1)[-1].startswith(".") and not k.startswith("lake/recall/")
+                and k != "lake/node_docs.parquet")
             or (k.startswith("raw/") and k.endswith(".blob.zst"))}
 
 
@@ -108,8 +109,10 @@ def test_a_lake_on_s3_serves_two_machines(s3, tmp_path: Path) -> None:
     (cache_a,) = (tmp_path / "cache_a").iterdir()
     kept = {p.relative_to(cache_a).as_posix() for p in cache_a.rglob("*") if p.is_file()}
     assert {"lake/memory.duckdb", "cache/nlp.sqlite"} <= kept
-    # (lake/tenants.parquet is the index's own table of tenants, made on this machine)
-    assert not [k for k in kept if (k.endswith((".blob.zst", ".parquet")) and k != "lake/tenants.parquet")
+    # (lake/tenants.parquet is the index's own table of tenants, lake/node_docs.parquet its cache of segmented
+    # documents, both made on this machine)
+    assert not [k for k in kept if (k.endswith((".blob.zst", ".parquet"))
+                                    and k not in ("lake/tenants.parquet", "lake/node_docs.parquet"))
                 or k.startswith(("inbox/", "raw/"))]
     assert not (tmp_path / "unused").exists()
 

@@ -81,7 +81,8 @@ def lake_fingerprint(root: Path) -> dict[str, str]:
     lake = root / "lake"
     out = {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
            for p in sorted(lake.rglob("*")) if p.suffix in (".parquet", ".json") and not p.name.startswith(".")
-           and p.name not in ("_state.json", "_fts.json", "tenants.parquet")   # these and recall/ are the index's
+           # these and recall/ are the index's (node_docs.parquet: its cache of segmented documents)
+           and p.name not in ("_state.json", "_fts.json", "tenants.parquet", "node_docs.parquet")
            and not p.relative_to(lake).as_posix().startswith("recall/")}
     out.update({p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
                 for p in sorted((root / "raw").rglob("*.blob.zst"))})
