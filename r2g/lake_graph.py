@@ -262,14 +262,21 @@ def make_docs(frame: pl.DataFrame, kind: str) -> pa.Table:
     return conform(out.to_arrow(), DOCS)
 
 
-def lake_docs(lake: Lake, rows: pl.DataFrame, kind: str, cached: pl.DataFrame | None = None) -> pl.DataFrame:
+def part_docs(lake: Lake, kind: str) -> pl.DataFrame:
+    """The DOCS rows the partitions hold (`docs` / `raw_docs` files): each file's documents of Chinese rows."""
+    return as_frame(read_parts(lake, "docs" if kind == "node" else "raw_docs", DOCS))
+
+
+def lake_docs(lake: Lake, rows: pl.DataFrame, kind: str, cached: pl.DataFrame | None = None,
+              parts: pl.DataFrame | None = None) -> pl.DataFrame:
     """DOCS of `rows` (the logical table's tenant, id and source columns) plus a `source` column: "parts" where the
     row's content is the one a partition indexed (`docs` / `raw_docs` files), "cache" where it is one of `cached`
-    (DOCS rows an earlier build made), "made" for the rest (merged, edited, consolidation-made rows)."""
+    (DOCS rows an earlier build made), "made" for the rest (merged, edited, consolidation-made rows). `parts`: the
+    partitions' documents when the caller has read them already (part_docs)."""
     if rows.height == 0:
         return _frame(DOCS.empty_table()).with_columns(pl.lit(None, pl.Utf8).alias("source"))
     rows = rows.with_columns(content_hash(rows, kind))
-    stored = _frame(read_parts(lake, "docs" if kind == "node" else "raw_docs", DOCS)).with_columns(
+    stored = (part_docs(lake, kind) if parts is None else parts).with_columns(
         pl.lit("parts").alias("source"))
     if cached is not None and cached.height:
         stored = pl.concat([stored, cached.select(DOCS.names).with_columns(pl.lit("cache").alias("source"))],

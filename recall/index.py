@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 import pyarrow as pa
 
-from r2g.lake_graph import content_hash, lake_docs, lake_views, read_graph_tables, read_lake_table
+from r2g.lake_graph import content_hash, lake_docs, lake_views, part_docs, read_graph_tables, read_lake_table
 from r2g.schema import (
     AUDIT,
     COLD_EDGES,
@@ -49,7 +49,6 @@ from raw_store.lake import (
     write_table,
 )
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS, TOMBSTONES, TS
-from raw_store.tables import read_parts
 from recall import vectors
 from recall.store import _sql_str, connect, node_docs_table, raw_docs_table, tenant_slug
 
@@ -150,18 +149,25 @@ class NodeDocs:
         self.nodes = nodes.select("tenant", "id", "title", "text", "keywords")
         path = _node_docs_cache_path(lake)
         self.cached = as_frame(read_table(path, DOCS)) if path.exists() else None
-        self.made: list[pl.DataFrame] = []
+        self.made_any = False            # whether this build made a document (then the cache is rewritten)
         self.all: pl.DataFrame | None = None
+        self._parts: pl.DataFrame | None = None
+
+    def parts(self) -> pl.DataFrame:
+        """The partitions' documents, read once per build."""
+        if self._parts is None:
+            self._parts = part_docs(self.lake, "node")
+        return self._parts
 
     def of(self, rows: pl.DataFrame) -> pl.DataFrame:
         """Documents (tenant, id, doc) of `rows` (tenant, id, …), which must be among the nodes."""
         if self.all is not None:
             return self.all.join(rows.select("tenant", "id"), on=["tenant", "id"], how="semi")
         docs = lake_docs(self.lake, self.nodes.join(rows.select("tenant", "id"), on=["tenant", "id"], how="semi"),
-                         "node", self.cached)
+                         "node", self.cached, self.parts())
         made = docs.filter(pl.col("source") == "made")
         if made.height:
-            self.made.append(made.select(DOCS.names))
+            self.made_any = True
             self.cached = made.select(DOCS.names) if self.cached is None else \
                 pl.concat([self.cached, made.select(DOCS.names)], how="vertical_relaxed")
         return docs.select("tenant", "id", "doc")
@@ -174,10 +180,10 @@ class NodeDocs:
     def save(self) -> None:
         """Write the cache when this build made documents: the ones holding Han that no partition has, of the nodes
         as they are now (a build that made none leaves it: a stale entry's content hash matches no node)."""
-        if not self.made or self.cached is None:
+        if not self.made_any or self.cached is None:
             return
         current = self.nodes.with_columns(content_hash(self.nodes, "node")).select("tenant", "id", "content")
-        parts = as_frame(read_parts(self.lake, "docs", DOCS)).select("tenant", "id", "content")
+        parts = self.parts().select("tenant", "id", "content")
         keep = (self.cached.unique(["tenant", "id", "content"], keep="first")
                 .join(current, on=["tenant", "id", "content"], how="semi")
                 .join(parts, on=["tenant", "id", "content"], how="anti")
