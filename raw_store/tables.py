@@ -61,8 +61,12 @@ def read_parts(lake: Lake, name: str, schema: pa.Schema, columns: Sequence[str] 
 
 class _ReadCache:
     """Whole partition files read this process, kept while they are unchanged (path, size, mtime) and fit a byte
-    budget ($MEMCTL_READ_CACHE_MB, default 1024; 0 turns it off): the lake-wide run reads the same graph parts in
-    several steps. Projected reads of a file not cached are read as asked and not kept."""
+    budget ($MEMCTL_READ_CACHE_MB, default 128; 0 turns it off): a notebook or a small lake reads the same parts
+    again and again. Projected reads of a file not cached are read as asked and not kept.
+
+    The default was 1024 while the lake run read the graph parts in each of its steps; consolidation now hands its
+    graph to the index step (r2g.lake_graph.hand_over_graph_tables), and on a 1 % append at 100k messages a 1 GiB
+    cache saved no CPU (80 vs 82 CPU-s) but raised the run's peak RSS from 4.4 to 5.1 GB."""
 
     def __init__(self) -> None:
         self._items: dict[str, tuple[tuple, pa.Table]] = {}
@@ -71,7 +75,7 @@ class _ReadCache:
     @staticmethod
     def _budget() -> int:
         raw = os.environ.get("MEMCTL_READ_CACHE_MB", "").strip()
-        return (int(raw) if raw.isdigit() else 1024) << 20
+        return (int(raw) if raw.isdigit() else 128) << 20
 
     def read(self, path: Any, schema: pa.Schema, columns: list[str]) -> pa.Table | None:
         try:
