@@ -224,7 +224,8 @@ def read_parquet(path: Any, columns: list[str] | None = None) -> pa.Table:
         return pq.read_table(pa.BufferReader(path.read_bytes()), columns=columns)
     if not Path(path).exists():
         raise FileNotFoundError(path)
-    return pq.read_table(path, columns=columns)
+    # one file: ParquetFile, not read_table's dataset discovery (~20 % of reading a lake's many small parts)
+    return pq.ParquetFile(path).read(columns=columns)
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -232,7 +233,9 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     cols = []
     for field in schema:
         if field.name in table.column_names:
-            cols.append(table.column(field.name).cast(field.type))
+            col = table.column(field.name)
+            # a cast to the same type still rebuilds nested columns (raw_refs): skip it
+            cols.append(col if col.type == field.type else col.cast(field.type))
         else:
             cols.append(pa.nulls(table.num_rows, field.type))
     return pa.Table.from_arrays(cols, schema=schema)

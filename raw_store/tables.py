@@ -160,7 +160,13 @@ def apply_overlay(base: pl.DataFrame, overlay: Overlay, key: Sequence[str] = KEY
     """`base` without the rows whose key the overlay upserts or removes, plus the upserts (base order first)."""
     key = list(key)
     gone = pl.concat([as_frame(overlay.upserts.select(key)), as_frame(overlay.removed.select(key))])
-    kept = base.join(gone, on=key, how="anti", nulls_equal=True) if gone.height else base
+    kept = base
+    if gone.height:
+        # the rows to drop found on the key columns alone, then one filter: an anti join of the wide frame
+        # gathered every column (nested raw_refs included) and cost 7x more on a 100k-message lake
+        hit = base.select(key).with_row_index("_row").join(gone, on=key, how="semi", nulls_equal=True)
+        if hit.height:
+            kept = base.filter(pl.repeat(True, base.height, eager=True).scatter(hit.get_column("_row"), False))
     if not overlay.upserts.num_rows:
         return kept
     return pl.concat([kept, as_frame(overlay.upserts).select(base.columns)], how="vertical_relaxed")
