@@ -217,8 +217,8 @@ def r2g_overlays(lake: Lake, dropped: set[tuple[str, str]] | frozenset = frozens
                           _project(node_overlay, NODES, _LINK_NODE_COLUMNS))
     facts = facts.filter(pl.col("type") == "Fact").unique(["tenant", "id"], keep="first", maintain_order=True)
     roles = edge_keys.filter(pl.col("type").is_in(_LINK_EDGE_TYPES)).join(removed_edges, on=KEY, how="anti")
-    links = as_frame(link_facts(conform(facts.to_arrow(), NODES), conform(roles.to_arrow(), EDGES)))
-    links = links.join(edge_keys.select(KEY), on=KEY, how="anti")
+    links = as_frame(link_facts(conform(facts.to_arrow(), NODES), conform(roles.to_arrow(), EDGES),
+                                existing=edge_keys.select("tenant", "src", "type", "dst")))
     upserts = pl.concat([merged_edges, links], how="vertical_relaxed").sort(list(KEY))
     edge_overlay = Overlay(conform(upserts.to_arrow(), EDGES), conform(removed_edges.sort(list(KEY)).to_arrow(), REMOVED))
     return (Overlay(node_overlay.upserts.sort_by([(k, "ascending") for k in KEY]),

@@ -118,11 +118,13 @@ def _latest(pos: pl.Expr, mask: pl.Expr, over: list[str]) -> pl.Expr:
     return pl.when(mask).then(pos).otherwise(None).forward_fill().shift(1).over(over)
 
 
-def link_facts(nodes: pa.Table, edges: pa.Table) -> pa.Table:
+def link_facts(nodes: pa.Table, edges: pa.Table, existing: pl.DataFrame | None = None) -> pa.Table:
     """New SAME_AS / SUPPORTS / CONTRADICTS edges (r2g.schema.EDGES, sorted by id) between the Facts of `nodes`.
 
     Vectorised: within each group, "the most recent earlier fact of a polarity whose place agrees" is a
-    forward-filled position over the group (any place, or the same place, or no place)."""
+    forward-filled position over the group (any place, or the same place, or no place). `existing` (tenant, src,
+    type, dst): edges already there, left out before their ids are hashed (the lake-wide merge re-derives every
+    link the files made; an edge id is a hash of that key, so this equals dropping their ids afterwards)."""
     facts = _linkable(nodes, edges)
     if facts.height == 0:
         return EDGES.empty_table()
@@ -156,15 +158,22 @@ def link_facts(nodes: pa.Table, edges: pa.Table) -> pa.Table:
     links = pl.concat([same.select(cols), other.select(cols)])
     if links.height == 0:
         return EDGES.empty_table()
-    ids = edge_ids([(t, s, y, d) for t, s, y, d in links.select("tenant", "id", "_type", "_dst").iter_rows()])
     rule = pl.when(pl.col("_type") == "SAME_AS").then(pl.lit(SAME_AS)).otherwise(pl.lit(SUPPORT))
     conf = pl.when(pl.col("_type") == "SAME_AS").then(pl.lit(CONF[SAME_AS])).otherwise(pl.lit(CONF[SUPPORT]))
     weight = (pl.when(pl.col("_type") == "SAME_AS").then(pl.lit(edge_weight(CONF[SAME_AS])))
               .otherwise(pl.lit(edge_weight(CONF[SUPPORT]))))
-    # one row per id, the last made (groups in order of first appearance, facts in time order)
-    links = (links.with_columns(pl.Series("_eid", ids, dtype=pl.String))
-             .sort(["_group_at", "_pos", "_kind"])
-             .unique(subset=["_eid"], keep="last", maintain_order=True).sort("_eid"))
+    # one row per id (per (tenant, src, type, dst): the id is its hash), the last made (groups in order of first
+    # appearance, facts in time order)
+    links = (links.sort(["_group_at", "_pos", "_kind"])
+             .unique(subset=["tenant", "id", "_type", "_dst"], keep="last", maintain_order=True))
+    if existing is not None:
+        links = links.join(existing.select("tenant", pl.col("src").alias("id"), pl.col("type").alias("_type"),
+                                           pl.col("dst").alias("_dst")), on=["tenant", "id", "_type", "_dst"],
+                           how="anti")
+    if links.height == 0:
+        return EDGES.empty_table()
+    ids = edge_ids([(t, s, y, d) for t, s, y, d in links.select("tenant", "id", "_type", "_dst").iter_rows()])
+    links = links.with_columns(pl.Series("_eid", ids, dtype=pl.String)).sort("_eid")
     table = links.select(
         pl.col("_eid").alias("id"), "tenant", pl.col("id").alias("src"), pl.col("_dst").alias("dst"),
         pl.col("_type").alias("type"), weight.alias("weight"), conf.alias("confidence"),

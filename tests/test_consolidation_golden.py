@@ -9,6 +9,7 @@ import random
 from dataclasses import replace
 from datetime import timedelta
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -256,6 +257,22 @@ def test_sparsify_matches_the_reference(seed, which, days) -> None:
 def test_link_facts_matches_the_reference(seed, span) -> None:
     g = random_graph(seed, episodes=40, time_span_days=span)
     assert_same(link.link_facts(g.nodes, g.edges), old_link.link_facts(g.nodes, g.edges))
+
+
+@fuzz_settings(25)
+@given(SEEDS, st.floats(0.0, 1.0))
+def test_link_facts_leaves_out_existing_edges_as_dropping_their_ids(seed, share) -> None:
+    """`existing` (the merge's partition edges) is applied before ids are hashed: the same as hashing every link
+    and dropping the ids already there."""
+    g = random_graph(seed, episodes=40, time_span_days=4)
+    full = link.link_facts(g.nodes, g.edges)
+    r = random.Random(seed)
+    there = full.filter(pa.array([r.random() < share for _ in range(full.num_rows)], pa.bool_()))
+    existing = pl.from_arrow(pa.concat_tables([g.edges.select(["tenant", "src", "type", "dst"]),
+                                               there.select(["tenant", "src", "type", "dst"])]))
+    ids = pa.concat_arrays([g.edges.column("id").combine_chunks(), there.column("id").combine_chunks()])
+    expected = full.filter(pc.invert(pc.is_in(full.column("id"), value_set=ids)))
+    assert_same(link.link_facts(g.nodes, g.edges, existing=existing), expected)
 
 
 def test_differential_tests_see_every_rule_fire() -> None:
