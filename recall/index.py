@@ -110,11 +110,12 @@ def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = Non
     docs = NodeDocs(lake, nodes)   # segmented once, for recall's index and the DuckDB file alike
     tables = {"nodes": node_table, "edges": edge_table, "raw_chunks": read_lake_table(lake, "raw_chunks"),
               "messages": read_lake_table(lake, "messages")}
-    graphs = _write_recall_indexes(lake, tables, full, docs)
+    raw = RawDocs(lake, as_frame(tables["raw_chunks"].select(["tenant", "id", "text", "mime"])))
+    graphs = _write_recall_indexes(lake, tables, full, docs, raw)
     del tables, edge_table, node_table
     tenants = _tenants(lake, nodes)
     vectors = _write_vectors(lake, nodes, tenants)
-    stats = _write_duckdb(lake, names, nodes, tenants, newest, full, docs)
+    stats = _write_duckdb(lake, names, nodes, tenants, newest, full, docs, raw)
     docs.save()
     stats["graphs"] = graphs
     if vectors:
@@ -202,17 +203,35 @@ def _tenants(lake: Lake, nodes: pl.DataFrame) -> list[str]:
     return sorted(seen)
 
 
+class RawDocs:
+    """The raw passages' FTS documents (lake_docs "raw": the partitions' `raw_docs`, made only for a chunk no
+    partition segmented), for recall's index and the DuckDB file alike; the partitions' are read once per build.
+    Passages are chat text: an agent ops file kept whole for its citations is not one."""
+
+    def __init__(self, lake: Lake, chunks: pl.DataFrame) -> None:
+        self.lake = lake
+        self.passages = chunks.filter(pl.col("mime").is_null() | pl.col("mime").str.starts_with("text/plain")
+                                      ).select("tenant", "id", "text")
+        self.all: pl.DataFrame | None = None
+
+    def of(self, rows: pl.DataFrame) -> pl.DataFrame:
+        """Documents (tenant, id, doc) of the passages among `rows` (tenant, id, …). All are made at the first call
+        (a passage a partition lacks is English, or from an import: a regex split, no jieba)."""
+        if self.all is None:
+            self.all = lake_docs(self.lake, self.passages, "raw").select("tenant", "id", "doc")
+        return self.all.join(rows.select("tenant", "id"), on=["tenant", "id"], how="semi")
+
+
 def _active(status: pl.Expr) -> pl.Expr:
     return status.is_null() | ~status.is_in(INACTIVE_STATUS)
 
 
 def _write_duckdb(lake: Lake, names: list[str], nodes: pl.DataFrame, tenants: list[str], newest: dict,
-                  full: bool, docs: NodeDocs) -> dict:
+                  full: bool, docs: NodeDocs, raw: RawDocs) -> dict:
     """The tenants table, then — when due — the DuckDB file (views + full-text indexes), built in memory and copied
     into a temp file that is swapped in."""
     counts = dict(nodes.group_by("tenant").len().iter_rows())
-    chunks = as_frame(read_lake_table(lake, "raw_chunks", ["tenant", "id", "text", "mime"]))
-    chunks = chunks.filter(pl.col("mime").is_null() | pl.col("mime").str.starts_with("text/plain"))
+    chunks = raw.passages
     chunk_counts = dict(chunks.group_by("tenant").len().iter_rows())
     table = pa.table({"tenant": tenants, "slug": [tenant_slug(t) for t in tenants],
                       "n_nodes": [counts.get(t, 0) for t in tenants], "n_chunks": [chunk_counts.get(t, 0) for t in tenants],
@@ -238,7 +257,7 @@ def _write_duckdb(lake: Lake, names: list[str], nodes: pl.DataFrame, tenants: li
     try:
         con = connect(None, read_only=False)
         try:
-            stats.update(_fill(con, lake, names, views, nodes, docs, chunks, tenants))
+            stats.update(_fill(con, lake, names, views, nodes, docs, raw, tenants))
             con.execute(f"ATTACH '{_sql_str(str(tmp))}' AS dst")
             con.execute("COPY FROM DATABASE memory TO dst")
             con.execute("DETACH dst")
@@ -258,7 +277,7 @@ def _write_duckdb(lake: Lake, names: list[str], nodes: pl.DataFrame, tenants: li
 
 
 def _fill(con: duckdb.DuckDBPyConnection, lake: Lake, names: list[str], views: dict[str, str], nodes: pl.DataFrame,
-          node_docs: NodeDocs, chunks: pl.DataFrame, tenants: list[str]) -> dict:
+          node_docs: NodeDocs, raw_docs: RawDocs, tenants: list[str]) -> dict:
     """Views of the lake tables (copies on object storage, which DuckDB cannot reach by itself), the tenants view,
     and per tenant the BM25 indexes over node and raw-passage documents."""
     if lake.remote:
@@ -273,7 +292,7 @@ def _fill(con: duckdb.DuckDBPyConnection, lake: Lake, names: list[str], views: d
     con.execute(f"CREATE {kind} tenants AS SELECT * FROM read_parquet('{_sql_str(str(_tenants_path(lake)))}')")
 
     docs = nodes.select("tenant", "id", "type").join(node_docs.every(), on=["tenant", "id"])
-    raw = lake_docs(lake, chunks.select("tenant", "id", "text"), "raw").select("tenant", "id", "doc")
+    raw = raw_docs.of(raw_docs.passages)
     for tenant in tenants:
         slug = tenant_slug(tenant)
         _per_tenant_fts(con, docs.filter(pl.col("tenant") == tenant).sort("id"), node_docs_table(slug))
@@ -325,14 +344,15 @@ def _write_vectors(lake: Lake, nodes: pl.DataFrame, tenants: list[str]) -> dict:
     return {"embedder": spec, "nodes": stats}
 
 
-def _write_recall_indexes(lake: Lake, tables: dict[str, pa.Table], full: bool, docs: NodeDocs) -> dict:
+def _write_recall_indexes(lake: Lake, tables: dict[str, pa.Table], full: bool, docs: NodeDocs, raw: RawDocs) -> dict:
     """Recall's per-tenant index (recall.index_build) from the tables just read; {tenant: {"vertices", "edges",
     "mode", "seconds"}}. The igraph pickles of earlier versions (lake.graph_dir) are removed: nothing reads them."""
     import shutil
 
     from recall.index_build import build_recall_indexes
 
-    stats = build_recall_indexes(lake.index_dir, tables, compact=full, docs=docs.of)
+    stats = build_recall_indexes(lake.index_dir, tables, compact=full,
+                                 docs=lambda rows, kind: docs.of(rows) if kind == "node" else raw.of(rows))
     shutil.rmtree(lake.graph_dir, ignore_errors=True)
     return {t: {"vertices": s["nodes"], "edges": s["half_edges"] // 2, "mode": s["mode"], "seconds": s["seconds"]}
             for t, s in stats.items()}

@@ -218,12 +218,15 @@ def docs_with_mmr(nodes: pl.DataFrame, given: pl.DataFrame | None,
     rows = nodes.select("id", "title", "text", "keywords").join(given.select("id", "doc"), on="id", how="left",
                                                                   maintain_order="left")
     docs, mmr = [], []
+    n_kw: dict[str, int] = {}   # keyword strings repeat (entity names): ~half of a lake's Han nodes share one
     for title, text, kw, doc in rows.select("title", "text", "keywords", "doc").iter_rows():
         if doc is None:
             (doc,), (tokens,) = node_docs([title], [text], [kw], node_doc)
         elif has_han(f"{title or ''} {text or ''}"):
-            words = doc.split()
-            tokens = words[:len(words) - len(jieba_tokens(" ".join(kw or [])))]
+            words, joined = doc.split(), " ".join(kw or [])
+            if joined not in n_kw:
+                n_kw[joined] = len(jieba_tokens(joined))
+            tokens = words[:len(words) - n_kw[joined]]
         else:
             tokens = None
         docs.append(doc)
@@ -234,7 +237,7 @@ def docs_with_mmr(nodes: pl.DataFrame, given: pl.DataFrame | None,
 def _segment(folder: Path, kind: str, nodes: pl.DataFrame, slot_of: pl.DataFrame, half: pl.DataFrame,
              adj: pl.DataFrame, empty_slots: np.ndarray, chunks: pl.DataFrame, messages: pl.DataFrame,
              msg: pl.DataFrame, removed_slots: np.ndarray, removed_chunks: list[str], removed_msgs: list[str],
-             edge_types: list[str], meta: dict, docs: Callable[[pl.DataFrame], pl.DataFrame] | None = None) -> dict:
+             edge_types: list[str], meta: dict, docs: Callable[[pl.DataFrame, str], pl.DataFrame] | None = None) -> dict:
     """Write one segment: `nodes` (with slots), the neighbour lists of `adj`'s nodes (+ empty lists), chunks,
     message groups, and what it removes. Returns counts and seconds per part."""
     ignore, _, node_doc = _fts()
@@ -242,7 +245,7 @@ def _segment(folder: Path, kind: str, nodes: pl.DataFrame, slot_of: pl.DataFrame
     timings = {}
     nodes = nodes.sort("id")
     chunks = chunks.sort("id")
-    given = docs(nodes.select("id")) if docs is not None and nodes.height else None
+    given = docs(nodes.select("id"), "node") if docs is not None and nodes.height else None
     documents, mmr = docs_with_mmr(nodes, given, node_doc)
     timings["segment_docs"] = time.perf_counter() - t
     t = time.perf_counter()
@@ -256,7 +259,13 @@ def _segment(folder: Path, kind: str, nodes: pl.DataFrame, slot_of: pl.DataFrame
     adjacency = _adjacency(slot_of, half, adj, empty_slots, edge_types)
     passage = chunks["passage"].to_numpy().astype(bool) if chunks.height else np.zeros(0, bool)
     raw_doc_chunk = np.flatnonzero(passage).astype(np.int32)
-    raw_docs = [segment_for_fts(x or "") for x in chunks.filter(pl.col("passage"))["text"].to_list()]
+    passages = chunks.filter(pl.col("passage")).select("id", "text")
+    if docs is not None and passages.height:   # the partitions' documents: jieba ran on them when the file came
+        passages = passages.join(docs(passages.select("id"), "raw").select("id", "doc"), on="id", how="left",
+                                 maintain_order="left")
+    else:
+        passages = passages.with_columns(pl.lit(None, pl.String).alias("doc"))
+    raw_docs = [segment_for_fts(x or "") if d is None else d for x, d in passages.select("text", "doc").iter_rows()]
     timings["graph_rows"] = time.perf_counter() - t
     t = time.perf_counter()
     raw_postings, raw_tokenize = build_postings(raw_docs, ignore)
@@ -416,11 +425,12 @@ def compatible(manifest: dict) -> bool:
 
 def write_tenant_index(index_dir: Path, tenant: str, nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table,
                        messages: pa.Table, *, compact: bool = False,
-                       docs: Callable[[pl.DataFrame], pl.DataFrame] | None = None) -> dict:
+                       docs: Callable[[pl.DataFrame, str], pl.DataFrame] | None = None) -> dict:
     """Bring `tenant`'s recall index up to these tables (the tenant's rows only): nothing when they hold no
     change, else a delta segment, or a new base when the deltas would grow past COMPACT_SHARE of the base
-    (`compact=True`: always a new base). `docs`: the FTS documents (id, doc) of the nodes (id) it is given, where
-    the caller makes them (the rest are made here). Returns {"mode": "unchanged" | "delta" | "base", "version", …}."""
+    (`compact=True`: always a new base). `docs(rows, kind)`: the FTS documents (id, doc) of the nodes (kind
+    "node") or raw passages ("raw") of the ids it is given, where the caller makes them (the rest are made here).
+    Returns {"mode": "unchanged" | "delta" | "base", "version", …}."""
     t0 = time.perf_counter()
     folder = tenant_dir(index_dir, tenant)
     folder.mkdir(parents=True, exist_ok=True)
@@ -539,10 +549,11 @@ def _clean_temp(folder: Path) -> None:
 # --------------------------------------------------------------------------- every tenant of a lake
 
 def build_recall_indexes(index_dir: Path, tables: Mapping[str, pa.Table], *, compact: bool = False,
-                         docs: Callable[[pl.DataFrame], pl.DataFrame] | None = None) -> dict:
+                         docs: Callable[[pl.DataFrame, str], pl.DataFrame] | None = None) -> dict:
     """Every tenant's recall index from the lake-wide `tables` (nodes, edges, raw_chunks, messages); the
-    index of a tenant no longer in them is removed. `docs`: the node documents (tenant, id, doc) of the rows
-    (tenant, id) it is given, where the caller makes them (else each segment makes its own).
+    index of a tenant no longer in them is removed. `docs(rows, kind)`: the node ("node") or raw passage ("raw")
+    documents (tenant, id, doc) of the rows (tenant, id) it is given, where the caller makes them (else each
+    segment makes its own).
     Returns {tenant: write_tenant_index's stats}."""
     root = recall_dir(index_dir)
     root.mkdir(parents=True, exist_ok=True)
@@ -553,7 +564,8 @@ def build_recall_indexes(index_dir: Path, tables: Mapping[str, pa.Table], *, com
     stats = {}
     for tenant in tenants:
         parts = [split[n].get(tenant) if split[n].get(tenant) is not None else schemas[n].empty_table() for n in names]
-        mine = None if docs is None else (lambda rows, t=tenant: docs(rows.select(pl.lit(t).alias("tenant"), "id")))
+        mine = None if docs is None else (
+            lambda rows, kind, t=tenant: docs(rows.select(pl.lit(t).alias("tenant"), "id"), kind))
         stats[tenant] = write_tenant_index(index_dir, tenant, *parts, compact=compact, docs=mine)
     keep = {tenant_slug(t) for t in tenants}
     for p in root.iterdir():

@@ -192,3 +192,33 @@ def test_node_documents_are_segmented_once_and_reused_while_unchanged(tmp_path, 
     finally:
         con.close()
     assert hits == [("ep2",)]
+
+
+def test_raw_passages_are_segmented_once_for_both_indexes(tmp_path, monkeypatch):
+    """The raw passages' documents are made once per build (lake_docs: the partitions' where they hold them) and
+    shared by recall's index and the DuckDB file; recall's index equals one whose segments segment every passage."""
+    from r2g import lake_graph
+    from r2g.lake_graph import read_graph_tables, read_lake_table
+    from recall import index_build
+    from recall.index_build import build_recall_indexes
+
+    lake = _two_tenant_lake(tmp_path / "lake")
+    made: list[int] = []
+    real_make = lake_graph.make_docs
+    monkeypatch.setattr(lake_graph, "make_docs", lambda f, k: (made.append(f.height) if k == "raw" else None)
+                        or real_make(f, k))
+    segmented: list[str] = []
+    real_segment = index_build.segment_for_fts
+    monkeypatch.setattr(index_build, "segment_for_fts", lambda t: segmented.append(t) or real_segment(t))
+    build_indexes(lake, full=True)
+    passages = read_lake_table(lake, "raw_chunks", ["id"]).num_rows
+    assert sum(made) == passages and segmented == []
+    monkeypatch.setattr(lake_graph, "make_docs", real_make)
+    nodes, edges = read_graph_tables(lake, "consolidated")
+    tables = {"nodes": nodes, "edges": edges, "raw_chunks": read_lake_table(lake, "raw_chunks"),
+              "messages": read_lake_table(lake, "messages")}
+    build_recall_indexes(tmp_path / "alone", tables, compact=True)   # no documents given: each segment makes its own
+    assert len(segmented) == passages
+    for tenant in ("alice", "bob"):
+        assert open_tenant_index(tmp_path / "alone", tenant).contents() == \
+            open_tenant_index(lake.index_dir, tenant).contents()
