@@ -212,14 +212,21 @@ class RawDocs:
         self.lake = lake
         self.passages = chunks.filter(pl.col("mime").is_null() | pl.col("mime").str.starts_with("text/plain")
                                       ).select("tenant", "id", "text")
-        self.all: pl.DataFrame | None = None
+        self.done = pl.DataFrame(schema={"tenant": pl.String, "id": pl.String, "doc": pl.String})
+        self._parts: pl.DataFrame | None = None
 
     def of(self, rows: pl.DataFrame) -> pl.DataFrame:
-        """Documents (tenant, id, doc) of the passages among `rows` (tenant, id, …). All are made at the first call
-        (a passage a partition lacks is English, or from an import: a regex split, no jieba)."""
-        if self.all is None:
-            self.all = lake_docs(self.lake, self.passages, "raw").select("tenant", "id", "doc")
-        return self.all.join(rows.select("tenant", "id"), on=["tenant", "id"], how="semi")
+        """Documents (tenant, id, doc) of the passages among `rows` (tenant, id, …), each made at most once per
+        build: a delta asks only for its changed chunks, a rebuilt DuckDB file for all."""
+        keys = rows.select("tenant", "id")
+        missing = self.passages.join(keys, on=["tenant", "id"], how="semi").join(
+            self.done.select("tenant", "id"), on=["tenant", "id"], how="anti")
+        if missing.height:
+            if self._parts is None:
+                self._parts = part_docs(self.lake, "raw")
+            made = lake_docs(self.lake, missing, "raw", parts=self._parts).select("tenant", "id", "doc")
+            self.done = pl.concat([self.done, made], how="vertical_relaxed")
+        return self.done.join(keys, on=["tenant", "id"], how="semi")
 
 
 def _active(status: pl.Expr) -> pl.Expr:
