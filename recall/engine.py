@@ -119,9 +119,10 @@ class RecallConfig:
     raw_limit: int = 10
     graph_enabled: bool = True         # degradation switches (seed 004 §18): each stage can be off
     bm25_enabled: bool = True
-    # stage B (recall.vectors), off by default: λ2 = 0.4 on the scale of λ1, λ3, λ4 above (seed App. A)
-    vectors_enabled: bool = False
-    lambda_vector: float = 0.4 / 0.6
+    # stage B (recall.vectors), on by default with the static embedders; λ2 chosen by cross-validation by
+    # conversation on both dev sets (bench/README.md); 0 is stage B off
+    vectors_enabled: bool = True
+    lambda_vector: float = 0.1
     vector_limit: int = 50
     vector_embedder: str | None = None   # None: $MEMCTL_VECTORS (the embedder the index was built with)
     mmr_lambda: float = 0.7            # MMR: relevance vs novelty; 1.0 turns de-duplication off
@@ -291,12 +292,12 @@ def _recall(reader: TenantIndex | TenantReader, lake: Lake, query: str, keywords
     tr.stage("seeds", len(seeds), top=[(i, round(s, 4)) for i, s in list(seeds.items())[:5]])
 
     vec: dict[str, float] | None = None
-    if cfg.vectors_enabled:
+    if cfg.vectors_enabled and cfg.lambda_vector > 0:   # λ2 = 0 is stage B off: the same results as without it
         spec = vectors.embedder_spec() if cfg.vector_embedder is None else cfg.vector_embedder
         hits, vec_state = vectors.search(lake, info.slug, query, cfg.vector_limit, spec)
         vec = dict(hits)   # cosines as they are: already in [0, 1] for the hits kept
     else:
-        vec_state = "off"
+        vec_state = "off" if not cfg.vectors_enabled else "off (lambda_vector 0)"
     tr.stage("vectors", len(vec or ()), state=vec_state,
              top=[(i, round(s, 4)) for i, s in list((vec or {}).items())[:5]])
     expand_from = dict(seeds)   # the expansion starts from stage A's and stage B's seeds alike
