@@ -138,13 +138,15 @@ class TurnBaseline:
 
 
 def evaluate(data: list[dict], lake: Lake, ks: list[int], expand_depth: int, vectors: bool | None = None,
-             lambda_vector: float | None = None) -> dict:
+             lambda_vector: float | None = None, overrides: dict | None = None) -> dict:
     """Recall@k per category for memctl (RecallConfig's defaults; `vectors`/`lambda_vector` override stage B)
     and the baseline; "per_qa": (conversation, {R@k: memctl}) per QA, for cross-validation."""
     per_cat: dict[str, dict[int, dict[str, list[float]]]] = {
         "memctl": defaultdict(lambda: defaultdict(list)), "baseline": defaultdict(lambda: defaultdict(list))}
     baseline = TurnBaseline()
-    cfg = RecallConfig() if vectors is None else RecallConfig(vectors_enabled=vectors)
+    cfg = RecallConfig(**(overrides or {}))
+    if vectors is not None:
+        cfg = replace(cfg, vectors_enabled=vectors)
     if lambda_vector is not None:
         cfg = replace(cfg, lambda_vector=lambda_vector)
     n_qa, t_recall = 0, 0.0
@@ -174,13 +176,15 @@ def evaluate(data: list[dict], lake: Lake, ks: list[int], expand_depth: int, vec
     return {"per_cat": per_cat, "n_qa": n_qa, "recall_ms": 1000 * t_recall / max(n_qa, 1), "per_qa": per_qa}
 
 
-def cross_validate(data: list[dict], lake: Lake, ks: list[int], expand_depth: int, weights: list[float]) -> None:
+def cross_validate(data: list[dict], lake: Lake, ks: list[int], expand_depth: int, weights: list[float],
+                   overrides: dict | None = None) -> None:
     """Stage B's weight λ2 by leave-one-conversation-out: each conversation is scored with the λ2 (of `weights`;
     0 = vectors off) that maximised R@5 + R@10 on the other conversations. Prints the CV figures and each
     fold's weight."""
     runs = {}
     for w in weights:
-        r = evaluate(data, lake, ks, expand_depth, vectors=w > 0, lambda_vector=w if w > 0 else None)
+        r = evaluate(data, lake, ks, expand_depth, vectors=w > 0, lambda_vector=w if w > 0 else None,
+                     overrides=overrides)
         runs[w] = r["per_qa"]
         full = {x: _mean([m[x] for _, m in r["per_qa"]]) for x in ("R@5", "R@10")}
         print(f"cv λ2={w:<5} (all conversations) R@5 {full['R@5']:.1f} R@10 {full['R@10']:.1f}", flush=True)
@@ -242,7 +246,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="λ2 for stage B on the scale of the other λ (default RecallConfig's)")
     ap.add_argument("--cv-lambda", type=float, nargs="+", default=None, metavar="W",
                     help="cross-validate λ2 over these weights (0 = vectors off) by conversation, before the default run")
+    ap.add_argument("--set", nargs="+", default=[], metavar="FIELD=VALUE",
+                    help="RecallConfig fields for every run (JSON values), e.g. vector_seed=0 vector_minmax=true")
     args = ap.parse_args(argv)
+    overrides = {k: json.loads(v) for k, _, v in (x.partition("=") for x in args.set)}
     if args.vectors:
         os.environ["MEMCTL_VECTORS"] = args.vectors
     ks = sorted(set(args.k) | {5, 10})
@@ -255,9 +262,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lake built in {time.perf_counter() - t:.1f}s: {json.dumps(stats['tables'])} "
               f"timings={stats['timings']}")
         if args.cv_lambda:
-            cross_validate(data, lake, ks, args.expand_depth, args.cv_lambda)
+            cross_validate(data, lake, ks, args.expand_depth, args.cv_lambda, overrides)
         result = evaluate(data, lake, ks, args.expand_depth, vectors=(args.vectors.lower() not in OFF) if args.vectors else None,
-                          lambda_vector=args.lambda_vector)
+                          lambda_vector=args.lambda_vector, overrides=overrides)
         print(f"qa={result['n_qa']} (categories 1-4)  recall() mean {result['recall_ms']:.1f} ms")
         overall = print_tables(result, ks)
     m, b = overall["memctl"], overall["baseline"]

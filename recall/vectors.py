@@ -203,6 +203,16 @@ def search(lake: Lake, slug: str, query: str, limit: int, spec: str) -> tuple[li
     return index.search(q[0], limit, int(spaces[0])), "ok"
 
 
+def rescaled(hits: list[tuple[str, float]]) -> dict[str, float]:
+    """Hits' cosines min-max scaled to (0, 1] over the hits (the best 1, the worst kept 1/len): what separates
+    hits of an anisotropic embedder, whose unrelated texts are still at cosine ~0.5, is their order."""
+    if not hits:
+        return {}
+    lo, hi = hits[-1][1], hits[0][1]
+    floor = 1 / len(hits)
+    return {i: floor + (1 - floor) * ((s - lo) / (hi - lo) if hi > lo else 1.0) for i, s in hits}
+
+
 def _normalised(m: np.ndarray) -> np.ndarray:
     m = np.asarray(m, dtype=np.float32)
     norms = np.linalg.norm(m, axis=1, keepdims=True)

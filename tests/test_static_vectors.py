@@ -114,10 +114,10 @@ def test_weight_zero_is_the_same_as_vectors_off(tmp_path, monkeypatch):
     lake = puppy_lake(tmp_path)
     for q in ("Biscuit agility", "What did the puppy win?"):
         off = recall(q, "t", k=10, lake=lake, config=RecallConfig(vectors_enabled=False))
-        zero = recall(q, "t", k=10, lake=lake, config=RecallConfig(lambda_vector=0.0))
+        zero = recall(q, "t", k=10, lake=lake, config=RecallConfig(vectors_enabled=True, lambda_vector=0.0))
         assert [(r.node_id, r.score) for r in zero] == [(r.node_id, r.score) for r in off]
     trace: list = []
-    on = recall("What did the puppy win?", "t", k=10, lake=lake, trace=trace)
+    on = recall("What did the puppy win?", "t", k=10, lake=lake, trace=trace, config=RecallConfig(vectors_enabled=True))
     stage = next(t for t in trace if t["stage"] == "vectors")
     assert stage["detail"]["state"] == "ok" and stage["n"] > 0 and any(r.breakdown.get("vector", 0) > 0 for r in on)
 
@@ -130,7 +130,7 @@ def test_a_missing_table_turns_vectors_off_and_says_why(tmp_path, monkeypatch, c
         stats = build_indexes(lake)
     assert stats["vectors"]["off"].startswith("TableMissing") and "vectors OFF" in caplog.text
     trace: list = []
-    got = recall("Biscuit agility", "t", k=10, lake=lake, trace=trace)
+    got = recall("Biscuit agility", "t", k=10, lake=lake, trace=trace, config=RecallConfig(vectors_enabled=True))
     state = next(t for t in trace if t["stage"] == "vectors")["detail"]["state"]
     assert state.startswith("missing (TableMissing") and "recall.distil" in state
     assert got and got[0].node_id == "ep_j1"

@@ -47,10 +47,10 @@ def test_index_build_writes_the_tenants_vectors(lake):
     assert sorted(index.ids.tolist()) == ["ep_j1", "ep_m1", "ep_m2"]   # the Episodes (vectors.VECTOR_TYPES)
 
 
-def test_on_by_default_and_off_when_disabled(lake):
-    assert embedder_spec() == "hashing" and RecallConfig().vectors_enabled
+def test_off_by_default(lake):
+    assert embedder_spec() == "hashing" and not RecallConfig().vectors_enabled
     trace: list = []
-    got = recall("Biscuit agility", "t", k=10, lake=lake, trace=trace, config=RecallConfig(vectors_enabled=False))
+    got = recall("Biscuit agility", "t", k=10, lake=lake, trace=trace)
     assert _stages(trace)["vectors"]["detail"]["state"] == "off" and all("vector" not in r.breakdown for r in got)
 
 
@@ -66,7 +66,7 @@ def test_vectors_find_what_bm25_misses(lake):
     typo = "Biscit agilty contst"
     assert recall(typo, "t", k=10, lake=lake, config=RecallConfig(raw_fallback=False, vectors_enabled=False)) == []
     trace: list = []
-    got = recall(typo, "t", k=10, lake=lake, trace=trace, config=RecallConfig(lambda_vector=0.4 / 0.6))
+    got = recall(typo, "t", k=10, lake=lake, trace=trace, config=RecallConfig(vectors_enabled=True, lambda_vector=0.4 / 0.6))
     assert _stages(trace)["vectors"]["detail"]["state"] == "ok"
     assert got[0].node_id == "ep_j1" and got[0].breakdown["vector"] > 0 and got[0].breakdown["bm25"] == 0
     assert any("agility contest" in c.excerpt for c in got[0].citations)
