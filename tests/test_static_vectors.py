@@ -90,7 +90,7 @@ def test_language_routing(small_tables):
     emb = StaticEmbedder(*small_tables)
     assert [space_of(t) for t in ("I played football", "小明在公园里踢足球", "Xiaoming 踢足球", "")] == [0, 1, 1, 0]
     m, spaces = emb.embed(["a text", "小明在公园里踢足球", ""])
-    assert spaces.tolist() == [0, 1, 0] and m.shape == (3, 256)
+    assert spaces.tolist() == [0, 1, 0] and m.shape == (3, 128)   # the first 128 principal axes (VECTOR_DIMS)
     assert abs(float(np.linalg.norm(m[1])) - 1) < 1e-5 and not m[2].any()
     # a query meets only the vectors of its own space: a Chinese memory is never an English query's neighbour
     index = VectorIndex(np.array(["en", "zh"]), np.stack([m[1], m[1]]), "static", np.array([0, 1], np.int8))
