@@ -91,7 +91,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--budget-tokens", type=int, metavar="N",
                    help="fit results and citations into N tokens (default: no budget)")
     r.add_argument("--vectors", action="store_true",
-                   help="also search the vector index (stage B; indexes built with $MEMCTL_VECTORS set)")
+                   help="also search the vector index (stage B: the static embedders, or the one $MEMCTL_VECTORS names)")
     r.add_argument("--no-log", action="store_true",
                    help="do not record the hits (they feed the memories' access feedback at the next consolidation)")
     r.set_defaults(func=cmd_recall)

@@ -45,6 +45,7 @@ from raw_store.tables import write_import  # noqa: E402
 from recall import RecallConfig, ranked_turns, recall  # noqa: E402
 from recall.index import FTS_IGNORE, build_indexes  # noqa: E402
 from recall.store import connect  # noqa: E402
+from recall.vectors import OFF  # noqa: E402
 
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 CATEGORY_ORDER = [4, 1, 2, 3]
@@ -136,16 +137,21 @@ class TurnBaseline:
         return sorted(range(self.n_docs), key=lambda i: -scores[i])
 
 
-def evaluate(data: list[dict], lake: Lake, ks: list[int], expand_depth: int, vectors: bool = False,
-             lambda_vector: float | None = None) -> dict:
+def evaluate(data: list[dict], lake: Lake, ks: list[int], expand_depth: int, vectors: bool | None = None,
+             lambda_vector: float | None = None, overrides: dict | None = None) -> dict:
+    """Recall@k per category for memctl (RecallConfig's defaults; `vectors`/`lambda_vector` override stage B)
+    and the baseline; "per_qa": (conversation, {R@k: memctl}) per QA, for cross-validation."""
     per_cat: dict[str, dict[int, dict[str, list[float]]]] = {
         "memctl": defaultdict(lambda: defaultdict(list)), "baseline": defaultdict(lambda: defaultdict(list))}
     baseline = TurnBaseline()
-    cfg = RecallConfig(vectors_enabled=vectors)
+    cfg = RecallConfig(**(overrides or {}))
+    if vectors is not None:
+        cfg = replace(cfg, vectors_enabled=vectors)
     if lambda_vector is not None:
         cfg = replace(cfg, lambda_vector=lambda_vector)
     n_qa, t_recall = 0, 0.0
-    for sample in data:
+    per_qa: list[tuple[int, dict[str, float]]] = []
+    for conv, sample in enumerate(data):
         ids, texts = turn_documents(sample)
         known = set(ids)
         baseline.fit(texts)
@@ -166,7 +172,34 @@ def evaluate(data: list[dict], lake: Lake, ks: list[int], expand_depth: int, vec
             for name, ranked in (("memctl", ours), ("baseline", base)):
                 for k in ks:
                     per_cat[name][cat][f"R@{k}"].append(len(gold & set(ranked[:k])) / len(gold))
-    return {"per_cat": per_cat, "n_qa": n_qa, "recall_ms": 1000 * t_recall / max(n_qa, 1)}
+            per_qa.append((conv, {f"R@{k}": per_cat["memctl"][cat][f"R@{k}"][-1] for k in ks}))
+    return {"per_cat": per_cat, "n_qa": n_qa, "recall_ms": 1000 * t_recall / max(n_qa, 1), "per_qa": per_qa}
+
+
+def cross_validate(data: list[dict], lake: Lake, ks: list[int], expand_depth: int, weights: list[float],
+                   overrides: dict | None = None) -> None:
+    """Stage B's weight λ2 by leave-one-conversation-out: each conversation is scored with the λ2 (of `weights`;
+    0 = vectors off) that maximised R@5 + R@10 on the other conversations. Prints the CV figures and each
+    fold's weight."""
+    runs = {}
+    for w in weights:
+        r = evaluate(data, lake, ks, expand_depth, vectors=w > 0, lambda_vector=w if w > 0 else None,
+                     overrides=overrides)
+        runs[w] = r["per_qa"]
+        full = {x: _mean([m[x] for _, m in r["per_qa"]]) for x in ("R@5", "R@10")}
+        print(f"cv λ2={w:<5} (all conversations) R@5 {full['R@5']:.1f} R@10 {full['R@10']:.1f}", flush=True)
+    convs = sorted({c for c, _ in runs[weights[0]]})
+    held: list[dict[str, float]] = []
+    chosen = []
+    for c in convs:
+        def train(w: float, c: int = c) -> float:
+            return sum(m["R@5"] + m["R@10"] for cc, m in runs[w] if cc != c)
+        best = max(weights, key=lambda w: (train(w), -w))
+        chosen.append(best)
+        held += [m for cc, m in runs[best] if cc == c]
+    cv = {x: _mean([m[x] for m in held]) for x in ("R@5", "R@10")}
+    print(f"cv leave-one-conversation-out: R@5 {cv['R@5']:.1f} R@10 {cv['R@10']:.1f}  "
+          f"λ2 per fold {chosen}", flush=True)
 
 
 def _mean(xs: list[float]) -> float:
@@ -207,10 +240,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--consolidated", action="store_true",
                     help="recall over the consolidated graph (as `memctl materialize` builds it), not R2G's alone")
     ap.add_argument("--vectors", metavar="EMBEDDER", default="",
-                    help="also run stage B: build vector files with this embedder ('hashing' or module:callable)")
+                    help="stage B with this embedder ('static', 'hashing', module:callable, or 'off'); default: "
+                         "what `memctl recall` serves ($MEMCTL_VECTORS, else 'static')")
     ap.add_argument("--lambda-vector", type=float, default=None,
-                    help="λ2 for stage B on the scale of the other λ (default RecallConfig's 0.4/0.6)")
+                    help="λ2 for stage B on the scale of the other λ (default RecallConfig's)")
+    ap.add_argument("--cv-lambda", type=float, nargs="+", default=None, metavar="W",
+                    help="cross-validate λ2 over these weights (0 = vectors off) by conversation, before the default run")
+    ap.add_argument("--set", nargs="+", default=[], metavar="FIELD=VALUE",
+                    help="RecallConfig fields for every run (JSON values), e.g. vector_seed=0 vector_minmax=true")
     args = ap.parse_args(argv)
+    overrides = {k: json.loads(v) for k, _, v in (x.partition("=") for x in args.set)}
     if args.vectors:
         os.environ["MEMCTL_VECTORS"] = args.vectors
     ks = sorted(set(args.k) | {5, 10})
@@ -222,8 +261,10 @@ def main(argv: list[str] | None = None) -> int:
         lake, stats = build_lake(data, root, consolidated=args.consolidated)
         print(f"lake built in {time.perf_counter() - t:.1f}s: {json.dumps(stats['tables'])} "
               f"timings={stats['timings']}")
-        result = evaluate(data, lake, ks, args.expand_depth, vectors=bool(args.vectors),
-                          lambda_vector=args.lambda_vector)
+        if args.cv_lambda:
+            cross_validate(data, lake, ks, args.expand_depth, args.cv_lambda, overrides)
+        result = evaluate(data, lake, ks, args.expand_depth, vectors=(args.vectors.lower() not in OFF) if args.vectors else None,
+                          lambda_vector=args.lambda_vector, overrides=overrides)
         print(f"qa={result['n_qa']} (categories 1-4)  recall() mean {result['recall_ms']:.1f} ms")
         overall = print_tables(result, ks)
     m, b = overall["memctl"], overall["baseline"]

@@ -14,8 +14,7 @@ Stages (each reported in `trace`):
              (quarantined, missing, forgotten) is named in the result's `unavailable` and here
   budget     (with budget_tokens) the results that fit the token budget with the most score
 
-Stage B (vectors, recall.vectors) is off by default: RecallConfig.vectors_enabled turns it on
-for indexes built with $MEMCTL_VECTORS; its hits join stage A's as seeds and score with λ2.
+Stage B (recall.vectors, static embedders) is off by default (vectors_enabled): hits seed and score with λ2.
 
 Degradation (seed 004 §18): RecallConfig.graph_enabled / bm25_enabled / vectors_enabled /
 raw_fallback switch a stage off; a vector file that is missing or built by another embedder drops
@@ -77,8 +76,7 @@ DEFAULT_TAU_DAYS: Mapping[str, float] = {
 class RecallConfig:
     """Knobs of the recall pipeline; defaults follow seed 004 App. A, renormalised without vectors.
 
-    score = λ1*BM25 + λ3*graph + λ4*weight(node): λ1=0.2, λ3=0.3, λ4=0.1 over their sum 0.6
-    (λ2, vectors, is off by default; with vectors_enabled it adds λ2*cos, λ2 = 0.4 on the same scale).
+    score = λ1*BM25 + λ2*cos + λ3*graph + λ4*weight(node): λ1=0.2, λ3=0.3, λ4=0.1 over their sum 0.6, λ2 by CV.
     weight(node) is seed 004 §6.1's α*importance + β*log(1+frequency) + γ*exp(-Δt/τ_type) + δ*|sentiment|, divided by α+β+γ+δ so it
     stays in [0, 1] (log frequency is scaled to 1 at frequency_cap). The seed's user
     feedback and staleness terms wait for the feedback records of consolidation.
@@ -119,10 +117,13 @@ class RecallConfig:
     raw_limit: int = 10
     graph_enabled: bool = True         # degradation switches (seed 004 §18): each stage can be off
     bm25_enabled: bool = True
-    # stage B (recall.vectors), off by default: λ2 = 0.4 on the scale of λ1, λ3, λ4 above (seed App. A)
+    # stage B (recall.vectors, the static embedders): off by default, as cross-validation by conversation found
+    # no gain on LoCoMo (bench/README.md); λ2 = 0.1 the weight CV chose on zh_dev; 0 is stage B off
     vectors_enabled: bool = False
-    lambda_vector: float = 0.4 / 0.6
+    lambda_vector: float = 0.1
     vector_limit: int = 50
+    vector_seed: float = 1.0           # × a vector hit's score when it seeds the expansion (0: vectors only score)
+    vector_minmax: bool = False        # hits' cosines min-max scaled over the hits (static vectors are anisotropic)
     vector_embedder: str | None = None   # None: $MEMCTL_VECTORS (the embedder the index was built with)
     mmr_lambda: float = 0.7            # MMR: relevance vs novelty; 1.0 turns de-duplication off
     mmr_threshold: float = 0.7         # seed 004's diversity threshold: this similar to a pick → only after the rest
@@ -291,17 +292,16 @@ def _recall(reader: TenantIndex | TenantReader, lake: Lake, query: str, keywords
     tr.stage("seeds", len(seeds), top=[(i, round(s, 4)) for i, s in list(seeds.items())[:5]])
 
     vec: dict[str, float] | None = None
-    if cfg.vectors_enabled:
+    if cfg.vectors_enabled and cfg.lambda_vector > 0:   # λ2 = 0 is stage B off: the same results as without it
         spec = vectors.embedder_spec() if cfg.vector_embedder is None else cfg.vector_embedder
         hits, vec_state = vectors.search(lake, info.slug, query, cfg.vector_limit, spec)
-        vec = dict(hits)   # cosines as they are: already in [0, 1] for the hits kept
+        vec = vectors.rescaled(hits) if cfg.vector_minmax else dict(hits)   # cosines in [0, 1] either way
     else:
-        vec_state = "off"
-    tr.stage("vectors", len(vec or ()), state=vec_state,
-             top=[(i, round(s, 4)) for i, s in list((vec or {}).items())[:5]])
+        vec_state = "off" if not cfg.vectors_enabled else "off (lambda_vector 0)"
+    tr.stage("vectors", len(vec or ()), state=vec_state, top=[(i, round(s, 4)) for i, s in list((vec or {}).items())[:5]])
     expand_from = dict(seeds)   # the expansion starts from stage A's and stage B's seeds alike
-    for nid, s in (vec or {}).items():
-        expand_from[nid] = max(expand_from.get(nid, 0.0), s)
+    for nid, s in (vec or {}).items() if cfg.vector_seed > 0 else ():
+        expand_from[nid] = max(expand_from.get(nid, 0.0), cfg.vector_seed * s)
 
     raw_hits: dict[str, float] = {}
     trigger = "code_token" if code_like else "few_seeds" if len(seeds) < cfg.raw_min_seeds else None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import tempfile
 import time
@@ -51,6 +52,8 @@ from raw_store.lake import (
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS, TOMBSTONES, TS
 from recall import vectors
 from recall.store import _sql_str, connect, node_docs_table, raw_docs_table, tenant_slug
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     import duckdb
@@ -334,11 +337,18 @@ def _per_tenant_fts(con: duckdb.DuckDBPyConnection, docs: pl.DataFrame, table: s
 
 
 def _write_vectors(lake: Lake, nodes: pl.DataFrame, tenants: list[str]) -> dict:
-    """Stage B's vector file per tenant when $MEMCTL_VECTORS names an embedder (else stale files are removed)."""
+    """Stage B's vector file per tenant for the nodes of vectors.VECTOR_TYPES, by the embedder $MEMCTL_VECTORS
+    names ("static" when unset). With none, or when it cannot run (the static tables missing: a warning in the
+    log and "off" in the stats), stale files are removed and recall runs without stage B."""
     spec = vectors.embedder_spec()
-    if not spec:
+    why = vectors.unavailable(spec) if spec else "no embedder ($MEMCTL_VECTORS off)"
+    if why:
+        if spec:
+            log.warning("recall index: vectors OFF, embedder %r unavailable: %s", spec, why)
         vectors.remove_vectors(lake, keep=set())
-        return {}
+        return {"embedder": spec, "off": why}
+    if vectors.VECTOR_TYPES is not None:
+        nodes = nodes.filter(pl.col("type").is_in(sorted(vectors.VECTOR_TYPES)))
     stats, keep = {}, set()
     for tenant in tenants:
         mine = nodes.filter(pl.col("tenant") == tenant).sort("id")

@@ -37,13 +37,44 @@ from recall.store import FileCache
 SPEC_ENV = "MEMCTL_VECTORS"
 HASHING = "hashing"
 HASHING_DIMS = 1024
+STATIC = "static"
+DEFAULT_SPEC = STATIC
+OFF = ("", "off", "none")
+# the node types that get a vector (the rest are reached through BM25 and the graph); see bench/README.md
+VECTOR_TYPES: frozenset[str] | None = frozenset({"Episode"})
 
 Embedder = Callable[[Sequence[str]], np.ndarray]
 
 
 def embedder_spec() -> str:
-    """The embedder the index build uses: $MEMCTL_VECTORS ("" = no vector index)."""
-    return os.environ.get(SPEC_ENV, "").strip()
+    """The embedder the index build and recall use: $MEMCTL_VECTORS, "static" when unset ("" or "off": none)."""
+    spec = os.environ.get(SPEC_ENV)
+    if spec is None:
+        return DEFAULT_SPEC
+    spec = spec.strip()
+    return "" if spec.lower() in OFF else spec
+
+
+def unavailable(spec: str) -> str | None:
+    """Why embedder `spec` cannot run here (the static tables missing or refused), None when it can."""
+    if spec != STATIC:
+        return None
+    from recall.static_vectors import table_state
+
+    state = table_state()
+    return None if state == "ok" else state
+
+
+def embed(spec: str, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(L2-normalised float32 rows, vector space per row) of `texts` by embedder `spec`. Only the static
+    embedder has several spaces (recall.static_vectors: one per language table); any other has one, 0."""
+    if spec == STATIC:
+        from recall.static_vectors import load_static
+
+        m, spaces = load_static().embed(texts)
+        return _normalised(m), spaces
+    m = _normalised(load_embedder(spec)(list(texts))) if len(texts) else np.zeros((0, 0), np.float32)
+    return m, np.zeros(len(texts), dtype=np.int8)
 
 
 @lru_cache(maxsize=8)
@@ -51,6 +82,10 @@ def load_embedder(spec: str) -> Embedder:
     """The embedder named `spec`: "hashing", or "module:callable". ValueError for anything else."""
     if spec == HASHING:
         return hashing_embedder
+    if spec == STATIC:
+        from recall.static_vectors import static_embedder
+
+        return static_embedder
     module, sep, name = spec.partition(":")
     if not sep or not module or not name:
         raise ValueError(f"{SPEC_ENV}={spec!r}: expected 'hashing' or 'module:callable'")
@@ -88,14 +123,13 @@ def write_vectors(lake: Lake, slug: str, ids: Sequence[str], texts: Sequence[str
     """Embed a tenant's node texts and write its vector file (temp + fsync + rename). Returns rows."""
     folder = lake.index_dir / "vectors"
     folder.mkdir(parents=True, exist_ok=True)
-    embed = load_embedder(spec)
-    matrix = _normalised(embed(list(texts))) if len(texts) else np.zeros((0, 0), np.float32)
+    matrix, spaces = embed(spec, texts)
     if matrix.shape[0] != len(ids):
         raise ValueError(f"embedder {spec!r} returned {matrix.shape[0]} vectors for {len(ids)} texts")
     fd, tmp = tempfile.mkstemp(prefix=f".{slug}.", suffix=".npz.tmp", dir=folder)
     try:
         with os.fdopen(fd, "wb") as f:
-            np.savez(f, ids=np.asarray(ids, dtype=str), vectors=matrix, spec=np.asarray(spec))
+            np.savez(f, ids=np.asarray(ids, dtype=str), vectors=matrix, spaces=spaces, spec=np.asarray(spec))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, vector_path(lake, slug))
@@ -114,19 +148,24 @@ def remove_vectors(lake: Lake, keep: set[str]) -> None:
 
 
 class VectorIndex:
-    """One tenant's node vectors, in memory."""
+    """One tenant's node vectors, in memory, split by vector space (a query meets only its own space's rows)."""
 
-    def __init__(self, ids: np.ndarray, vectors: np.ndarray, spec: str) -> None:
+    def __init__(self, ids: np.ndarray, vectors: np.ndarray, spec: str, spaces: np.ndarray | None = None) -> None:
         self.ids, self.vectors, self.spec = ids, vectors, spec
+        spaces = np.zeros(len(ids), np.int8) if spaces is None else spaces
+        self._by_space = {int(sp): (ids[rows], np.ascontiguousarray(vectors[rows]))
+                          for sp in np.unique(spaces) for rows in [np.flatnonzero(spaces == sp)]}
 
-    def search(self, query: np.ndarray, limit: int) -> list[tuple[str, float]]:
-        """(node id, cosine) of the `limit` nearest nodes with a positive cosine, best first (ties by id)."""
-        if not len(self.ids) or limit <= 0:
+    def search(self, query: np.ndarray, limit: int, space: int = 0) -> list[tuple[str, float]]:
+        """(node id, cosine) of the `limit` nearest nodes of `space` with a positive cosine, best first (ties
+        by id)."""
+        ids, vectors = self._by_space.get(space, (self.ids[:0], self.vectors[:0]))
+        if not len(ids) or limit <= 0:
             return []
-        sims = self.vectors @ query
+        sims = vectors @ query
         n = min(limit, len(sims))
         top = np.argpartition(-sims, n - 1)[:n]
-        hits = sorted(((str(self.ids[i]), float(sims[i])) for i in top), key=lambda t: (-t[1], t[0]))
+        hits = sorted(((str(ids[i]), float(sims[i])) for i in top), key=lambda t: (-t[1], t[0]))
         return [(i, s) for i, s in hits if s > 0]
 
 
@@ -135,7 +174,7 @@ _LOADED = FileCache()
 
 def _read_vectors(path: Path) -> VectorIndex:
     with np.load(path, allow_pickle=False) as z:
-        return VectorIndex(z["ids"], z["vectors"], str(z["spec"]))
+        return VectorIndex(z["ids"], z["vectors"], str(z["spec"]), z["spaces"] if "spaces" in z.files else None)
 
 
 def load_vectors(lake: Lake, slug: str) -> VectorIndex | None:
@@ -144,19 +183,34 @@ def load_vectors(lake: Lake, slug: str) -> VectorIndex | None:
 
 
 def search(lake: Lake, slug: str, query: str, limit: int, spec: str) -> tuple[list[tuple[str, float]], str]:
-    """Stage B: (hits, state). State "ok", or why there are no hits: "missing" (no vector file),
-    "embedder mismatch" (built by another embedder), "no embedder" ($MEMCTL_VECTORS unset)."""
+    """Stage B: (hits, state). State "ok", or why there are no hits: "no embedder" ($MEMCTL_VECTORS off),
+    "missing" (no vector file), "embedder mismatch" (built by another embedder), or the static tables' state
+    ("TableMissing: …", "TableError: …")."""
     if not spec:
         return [], "no embedder"
     index = load_vectors(lake, slug)
     if index is None:
-        return [], "missing"
+        why = unavailable(spec)
+        return [], f"missing ({why})" if why else "missing"
     if index.spec != spec:
         return [], f"embedder mismatch: index {index.spec!r}, query {spec!r}"
-    q = _normalised(load_embedder(spec)([query]))
+    why = unavailable(spec)
+    if why:
+        return [], why
+    q, spaces = embed(spec, [query])
     if q.shape[1] != index.vectors.shape[1]:
         return [], "embedder mismatch: dimensions"
-    return index.search(q[0], limit), "ok"
+    return index.search(q[0], limit, int(spaces[0])), "ok"
+
+
+def rescaled(hits: list[tuple[str, float]]) -> dict[str, float]:
+    """Hits' cosines min-max scaled to (0, 1] over the hits (the best 1, the worst kept 1/len): what separates
+    hits of an anisotropic embedder, whose unrelated texts are still at cosine ~0.5, is their order."""
+    if not hits:
+        return {}
+    lo, hi = hits[-1][1], hits[0][1]
+    floor = 1 / len(hits)
+    return {i: floor + (1 - floor) * ((s - lo) / (hi - lo) if hi > lo else 1.0) for i, s in hits}
 
 
 def _normalised(m: np.ndarray) -> np.ndarray:

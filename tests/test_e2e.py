@@ -92,6 +92,24 @@ def test_recall_cites_the_original_line(lake, query: str, line: str, msg_id: str
     assert (msg_id, line) in cited, cited
 
 
+@pytest.mark.parametrize("query, msg_id", [
+    ("Which sport did the neighbour do at the weekend?", "L7"),   # "sport", "weekend": not in the line
+    ("小明周末做什么运动？", "m1"),                                   # 运动: not in 小明在公园里踢足球
+])
+def test_recall_gets_vector_hits(lake, query: str, msg_id: str) -> None:
+    """The static tables set-up distilled embed the sample's turns at build time (by default), and with stage B on
+    (`--vectors`) a question in other words than the line finds it through its vector."""
+    from recall import RecallConfig, recall
+
+    lk, _ = lake
+    trace: list = []
+    results = recall(query, "demo", k=5, lake=lk, trace=trace, config=RecallConfig(vectors_enabled=True))
+    stage = next(t for t in trace if t["stage"] == "vectors")
+    assert stage["detail"]["state"] == "ok" and stage["n"] > 0, stage
+    hit = [r for r in results if r.breakdown.get("vector", 0) > 0 and any(c.msg_id == msg_id for c in r.citations)]
+    assert hit, [(r.title, r.breakdown) for r in results]
+
+
 def test_recall_never_crosses_tenants(lake) -> None:
     from recall import recall
 

@@ -1,5 +1,6 @@
 """Stage B (recall.vectors): the hashing embedder, the per-tenant vector files, and recall with vectors on
-and off — the degradation matrix rows of seed 004 §18 that involve vectors."""
+and off — the degradation matrix rows of seed 004 §18 that involve vectors. (The default static embedder:
+tests/test_static_vectors.py.)"""
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +8,7 @@ import pytest
 
 from recall import RecallConfig, recall
 from recall.index import build_indexes
-from recall.vectors import HASHING_DIMS, hashing_embedder, load_vectors, vector_path
+from recall.vectors import HASHING_DIMS, embedder_spec, hashing_embedder, load_vectors, vector_path
 from recall_fixtures import puppy_lake
 
 
@@ -43,20 +44,29 @@ def lake(tmp_path, monkeypatch):
 def test_index_build_writes_the_tenants_vectors(lake):
     index = load_vectors(lake, next(p.stem for p in (lake.index_dir / "vectors").glob("*.npz")))
     assert index.spec == "hashing" and index.vectors.shape[1] == HASHING_DIMS
-    assert sorted(index.ids.tolist()) == ["ent_biscuit", "ent_contest", "ep_j1", "ep_m1", "ep_m2", "f_m1"]
+    assert sorted(index.ids.tolist()) == ["ep_j1", "ep_m1", "ep_m2"]   # the Episodes (vectors.VECTOR_TYPES)
 
 
 def test_off_by_default(lake):
+    assert embedder_spec() == "hashing" and not RecallConfig().vectors_enabled
     trace: list = []
     got = recall("Biscuit agility", "t", k=10, lake=lake, trace=trace)
     assert _stages(trace)["vectors"]["detail"]["state"] == "off" and all("vector" not in r.breakdown for r in got)
 
 
+def test_the_default_embedder_is_static(monkeypatch):
+    monkeypatch.delenv("MEMCTL_VECTORS", raising=False)
+    assert embedder_spec() == "static"
+    for off in ("", "off", " OFF "):
+        monkeypatch.setenv("MEMCTL_VECTORS", off)
+        assert embedder_spec() == ""
+
+
 def test_vectors_find_what_bm25_misses(lake):
     typo = "Biscit agilty contst"
-    assert recall(typo, "t", k=10, lake=lake, config=RecallConfig(raw_fallback=False)) == []
+    assert recall(typo, "t", k=10, lake=lake, config=RecallConfig(raw_fallback=False, vectors_enabled=False)) == []
     trace: list = []
-    got = recall(typo, "t", k=10, lake=lake, trace=trace, config=RecallConfig(vectors_enabled=True))
+    got = recall(typo, "t", k=10, lake=lake, trace=trace, config=RecallConfig(vectors_enabled=True, lambda_vector=0.4 / 0.6))
     assert _stages(trace)["vectors"]["detail"]["state"] == "ok"
     assert got[0].node_id == "ep_j1" and got[0].breakdown["vector"] > 0 and got[0].breakdown["bm25"] == 0
     assert any("agility contest" in c.excerpt for c in got[0].citations)
@@ -85,7 +95,7 @@ def test_vectors_alone_answer(lake):
 
 
 def test_vector_index_not_ready_degrades_to_a_then_c(tmp_path, monkeypatch):
-    monkeypatch.delenv("MEMCTL_VECTORS", raising=False)
+    monkeypatch.setenv("MEMCTL_VECTORS", "off")
     lake = puppy_lake(tmp_path)   # built without vectors
     for spec, state in ((None, "no embedder"), ("hashing", "missing")):
         trace: list = []
@@ -114,7 +124,7 @@ def test_a_plugged_in_embedder_builds_and_serves(lake, monkeypatch):
 
 def test_switching_vectors_off_removes_the_files(lake, monkeypatch):
     slug = next(p.stem for p in (lake.index_dir / "vectors").glob("*.npz"))
-    monkeypatch.delenv("MEMCTL_VECTORS")
+    monkeypatch.setenv("MEMCTL_VECTORS", "off")
     build_indexes(lake)
     assert not vector_path(lake, slug).exists()
 
