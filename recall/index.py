@@ -338,10 +338,10 @@ def _per_tenant_fts(con: duckdb.DuckDBPyConnection, docs: pl.DataFrame, table: s
 
 def _write_vectors(lake: Lake, nodes: pl.DataFrame, tenants: list[str]) -> dict:
     """Stage B's vector file per tenant for the nodes of vectors.VECTOR_TYPES, by the embedder $MEMCTL_VECTORS
-    names ("static" when unset). With none, or when it cannot run (the static tables missing: a warning in the
-    log and "off" in the stats), stale files are removed and recall runs without stage B."""
-    spec = vectors.embedder_spec()
-    why = vectors.unavailable(spec) if spec else "no embedder ($MEMCTL_VECTORS off)"
+    names (none when unset: vectors.build_spec). With none, or when it cannot run (the static tables missing: a
+    warning in the log and "off" in the stats), stale files are removed and recall runs without stage B."""
+    spec = vectors.build_spec()
+    why = vectors.unavailable(spec) if spec else "no embedder ($MEMCTL_VECTORS unset or off)"
     if why:
         if spec:
             log.warning("recall index: vectors OFF, embedder %r unavailable: %s", spec, why)

@@ -47,12 +47,19 @@ Embedder = Callable[[Sequence[str]], np.ndarray]
 
 
 def embedder_spec() -> str:
-    """The embedder the index build and recall use: $MEMCTL_VECTORS, "static" when unset ("" or "off": none)."""
+    """The embedder recall embeds a query with: $MEMCTL_VECTORS, "static" when unset ("" or "off": none)."""
     spec = os.environ.get(SPEC_ENV)
     if spec is None:
         return DEFAULT_SPEC
     spec = spec.strip()
     return "" if spec.lower() in OFF else spec
+
+
+def build_spec() -> str:
+    """The embedder the index build embeds with: $MEMCTL_VECTORS, none when unset. Stage B is off by default
+    (it does not pay on LoCoMo), so a build embeds only when asked: embedding every Episode again on each build
+    would cost a 100k-message lake ~25 CPU-s per build, a daily append included, for vectors nobody reads."""
+    return embedder_spec() if os.environ.get(SPEC_ENV) is not None else ""
 
 
 def unavailable(spec: str) -> str | None:

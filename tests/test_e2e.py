@@ -42,7 +42,8 @@ def lake(tmp_path_factory: pytest.TempPathFactory):
         '{"conv_id": "c1", "speaker": "Bob", "ts": "2024-01-02 10:01:00", "text": "broken line\n', "utf-8")
     (messy / "latin1.txt").write_bytes("Zoë: café ünïcode".encode("latin-1"))
     (messy / "empty.txt").write_bytes(b"")
-    saved = {k: os.environ.get(k) for k in ("MEMCTL_DATA", "DAGSTER_HOME")}
+    saved = {k: os.environ.get(k) for k in ("MEMCTL_DATA", "DAGSTER_HOME", "MEMCTL_VECTORS")}
+    os.environ["MEMCTL_VECTORS"] = "static"     # stage B's vectors built (opt-in), for test_recall_gets_vector_hits
     os.environ["MEMCTL_DATA"] = str(root)
     os.environ["DAGSTER_HOME"] = str(root / "dagster_home")
     lk = Lake(root)
@@ -97,7 +98,7 @@ def test_recall_cites_the_original_line(lake, query: str, line: str, msg_id: str
     ("小明周末做什么运动？", "m1"),                                   # 运动: not in 小明在公园里踢足球
 ])
 def test_recall_gets_vector_hits(lake, query: str, msg_id: str) -> None:
-    """The static tables set-up distilled embed the sample's turns at build time (by default), and with stage B on
+    """The static tables set-up distilled embed the sample's turns at build time ($MEMCTL_VECTORS=static), and with stage B on
     (`--vectors`) a question in other words than the line finds it through its vector."""
     from recall import RecallConfig, recall
 

@@ -124,7 +124,7 @@ def test_weight_zero_is_the_same_as_vectors_off(tmp_path, monkeypatch):
 
 def test_a_missing_table_turns_vectors_off_and_says_why(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("MEMCTL_VECTOR_TABLES", str(tmp_path / "no-tables"))
-    monkeypatch.delenv("MEMCTL_VECTORS", raising=False)   # the default: static
+    monkeypatch.setenv("MEMCTL_VECTORS", "static")
     with caplog.at_level(logging.WARNING, logger="recall.index"):
         lake = puppy_lake(tmp_path / "lake")
         stats = build_indexes(lake)
@@ -133,4 +133,19 @@ def test_a_missing_table_turns_vectors_off_and_says_why(tmp_path, monkeypatch, c
     got = recall("Biscuit agility", "t", k=10, lake=lake, trace=trace, config=RecallConfig(vectors_enabled=True))
     state = next(t for t in trace if t["stage"] == "vectors")["detail"]["state"]
     assert state.startswith("missing (TableMissing") and "recall.distil" in state
+    assert got and got[0].node_id == "ep_j1"
+
+
+def test_a_build_embeds_only_when_asked(tmp_path, monkeypatch):
+    """Unset $MEMCTL_VECTORS: the build writes no vector file (stage B is off by default), and `--vectors` says the
+    file is missing; a query still embeds with "static"."""
+    from recall.vectors import build_spec, embedder_spec
+
+    monkeypatch.delenv("MEMCTL_VECTORS", raising=False)
+    assert build_spec() == "" and embedder_spec() == "static"
+    lake = puppy_lake(tmp_path / "lake")
+    assert build_indexes(lake)["vectors"]["off"].startswith("no embedder")
+    trace: list = []
+    got = recall("Biscuit agility", "t", k=10, lake=lake, trace=trace, config=RecallConfig(vectors_enabled=True))
+    assert next(t for t in trace if t["stage"] == "vectors")["detail"]["state"].startswith("missing")
     assert got and got[0].node_id == "ep_j1"
