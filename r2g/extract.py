@@ -24,7 +24,7 @@ from r2g.concepts import ConceptDict, ConceptHit, load_concepts
 from r2g.ids import edge_ids, stable_id, text_sha
 from r2g.nlp import Annotation, paused_gc
 from r2g.schema import EDGES, NODES, ROLE_EDGES
-from r2g.time_norm import TimeValue
+from r2g.time_values import TimeValue
 from r2g.tokens import search_tokens
 from raw_store.schema import RAW_REFS, TS
 
