@@ -168,7 +168,7 @@ def test_edge_weights_follow_r2g4(graph) -> None:
 
 
 def test_build_graph_with_cached_annotations(tmp_path) -> None:
-    from r2g.nlp import NlpCache
+    from r2g.nlp_cache import NlpCache
     english()
     msgs = messages()
     cache = NlpCache(tmp_path / "nlp.sqlite")
