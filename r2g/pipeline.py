@@ -21,7 +21,8 @@ from r2g.concepts import load_concepts
 from r2g.extract import build_graph
 from r2g.ids import ID_SCHEME, text_sha
 from r2g.link import with_fact_links
-from r2g.nlp import PIPELINE_VERSION, AnnotateStats, Annotation, NlpCache, annotate, paused_gc
+from r2g.nlp import PIPELINE_VERSION, AnnotateStats, Annotation, annotate, paused_gc
+from r2g.nlp_cache import NlpCache
 from r2g.rules import RULES
 from r2g.schema import ANNOTATIONS
 from raw_store.lake import read_parquet

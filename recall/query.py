@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from r2g.time_norm import TimeValue, find_times
+from r2g.time_norm import find_times
+from r2g.time_values import TimeValue
 from r2g.tokens import has_han
 from recall.query_tokens import search_tokens  # r2g's tokens, without loading jieba's whole dictionary
 

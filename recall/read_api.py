@@ -3,7 +3,7 @@
 Open a session per tenant, `with ReadApi.open(lake, "demo") as api: ...`. Every
 SQL read goes through the session's `TenantReader` (tenant-filtered in SQL) and
 every neighbourhood through the tenant's own graph (recall.tenant_index), so nothing another
-tenant wrote can come back. Views are frozen dataclasses whose collections are
+tenant wrote can come back. Views (recall.read_views) are frozen dataclasses whose collections are
 tuples and `MappingProxyType`s; each call builds them afresh.
 
 Seed 001 wrote this API for a JS store; its notions map onto our tables so:
@@ -20,29 +20,41 @@ filter to nothing; malformed arguments raise ReadApiError(BAD_ARGS, ...).
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
-from r2g.schema import EDGE_TYPES, EDGES, NODE_TYPES, NODES
+from r2g.schema import NODES
 from raw_store.lake import Lake
 from recall.engine import query_keywords
 from recall.graph_csr import CsrGraph
+from recall.read_views import (
+    DERIVED_FROM,
+    INTERNAL_EDGE_TYPES,
+    SCHEMA,
+    SEMANTIC_CONTAINS,
+    TABLE_NAME,
+    CompactionGroup,
+    EdgeSummary,
+    EdgeView,
+    NeighborView,
+    NodeBrief,
+    NodeView,
+    RankedView,
+    RelationCount,
+    SampleNeighbor,
+    SchemaView,
+)
 from recall.store import IDS, IndexNotBuilt, TenantInfo, TenantReader, id_param, node_docs_table, tenant_reader
 from recall.tenant_index import open_tenant_index
 
 # Error codes, named as in seed 001 (compactNodes' argument errors).
 BAD_ARGS = "BAD_ARGS"
 
-DERIVED_FROM = "DERIVED_FROM"          # child → parent
-SEMANTIC_CONTAINS = "SEMANTIC_CONTAINS"  # parent (rollup) → child
-INTERNAL_EDGE_TYPES = frozenset({DERIVED_FROM, SEMANTIC_CONTAINS})
 LIVE_STATUS = ("active", "open")
 LEVELS = ("episodic", "semantic")
 DIRECTIONS = ("in", "out", "both")
 GROUP_BY = ("conversation", "concept")
-TABLE_NAME = "nodes"
 
 # Compression defaults for compactionCandidates: seed 001 names threshold, fanIn, maxDepth and
 # keepRecentLeaves but gives no values; these are what Luker's read API (the seed's host) fills in
@@ -51,6 +63,8 @@ COMPACTION_THRESHOLD = 6
 COMPACTION_FAN_IN = 3
 COMPACTION_MAX_DEPTH = 6
 COMPACTION_KEEP_RECENT_LEAVES = 0
+
+_SPECS = {s.type: s for s in SCHEMA.node_types}
 
 
 class ReadApiError(ValueError):
@@ -62,140 +76,6 @@ class ReadApiError(ValueError):
         self.message = message
 
 
-@dataclass(frozen=True)
-class NodeView:
-    """One node. `fields` holds every other NODES column except tenant (lists as tuples)."""
-    id: str
-    type: str
-    level: str                     # 'episodic' | 'semantic'
-    title: str
-    time: datetime | None          # timeline position: time_start, else first_seen
-    archived: bool
-    parent_ids: tuple[str, ...]    # nodes this one is DERIVED_FROM
-    children_ids: tuple[str, ...]  # nodes DERIVED_FROM this one, archived ones included
-    fields: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class EdgeView:
-    """One stored edge as written by R2G (dst may be a RawChunk id for DERIVED_FROM)."""
-    id: str
-    src: str
-    dst: str
-    type: str
-    weight: float | None           # R2G-4 weight of the stored edge, not a projection count
-    confidence: float | None
-
-
-@dataclass(frozen=True)
-class NeighborView:
-    node: NodeView
-    edge_type: str
-    direction: str                 # 'out': source -> node; 'in': node -> source
-
-
-@dataclass(frozen=True)
-class RelationCount:
-    relation: str
-    direction: str
-    count: int
-
-
-@dataclass(frozen=True)
-class SampleNeighbor:
-    id: str
-    type: str
-    title: str
-    to_time: datetime | None
-
-
-@dataclass(frozen=True)
-class EdgeSummary:
-    degree: int
-    relations: tuple[RelationCount, ...]
-    sample_neighbors: tuple[SampleNeighbor, ...]
-
-
-@dataclass(frozen=True)
-class NodeBrief:
-    id: str
-    level: str
-    type: str
-    table_name: str
-    title: str
-    summary: str
-    key_values: Mapping[str, Any]  # the type's primary-key columns that have a value
-    row_values: Mapping[str, Any]  # every other column with a value (raw_refs left out: cite via recall)
-    time: datetime | None
-    child_count: int               # active children
-    edge_summary: EdgeSummary | None
-
-
-@dataclass(frozen=True)
-class RankedView:
-    node: NodeView
-    score: float                   # matched query tokens / query tokens (porter stems)
-    bm25: float
-    score_mode: str = "keyword"
-
-
-@dataclass(frozen=True)
-class CompactionGroup:
-    key: str                       # the conversation or Concept id the children share
-    depth: int                     # rollup depth of the children (0: Episodes)
-    child_ids: tuple[str, ...]
-    fan_in: int
-
-
-@dataclass(frozen=True)
-class NodeTypeSpec:
-    type: str
-    table_name: str
-    table_columns: tuple[str, ...]
-    required_columns: tuple[str, ...]
-    primary_key_columns: tuple[str, ...]
-    level: str
-    compression_mode: str          # 'hierarchical' | 'none'
-
-
-@dataclass(frozen=True)
-class SchemaView:
-    node_columns: tuple[str, ...]
-    edge_columns: tuple[str, ...]
-    node_types: tuple[NodeTypeSpec, ...]
-    edge_types: tuple[str, ...]
-    internal_edge_types: tuple[str, ...]
-
-
-_COMMON_REQUIRED = ("id", "tenant", "type", "title", "status", "provenance")
-# type -> (columns R2G always fills beyond the common ones, natural-key columns its id is hashed from;
-# aliases too where a type keeps them, so that names can be matched). Source: r2g/extract.py.
-_TYPE_COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "Episode": (("text", "raw_refs", "conv_id", "msg_id"), ("conv_id", "msg_id")),
-    "Entity": (("subtype", "aliases", "mentions"), ("subtype", "title", "aliases")),
-    "Fact": (("text", "raw_refs", "predicate_norm", "negation", "conv_id", "msg_id"),
-             ("predicate_norm", "negation", "modality", "time_start")),
-    "Preference": (("subtype", "text", "raw_refs", "negation"), ("speaker", "subtype", "text")),
-    "Task": (("subtype", "text", "raw_refs"), ("speaker", "subtype", "text", "time_start")),
-    "Concept": (("subtype", "keywords"), ("title", "aliases")),
-    "Meta": ((), ("subtype", "title")),
-}
-_HIERARCHICAL = frozenset({"Episode"})
-
-SCHEMA = SchemaView(
-    node_columns=tuple(NODES.names),
-    edge_columns=tuple(EDGES.names),
-    node_types=tuple(
-        NodeTypeSpec(type=t, table_name=TABLE_NAME, table_columns=tuple(NODES.names),
-                     required_columns=_COMMON_REQUIRED + _TYPE_COLUMNS[t][0],
-                     primary_key_columns=_TYPE_COLUMNS[t][1],
-                     level="episodic" if t == "Episode" else "semantic",
-                     compression_mode="hierarchical" if t in _HIERARCHICAL else "none")
-        for t in NODE_TYPES),
-    edge_types=tuple(EDGE_TYPES),
-    internal_edge_types=tuple(sorted(INTERNAL_EDGE_TYPES)),
-)
-_SPECS = {s.type: s for s in SCHEMA.node_types}
 
 # SQL over the alias `n` of the tenant's nodes.
 _TIME = "coalesce(n.time_start, n.first_seen)"

@@ -5,7 +5,9 @@ instance); the tests then read what it produced.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -16,6 +18,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from assets.cli import main
 from assets.run import materialize
 from r2g.lake_graph import read_lake_table
 from raw_store.lake import Lake, scan_inbox
@@ -146,6 +149,18 @@ def _memctl(lk: Lake, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
+def _memctl_here(lk: Lake, *args: str) -> subprocess.CompletedProcess:
+    """`memctl --data <lake> *args` run by assets.cli.main in this process: its exit code and output, as _memctl
+    gives them. The CLI as a process (startup, exit codes, pipes) is what the _memctl tests check."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(["--data", str(lk.root), *args])
+        except SystemExit as e:   # argparse's own errors
+            code = e.code if isinstance(e.code, int) else 1
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+
+
 def test_cli_recall_json_contract(lake) -> None:
     lk, _ = lake
     out = _memctl(lk, "recall", "Where did Xiaoming play football?", "--tenant", "demo", "--json")
@@ -159,49 +174,49 @@ def test_cli_recall_json_contract(lake) -> None:
 
 def test_cli_recall_filters_and_the_search_memories_tool(lake) -> None:
     lk, _ = lake
-    facts = _memctl(lk, "recall", "Xiaoming football", "--tenant", "demo", "--types", "Fact", "--json",
+    facts = _memctl_here(lk, "recall", "Xiaoming football", "--tenant", "demo", "--types", "Fact", "--json",
                     "--budget-tokens", "300")
     assert facts.returncode == 0, facts.stderr
     got = json.loads(facts.stdout)
     assert got and {r["type"] for r in got} == {"Fact"}
     # nothing of the sample logs is dated in 1999
-    old = _memctl(lk, "recall", "Xiaoming football", "--tenant", "demo", "--until", "1999-12-31", "--json")
+    old = _memctl_here(lk, "recall", "Xiaoming football", "--tenant", "demo", "--until", "1999-12-31", "--json")
     assert old.returncode == 0 and json.loads(old.stdout) == []
-    bad = _memctl(lk, "recall", "football", "--tenant", "demo", "--since", "last Tuesday")
+    bad = _memctl_here(lk, "recall", "football", "--tenant", "demo", "--since", "last Tuesday")
     assert bad.returncode == 2 and "ISO-8601" in bad.stderr and "Traceback" not in bad.stderr
-    tools = _memctl(lk, "tools")
+    tools = _memctl_here(lk, "tools")
     assert json.loads(tools.stdout)[0]["function"]["name"] == "search_memories"
     call = _memctl(lk, "tools", '{"query": "Where did Xiaoming play football?", "max_results": 3}',
                    "--tenant", "demo")
     assert call.returncode == 0, call.stderr
     cites = [c for r in json.loads(call.stdout)["results"] for c in r["citations"]]
     assert any(c["excerpt"] == EN_LINE for c in cites)
-    refused = _memctl(lk, "tools", '{"query": "x", "max_results": 0}', "--tenant", "demo")
+    refused = _memctl_here(lk, "tools", '{"query": "x", "max_results": 0}', "--tenant", "demo")
     assert refused.returncode == 1 and json.loads(refused.stdout)["error"]["code"] == "BAD_ARGS"
 
 
 def test_cli_sql_stats_and_clear_errors(lake, tmp_path: Path) -> None:
     lk, _ = lake
-    out = _memctl(lk, "sql", "SELECT count(*) AS n FROM nodes WHERE tenant = 'demo'", "--json")
+    out = _memctl_here(lk, "sql", "SELECT count(*) AS n FROM nodes WHERE tenant = 'demo'", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)[0]["n"] > 0
-    stats = _memctl(lk, "stats", "--json")
+    stats = _memctl_here(lk, "stats", "--json")
     assert json.loads(stats.stdout)["tables"]["rejects"]["by_reason"]["E_READ_EMPTY"] == 1
-    bad_sql = _memctl(lk, "sql", "SELEC nonsense")
+    bad_sql = _memctl_here(lk, "sql", "SELEC nonsense")
     assert bad_sql.returncode == 2 and len(bad_sql.stderr.strip().splitlines()) == 1
     env = {**os.environ, "MEMCTL_DATA": str(tmp_path / "nothing")}
     missing = subprocess.run([sys.executable, "-m", "assets.cli", "recall", "x", "--tenant", "demo"],
                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert missing.returncode == 2 and "materialize" in missing.stderr
     assert "Traceback" not in missing.stderr
-    unknown = _memctl(lk, "recall", "football", "--tenant", "nobody")
+    unknown = _memctl_here(lk, "recall", "football", "--tenant", "nobody")
     assert unknown.returncode == 2 and "unknown tenant 'nobody'" in unknown.stderr
     assert "known: demo, messy, research;" in unknown.stderr   # the names, as `memctl stats` shows them
     assert set(json.loads(stats.stdout)["tenants"]) == {"demo", "messy", "research"}
     # --tenant: a sandbox holding only that tenant's rows, with no way back to the shared index
-    scoped = _memctl(lk, "sql", "SELECT DISTINCT tenant FROM nodes", "--json", "--tenant", "research")
+    scoped = _memctl_here(lk, "sql", "SELECT DISTINCT tenant FROM nodes", "--json", "--tenant", "research")
     assert scoped.returncode == 0 and json.loads(scoped.stdout) == [{"tenant": "research"}]
-    escape = _memctl(lk, "sql", f"ATTACH '{lk.duckdb_path}' AS x", "--tenant", "research")
+    escape = _memctl_here(lk, "sql", f"ATTACH '{lk.duckdb_path}' AS x", "--tenant", "research")
     assert escape.returncode == 2 and "Permission" in escape.stderr
 
 

@@ -17,9 +17,10 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from fuzzing import fuzz_settings
 from r2g.lake_graph import read_lake_table
 from r2g.link import with_fact_links
 from r2g.merge import merge_graph
@@ -184,7 +185,7 @@ def _leaks(lake: Lake, tenant: str, others: list[str], queries: list[str]) -> li
     return leaks
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@fuzz_settings(4)   # each example builds a lake; MEMCTL_FUZZ_SCALE=20 runs 80 of them
 @given(INBOXES)
 def test_no_tenant_ever_sees_another(inbox: dict[str, list]) -> None:
     with tempfile.TemporaryDirectory() as tmp:

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from r2g import nlp
+from r2g import nlp, nlp_cache, nlp_zh
 from r2g.ids import text_sha
-from r2g.nlp import Annotation, NlpCache, annotate, chinese, english, zh_segment
+from r2g.nlp import Annotation, annotate, english
+from r2g.nlp_cache import NlpCache
+from r2g.nlp_zh import chinese, zh_segment
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +94,7 @@ def test_cache_key_includes_pipeline_version(tmp_path: Path, monkeypatch: pytest
     with sqlite3.connect(path) as con:
         rows = con.execute("SELECT version, sha FROM annotations").fetchall()
     assert rows == [(nlp.PIPELINE_VERSION, text_sha("I like tea."))]
-    monkeypatch.setattr(nlp, "PIPELINE_VERSION", nlp.PIPELINE_VERSION + "|bumped")
+    monkeypatch.setattr(nlp_cache, "PIPELINE_VERSION", nlp.PIPELINE_VERSION + "|bumped")
     _, stats = annotate(["I like tea."], ["en"], cache)
     assert stats.misses == 1  # a new pipeline version never reuses old annotations
 
@@ -152,10 +154,10 @@ def test_memoised_jieba_hmm_decodes_like_jieba() -> None:
 
     text = "王芳和刘洋上周六去西湖拍照了"
     first = zh_segment(text)
-    nlp.clear_hmm_memo()
+    nlp_zh.clear_hmm_memo()
     assert zh_segment(text) == first
-    hits, misses = nlp.hmm_memo_stats()
-    assert misses > 0 and zh_segment(text) == first and nlp.hmm_memo_stats()[0] > hits
+    hits, misses = nlp_zh.hmm_memo_stats()
+    assert misses > 0 and zh_segment(text) == first and nlp_zh.hmm_memo_stats()[0] > hits
     original = sys.modules["jieba.posseg.viterbi"].viterbi   # the module keeps jieba's own function
     tables = (pseg.char_state_tab_P, pseg.start_P, pseg.trans_P, pseg.emit_P)
     for run in ("王芳", "刘洋上", "西湖拍照"):

@@ -57,11 +57,20 @@ def _env(endpoint: str, data: str, cache: Path, host: str) -> dict:
             "MEMCTL_NLP_WORKERS": "1", "PYTHONHASHSEED": "0"}
 
 
+def _start(env: dict, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "assets.cli", *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _finish(proc: subprocess.Popen, code: int = 0) -> subprocess.CompletedProcess:
+    stdout, stderr = proc.communicate(timeout=600)
+    args = proc.args[3:] if isinstance(proc.args, list) else proc.args
+    assert proc.returncode == code, f"memctl {' '.join(args)} failed:\n{stdout[-3000:]}\n{stderr[-3000:]}"
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
 def _memctl(env: dict, *args: str, code: int = 0) -> subprocess.CompletedProcess:
-    out = subprocess.run([sys.executable, "-m", "assets.cli", *args], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=600)
-    assert out.returncode == code, f"memctl {' '.join(args)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
-    return out
+    return _finish(_start(env, *args), code)
 
 
 def _objects(client, bucket: str, prefix: str) -> dict[str, bytes]:
@@ -94,12 +103,16 @@ def test_a_lake_on_s3_serves_two_machines(s3, tmp_path: Path) -> None:
     a = _env(endpoint, data, tmp_path / "cache_a", "machine-a")
     b = _env(endpoint, data, tmp_path / "cache_b", "machine-b")
 
-    # Machine A materializes into the bucket; a local-folder run of the same inbox is the reference.
-    first = _memctl(a, "materialize", "--quiet")
-    assert "ingested now: 3" in first.stdout and "lake rebuilt: yes" in first.stdout
+    # Machine A materializes into the bucket; a local-folder run of the same inbox is the reference (both at once:
+    # separate data folders and caches).
     local = tmp_path / "local"
     shutil.copytree(SAMPLES, local / "inbox")
-    _memctl({**a, "MEMCTL_DATA": str(local), "MEMCTL_CACHE_DIR": str(tmp_path / "unused")}, "materialize", "--quiet")
+    on_s3 = _start(a, "materialize", "--quiet")
+    reference_run = _start({**a, "MEMCTL_DATA": str(local), "MEMCTL_CACHE_DIR": str(tmp_path / "unused")},
+                           "materialize", "--quiet")
+    first = _finish(on_s3)
+    _finish(reference_run)
+    assert "ingested now: 3" in first.stdout and "lake rebuilt: yes" in first.stdout
     objects = _objects(client, bucket, "team/lake/")
     reference = lake_fingerprint(local)
     assert any(k.startswith("raw/") for k in reference) and "lake/consolidated/state.parquet" in reference

@@ -8,9 +8,10 @@ from datetime import datetime, timedelta
 import pyarrow as pa
 import pytest
 
-from r2g.extract import _Msg, build_graph, span_refs
+from r2g.extract import build_graph
 from r2g.ids import edge_id, edge_ids, stable_id
 from r2g.merge import COUNTED_TYPES, merge_graph
+from r2g.message_refs import Msg, span_refs
 from r2g.nlp import annotate, english
 from r2g.pipeline import run_partition
 from r2g.schema import EDGES, NODES
@@ -120,7 +121,7 @@ def test_raw_refs_point_at_the_cited_text(graph) -> None:
 
 def test_span_refs_across_chunk_pieces() -> None:
     text = "ab公园cd"
-    msg = _Msg("t", "c", "m", 0, "s", None, "zh", text, "x", (("raw_1", 100, 4), ("raw_2", 0, 6)), text.isascii())
+    msg = Msg("t", "c", "m", 0, "s", None, "zh", text, "x", (("raw_1", 100, 4), ("raw_2", 0, 6)), text.isascii())
     # 公园 is bytes 2..8: 2 bytes in the first piece, 4 in the second
     assert span_refs(msg, 2, 4) == [("raw_1", 102, 2), ("raw_2", 0, 4)]
     assert span_refs(msg, -1, -1) == [("raw_1", 100, 4), ("raw_2", 0, 6)]
@@ -129,7 +130,7 @@ def test_span_refs_across_chunk_pieces() -> None:
 
 def test_span_refs_of_an_ascii_message_in_one_chunk() -> None:
     text = "met Anna at noon"
-    msg = _Msg("t", "c", "m", 0, "s", None, "en", text, "x", (("raw_1", 40, len(text)),), True)
+    msg = Msg("t", "c", "m", 0, "s", None, "en", text, "x", (("raw_1", 40, len(text)),), True)
     assert span_refs(msg, 4, 8) == [("raw_1", 44, 4)]
     assert span_refs(msg, -1, -1) == [("raw_1", 40, len(text))]
 
@@ -168,7 +169,7 @@ def test_edge_weights_follow_r2g4(graph) -> None:
 
 
 def test_build_graph_with_cached_annotations(tmp_path) -> None:
-    from r2g.nlp import NlpCache
+    from r2g.nlp_cache import NlpCache
     english()
     msgs = messages()
     cache = NlpCache(tmp_path / "nlp.sqlite")

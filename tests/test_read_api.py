@@ -8,7 +8,8 @@ import pytest
 
 from r2g.schema import EDGE_TYPES, EDGES, NODE_TYPES, NODES
 from raw_store.lake import Lake
-from recall.read_api import BAD_ARGS, CompactionGroup, EdgeSummary, ReadApi, ReadApiError
+from recall.read_api import BAD_ARGS, ReadApi, ReadApiError
+from recall.read_views import CompactionGroup, EdgeSummary
 from recall.store import tenant_reader
 from recall_fixtures import LakeBuilder
 

@@ -13,9 +13,8 @@ from recall_fixtures import LakeBuilder
 T0 = datetime(2023, 5, 8, 13, 56)
 
 
-@pytest.fixture
-def world(tmp_path) -> tuple[Lake, dict]:
-    b = LakeBuilder(tmp_path)
+def _world(root) -> tuple[Lake, dict]:
+    b = LakeBuilder(root)
     ra = b.conversation("alice", "conv-a", [
         ("D1:1", "Caroline", "I went to an LGBTQ support group yesterday and it was powerful."),
         ("D1:2", "Melanie", "That sounds great! I painted a sunrise over the lake last week."),
@@ -46,6 +45,12 @@ def world(tmp_path) -> tuple[Lake, dict]:
     b.node("bob", "bent", "Entity", "Caroline")
     b.edge("bob", "bep1", "bent", "MENTIONS", 1.0)
     return b.write(), {"alice": ra, "bob": rb}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> tuple[Lake, dict]:
+    """Built once for the module: the tests only read it (the one that corrupts a blob builds its own)."""
+    return _world(tmp_path_factory.mktemp("world"))
 
 
 @pytest.fixture
@@ -138,7 +143,8 @@ def test_tenant_isolation(lake, refs):
             assert not {e["src"], e["dst"]} & {"bep1", "bent"}
 
 
-def test_corrupted_blob_is_never_served(lake, refs):
+def test_corrupted_blob_is_never_served(tmp_path):
+    lake, refs = _world(tmp_path)
     ref = refs["alice"]["D1:1"]
     path = next(p for p in lake.raw.rglob("*.blob.zst") if ref["raw_id"][4:] in p.name)
     import zstandard

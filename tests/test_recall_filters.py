@@ -13,9 +13,10 @@ from recall.tenant_index import tenant_dir
 from recall_fixtures import JULY, MAY, puppy_lake
 
 
-@pytest.fixture
-def lake(tmp_path) -> Lake:
-    return puppy_lake(tmp_path)
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory) -> Lake:
+    """Built once for the module: the tests only read it (the one that damages the graph builds its own)."""
+    return puppy_lake(tmp_path_factory.mktemp("puppy"))
 
 
 def _ids(results) -> list[str]:
@@ -121,7 +122,8 @@ def test_degradation_graph_switched_off_keyword_and_weight_only(lake):
 
 
 @pytest.mark.parametrize("damage", ["missing", "unreadable"])
-def test_degradation_graph_under_maintenance(lake, damage):
+def test_degradation_graph_under_maintenance(tmp_path, damage):
+    lake = puppy_lake(tmp_path)
     folder = tenant_dir(lake.index_dir, "t")
     for p in folder.glob("s*/adj_*.npy"):
         if damage == "missing":

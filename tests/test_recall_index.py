@@ -182,7 +182,7 @@ def test_base_plus_deltas_answers_exactly_like_a_fresh_base(tmp_path: Path, monk
 def test_each_delta_matches_a_fresh_base_of_its_round(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(index_build, "COMPACT_SHARE", 100.0)
     for i in range(1, len(ROUNDS) + 1):
-        inc, stats = _build(tmp_path / f"inc{i}", ROUNDS[:i])
+        inc, _ = _build(tmp_path / "inc", [ROUNDS[i - 1]])   # the same lake, one round further each time
         fresh, _ = _build(tmp_path / f"fresh{i}", [ROUNDS[i - 1]])
         for tenant in ROUNDS[i - 1]:
             assert open_tenant_index(inc.index_dir, tenant).contents() == \

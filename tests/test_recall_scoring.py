@@ -8,7 +8,7 @@ import igraph
 import numpy as np
 import pytest
 
-from r2g.time_norm import TimeValue
+from r2g.time_values import TimeValue
 from recall.engine import Filters, RecallConfig, _node_time, _query_boost, _recency, node_weight
 from recall.graph_csr import personalized_pagerank
 from recall.query import QueryAnalysis

@@ -8,8 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fuzzing import fuzz_settings
-from r2g import time_norm as T
-from r2g.time_norm import find_times, resolve, zh_number
+from r2g import time_en
+from r2g.time_norm import find_times, resolve
+from r2g.time_zh import zh_number
 
 PROPS = fuzz_settings(300)
 
@@ -254,18 +255,18 @@ _TIME_WORDS = ("in every each the last next this past coming two a few couple of
 @PROPS
 @given(st.lists(st.sampled_from(_TIME_WORDS) | st.text(max_size=6), min_size=1, max_size=9).map(" ".join))
 def test_rules_the_prefilter_skips_cannot_match(text: str) -> None:
-    """Sound, for any text: a rule left out by _en_rules_for has no match in it (so find_times is unchanged)."""
+    """Sound, for any text: a rule left out by en_rules_for has no match in it (so find_times is unchanged)."""
     low = text.lower()
-    run = {id(pat) for pat, _ in T._en_rules_for(low)}
-    for pat, _ in T._EN_LOWER:
+    run = {id(pat) for pat, _ in time_en.en_rules_for(low)}
+    for pat, _ in time_en.EN_LOWER:
         if id(pat) not in run:
             assert pat.search(low) is None, pat.pattern
 
 
 def test_prefilter_has_one_entry_per_rule_and_skips_plain_chat() -> None:
-    assert len(T._EN_NEEDS) == len(T.EN_RULES) == len(T._EN_LOWER)
-    assert T._en_rules_for("thanks, that sounds great!") == []
-    assert [p.pattern for p, _ in T._en_rules_for("see you on sunday")] == [
-        p.pattern for (p, _), needs in zip(T._EN_LOWER, T._EN_NEEDS) if needs == (T._WD_LIT,)]
+    assert len(time_en.EN_NEEDS) == len(time_en.EN_RULES) == len(time_en.EN_LOWER)
+    assert time_en.en_rules_for("thanks, that sounds great!") == []
+    assert [p.pattern for p, _ in time_en.en_rules_for("see you on sunday")] == [
+        p.pattern for (p, _), needs in zip(time_en.EN_LOWER, time_en.EN_NEEDS) if needs == (time_en._WD_LIT,)]
     found = find_times("Back in 2019, and again two weeks ago on Sunday mornings.", "en", ANCHOR)
     assert [t.text for t in found] == ["in 2019", "two weeks ago", "Sunday mornings"]

@@ -11,9 +11,10 @@ from recall.tools import MEMORY_TYPES, SEARCH_MEMORIES, parse_arguments, search_
 from recall_fixtures import puppy_lake
 
 
-@pytest.fixture
-def lake(tmp_path):
-    return puppy_lake(tmp_path)
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory):
+    """Built once for the module: search_memories only reads it (the hits it logs are read by no test here)."""
+    return puppy_lake(tmp_path_factory.mktemp("puppy"))
 
 
 def test_definition_is_a_valid_function_tool():

@@ -11,7 +11,7 @@ from typing import Any
 import jsonschema
 
 from r2g.schema import EDGE_TYPES, NODE_TYPES
-from r2g.time_norm import GRANULARITIES
+from r2g.time_values import GRANULARITIES
 
 # -- error codes (OPS_REJECTED.code) -------------------------------------------------------------
 BAD_ARGS = "BAD_ARGS"                    # seed 001: the op does not parse or breaks its contract

@@ -12,7 +12,8 @@ from spacy.lang.en.stop_words import STOP_WORDS as EN_STOP_WORDS
 from r2g.nlp import Annotation
 from r2g.rules.drafts import EntityRef, FactDraft, MessageCtx, Role, TimeRef
 from r2g.rules.ids import ENTITY_SPEAKER, TIME
-from r2g.time_norm import TimeValue, find_times, resolve
+from r2g.time_norm import find_times, resolve
+from r2g.time_values import TimeValue
 from r2g.tokens import ZH_STOPWORDS
 
 SUMMARY_MAX_CHARS = 200

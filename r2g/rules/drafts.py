@@ -6,7 +6,7 @@ from datetime import datetime
 
 from r2g.nlp import Annotation
 from r2g.rules.ids import ENTITY_EN, TIME
-from r2g.time_norm import TimeValue
+from r2g.time_values import TimeValue
 
 
 @dataclass

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from r2g.nlp import Annotation, zh_lexicon
+from r2g.nlp import Annotation
+from r2g.nlp_zh import zh_lexicon
 from r2g.rules.common import (
     FUTURE_MODALITIES,
     _dedup,
