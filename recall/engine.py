@@ -24,14 +24,10 @@ trace; recall still answers from what is left.
 from __future__ import annotations
 
 import math
-import re
 import time
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from functools import lru_cache
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, overload
 
@@ -41,7 +37,8 @@ from raw_store.cas import RawStore
 from raw_store.lake import Lake
 from recall import scoring, vectors
 from recall.citations import Citation, Citer, RawRef
-from recall.graph_csr import CsrGraph, personalized_pagerank
+from recall.diversify import AGGREGATE, TURN_LEVEL, estimate_tokens, mmr, mmr_tokens, pack, result_tokens
+from recall.expand import expand
 from recall.query import EN_STOPWORDS, QueryAnalysis, analyze, has_code_token, query_keywords
 from recall.query_tokens import search_tokens
 from recall.scoring import NodeBatch
@@ -51,10 +48,6 @@ from recall.tenant_index import TenantIndex, open_tenant_index
 __all__ = ["Citation", "Filters", "RecallConfig", "RecallResult", "recall", "ranked_turns", "query_keywords",
            "estimate_tokens", "result_tokens"]
 
-# Node types extracted from one turn: their raw_refs point into the turn they came from.
-TURN_LEVEL = frozenset({"Episode", "Fact", "Preference", "Task"})
-# Node types gathered over many turns: their raw_refs are sample mentions.
-AGGREGATE = frozenset({"Entity", "Concept"})
 
 DEFAULT_EDGE_TYPE_WEIGHT: Mapping[str, float] = {
     # Seed 004 App. A for the types it names; role and mention edges tie a Fact/Episode
@@ -318,7 +311,7 @@ def _recall(reader: TenantIndex | TenantReader, lake: Lake, query: str, keywords
             graph_state = "missing"
         except Exception as e:  # noqa: BLE001 — any unreadable graph file degrades recall to stage A (seed 004 §18)
             graph_state = f"unreadable: {type(e).__name__}"
-    graph_scores, evidence = _expand(graph, expand_from, expand_depth, cfg, filters.as_of) \
+    graph_scores, evidence = expand(graph, expand_from, expand_depth, cfg, filters.as_of) \
         if graph is not None else ({}, {})
     tr.stage("expand", len(graph_scores), depth=expand_depth, graph=graph_state, method=cfg.graph_method)
 
@@ -332,7 +325,7 @@ def _recall(reader: TenantIndex | TenantReader, lake: Lake, query: str, keywords
     content = [has_content(r) for r, _ in ranked]   # a title of only "be", "alright", "assistant" is no memory
     tr.stage("score", sum(content), k=k, no_content=[r.node_id for (r, _), ok in zip(ranked, content) if not ok][:5])
     ranked = [pair for pair, ok in zip(ranked, content) if ok]
-    top = _mmr(ranked, k, cfg, mmr_hint, cards)
+    top = mmr(ranked, k, cfg, mmr_hint, cards)
     tr.stage("mmr", len(top), pool=min(len(ranked), max(k, cfg.mmr_pool)), mmr_lambda=cfg.mmr_lambda)
 
     # Messages the query matched through a turn-level node (not an Entity, whose refs
@@ -364,7 +357,7 @@ def _recall(reader: TenantIndex | TenantReader, lake: Lake, query: str, keywords
              unavailable=[{"node_id": r.node_id, **u} for r, _ in top for u in r.unavailable][:5])
     results = [r for r, _ in top]
     if budget_tokens is not None:
-        results = _pack(results, budget_tokens)
+        results = pack(results, budget_tokens)
         tr.stage("budget", len(results), budget_tokens=budget_tokens, tokens=sum(map(result_tokens, results)))
     return results
 
@@ -426,107 +419,6 @@ def _normalise(hits: list[tuple[str, float]]) -> dict[str, float]:
         return {}
     top = max(s for _, s in hits) or 1.0
     return {i: s / top for i, s in hits}
-
-
-def _expand(g: CsrGraph, seeds: Mapping[str, float], depth: int, cfg: RecallConfig,
-            as_of: datetime | None = None) -> tuple[dict[str, float], dict[str, list[dict]]]:
-    """Graph scores in [0, 1] for the seeds and every node within `depth` hops of one,
-    plus the evidence edges by which each non-seed was reached.
-
-    cfg.graph_method "ppr": personalised PageRank on the reached subgraph, restarting
-    at the seeds in proportion to their BM25 (seeds keep their mass; a node that
-    several seeds point to gains). "spread": each reached node gets
-    seed_score * Π(edge weight * type weight) * hop_decay^(hop-1), summed over seeds.
-    Both are divided by their maximum. Hubs (degree > cfg.hub_degree) are neither
-    expanded from nor reached: a speaker entity touching every turn would otherwise
-    link everything to everything and top every query.
-    """
-    spread: dict[int, float] = defaultdict(float)
-    reached_by: dict[int, list[tuple[int, int, int]]] = defaultdict(list)   # (src, type, dst) slots
-    type_w = np.array([cfg.edge_type_weight.get(t, cfg.default_edge_type_weight) for t in g.edge_types] or [0.0])
-    allowed = None if cfg.expand_edge_types is None else \
-        np.array([t in cfg.expand_edge_types for t in g.edge_types] or [False])
-    hub = cfg.hub_degree
-    # as_of: a memory first seen later (or never known) is neither a seed nor a bridge
-    cutoff = _micros(as_of) if as_of is not None else None
-    seen = g.first_seen
-    ids = list(seeds)
-    slots = g.slots(ids)
-    seed_deg = g.degree(np.maximum(slots, 0)).tolist()
-    seed_v = {int(v): seeds[i] for i, v, d in zip(ids, slots.tolist(), seed_deg)
-              if v >= 0 and d <= hub and (cutoff is None or seen[v] <= cutoff)}
-    used: dict[tuple[int, int, int], float] = {}   # (src, dst, type) → edge weight
-    for v0, s_score in seed_v.items():
-        frontier = {v0: s_score}
-        visited = {v0}
-        for hop in range(1, depth + 1):
-            nxt: dict[int, float] = {}
-            decay = cfg.hop_decay ** (hop - 1)
-            for v, mass in frontier.items():
-                nbr, code, w = g.incident(v)
-                if not len(nbr):
-                    continue
-                etype = code >> 1
-                keep = g.degree(nbr) <= hub
-                if allowed is not None:
-                    keep &= allowed[etype]
-                if cutoff is not None:
-                    keep &= seen[nbr] <= cutoff
-                idx = np.flatnonzero(keep)
-                if not len(idx):
-                    continue
-                # the same float operations, in the same order, as a walk edge by edge
-                pushed = mass * w[idx] * type_w[etype[idx]] * decay
-                for u, c, ew, x in zip(nbr[idx].tolist(), code[idx].tolist(), w[idx].tolist(), pushed.tolist()):
-                    if u in visited or x <= 0:
-                        continue
-                    src, dst = (v, u) if not c & 1 else (u, v)
-                    used[(src, dst, c >> 1)] = ew
-                    spread[u] += x
-                    if u not in seed_v and len(reached_by[u]) < cfg.max_evidence:
-                        reached_by[u].append((src, c >> 1, dst))
-                    if hop < depth:
-                        nxt[u] = max(nxt.get(u, 0.0), x)
-            visited.update(nxt)
-            frontier = nxt
-    names = _names(g, {*seed_v, *spread, *(x for s, _, d in used for x in (s, d))})
-    if cfg.graph_method == "ppr":
-        scores = _ppr(g, seed_v, used, names, cfg)
-    else:
-        scores = dict(spread)
-    top = max(scores.values(), default=0.0) or 1.0
-    evidence = {names[u]: [{"src": names[s], "type": g.edge_types[t], "dst": names[d]} for s, t, d in edges]
-                for u, edges in reached_by.items()}
-    return {names[v]: x / top for v, x in scores.items() if x > 0}, evidence
-
-
-def _micros(t: datetime) -> int:
-    """Microseconds since the epoch of a naive UTC datetime (the graph's first_seen unit)."""
-    return (t - datetime(1970, 1, 1)) // timedelta(microseconds=1)
-
-
-def _names(g: CsrGraph, slots: set[int]) -> dict[int, str]:
-    order = sorted(slots)
-    return dict(zip(order, g.ids(order)))
-
-
-def _ppr(g: CsrGraph, seed_v: Mapping[int, float], used: Mapping[tuple[int, int, int], float],
-         names: Mapping[int, str], cfg: RecallConfig) -> dict[int, float]:
-    """Personalised PageRank over the subgraph of the edges expansion walked (undirected, weighted; igraph's
-    PRPACK result, recall.graph_csr.personalized_pagerank). Vertices in id order and edges in (src id, dst id,
-    type) order: the same subgraph whatever slots the nodes have, so a base + delta index ranks like a fresh one."""
-    if not seed_v:
-        return {}
-    if not used:
-        return dict(seed_v)
-    vs = sorted(set(seed_v) | {x for s, d, _ in used for x in (s, d)}, key=names.__getitem__)
-    local = {v: i for i, v in enumerate(vs)}
-    es = sorted(used, key=lambda e: (names[e[0]], names[e[1]], g.edge_types[e[2]]))
-    w = [used[e] * cfg.edge_type_weight.get(g.edge_types[e[2]], cfg.default_edge_type_weight) for e in es]
-    reset = [seed_v.get(v, 0.0) for v in vs]
-    pr = personalized_pagerank(len(vs), [local[s] for s, _, _ in es], [local[d] for _, d, _ in es], w, reset,
-                               damping=cfg.ppr_damping).tolist()
-    return {v: pr[local[v]] for v in vs}
 
 
 def _node_span(row: Mapping) -> tuple[datetime | None, datetime | None]:
@@ -653,105 +545,6 @@ def _raw_results(citer: Citer, raw_hits: Mapping[str, float], keywords: Sequence
                          citations=[], evidence=[])
         out.append((r, refs))
     return out
-
-
-_CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
-
-
-def estimate_tokens(text: str) -> int:
-    """Tokens an LLM tokenizer makes of `text`, roughly: one per CJK character, one per 4 other characters."""
-    cjk = len(_CJK.findall(text))
-    return cjk + (len(text) - cjk + 3) // 4
-
-
-def result_tokens(r: RecallResult) -> int:
-    """Tokens a cited result costs in a prompt: its title, its text and its citation excerpts (estimated)."""
-    return estimate_tokens(r.title) + estimate_tokens(r.text) + sum(estimate_tokens(c.excerpt) for c in r.citations)
-
-
-@lru_cache(maxsize=1 << 16)
-def mmr_tokens(text: str) -> frozenset[str]:
-    """The words MMR compares results by: their search tokens (cached: the same cards come back query after
-    query). Chinese goes through recall.query_tokens, so an English question whose candidates hold Chinese
-    text no longer loads jieba's whole dictionary (~1 s of a cold CLI's "mmr" stage before)."""
-    return frozenset(search_tokens(text))
-
-
-def _similar(a: tuple[RecallResult, list[RawRef]], b: tuple[RecallResult, list[RawRef]],
-             tokens: Mapping[str, AbstractSet[str]], cards: frozenset[str] | set[str] = frozenset()) -> float:
-    """1.0 when two turn-level results cite overlapping bytes (an Episode and a Fact of the same turn), else the
-    Jaccard overlap of their title+text words (mmr_tokens). An entity, topic or rollup card's raw_refs are
-    sample mentions, not what it cites for this query: they make no line its duplicate."""
-    if not (_is_card(a[0], cards) or _is_card(b[0], cards)):
-        for x in a[1][:3]:
-            for y in b[1][:3]:
-                if x.raw_id == y.raw_id and x.offset < y.offset + y.length and y.offset < x.offset + x.length:
-                    return 1.0
-    ta, tb = tokens[a[0].node_id], tokens[b[0].node_id]
-    return len(ta & tb) / len(ta | tb) if ta and tb else 0.0
-
-
-def _is_card(r: RecallResult, cards: frozenset[str] | set[str]) -> bool:
-    return r.type in AGGREGATE or r.node_id in cards
-
-
-def _mmr(ranked: list[tuple[RecallResult, list[RawRef]]], k: int, cfg: RecallConfig,
-         hint: Mapping[str, Sequence[str]] | None = None,
-         cards: frozenset[str] | set[str] = frozenset()) -> list[tuple[RecallResult, list[RawRef]]]:
-    """Maximal marginal relevance over the best candidates, as the results' final score.
-
-    Each pick maximises score − penalty, penalty = (1−λ)/λ · top · (max similarity to what is already
-    picked): λ·score/top − (1−λ)·similarity in score units. A candidate at least cfg.mmr_threshold similar
-    to a pick (the same line as Episode and as Fact) keeps at most (1 − similarity) of its score; no score
-    falls below 0. The
-    pick's final score is that gain (breakdown "mmr": what MMR took off, "mmr_similarity"); a candidate's
-    gain only falls as picks are added, so the results come out in non-increasing final score: the printed
-    order is the ranking. λ = 1 keeps score order and scores."""
-    if cfg.mmr_lambda >= 1.0 or len(ranked) <= 1:
-        return ranked[:k]
-    pool = ranked[:max(k, cfg.mmr_pool)]
-    top = pool[0][0].score or 1.0
-    weight = (1 - cfg.mmr_lambda) / max(cfg.mmr_lambda, 1e-9) * top
-    hint = hint or {}
-    tokens = {r.node_id: frozenset(hint[r.node_id]) if r.node_id in hint else mmr_tokens(f"{r.title} {r.text}")
-              for r, _ in pool}
-
-    def gain(score: float, sim: float) -> float:
-        g = score - weight * sim
-        return max(0.0, min(g, score * (1.0 - sim)) if sim >= cfg.mmr_threshold else g)
-
-    picked: list[tuple[RecallResult, list[RawRef]]] = []
-    rest = list(pool)
-    best_sim = [0.0] * len(rest)
-    while rest and len(picked) < k:
-        gains = [gain(c[0].score, sim) for c, sim in zip(rest, best_sim)]
-        i = max(range(len(rest)), key=lambda j: (gains[j], -j))
-        chosen, sim = rest.pop(i), best_sim.pop(i)
-        r = chosen[0]
-        r.breakdown["mmr"] = gains[i] - r.score
-        r.breakdown["mmr_similarity"] = sim
-        r.score = gains[i]
-        picked.append(chosen)
-        best_sim = [max(s, _similar(c, chosen, tokens, cards)) for c, s in zip(rest, best_sim)]
-    return picked
-
-
-def _pack(results: list[RecallResult], budget: int) -> list[RecallResult]:
-    """The subset of `results` (in their order) fitting `budget` tokens with the most total score: the better of
-    greedy-by-score-per-token and the single best-scoring result that fits (the knapsack 2-approximation)."""
-    costs = [max(1, result_tokens(r)) for r in results]
-    order = sorted(range(len(results)), key=lambda i: (-results[i].score / costs[i], i))
-    chosen, used = set(), 0
-    for i in order:
-        if used + costs[i] <= budget:
-            chosen.add(i)
-            used += costs[i]
-    fitting = [i for i in range(len(results)) if costs[i] <= budget]
-    if fitting:
-        single = max(fitting, key=lambda i: (results[i].score, -i))
-        if results[single].score > sum(results[i].score for i in chosen):
-            chosen = {single}
-    return [results[i] for i in sorted(chosen)]
 
 
 def ranked_turns(results: Sequence[RecallResult]) -> list[tuple[str, str]]:

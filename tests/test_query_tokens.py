@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from r2g.tokens import search_tokens as r2g_search_tokens
-from recall.engine import mmr_tokens
+from recall.diversify import mmr_tokens
 from recall.query_tokens import LazyFreq, _lazy_tokenizer, search_tokens
 from recall_fixtures import puppy_lake
 
