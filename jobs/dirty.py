@@ -19,11 +19,13 @@ resolved against its whole tenant's graph). `DirtyRun.mode` and `.reason` say wh
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
@@ -42,7 +44,8 @@ from jobs.ops import OpsBatch
 from jobs.schema import COLD_EDGES, COMMUNITIES, OPS_APPLIED, OPS_REJECTED, REVIEW_QUEUE
 from r2g.schema import EDGES, NODES
 from raw_store.frames import as_frame
-from raw_store.lake import conform
+from raw_store.lake import conform, read_table, write_bytes_atomic, write_table
+from raw_store.tables import apply_overlay, diff_overlay, read_overlay, write_overlay
 
 # (tenant, rows, h) per tenant and table: rows and an order-sensitive sum of row hashes (see tenant_hashes)
 INPUT_HASHES = pa.schema([("tenant", pa.string()), ("table", pa.string()), ("rows", pa.int64()),
@@ -52,11 +55,20 @@ _CODE = ("jobs", "r2g", "raw_store")   # packages whose source the graph steps r
 
 @dataclass
 class Snapshot:
-    """What the last run's graph steps consumed (`inputs`: INPUT_HASHES) and made (`stage`), and under which
-    configuration, code and ops batches (`fingerprint`)."""
+    """What the last run's graph steps consumed (`inputs`: INPUT_HASHES) and made (`stage`, or `load` to read it
+    when first needed: a run whose every tenant is dirty never reads it), and under which configuration, code and
+    ops batches (`fingerprint`)."""
     fingerprint: str
     inputs: pa.Table
-    stage: GraphStage
+    held: GraphStage | None = None
+    load: Callable[[], GraphStage] | None = None
+
+    @property
+    def stage(self) -> GraphStage:
+        if self.held is None:
+            assert self.load is not None, "a snapshot holds its stage or can load it"
+            self.held = self.load()
+        return self.held
 
 
 @dataclass
@@ -201,3 +213,50 @@ def splice(before: GraphStage, part: GraphStage, dirty: set[str | None]) -> Grap
                       deleted_links=conform(before.deleted_links, COLD_EDGES),
                       ops_applied=conform(before.ops_applied, OPS_APPLIED),
                       ops_rejected=conform(before.ops_rejected, OPS_REJECTED))
+
+
+# -- the snapshot in the lake: lake/consolidated/steps/ -------------------------------------------------------------
+# The stage graph is kept as an overlay over the R2G graph it was made from (a clean tenant's R2G rows are the same
+# next time, so the overlay applies to them as it did); the small side tables whole. snapshot.json, naming the
+# fingerprint, is written last and removed first: a run that stops halfway leaves no snapshot, and the next is full.
+_SIDE = {"communities": COMMUNITIES, "version_review": REVIEW_QUEUE, "deleted_links": COLD_EDGES,
+         "ops_applied": OPS_APPLIED, "ops_rejected": OPS_REJECTED}
+
+
+def drop_snapshot(folder: Any) -> None:
+    """Remove the snapshot's marker (before the run's tables are rewritten)."""
+    marker = folder / "snapshot.json"
+    if marker.exists():
+        marker.unlink()
+
+
+def write_snapshot(folder: Any, run: DirtyRun, r2g_nodes: pa.Table, r2g_edges: pa.Table) -> None:
+    """`run`'s snapshot under `folder`, its stage graph as an overlay over the R2G graph it was made from; the
+    marker also says how that run went (DirtyRun.metadata)."""
+    snapshot = run.snapshot
+    stage = snapshot.stage
+    folder.mkdir(parents=True, exist_ok=True)
+    write_overlay(folder, "nodes", diff_overlay(as_frame(r2g_nodes), as_frame(stage.nodes), NODES), NODES)
+    write_overlay(folder, "edges", diff_overlay(as_frame(r2g_edges), as_frame(stage.edges), EDGES), EDGES)
+    for name, schema in _SIDE.items():
+        write_table(getattr(stage, name), folder / f"{name}.parquet", schema)
+    write_table(snapshot.inputs, folder / "inputs.parquet", INPUT_HASHES)
+    write_bytes_atomic(folder / "snapshot.json",
+                       json.dumps({"fingerprint": snapshot.fingerprint, "run": run.metadata()}, indent=1).encode())
+
+
+def read_snapshot(folder: Any, r2g_nodes: pa.Table, r2g_edges: pa.Table) -> Snapshot | None:
+    """The snapshot under `folder` (None when there is none); its stage is read when first asked for, over the
+    R2G graph of this run (right for the tenants whose input hash is unchanged: the only ones it is used for)."""
+    marker = folder / "snapshot.json"
+    if not marker.exists():
+        return None
+
+    def load() -> GraphStage:
+        nodes = apply_overlay(as_frame(r2g_nodes), read_overlay(folder, "nodes", NODES))
+        edges = apply_overlay(as_frame(r2g_edges), read_overlay(folder, "edges", EDGES))
+        side = {name: read_table(folder / f"{name}.parquet", schema) for name, schema in _SIDE.items()}
+        return GraphStage(nodes=conform(nodes.to_arrow(), NODES), edges=conform(edges.to_arrow(), EDGES), **side)
+
+    return Snapshot(json.loads(marker.read_text())["fingerprint"], read_table(folder / "inputs.parquet", INPUT_HASHES),
+                    load=load)
