@@ -29,7 +29,7 @@ from jobs.forget import ForgetRules
 from jobs.ops import OpsBatch, apply_ops
 from jobs.pii import flag_nodes
 from jobs.rollup import PROVENANCE as ROLLUP_PROVENANCE
-from jobs.rollup import RollupConfig, rollup_episodes
+from jobs.rollup import RollupConfig, RollupResult, rollup_episodes
 from jobs.schema import COLD_EDGES, COMMUNITIES, OPS_APPLIED, OPS_REJECTED, PROMOTIONS, REVIEW_QUEUE
 from jobs.sparsify import SparsifyConfig, sparsify
 from jobs.tiers import TierConfig, promote
@@ -137,8 +137,10 @@ def consolidate(nodes: pa.Table, edges: pa.Table, *, feedback: pa.Table, ops: Se
 
 def graph_steps(nodes: pa.Table, edges: pa.Table, *, ops: Sequence[OpsBatch], previous_communities: pa.Table | None,
                 resolve: Callable[[str, str], str | None] | None = None,
-                config: ConsolidationConfig | None = None) -> GraphStage:
-    """Ops, versions, communities, rollups and PII flags over the R2G graph (no date involved)."""
+                config: ConsolidationConfig | None = None,
+                rollup: Callable[[pa.Table, pa.Table, RollupConfig], RollupResult] = rollup_episodes) -> GraphStage:
+    """Ops, versions, communities, rollups and PII flags over the R2G graph (no date involved). `rollup` stands in
+    for rollup_episodes (jobs.dirty's reuses the unchanged conversations' parents)."""
     cfg = config or ConsolidationConfig()
     nodes, edges = conform(nodes, NODES), conform(edges, EDGES)
 
@@ -159,7 +161,7 @@ def graph_steps(nodes: pa.Table, edges: pa.Table, *, ops: Sequence[OpsBatch], pr
     topics = _without_orphaned_topics(comm.nodes, nodes, previous_communities)
     nodes, edges = concat([nodes, topics], NODES), concat([edges, comm.edges], EDGES)
 
-    roll = rollup_episodes(nodes, edges, cfg.rollup)
+    roll = rollup(nodes, edges, cfg.rollup)
     nodes, edges = concat([nodes, roll.nodes], NODES), concat([edges, roll.edges], EDGES)
 
     nodes = flag_nodes(nodes, redact_text=cfg.redact_pii)

@@ -29,6 +29,7 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from jobs.consolidate import (
     ConsolidationConfig,
@@ -41,12 +42,28 @@ from jobs.consolidate import (
 )
 from jobs.forget import ForgetRules
 from jobs.ops import OpsBatch
+from jobs.rollup import (
+    _EPISODE_COLS,
+    EPISODE,
+    ROLLUP_SUBTYPE,
+    SEMANTIC_CONTAINS,
+    RollupConfig,
+    RollupResult,
+    rollup_episodes,
+    rollup_group_keys,
+    rollup_input,
+)
+from jobs.rollup import PROVENANCE as ROLLUP_PROVENANCE
 from jobs.schema import COLD_EDGES, COMMUNITIES, OPS_APPLIED, OPS_REJECTED, REVIEW_QUEUE
 from r2g.schema import EDGES, NODES
 from raw_store.frames import as_frame
 from raw_store.lake import conform, read_table, write_bytes_atomic, write_table
 from raw_store.tables import apply_overlay, diff_overlay, read_overlay, write_overlay
 
+# (tenant, conv_id, bucket, rows, h) per rollup group: its Episodes' count and row hashes (see rollup_group_hashes)
+ROLLUP_GROUPS = pa.schema([("tenant", pa.string()), ("conv_id", pa.string()), ("bucket", pa.string()),
+                           ("rows", pa.int64()), ("h", pa.uint64())])
+_GROUP = ["tenant", "conv_id", "bucket"]
 # (tenant, rows, h) per tenant and table: rows and an order-sensitive sum of row hashes (see tenant_hashes)
 INPUT_HASHES = pa.schema([("tenant", pa.string()), ("table", pa.string()), ("rows", pa.int64()),
                           ("h", pa.uint64())])
@@ -60,8 +77,10 @@ class Snapshot:
     ops batches (`fingerprint`)."""
     fingerprint: str
     inputs: pa.Table
+    rollup_groups: pa.Table   # ROLLUP_GROUPS of the stage's input (see rollup_group_hashes)
     held: GraphStage | None = None
     load: Callable[[], GraphStage] | None = None
+    load_rollups: Callable[[], tuple[pa.Table, pa.Table]] | None = None
 
     @property
     def stage(self) -> GraphStage:
@@ -69,6 +88,12 @@ class Snapshot:
             assert self.load is not None, "a snapshot holds its stage or can load it"
             self.held = self.load()
         return self.held
+
+    def rollups(self) -> tuple[pa.Table, pa.Table]:
+        """The rollup parents and SEMANTIC_CONTAINS edges the stage holds (rows rollup_episodes made)."""
+        if self.held is None and self.load_rollups is not None:
+            return self.load_rollups()
+        return _made_by_rollup(self.stage.nodes), _made_by_rollup(self.stage.edges)
 
 
 @dataclass
@@ -102,16 +127,21 @@ def consolidate_dirty(nodes: pa.Table, edges: pa.Table, *, feedback: pa.Table, o
         dirty = changed_tenants(snapshot.inputs, inputs)
         if dirty & {b.tenant for b in ops}:
             reason = "a tenant with agent ops changed"
+    groups: list[pa.Table] = []
     if reason or snapshot is None:
-        stage = graph_steps(nodes, edges, ops=ops, previous_communities=previous.communities, config=cfg)
+        stage = graph_steps(nodes, edges, ops=ops, previous_communities=previous.communities, config=cfg,
+                            rollup=RollupOverDirtyGroups(None, groups, cfg))
         dirty = tenants
+        rollup_groups = groups[0]
     else:
         part = graph_steps(of_tenants(nodes, dirty), of_tenants(edges, dirty), ops=[],
-                           previous_communities=_of_tenants_or_none(previous.communities, dirty), config=cfg)
-        stage = splice(snapshot.stage, part, dirty)
+                           previous_communities=_of_tenants_or_none(previous.communities, dirty), config=cfg,
+                           rollup=RollupOverDirtyGroups(snapshot, groups, cfg))
+        stage = splice(snapshot.stage, part, dirty) if dirty != tenants else part
+        rollup_groups = concat([of_tenants(snapshot.rollup_groups, dirty, keep=False), groups[0]], ROLLUP_GROUPS)
     result = time_steps(stage, feedback=feedback, previous=previous, as_of=as_of, forget=forget, config=cfg)
     counts = {t: r for t, r in _rows_by_tenant(inputs).items() if t in dirty}
-    return DirtyRun(result=result, snapshot=Snapshot(fingerprint, inputs, stage),
+    return DirtyRun(result=result, snapshot=Snapshot(fingerprint, inputs, rollup_groups, stage),
                     mode="full" if reason or snapshot is None else "incremental",
                     reason=reason, tenants=len(tenants), dirty_tenants=len(dirty & tenants),
                     dirty_nodes=sum(n for n, _ in counts.values()), dirty_edges=sum(e for _, e in counts.values()))
@@ -199,6 +229,72 @@ def _of_tenants_or_none(table: pa.Table | None, tenants: set[str | None]) -> pa.
     return None if table is None else of_tenants(table, tenants)
 
 
+def rollup_group_hashes(nodes: pa.Table, config: RollupConfig) -> pa.Table:
+    """ROLLUP_GROUPS of `nodes`: per (tenant, conversation, bucket), the count of its Episodes and the sum of a hash
+    of (row, position in the group) over their rows: all a group's parents depend on (rollup_group_keys)."""
+    keys = as_frame(rollup_group_keys(nodes, config))   # the Episodes, in table order
+    eps = as_frame(nodes.select(_EPISODE_COLS)).filter(pl.col("type") == EPISODE)
+    rows = keys.with_columns(eps.select(pl.struct(_EPISODE_COLS).hash(seed=7).alias("_h")).to_series())
+    rows = rows.filter(pl.col("conv_id").is_not_null()).with_columns(pl.int_range(pl.len()).over(_GROUP).alias("_i"))
+    out = rows.group_by(_GROUP).agg(pl.len().cast(pl.Int64).alias("rows"),
+                                    (pl.struct("_h", "_i").hash(seed=11) // (1 << 24)).sum().cast(pl.UInt64).alias("h"))
+    return conform(out.sort(_GROUP, nulls_last=True).to_arrow(), ROLLUP_GROUPS)
+
+
+class RollupOverDirtyGroups:
+    """rollup_episodes for graph_steps that keeps the snapshot's parents of every conversation group whose Episodes
+    hash as before and rolls up the others (the group contract of jobs.rollup). Records the groups' hashes in
+    `record`. Only where that contract holds as used here: group_by conversation, no rollups or SEMANTIC_CONTAINS
+    in the input (R2G makes none), one row per Episode id, and no redaction (a kept parent is flagged again)."""
+
+    def __init__(self, snapshot: Snapshot | None, record: list[pa.Table], config: ConsolidationConfig) -> None:
+        self.snapshot, self.record, self.redact = snapshot, record, config.redact_pii
+
+    def __call__(self, nodes: pa.Table, edges: pa.Table, config: RollupConfig) -> RollupResult:
+        groups = rollup_group_hashes(nodes, config)
+        self.record.append(groups)
+        if self.snapshot is None or not self._applies(nodes, edges, config):
+            return rollup_episodes(nodes, edges, config)
+        now, before = as_frame(groups), as_frame(conform(self.snapshot.rollup_groups, ROLLUP_GROUPS))
+        clean = now.join(before, on=[*_GROUP, "rows", "h"], how="semi", nulls_equal=True).select(_GROUP)
+        keys = as_frame(rollup_group_keys(nodes, config)).join(clean, on=_GROUP, how="anti", nulls_equal=True)
+        part = rollup_episodes(*rollup_input(nodes, edges, keys.filter(pl.col("conv_id").is_not_null()).to_arrow(),
+                                             config), config)
+        parents, contains = self.snapshot.rollups()
+        kept = as_frame(rollup_group_keys(parents, config)).join(clean, on=_GROUP, how="semi", nulls_equal=True)
+        kept_ids = kept.select("tenant", "id")
+        kept_nodes = _rows_with(parents, kept_ids, "id")
+        kept_edges = _rows_with(contains, kept_ids, "src")
+        return RollupResult(nodes=_by_key(concat([kept_nodes, part.nodes], NODES)),
+                            edges=_by_key(concat([kept_edges, part.edges], EDGES)))
+
+    def _applies(self, nodes: pa.Table, edges: pa.Table, config: RollupConfig) -> bool:
+        if config.group_by != "conversation" or self.redact:
+            return False
+        n = as_frame(nodes.select(["tenant", "id", "type", "subtype"]))
+        eps = n.filter(pl.col("type") == EPISODE)
+        return (n.filter(pl.col("subtype") == ROLLUP_SUBTYPE).height == 0
+                and as_frame(edges.select(["type"])).filter(pl.col("type") == SEMANTIC_CONTAINS).height == 0
+                and eps.select("tenant", "id").is_unique().all())
+
+
+def _made_by_rollup(table: pa.Table) -> pa.Table:
+    return table.filter(pc.equal(table.column("provenance").fill_null(""), ROLLUP_PROVENANCE))
+
+
+def _rows_with(table: pa.Table, ids: pl.DataFrame, column: str) -> pa.Table:
+    """The rows of `table` whose (tenant, `column`) is a (tenant, id) of `ids`, in table order."""
+    f = as_frame(table.select(["tenant", column])).with_row_index("_row")
+    hit = f.join(ids, left_on=["tenant", column], right_on=["tenant", "id"], how="semi", nulls_equal=True)
+    return table.take(hit.get_column("_row").to_arrow())
+
+
+def _by_key(table: pa.Table) -> pa.Table:
+    """`table` sorted by (tenant, id), as rollup_episodes returns its rows."""
+    return table.take(as_frame(table.select(["tenant", "id"])).with_row_index("_row")
+                      .sort(["tenant", "id"], nulls_last=True, maintain_order=True).get_column("_row").to_arrow())
+
+
 def splice(before: GraphStage, part: GraphStage, dirty: set[str | None]) -> GraphStage:
     """The graph stage of every tenant: `before`'s rows of the clean tenants, `part`'s of the dirty ones. Agent
     ops never belong to a dirty tenant here (else a full run), so their tables are `before`'s."""
@@ -241,6 +337,7 @@ def write_snapshot(folder: Any, run: DirtyRun, r2g_nodes: pa.Table, r2g_edges: p
     for name, schema in _SIDE.items():
         write_table(getattr(stage, name), folder / f"{name}.parquet", schema)
     write_table(snapshot.inputs, folder / "inputs.parquet", INPUT_HASHES)
+    write_table(snapshot.rollup_groups, folder / "rollup_groups.parquet", ROLLUP_GROUPS)
     write_bytes_atomic(folder / "snapshot.json",
                        json.dumps({"fingerprint": snapshot.fingerprint, "run": run.metadata()}, indent=1).encode())
 
@@ -249,7 +346,9 @@ def read_snapshot(folder: Any, r2g_nodes: pa.Table, r2g_edges: pa.Table) -> Snap
     """The snapshot under `folder` (None when there is none); its stage is read when first asked for, over the
     R2G graph of this run (right for the tenants whose input hash is unchanged: the only ones it is used for)."""
     marker = folder / "snapshot.json"
-    if not marker.exists():
+    files = [marker, *(folder / f"{n}.parquet" for n in ("inputs", "rollup_groups", "nodes", "nodes_removed", "edges",
+                                                           "edges_removed", *_SIDE))]
+    if not all(f.exists() for f in files):
         return None
 
     def load() -> GraphStage:
@@ -258,5 +357,10 @@ def read_snapshot(folder: Any, r2g_nodes: pa.Table, r2g_edges: pa.Table) -> Snap
         side = {name: read_table(folder / f"{name}.parquet", schema) for name, schema in _SIDE.items()}
         return GraphStage(nodes=conform(nodes.to_arrow(), NODES), edges=conform(edges.to_arrow(), EDGES), **side)
 
+    def load_rollups() -> tuple[pa.Table, pa.Table]:
+        # rollup rows are never R2G's: the overlay's upserts hold them all
+        return (_made_by_rollup(read_table(folder / "nodes.parquet", NODES)),
+                _made_by_rollup(read_table(folder / "edges.parquet", EDGES)))
+
     return Snapshot(json.loads(marker.read_text())["fingerprint"], read_table(folder / "inputs.parquet", INPUT_HASHES),
-                    load=load)
+                    read_table(folder / "rollup_groups.parquet", ROLLUP_GROUPS), load=load, load_rollups=load_rollups)

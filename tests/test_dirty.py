@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 from datetime import timedelta
+from unittest import mock
 
 import polars as pl
 import pyarrow as pa
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 from jobs.consolidate import ConsolidationConfig, ConsolidationResult, Previous, consolidate
 from jobs.dirty import changed_tenants, consolidate_dirty, tenant_hashes
 from jobs.forget import ForgetRequest, ForgetRules
-from jobs.rollup import RollupConfig
+from jobs.rollup import RollupConfig, rollup_input
 from tests.consolidation_graphs import RandomGraph, random_graph
 from tests.fuzzing import fuzz_settings
 from tests.test_consolidation_golden import assert_same
@@ -123,3 +124,22 @@ def test_tenant_hashes_see_a_changed_a_moved_and_a_removed_row() -> None:
     for variant in (changed, moved, n.filter(~t0 | (pl.col("id") != first))):
         assert changed_tenants(base, tenant_hashes(variant.to_arrow().cast(g.nodes.schema), g.edges)) == {"t0"}
     assert changed_tenants(base, tenant_hashes(g.nodes, g.edges)) == set()
+
+
+@fuzz_settings(10)
+@given(SEEDS)
+def test_a_changed_conversation_is_the_only_one_rolled_up_again(seed) -> None:
+    g = random_graph(seed, tenants=1, episodes=40)
+    n = pl.from_arrow(g.nodes)
+    late = n.filter((pl.col("type") == "Episode") & (pl.col("conv_id") == "c1")).tail(2).select("tenant", "id")
+    old_nodes = n.join(late, on=["tenant", "id"], how="anti").to_arrow().cast(g.nodes.schema)
+    first = consolidate_dirty(old_nodes, g.edges, feedback=g.feedback, ops=[], previous=Previous(), as_of=g.as_of,
+                              snapshot=None, config=CONFIG)
+    previous = previous_of(first.result)
+    with mock.patch("jobs.dirty.rollup_input", wraps=rollup_input) as spy:
+        run = consolidate_dirty(g.nodes, g.edges, feedback=g.feedback, ops=[], previous=previous, as_of=g.as_of,
+                                snapshot=first.snapshot, config=CONFIG)
+    asked = [set(call.args[2].column("conv_id").to_pylist()) for call in spy.call_args_list]
+    assert_same_result(run.result, consolidate(g.nodes, g.edges, feedback=g.feedback, ops=[], previous=previous,
+                                               as_of=g.as_of, config=CONFIG))
+    assert asked == ([{"c1"}] if late.height else [set()])
