@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields, is_dataclass
 from datetime import datetime
 from importlib.metadata import version
 from pathlib import Path
@@ -137,7 +137,8 @@ def consolidate_dirty(nodes: pa.Table, edges: pa.Table, *, feedback: pa.Table, o
         part = graph_steps(of_tenants(nodes, dirty), of_tenants(edges, dirty), ops=[],
                            previous_communities=_of_tenants_or_none(previous.communities, dirty), config=cfg,
                            rollup=RollupOverDirtyGroups(snapshot, groups, cfg))
-        stage = splice(snapshot.stage, part, dirty) if dirty != tenants else part
+        # every tenant of the snapshot dirty: nothing of it to keep (and its stage need not be read)
+        stage = splice(snapshot.stage, part, dirty) if _tenants(snapshot.inputs) - dirty else part
         rollup_groups = concat([of_tenants(snapshot.rollup_groups, dirty, keep=False), groups[0]], ROLLUP_GROUPS)
     result = time_steps(stage, feedback=feedback, previous=previous, as_of=as_of, forget=forget, config=cfg)
     counts = {t: r for t, r in _rows_by_tenant(inputs).items() if t in dirty}
@@ -160,7 +161,8 @@ def _why_full(snapshot: Snapshot | None, fingerprint: str, previous: Previous) -
 def run_fingerprint(config: ConsolidationConfig, ops: Sequence[OpsBatch]) -> str:
     """What the graph steps' output depends on besides each tenant's rows: the configuration, the source of the
     code they run, the library versions (Leiden, hashing) and the ops batches with their times."""
-    h = hashlib.sha256(repr(config).encode())
+    # not repr(): a frozenset's order changes with the process's string hash seed
+    h = hashlib.sha256(_canonical(config).encode())
     for lib in ("polars", "pyarrow", "igraph"):
         h.update(f"{lib}={version(lib)}".encode())
     root = Path(__file__).resolve().parent.parent
@@ -171,6 +173,19 @@ def run_fingerprint(config: ConsolidationConfig, ops: Sequence[OpsBatch]) -> str
     for b in sorted(ops, key=lambda b: (b.tenant, b.source_file, b.batch_id)):
         h.update(f"{b.tenant}\x1f{b.source_file}\x1f{b.batch_id}\x1f{b.at.isoformat()}".encode())
     return h.hexdigest()
+
+
+def _canonical(value: object) -> str:
+    """A text of `value` (dataclasses, mappings, sets, sequences, scalars) that is the same in every process."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return f"{type(value).__name__}({', '.join(f'{f.name}={_canonical(getattr(value, f.name))}' for f in fields(value))})"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(sorted(f"{_canonical(k)}: {_canonical(v)}" for k, v in value.items())) + "}"
+    if isinstance(value, (set, frozenset)):
+        return "{" + ", ".join(sorted(_canonical(v) for v in value)) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_canonical(v) for v in value) + "]"
+    return repr(value)
 
 
 def tenant_hashes(nodes: pa.Table, edges: pa.Table) -> pa.Table:

@@ -5,6 +5,7 @@ dirty-set run over the lake after it, against consolidate() of the same input an
 """
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import replace
 from datetime import timedelta
@@ -143,3 +144,15 @@ def test_a_changed_conversation_is_the_only_one_rolled_up_again(seed) -> None:
     assert_same_result(run.result, consolidate(g.nodes, g.edges, feedback=g.feedback, ops=[], previous=previous,
                                                as_of=g.as_of, config=CONFIG))
     assert asked == ([{"c1"}] if late.height else [set()])
+
+
+def test_the_fingerprint_is_the_same_in_every_process() -> None:
+    """A set in the configuration must not make two runs' fingerprints differ (string hashing is per process)."""
+    import subprocess
+    import sys
+
+    code = ("from jobs.consolidate import ConsolidationConfig; from jobs.dirty import run_fingerprint; "
+            "print(run_fingerprint(ConsolidationConfig(), []))")
+    prints = {subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONHASHSEED": seed},
+                             capture_output=True, text=True, check=True).stdout for seed in ("1", "2")}
+    assert len(prints) == 1
