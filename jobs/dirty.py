@@ -106,6 +106,7 @@ class DirtyRun:
     dirty_tenants: int       # tenants whose graph steps ran
     dirty_nodes: int         # input node rows of those tenants
     dirty_edges: int         # input edge rows of those tenants
+    stage_reused: bool = False   # no tenant changed (nor went): the snapshot's stage as it was
 
     def metadata(self) -> dict:
         return {"consolidation_mode": self.mode, "full_reason": self.reason, "tenants": self.tenants,
@@ -134,18 +135,22 @@ def consolidate_dirty(nodes: pa.Table, edges: pa.Table, *, feedback: pa.Table, o
         dirty = tenants
         rollup_groups = groups[0]
     else:
-        part = graph_steps(of_tenants(nodes, dirty), of_tenants(edges, dirty), ops=[],
-                           previous_communities=_of_tenants_or_none(previous.communities, dirty), config=cfg,
-                           rollup=RollupOverDirtyGroups(snapshot, groups, cfg))
-        # every tenant of the snapshot dirty: nothing of it to keep (and its stage need not be read)
-        stage = splice(snapshot.stage, part, dirty) if _tenants(snapshot.inputs) - dirty else part
-        rollup_groups = concat([of_tenants(snapshot.rollup_groups, dirty, keep=False), groups[0]], ROLLUP_GROUPS)
+        if not dirty:   # the input as last time (a daily run): only the time steps
+            stage, rollup_groups = snapshot.stage, snapshot.rollup_groups
+        else:
+            part = graph_steps(of_tenants(nodes, dirty), of_tenants(edges, dirty), ops=[],
+                               previous_communities=_of_tenants_or_none(previous.communities, dirty), config=cfg,
+                               rollup=RollupOverDirtyGroups(snapshot, groups, cfg))
+            # every tenant of the snapshot dirty: nothing of it to keep (and its stage need not be read)
+            stage = splice(snapshot.stage, part, dirty) if _tenants(snapshot.inputs) - dirty else part
+            rollup_groups = concat([of_tenants(snapshot.rollup_groups, dirty, keep=False), groups[0]], ROLLUP_GROUPS)
     result = time_steps(stage, feedback=feedback, previous=previous, as_of=as_of, forget=forget, config=cfg)
     counts = {t: r for t, r in _rows_by_tenant(inputs).items() if t in dirty}
     return DirtyRun(result=result, snapshot=Snapshot(fingerprint, inputs, rollup_groups, stage),
                     mode="full" if reason or snapshot is None else "incremental",
                     reason=reason, tenants=len(tenants), dirty_tenants=len(dirty & tenants),
-                    dirty_nodes=sum(n for n, _ in counts.values()), dirty_edges=sum(e for _, e in counts.values()))
+                    dirty_nodes=sum(n for n, _ in counts.values()), dirty_edges=sum(e for _, e in counts.values()),
+                    stage_reused=not reason and snapshot is not None and not dirty)
 
 
 def _why_full(snapshot: Snapshot | None, fingerprint: str, previous: Previous) -> str:
@@ -347,12 +352,14 @@ def write_snapshot(folder: Any, run: DirtyRun, r2g_nodes: pa.Table, r2g_edges: p
     snapshot = run.snapshot
     stage = snapshot.stage
     folder.mkdir(parents=True, exist_ok=True)
-    write_overlay(folder, "nodes", diff_overlay(as_frame(r2g_nodes), as_frame(stage.nodes), NODES), NODES)
-    write_overlay(folder, "edges", diff_overlay(as_frame(r2g_edges), as_frame(stage.edges), EDGES), EDGES)
-    for name, schema in _SIDE.items():
-        write_table(getattr(stage, name), folder / f"{name}.parquet", schema)
-    write_table(snapshot.inputs, folder / "inputs.parquet", INPUT_HASHES)
-    write_table(snapshot.rollup_groups, folder / "rollup_groups.parquet", ROLLUP_GROUPS)
+    # no tenant redone: the same input and stage as the snapshot read, whose files stay (the costly part to write)
+    if not run.stage_reused:
+        write_overlay(folder, "nodes", diff_overlay(as_frame(r2g_nodes), as_frame(stage.nodes), NODES), NODES)
+        write_overlay(folder, "edges", diff_overlay(as_frame(r2g_edges), as_frame(stage.edges), EDGES), EDGES)
+        for name, schema in _SIDE.items():
+            write_table(getattr(stage, name), folder / f"{name}.parquet", schema)
+        write_table(snapshot.inputs, folder / "inputs.parquet", INPUT_HASHES)
+        write_table(snapshot.rollup_groups, folder / "rollup_groups.parquet", ROLLUP_GROUPS)
     write_bytes_atomic(folder / "snapshot.json",
                        json.dumps({"fingerprint": snapshot.fingerprint, "run": run.metadata()}, indent=1).encode())
 

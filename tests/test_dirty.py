@@ -104,7 +104,7 @@ def test_an_unchanged_lake_redoes_no_tenant_and_a_new_config_redoes_all() -> Non
     previous = previous_of(first.result)
     again = consolidate_dirty(g.nodes, g.edges, feedback=g.feedback, ops=[], previous=previous, as_of=g.as_of,
                               snapshot=first.snapshot, config=CONFIG)
-    assert (again.mode, again.dirty_tenants) == ("incremental", 0)
+    assert (again.mode, again.dirty_tenants, again.stage_reused) == ("incremental", 0, True)
     assert_same_result(again.result, consolidate(g.nodes, g.edges, feedback=g.feedback, ops=[], previous=previous,
                                                  as_of=g.as_of, config=CONFIG))
     other = consolidate_dirty(g.nodes, g.edges, feedback=g.feedback, ops=[], previous=previous, as_of=g.as_of,

@@ -2,9 +2,10 @@
 consolidation of the same lake.
 
 Two lakes go through the same steps with the real pipeline: the first files; one more file (tenant demo); a forget
-request (demo); an agent ops file (demo); a file of the other tenant (research). One lake consolidates as it does by
-default (jobs.dirty), the other with every lake-wide step recomputed in full (`MEMCTL_FULL=1`). After every step the
-consolidation's files must be equal, and the default lake must have redone only the tenants that changed.
+request (demo); a run as of a later date; an agent ops file (demo); a file of the other tenant (research). One lake
+consolidates as it does by default (jobs.dirty), the other with every lake-wide step recomputed in full
+(`MEMCTL_FULL=1`). After every step the consolidation's files must be equal, and the default lake must have redone
+only the tenants that changed.
 """
 from __future__ import annotations
 
@@ -44,10 +45,15 @@ def _add_research(lake: Lake) -> None:
     (lake.inbox / "research" / "extra_r.jsonl").write_text(_extra(7), "utf-8")
 
 
+def _later(lake: Lake) -> None:
+    os.environ["MEMCTL_AS_OF"] = "2024-07-01T00:00:00"   # the fixture's monkeypatch restores it
+
+
 STEPS: list[tuple[str, Callable[[Lake], None], str, int]] = [   # (what, change, mode, tenants redone)
     ("first build", lambda lake: None, "full", 2),
     ("a new demo file", _add_demo, "incremental", 1),
     ("a forget request", _forget_extra0, "incremental", 1),
+    ("a later as_of, the same input", _later, "incremental", 0),   # before the ops: a batch's time is the as_of
     ("an ops file", _add_ops, "full", 2),
     ("a new research file", _add_research, "incremental", 1),
 ]
