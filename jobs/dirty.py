@@ -347,8 +347,7 @@ def drop_snapshot(folder: Any) -> None:
 
 
 def write_snapshot(folder: Any, run: DirtyRun, r2g_nodes: pa.Table, r2g_edges: pa.Table) -> None:
-    """`run`'s snapshot under `folder`, its stage graph as an overlay over the R2G graph it was made from; the
-    marker also says how that run went (DirtyRun.metadata)."""
+    """`run`'s snapshot under `folder`, its stage graph as an overlay over the R2G graph it was made from."""
     snapshot = run.snapshot
     stage = snapshot.stage
     folder.mkdir(parents=True, exist_ok=True)
@@ -360,8 +359,8 @@ def write_snapshot(folder: Any, run: DirtyRun, r2g_nodes: pa.Table, r2g_edges: p
             write_table(getattr(stage, name), folder / f"{name}.parquet", schema)
         write_table(snapshot.inputs, folder / "inputs.parquet", INPUT_HASHES)
         write_table(snapshot.rollup_groups, folder / "rollup_groups.parquet", ROLLUP_GROUPS)
-    write_bytes_atomic(folder / "snapshot.json",
-                       json.dumps({"fingerprint": snapshot.fingerprint, "run": run.metadata()}, indent=1).encode())
+    # the fingerprint only: a lake re-run after a crash must end with the same bytes as one never interrupted
+    write_bytes_atomic(folder / "snapshot.json", json.dumps({"fingerprint": snapshot.fingerprint}).encode())
 
 
 def read_snapshot(folder: Any, r2g_nodes: pa.Table, r2g_edges: pa.Table) -> Snapshot | None:

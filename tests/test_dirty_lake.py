@@ -29,8 +29,15 @@ def _files(lake: Lake) -> dict[str, bytes]:
     return out
 
 
-def _last_run(lake: Lake) -> dict:
-    return json.loads((lake.root / "lake" / "consolidated" / "steps" / "snapshot.json").read_text())["run"]
+def _last_run() -> tuple[str, int]:
+    """(consolidation_mode, dirty_tenants) of the latest `nodes` materialization ($DAGSTER_HOME: the lake built last)."""
+    import dagster as dg
+
+    with dg.DagsterInstance.get() as instance:
+        event = instance.get_latest_materialization_event(dg.AssetKey("nodes"))
+        assert event is not None and event.asset_materialization is not None
+        meta = event.asset_materialization.metadata
+        return meta["consolidation_mode"].value, meta["dirty_tenants"].value
 
 
 def _add_demo(lake: Lake) -> None:
@@ -71,17 +78,17 @@ def lockstep(tmp_path_factory):
             _inbox(lake.root, extras=1)
         out = []
         for what, change, _, _ in STEPS:
-            files = {}
+            files, ran = {}, None
             for way, lake in lakes.items():
                 change(lake)
+                mp.setenv("DAGSTER_HOME", str(lake.root / "dagster_home"))
                 if way == "full":
                     mp.setenv("MEMCTL_FULL", "1")
                 _build(lake)
                 mp.delenv("MEMCTL_FULL", raising=False)
                 files[way] = _files(lake)
-            run = _last_run(lakes["dirty"])
-            out.append((what, (run["consolidation_mode"], run["dirty_tenants"]), files["dirty"], files["full"]))
-        os.environ.pop("DAGSTER_HOME", None)
+                ran = ran or _last_run()
+            out.append((what, ran, files["dirty"], files["full"]))
         yield out
 
 
