@@ -23,7 +23,8 @@ from assets.metadata import (
 )
 from assets.resources import LakeResource
 from assets.sensors import LAKE_JOB
-from jobs.consolidate import ConsolidationConfig, Previous, concat, consolidate, default_as_of
+from jobs.consolidate import ConsolidationConfig, Previous, concat, default_as_of
+from jobs.dirty import consolidate_dirty, drop_snapshot, read_snapshot, write_snapshot
 from jobs.feedback import read_hits
 from jobs.forget import ForgetRules, load_requests
 from jobs.inbox import OPS_FORMAT
@@ -120,11 +121,14 @@ def consolidation(context: dg.AssetExecutionContext,
     as_of = lake.as_of_datetime() or default_as_of(messages, previous.promotions)
     requests = load_requests(lk)
     r2g_nodes, r2g_edges = read_graph_tables(lk, "r2g")
-    result = consolidate(r2g_nodes, r2g_edges, feedback=feedback, ops=ops_batches(lk, as_of), previous=previous,
-                         as_of=as_of, forget=ForgetRules(requests), config=ConsolidationConfig.from_env())
+    steps = folder / "steps"
+    run = consolidate_dirty(r2g_nodes, r2g_edges, feedback=feedback, ops=ops_batches(lk, as_of), previous=previous,
+                            as_of=as_of, forget=ForgetRules(requests), config=ConsolidationConfig.from_env(),
+                            snapshot=None if lake.full_rebuild else read_snapshot(steps, r2g_nodes, r2g_edges))
+    result = run.result
+    drop_snapshot(steps)   # until this run's tables are all written (a crash before: the next run is full)
     node_overlay = diff_overlay(as_frame(r2g_nodes), as_frame(result.nodes), NODES, ignore=STATE_COLUMNS)
     edge_overlay = diff_overlay(as_frame(r2g_edges), as_frame(result.edges), EDGES)
-    del r2g_nodes, r2g_edges
     changes = run_changes(lk, result.nodes, result.edges, messages.num_rows, len(requests))
     # promotions accumulate: written first, so a crash before the graph re-derives the same rows (deduplicated)
     tables = {"promotions": result.promotions, "communities": result.communities,
@@ -135,9 +139,13 @@ def consolidation(context: dg.AssetExecutionContext,
     write_overlay(folder, "edges", edge_overlay, EDGES)
     write_overlay(folder, "nodes", node_overlay, NODES)
     write_table(result.nodes.select(NODE_STATE.names), state, NODE_STATE)
+    write_snapshot(steps, run, r2g_nodes, r2g_edges)
+    del r2g_nodes, r2g_edges
     hand_over_graph_tables(lk, "consolidated", result.nodes, result.edges)   # the index step's input, in hand
     chunks = read_lake_table(lk, "raw_chunks", ["tenant", "id", "len_bytes"])
-    context.log.info(f"consolidation as of {as_of:%Y-%m-%d %H:%M}: {result.stats}")
+    context.log.info(f"consolidation as of {as_of:%Y-%m-%d %H:%M}, {run.mode}"
+                     f"{f' ({run.reason})' if run.reason else ''}: {run.dirty_tenants} of {run.tenants} tenants "
+                     f"redone ({run.dirty_nodes} nodes, {run.dirty_edges} edges); {result.stats}")
     node_types, edge_types = value_counts(result.nodes, "type"), value_counts(result.edges, "type")
     yield dg.MaterializeResult(asset_key="nodes", metadata={
         **table_metadata(result.nodes, ["type", "tier", "category", "weight", "title"]),
@@ -145,7 +153,7 @@ def consolidation(context: dg.AssetExecutionContext,
         "by_type": dg.MetadataValue.json(node_types),
         "by_tier": dg.MetadataValue.json(value_counts(result.nodes, "tier")),
         "by_status": dg.MetadataValue.json(value_counts(result.nodes, "status")),
-        **changes.metadata(), "overlay_rows": node_overlay.upserts.num_rows,
+        **changes.metadata(), **run.metadata(), "overlay_rows": node_overlay.upserts.num_rows,
         "as_of": as_of.isoformat()})
     yield dg.MaterializeResult(asset_key="edges", metadata={
         **table_metadata(result.edges, ["type", "src", "dst", "weight"]),

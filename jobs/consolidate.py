@@ -28,7 +28,8 @@ from jobs.communities import CommunityConfig, detect_communities
 from jobs.forget import ForgetRules
 from jobs.ops import OpsBatch, apply_ops
 from jobs.pii import flag_nodes
-from jobs.rollup import RollupConfig, rollup_episodes
+from jobs.rollup import PROVENANCE as ROLLUP_PROVENANCE
+from jobs.rollup import RollupConfig, RollupResult, rollup_episodes
 from jobs.schema import COLD_EDGES, COMMUNITIES, OPS_APPLIED, OPS_REJECTED, PROMOTIONS, REVIEW_QUEUE
 from jobs.sparsify import SparsifyConfig, sparsify
 from jobs.tiers import TierConfig, promote
@@ -110,13 +111,37 @@ def default_as_of(messages: pa.Table, promotions: pa.Table | None = None) -> dat
     return max((t for t in stamps if t is not None), default=datetime(1970, 1, 1))
 
 
+@dataclass
+class GraphStage:
+    """What the steps that do not depend on the date make (ops → versions → topics → rollups → PII): per tenant,
+    a function of that tenant's R2G rows, ops and previous communities alone (jobs.dirty reuses it per tenant)."""
+    nodes: pa.Table          # NODES
+    edges: pa.Table          # EDGES
+    communities: pa.Table    # COMMUNITIES
+    version_review: pa.Table  # REVIEW_QUEUE (near-tie contradictions)
+    deleted_links: pa.Table  # COLD_EDGES (link_delete ops)
+    ops_applied: pa.Table    # OPS_APPLIED
+    ops_rejected: pa.Table   # OPS_REJECTED
+
+
 def consolidate(nodes: pa.Table, edges: pa.Table, *, feedback: pa.Table, ops: Sequence[OpsBatch],
                 previous: Previous, as_of: datetime, forget: ForgetRules | None = None,
                 resolve: Callable[[str, str], str | None] | None = None,
                 config: ConsolidationConfig | None = None) -> ConsolidationResult:
     """The consolidated graph and its side tables (see the module doc for the order of the steps)."""
     cfg = config or ConsolidationConfig()
-    stats: dict = {"as_of": as_of.isoformat()}
+    stage = graph_steps(nodes, edges, ops=ops, previous_communities=previous.communities, resolve=resolve,
+                        config=cfg)
+    return time_steps(stage, feedback=feedback, previous=previous, as_of=as_of, forget=forget, config=cfg)
+
+
+def graph_steps(nodes: pa.Table, edges: pa.Table, *, ops: Sequence[OpsBatch], previous_communities: pa.Table | None,
+                resolve: Callable[[str, str], str | None] | None = None,
+                config: ConsolidationConfig | None = None,
+                rollup: Callable[[pa.Table, pa.Table, RollupConfig], RollupResult] = rollup_episodes) -> GraphStage:
+    """Ops, versions, communities, rollups and PII flags over the R2G graph (no date involved). `rollup` stands in
+    for rollup_episodes (jobs.dirty's reuses the unchanged conversations' parents)."""
+    cfg = config or ConsolidationConfig()
     nodes, edges = conform(nodes, NODES), conform(edges, EDGES)
 
     applied, rejected = [], []
@@ -128,20 +153,31 @@ def consolidate(nodes: pa.Table, edges: pa.Table, *, feedback: pa.Table, ops: Se
         nodes, edges, deleted_links = res.nodes, res.edges, conform(res.cold_edges, COLD_EDGES)
         applied.append(res.applied)
         rejected.append(res.rejected)
-    ops_applied = concat(applied, OPS_APPLIED)
-    ops_rejected = concat(rejected + [b.parse_rejects for b in ops], OPS_REJECTED)
 
     versions = version_facts(nodes, edges, cfg.versions)
     nodes, edges = versions.nodes, versions.edges
 
-    comm = detect_communities(nodes, edges, previous.communities, cfg.communities)
-    topics = _without_orphaned_topics(comm.nodes, nodes, previous.communities)
+    comm = detect_communities(nodes, edges, previous_communities, cfg.communities)
+    topics = _without_orphaned_topics(comm.nodes, nodes, previous_communities)
     nodes, edges = concat([nodes, topics], NODES), concat([edges, comm.edges], EDGES)
 
-    roll = rollup_episodes(nodes, edges, cfg.rollup)
+    roll = rollup(nodes, edges, cfg.rollup)
     nodes, edges = concat([nodes, roll.nodes], NODES), concat([edges, roll.edges], EDGES)
 
     nodes = flag_nodes(nodes, redact_text=cfg.redact_pii)
+    return GraphStage(nodes=nodes, edges=edges, communities=conform(comm.communities, COMMUNITIES),
+                      version_review=conform(versions.review_queue, REVIEW_QUEUE), deleted_links=deleted_links,
+                      ops_applied=concat(applied, OPS_APPLIED),
+                      ops_rejected=concat(rejected + [b.parse_rejects for b in ops], OPS_REJECTED))
+
+
+def time_steps(stage: GraphStage, *, feedback: pa.Table, previous: Previous, as_of: datetime,
+               forget: ForgetRules | None = None, config: ConsolidationConfig | None = None) -> ConsolidationResult:
+    """Tiers, degree caps and forgetting as of `as_of` over the whole stage graph (vectorised sweeps: the date
+    moves every node), and the accumulated side tables."""
+    cfg = config or ConsolidationConfig()
+    stats: dict = {"as_of": as_of.isoformat()}
+    nodes, edges = stage.nodes, stage.edges
 
     tiers = promote(nodes, feedback, previous.nodes, as_of, cfg.tiers, edges=edges)
     nodes = tiers.nodes
@@ -156,17 +192,18 @@ def consolidate(nodes: pa.Table, edges: pa.Table, *, feedback: pa.Table, ops: Se
     promotions = _first_of_each(concat([previous.promotions, tiers.promotions], PROMOTIONS),
                                 ["tenant", "node_id", "at", "from_tier", "to_tier", "from_category", "to_category",
                                  "from_status", "to_status"])
-    review = _dedup_sorted(concat([versions.review_queue, tiers.review], REVIEW_QUEUE), ["tenant", "id"])
+    review = _dedup_sorted(concat([stage.version_review, tiers.review], REVIEW_QUEUE), ["tenant", "id"])
 
-    stats.update({"ops_applied": ops_applied.num_rows, "ops_rejected": ops_rejected.num_rows,
-                  "communities": comm.communities.num_rows, "rollups": roll.nodes.num_rows,
+    stats.update({"ops_applied": stage.ops_applied.num_rows, "ops_rejected": stage.ops_rejected.num_rows,
+                  "communities": stage.communities.num_rows,
+                  "rollups": pc.sum(pc.equal(stage.nodes.column("provenance"), ROLLUP_PROVENANCE)).as_py() or 0,
                   "promotions": tiers.promotions.num_rows, "review": review.num_rows,
                   "cold_edges": sparse.cold.num_rows})
     return ConsolidationResult(
         nodes=_sorted(nodes, NODES), edges=_sorted(edges, EDGES),
-        communities=conform(comm.communities, COMMUNITIES), promotions=promotions, review_queue=review,
-        cold_edges=_sorted(concat([deleted_links, sparse.cold], COLD_EDGES), COLD_EDGES),
-        ops_applied=ops_applied, ops_rejected=ops_rejected, stats=stats)
+        communities=stage.communities, promotions=promotions, review_queue=review,
+        cold_edges=_sorted(concat([stage.deleted_links, sparse.cold], COLD_EDGES), COLD_EDGES),
+        ops_applied=stage.ops_applied, ops_rejected=stage.ops_rejected, stats=stats)
 
 
 def _like(current: object, value: object) -> object:

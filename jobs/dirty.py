@@ -1,0 +1,387 @@
+"""Consolidation over a dirty set: redo the date-free steps only for the tenants whose input changed.
+
+    graph steps (ops → versions → topics → rollups → PII)   per tenant: a function of that tenant's R2G rows, its
+                                                             ops batches and its previous communities alone
+    time steps (tiers → caps → forget)                        a vectorised sweep over every node: `as_of` moves
+                                                             them all
+
+A run keeps a `Snapshot`: a hash of each tenant's R2G input rows and the graph steps' output. The next run hashes
+its input the same way; a tenant whose hash is unchanged keeps the snapshot's rows byte for byte, the others (new,
+changed or gone tenants) run the graph steps on their own rows, and the time steps sweep the spliced graph. Forget
+requests need no rule of their own: R2G drops what they name (the tenant's hash changes) and the time steps drop
+the consolidated nodes they name. The result equals `consolidate()` on the same input and previous state
+(tests/test_dirty.py).
+
+A full run instead when the snapshot is missing or was made by another configuration, code version or set of
+agent ops batches (their `at` included), or when a changed tenant has ops batches (an op's free-text target is
+resolved against its whole tenant's graph). `DirtyRun.mode` and `.reason` say which ran and why.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields, is_dataclass
+from datetime import datetime
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from jobs.consolidate import (
+    ConsolidationConfig,
+    ConsolidationResult,
+    GraphStage,
+    Previous,
+    concat,
+    graph_steps,
+    time_steps,
+)
+from jobs.forget import ForgetRules
+from jobs.ops import OpsBatch
+from jobs.rollup import (
+    _EPISODE_COLS,
+    EPISODE,
+    ROLLUP_SUBTYPE,
+    SEMANTIC_CONTAINS,
+    RollupConfig,
+    RollupResult,
+    rollup_episodes,
+    rollup_group_keys,
+    rollup_input,
+)
+from jobs.rollup import PROVENANCE as ROLLUP_PROVENANCE
+from jobs.schema import COLD_EDGES, COMMUNITIES, OPS_APPLIED, OPS_REJECTED, REVIEW_QUEUE
+from r2g.schema import EDGES, NODES
+from raw_store.frames import as_frame
+from raw_store.lake import conform, read_table, write_bytes_atomic, write_table
+from raw_store.tables import apply_overlay, diff_overlay, read_overlay, write_overlay
+
+# (tenant, conv_id, bucket, rows, h) per rollup group: its Episodes' count and row hashes (see rollup_group_hashes)
+ROLLUP_GROUPS = pa.schema([("tenant", pa.string()), ("conv_id", pa.string()), ("bucket", pa.string()),
+                           ("rows", pa.int64()), ("h", pa.uint64())])
+_GROUP = ["tenant", "conv_id", "bucket"]
+# (tenant, rows, h) per tenant and table: rows and an order-sensitive sum of row hashes (see tenant_hashes)
+INPUT_HASHES = pa.schema([("tenant", pa.string()), ("table", pa.string()), ("rows", pa.int64()),
+                          ("h", pa.uint64())])
+_CODE = ("jobs", "r2g", "raw_store")   # packages whose source the graph steps run (any edit: a full run)
+
+
+@dataclass
+class Snapshot:
+    """What the last run's graph steps consumed (`inputs`: INPUT_HASHES) and made (`stage`, or `load` to read it
+    when first needed: a run whose every tenant is dirty never reads it), and under which configuration, code and
+    ops batches (`fingerprint`)."""
+    fingerprint: str
+    inputs: pa.Table
+    rollup_groups: pa.Table   # ROLLUP_GROUPS of the stage's input (see rollup_group_hashes)
+    held: GraphStage | None = None
+    load: Callable[[], GraphStage] | None = None
+    load_rollups: Callable[[], tuple[pa.Table, pa.Table]] | None = None
+
+    @property
+    def stage(self) -> GraphStage:
+        if self.held is None:
+            assert self.load is not None, "a snapshot holds its stage or can load it"
+            self.held = self.load()
+        return self.held
+
+    def rollups(self) -> tuple[pa.Table, pa.Table]:
+        """The rollup parents and SEMANTIC_CONTAINS edges the stage holds (rows rollup_episodes made)."""
+        if self.held is None and self.load_rollups is not None:
+            return self.load_rollups()
+        return _made_by_rollup(self.stage.nodes), _made_by_rollup(self.stage.edges)
+
+
+@dataclass
+class DirtyRun:
+    result: ConsolidationResult
+    snapshot: Snapshot       # this run's, for the next
+    mode: str                # "incremental" | "full"
+    reason: str              # why a full run ("" for an incremental one)
+    tenants: int             # tenants in the input
+    dirty_tenants: int       # tenants whose graph steps ran
+    dirty_nodes: int         # input node rows of those tenants
+    dirty_edges: int         # input edge rows of those tenants
+    stage_reused: bool = False   # no tenant changed (nor went): the snapshot's stage as it was
+
+    def metadata(self) -> dict:
+        return {"consolidation_mode": self.mode, "full_reason": self.reason, "tenants": self.tenants,
+                "dirty_tenants": self.dirty_tenants, "dirty_nodes": self.dirty_nodes, "dirty_edges": self.dirty_edges}
+
+
+def consolidate_dirty(nodes: pa.Table, edges: pa.Table, *, feedback: pa.Table, ops: Sequence[OpsBatch],
+                      previous: Previous, as_of: datetime, snapshot: Snapshot | None,
+                      forget: ForgetRules | None = None, config: ConsolidationConfig | None = None) -> DirtyRun:
+    """consolidate() of the same arguments, with the graph steps redone only for the tenants whose R2G rows
+    changed since `snapshot` (see the module doc); falls back to a full run where that would not be exact."""
+    cfg = config or ConsolidationConfig()
+    nodes, edges = conform(nodes, NODES), conform(edges, EDGES)
+    fingerprint = run_fingerprint(cfg, ops)
+    inputs = tenant_hashes(nodes, edges)
+    tenants = _tenants(inputs)
+    reason, dirty = _why_full(snapshot, fingerprint, previous), tenants
+    if not reason and snapshot is not None:
+        dirty = changed_tenants(snapshot.inputs, inputs)
+        if dirty & {b.tenant for b in ops}:
+            reason = "a tenant with agent ops changed"
+    groups: list[pa.Table] = []
+    if reason or snapshot is None:
+        stage = graph_steps(nodes, edges, ops=ops, previous_communities=previous.communities, config=cfg,
+                            rollup=RollupOverDirtyGroups(None, groups, cfg))
+        dirty = tenants
+        rollup_groups = groups[0]
+    else:
+        if not dirty:   # the input as last time (a daily run): only the time steps
+            stage, rollup_groups = snapshot.stage, snapshot.rollup_groups
+        else:
+            part = graph_steps(of_tenants(nodes, dirty), of_tenants(edges, dirty), ops=[],
+                               previous_communities=_of_tenants_or_none(previous.communities, dirty), config=cfg,
+                               rollup=RollupOverDirtyGroups(snapshot, groups, cfg))
+            # every tenant of the snapshot dirty: nothing of it to keep (and its stage need not be read)
+            stage = splice(snapshot.stage, part, dirty) if _tenants(snapshot.inputs) - dirty else part
+            rollup_groups = concat([of_tenants(snapshot.rollup_groups, dirty, keep=False), groups[0]], ROLLUP_GROUPS)
+    result = time_steps(stage, feedback=feedback, previous=previous, as_of=as_of, forget=forget, config=cfg)
+    counts = {t: r for t, r in _rows_by_tenant(inputs).items() if t in dirty}
+    return DirtyRun(result=result, snapshot=Snapshot(fingerprint, inputs, rollup_groups, stage),
+                    mode="full" if reason or snapshot is None else "incremental",
+                    reason=reason, tenants=len(tenants), dirty_tenants=len(dirty & tenants),
+                    dirty_nodes=sum(n for n, _ in counts.values()), dirty_edges=sum(e for _, e in counts.values()),
+                    stage_reused=not reason and snapshot is not None and not dirty)
+
+
+def _why_full(snapshot: Snapshot | None, fingerprint: str, previous: Previous) -> str:
+    if snapshot is None:
+        return "no snapshot of the last run"
+    if snapshot.fingerprint != fingerprint:
+        return "configuration, code or ops batches changed"
+    if previous.communities is None:
+        return "no previous communities"
+    return ""
+
+
+def run_fingerprint(config: ConsolidationConfig, ops: Sequence[OpsBatch]) -> str:
+    """What the graph steps' output depends on besides each tenant's rows: the configuration, the source of the
+    code they run, the library versions (Leiden, hashing) and the ops batches with their times."""
+    # not repr(): a frozenset's order changes with the process's string hash seed
+    h = hashlib.sha256(_canonical(config).encode())
+    for lib in ("polars", "pyarrow", "igraph"):
+        h.update(f"{lib}={version(lib)}".encode())
+    root = Path(__file__).resolve().parent.parent
+    for package in _CODE:
+        for path in sorted((root / package).rglob("*.py")):
+            h.update(str(path.relative_to(root)).encode())
+            h.update(path.read_bytes())
+    for b in sorted(ops, key=lambda b: (b.tenant, b.source_file, b.batch_id)):
+        h.update(f"{b.tenant}\x1f{b.source_file}\x1f{b.batch_id}\x1f{b.at.isoformat()}".encode())
+    return h.hexdigest()
+
+
+def _canonical(value: object) -> str:
+    """A text of `value` (dataclasses, mappings, sets, sequences, scalars) that is the same in every process."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return f"{type(value).__name__}({', '.join(f'{f.name}={_canonical(getattr(value, f.name))}' for f in fields(value))})"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(sorted(f"{_canonical(k)}: {_canonical(v)}" for k, v in value.items())) + "}"
+    if isinstance(value, (set, frozenset)):
+        return "{" + ", ".join(sorted(_canonical(v) for v in value)) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_canonical(v) for v in value) + "]"
+    return repr(value)
+
+
+def tenant_hashes(nodes: pa.Table, edges: pa.Table) -> pa.Table:
+    """INPUT_HASHES of the nodes and edges: per tenant the row count and the sum of a hash of (row, its position
+    among the tenant's rows), so any changed, added, removed or moved row changes the tenant's hash."""
+    parts = []
+    for name, table in (("nodes", nodes), ("edges", edges)):
+        f = as_frame(table)
+        row = pl.struct(f.columns).hash(seed=7)
+        rows = f.select("tenant", row.alias("_h")).with_columns(pl.int_range(pl.len()).over("tenant").alias("_i"))
+        parts.append(rows.group_by("tenant").agg(
+            pl.lit(name).alias("table"), pl.len().cast(pl.Int64).alias("rows"),
+            # 40-bit terms: a tenant of < 2^24 rows sums without overflow
+            (pl.struct("_h", "_i").hash(seed=11) // (1 << 24)).sum().cast(pl.UInt64).alias("h")))
+    out = pl.concat(parts).sort(["tenant", "table"], nulls_last=True)
+    return conform(out.to_arrow(), INPUT_HASHES)
+
+
+def changed_tenants(before: pa.Table, after: pa.Table) -> set[str | None]:
+    """Tenants whose INPUT_HASHES rows differ between two runs (new and gone tenants included)."""
+    def by_tenant(table: pa.Table) -> dict[str | None, set[tuple]]:
+        out: dict[str | None, set[tuple]] = {}
+        for r in table.to_pylist():
+            out.setdefault(r["tenant"], set()).add((r["table"], r["rows"], r["h"]))
+        return out
+    a, b = by_tenant(before), by_tenant(after)
+    return {t for t in a.keys() | b.keys() if a.get(t) != b.get(t)}
+
+
+def _tenants(inputs: pa.Table) -> set[str | None]:
+    return set(inputs.column("tenant").to_pylist())
+
+
+def _rows_by_tenant(inputs: pa.Table) -> dict[str | None, tuple[int, int]]:
+    out: dict[str | None, tuple[int, int]] = {}
+    for r in inputs.to_pylist():
+        n, e = out.get(r["tenant"], (0, 0))
+        out[r["tenant"]] = (n + r["rows"], e) if r["table"] == "nodes" else (n, e + r["rows"])
+    return out
+
+
+def _mask(table: pa.Table, tenants: set[str | None]) -> pl.Series:
+    named = sorted(t for t in tenants if t is not None)
+    col = as_frame(table.select(["tenant"])).get_column("tenant")
+    hit = col.is_in(named)
+    return (hit | col.is_null()) if None in tenants else hit.fill_null(False)
+
+
+def of_tenants(table: pa.Table, tenants: set[str | None], keep: bool = True) -> pa.Table:
+    """The rows of `table` whose tenant is (keep) or is not (not keep) in `tenants`, in table order."""
+    mask = _mask(table, tenants)
+    return table.filter((mask if keep else ~mask).to_arrow())
+
+
+def _of_tenants_or_none(table: pa.Table | None, tenants: set[str | None]) -> pa.Table | None:
+    return None if table is None else of_tenants(table, tenants)
+
+
+def rollup_group_hashes(nodes: pa.Table, config: RollupConfig) -> pa.Table:
+    """ROLLUP_GROUPS of `nodes`: per (tenant, conversation, bucket), the count of its Episodes and the sum of a hash
+    of (row, position in the group) over their rows: all a group's parents depend on (rollup_group_keys)."""
+    keys = as_frame(rollup_group_keys(nodes, config))   # the Episodes, in table order
+    eps = as_frame(nodes.select(_EPISODE_COLS)).filter(pl.col("type") == EPISODE)
+    rows = keys.with_columns(eps.select(pl.struct(_EPISODE_COLS).hash(seed=7).alias("_h")).to_series())
+    rows = rows.filter(pl.col("conv_id").is_not_null()).with_columns(pl.int_range(pl.len()).over(_GROUP).alias("_i"))
+    out = rows.group_by(_GROUP).agg(pl.len().cast(pl.Int64).alias("rows"),
+                                    (pl.struct("_h", "_i").hash(seed=11) // (1 << 24)).sum().cast(pl.UInt64).alias("h"))
+    return conform(out.sort(_GROUP, nulls_last=True).to_arrow(), ROLLUP_GROUPS)
+
+
+class RollupOverDirtyGroups:
+    """rollup_episodes for graph_steps that keeps the snapshot's parents of every conversation group whose Episodes
+    hash as before and rolls up the others (the group contract of jobs.rollup). Records the groups' hashes in
+    `record`. Only where that contract holds as used here: group_by conversation, no rollups or SEMANTIC_CONTAINS
+    in the input (R2G makes none), one row per Episode id, and no redaction (a kept parent is flagged again)."""
+
+    def __init__(self, snapshot: Snapshot | None, record: list[pa.Table], config: ConsolidationConfig) -> None:
+        self.snapshot, self.record, self.redact = snapshot, record, config.redact_pii
+
+    def __call__(self, nodes: pa.Table, edges: pa.Table, config: RollupConfig) -> RollupResult:
+        groups = rollup_group_hashes(nodes, config)
+        self.record.append(groups)
+        if self.snapshot is None or not self._applies(nodes, edges, config):
+            return rollup_episodes(nodes, edges, config)
+        now, before = as_frame(groups), as_frame(conform(self.snapshot.rollup_groups, ROLLUP_GROUPS))
+        clean = now.join(before, on=[*_GROUP, "rows", "h"], how="semi", nulls_equal=True).select(_GROUP)
+        keys = as_frame(rollup_group_keys(nodes, config)).join(clean, on=_GROUP, how="anti", nulls_equal=True)
+        part = rollup_episodes(*rollup_input(nodes, edges, keys.filter(pl.col("conv_id").is_not_null()).to_arrow(),
+                                             config), config)
+        parents, contains = self.snapshot.rollups()
+        kept = as_frame(rollup_group_keys(parents, config)).join(clean, on=_GROUP, how="semi", nulls_equal=True)
+        kept_ids = kept.select("tenant", "id")
+        kept_nodes = _rows_with(parents, kept_ids, "id")
+        kept_edges = _rows_with(contains, kept_ids, "src")
+        return RollupResult(nodes=_by_key(concat([kept_nodes, part.nodes], NODES)),
+                            edges=_by_key(concat([kept_edges, part.edges], EDGES)))
+
+    def _applies(self, nodes: pa.Table, edges: pa.Table, config: RollupConfig) -> bool:
+        if config.group_by != "conversation" or self.redact:
+            return False
+        n = as_frame(nodes.select(["tenant", "id", "type", "subtype"]))
+        eps = n.filter(pl.col("type") == EPISODE)
+        return (n.filter(pl.col("subtype") == ROLLUP_SUBTYPE).height == 0
+                and as_frame(edges.select(["type"])).filter(pl.col("type") == SEMANTIC_CONTAINS).height == 0
+                and eps.select("tenant", "id").is_unique().all())
+
+
+def _made_by_rollup(table: pa.Table) -> pa.Table:
+    return table.filter(pc.equal(table.column("provenance").fill_null(""), ROLLUP_PROVENANCE))
+
+
+def _rows_with(table: pa.Table, ids: pl.DataFrame, column: str) -> pa.Table:
+    """The rows of `table` whose (tenant, `column`) is a (tenant, id) of `ids`, in table order."""
+    f = as_frame(table.select(["tenant", column])).with_row_index("_row")
+    hit = f.join(ids, left_on=["tenant", column], right_on=["tenant", "id"], how="semi", nulls_equal=True)
+    return table.take(hit.get_column("_row").to_arrow())
+
+
+def _by_key(table: pa.Table) -> pa.Table:
+    """`table` sorted by (tenant, id), as rollup_episodes returns its rows."""
+    return table.take(as_frame(table.select(["tenant", "id"])).with_row_index("_row")
+                      .sort(["tenant", "id"], nulls_last=True, maintain_order=True).get_column("_row").to_arrow())
+
+
+def splice(before: GraphStage, part: GraphStage, dirty: set[str | None]) -> GraphStage:
+    """The graph stage of every tenant: `before`'s rows of the clean tenants, `part`'s of the dirty ones. Agent
+    ops never belong to a dirty tenant here (else a full run), so their tables are `before`'s."""
+    def both(name: str, schema: pa.Schema) -> pa.Table:
+        return concat([of_tenants(getattr(before, name), dirty, keep=False), getattr(part, name)], schema)
+
+    communities = as_frame(both("communities", COMMUNITIES)).with_row_index("_row").sort(
+        ["tenant", "level", "id"], nulls_last=True, maintain_order=True).get_column("_row")
+    return GraphStage(nodes=both("nodes", NODES), edges=both("edges", EDGES),
+                      communities=both("communities", COMMUNITIES).take(communities.to_arrow()),
+                      version_review=both("version_review", REVIEW_QUEUE),
+                      deleted_links=conform(before.deleted_links, COLD_EDGES),
+                      ops_applied=conform(before.ops_applied, OPS_APPLIED),
+                      ops_rejected=conform(before.ops_rejected, OPS_REJECTED))
+
+
+# -- the snapshot in the lake: lake/consolidated/steps/ -------------------------------------------------------------
+# The stage graph is kept as an overlay over the R2G graph it was made from (a clean tenant's R2G rows are the same
+# next time, so the overlay applies to them as it did); the small side tables whole. snapshot.json, naming the
+# fingerprint, is written last and removed first: a run that stops halfway leaves no snapshot, and the next is full.
+_SIDE = {"communities": COMMUNITIES, "version_review": REVIEW_QUEUE, "deleted_links": COLD_EDGES,
+         "ops_applied": OPS_APPLIED, "ops_rejected": OPS_REJECTED}
+
+
+def drop_snapshot(folder: Any) -> None:
+    """Remove the snapshot's marker (before the run's tables are rewritten)."""
+    marker = folder / "snapshot.json"
+    if marker.exists():
+        marker.unlink()
+
+
+def write_snapshot(folder: Any, run: DirtyRun, r2g_nodes: pa.Table, r2g_edges: pa.Table) -> None:
+    """`run`'s snapshot under `folder`, its stage graph as an overlay over the R2G graph it was made from."""
+    snapshot = run.snapshot
+    stage = snapshot.stage
+    folder.mkdir(parents=True, exist_ok=True)
+    # no tenant redone: the same input and stage as the snapshot read, whose files stay (the costly part to write)
+    if not run.stage_reused:
+        write_overlay(folder, "nodes", diff_overlay(as_frame(r2g_nodes), as_frame(stage.nodes), NODES), NODES)
+        write_overlay(folder, "edges", diff_overlay(as_frame(r2g_edges), as_frame(stage.edges), EDGES), EDGES)
+        for name, schema in _SIDE.items():
+            write_table(getattr(stage, name), folder / f"{name}.parquet", schema)
+        write_table(snapshot.inputs, folder / "inputs.parquet", INPUT_HASHES)
+        write_table(snapshot.rollup_groups, folder / "rollup_groups.parquet", ROLLUP_GROUPS)
+    # the fingerprint only: a lake re-run after a crash must end with the same bytes as one never interrupted
+    write_bytes_atomic(folder / "snapshot.json", json.dumps({"fingerprint": snapshot.fingerprint}).encode())
+
+
+def read_snapshot(folder: Any, r2g_nodes: pa.Table, r2g_edges: pa.Table) -> Snapshot | None:
+    """The snapshot under `folder` (None when there is none); its stage is read when first asked for, over the
+    R2G graph of this run (right for the tenants whose input hash is unchanged: the only ones it is used for)."""
+    marker = folder / "snapshot.json"
+    files = [marker, *(folder / f"{n}.parquet" for n in ("inputs", "rollup_groups", "nodes", "nodes_removed", "edges",
+                                                           "edges_removed", *_SIDE))]
+    if not all(f.exists() for f in files):
+        return None
+
+    def load() -> GraphStage:
+        nodes = apply_overlay(as_frame(r2g_nodes), read_overlay(folder, "nodes", NODES))
+        edges = apply_overlay(as_frame(r2g_edges), read_overlay(folder, "edges", EDGES))
+        side = {name: read_table(folder / f"{name}.parquet", schema) for name, schema in _SIDE.items()}
+        return GraphStage(nodes=conform(nodes.to_arrow(), NODES), edges=conform(edges.to_arrow(), EDGES), **side)
+
+    def load_rollups() -> tuple[pa.Table, pa.Table]:
+        # rollup rows are never R2G's: the overlay's upserts hold them all
+        return (_made_by_rollup(read_table(folder / "nodes.parquet", NODES)),
+                _made_by_rollup(read_table(folder / "edges.parquet", EDGES)))
+
+    return Snapshot(json.loads(marker.read_text())["fingerprint"], read_table(folder / "inputs.parquet", INPUT_HASHES),
+                    read_table(folder / "rollup_groups.parquet", ROLLUP_GROUPS), load=load, load_rollups=load_rollups)
