@@ -23,6 +23,7 @@ from assets.metadata import (
 )
 from assets.resources import LakeResource
 from assets.sensors import LAKE_JOB
+from jobs.checks import one_active_per_chain, tiers_monotone
 from jobs.consolidate import ConsolidationConfig, Previous, concat, default_as_of
 from jobs.dirty import consolidate_dirty, drop_snapshot, read_snapshot, write_snapshot
 from jobs.feedback import read_hits
@@ -31,8 +32,6 @@ from jobs.inbox import OPS_FORMAT
 from jobs.integrity import orphan_edges, unresolved_raw_refs
 from jobs.ops import read_batch
 from jobs.schema import COLD_EDGES, COMMUNITIES, FEEDBACK, OPS_APPLIED, OPS_REJECTED, PROMOTIONS, REVIEW_QUEUE
-from jobs.tiers import tiers_monotone
-from jobs.versions import one_active_per_chain
 from r2g.lake_graph import hand_over_graph_tables, layer_dir, read_graph_tables, read_lake_table
 from r2g.schema import EDGES, NODE_STATE, NODES, STATE_COLUMNS
 from raw_store.cas import RawStore

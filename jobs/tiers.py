@@ -82,7 +82,6 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.integrity import CheckOutcome
 from jobs.schema import FEEDBACK, PROMOTIONS, REVIEW_QUEUE
 from r2g.schema import NODES
 from raw_store.frames import as_frame
@@ -648,46 +647,6 @@ def tier_input(nodes: pa.Table, feedback: pa.Table | None, previous: pa.Table | 
     return rows(nodes, "id"), rows(feedback, "node_id"), rows(previous, "id"), about
 
 
-# ----------------------------------------------------------------------------------------------- check
-
-def tiers_monotone(nodes: pa.Table, promotions: pa.Table, config: TierConfig = TierConfig()) -> CheckOutcome:
-    """Tiers only move up: a promotions row going back (long → mid …) names a demotion reason ("downvote");
-    each node's history chains (a row's from_tier is the previous row's to_tier) and ends at the node's tier."""
-    cols = ["tenant", "node_id", "from_tier", "to_tier", "reason", "at"]
-    p = as_frame(promotions.select(cols)).with_row_index("_row")
-    rank = {t: i for t, i in _RANK.items()}
-    to_rank = pl.col("to_tier").replace_strict(rank, default=None, return_dtype=pl.Int64)
-    from_rank = pl.col("from_tier").replace_strict(rank, default=None, return_dtype=pl.Int64)
-    unknown = to_rank.is_null() | (pl.col("from_tier").is_not_null() & from_rank.is_null())
-    excused = pl.lit(False)
-    for word in config.demotion_reasons:
-        excused = excused | pl.col("reason").fill_null("").str.contains(word, literal=True)
-    demoted = ~unknown & pl.col("from_tier").is_not_null() & (to_rank < from_rank) & ~excused
-    per_row = p.filter(unknown | demoted).select(
-        *cols, pl.when(unknown).then(pl.lit("unknown_tier")).otherwise(pl.lit("demoted_without_reason"))
-        .alias("problem"))
-    # each node's history in time order (undated first, ties in table order), keys in order of first appearance
-    key = ["tenant", "node_id"]
-    hist = (p.with_columns(pl.col("_row").min().over(key).alias("_first"),
-                           pl.col("at").fill_null(datetime.min).alias("_at"))
-            .sort(["_first", "_at", "_row"]))
-    hist = hist.with_columns(pl.col("to_tier").shift(1).over(key).alias("_before"),
-                             pl.int_range(pl.len()).over(key).alias("_k"))
-    broken = hist.filter((pl.col("_k") > 0) & pl.col("from_tier").ne_missing(pl.col("_before"))).select(
-        *cols, pl.lit("broken_chain").alias("problem"))
-    last = hist.group_by(key, maintain_order=True).agg(pl.col("to_tier").last().alias("last_to_tier"))
-    n = as_frame(nodes.select(["tenant", "id", "tier"]))
-    ended = (n.join(last, left_on=["tenant", "id"], right_on=key, how="inner", maintain_order="left",
-                    nulls_equal=True)
-             .filter(pl.col("last_to_tier").ne_missing(pl.col("tier")))
-             .select("tenant", pl.col("id").alias("node_id"), "tier", "last_to_tier",
-                     pl.lit("tier_not_last_promotion").alias("problem")))
-    failures = per_row.height + broken.height + ended.height
-    examples = (per_row.head(5).to_dicts() + broken.head(5).to_dicts() + ended.head(5).to_dicts())[:5]
-    return CheckOutcome(passed=failures == 0, checked=p.height + nodes.num_rows, failures=failures,
-                        examples=examples)
-
-
 __all__ = ["TierConfig", "TierResult", "DecayRule", "promote", "tier_input", "apply_boosts", "boost_schedule",
            "counted_events",
-           "decayed_weight", "tiers_monotone", "TIERS"]
+           "decayed_weight", "TIERS"]

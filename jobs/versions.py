@@ -50,12 +50,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import combinations
 
-import igraph
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.integrity import CheckOutcome
 from jobs.schema import REVIEW_QUEUE
 from r2g.extract import edge_weight
 from r2g.ids import edge_id, stable_id
@@ -531,98 +529,3 @@ def version_facts(nodes: pa.Table, edges: pa.Table, config: VersionConfig = Vers
     if dropped.len():
         order = order.filter(pc.invert(pc.is_in(order, value_set=dropped.cast(pl.UInt64).to_arrow())))
     return VersionResult(_sorted(out_nodes), both.take(order), queue)
-
-
-# ---------------------------------------------------------------- check
-
-
-def one_active_per_chain(nodes: pa.Table, edges: pa.Table) -> CheckOutcome:
-    """Every version chain has exactly one ACTIVE_OF edge, to its newest version.
-
-    A chain is a connected piece of one tenant's Facts/Preferences over VERSION_NEXT, CONTRADICTS,
-    SUPPORTS and SAME_AS edges holding at least one VERSION_NEXT or CONTRADICTS edge (pieces of mere
-    repeats are not chains); its ACTIVE_OF target must have no outgoing VERSION_NEXT. A stray ACTIVE_OF
-    into no chain is its own one-node chain and passes. `checked` counts chains.
-    Vectorised: pieces are igraph's connected components; only a failing piece replays the union-find
-    that names it (its `chain` in the examples is that union-find's root, as it always was).
-    """
-    e = as_frame(edges.select(["tenant", "src", "dst", "type"]))
-    versioned = as_frame(nodes.select(["tenant", "id", "type"])).filter(
-        pl.col("type").is_in(["Fact", "Preference"])).select("tenant", "id").unique()
-    links = (e.filter(pl.col("type").is_in(["VERSION_NEXT", "CONTRADICTS", "SUPPORTS", "SAME_AS"]))
-             .join(versioned, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi", nulls_equal=True)
-             .join(versioned, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi", nulls_equal=True)
-             .sort(["tenant", "src", "dst", "type"]))
-    ends = pl.concat([links.select("tenant", pl.col(end).alias("id")) for end in ("src", "dst")])
-    vertex = ends.unique(maintain_order=True).with_row_index("_v")
-    a = links.join(vertex, left_on=["tenant", "src"], right_on=["tenant", "id"], maintain_order="left",
-                   nulls_equal=True).get_column("_v")
-    b = links.join(vertex, left_on=["tenant", "dst"], right_on=["tenant", "id"], maintain_order="left",
-                   nulls_equal=True).get_column("_v")
-    g = igraph.Graph(n=vertex.height, edges=list(zip(a.to_list(), b.to_list())))
-    vertex = vertex.with_columns(pl.Series("_piece", g.connected_components().membership, dtype=pl.Int64)
-                                 .cast(pl.String))
-    piece = vertex.select("tenant", "id", "_piece")
-    marked = links.filter(pl.col("type").is_in(["VERSION_NEXT", "CONTRADICTS"])).select(
-        "tenant", pl.col("src").alias("id")).join(piece, on=["tenant", "id"], nulls_equal=True).select("_piece")
-    has_next = links.filter(pl.col("type") == "VERSION_NEXT").select("tenant", pl.col("src").alias("id")).unique()
-    # an ACTIVE_OF target outside every piece is a piece of its own, named by the target ("=" keeps names apart)
-    active = (e.filter(pl.col("type") == "ACTIVE_OF").sort(["tenant", "src", "dst"]).with_row_index("_a")
-              .join(piece, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="left", maintain_order="left",
-                    nulls_equal=True)
-              .with_columns(pl.coalesce("_piece", pl.concat_str(pl.lit("="), pl.col("tenant").fill_null(""),
-                                                                  pl.lit("\x00"), "dst")).alias("_piece"))
-              .join(has_next.with_columns(pl.lit(True).alias("_superseded")), left_on=["tenant", "dst"],
-                    right_on=["tenant", "id"], how="left", maintain_order="left", nulls_equal=True))
-    counts = (pl.concat([marked.with_columns(pl.lit(0, dtype=pl.UInt32).alias("_n")),
-                         active.group_by("_piece").agg(pl.len().alias("_n"))])
-              .group_by("_piece").agg(pl.col("_n").sum()))
-    superseded = active.filter(pl.col("_superseded").fill_null(False))
-    wrong = counts.filter(pl.col("_n") != 1)
-    failures = superseded.height + wrong.height
-    examples: list[dict] = []
-    if failures:
-        examples = _chain_examples(links, active, superseded, wrong, piece)
-    return CheckOutcome(passed=failures == 0, checked=counts.height, failures=failures, examples=examples)
-
-
-def _chain_examples(links: pl.DataFrame, active: pl.DataFrame, superseded: pl.DataFrame, wrong: pl.DataFrame,
-                    piece: pl.DataFrame) -> list[dict]:
-    """The first five failures, as the union-find check reported them: superseded targets in ACTIVE_OF order, then
-    pieces by their root. Replays the union-find over the failing pieces' links only (pieces never interact)."""
-    bad_pieces = set(wrong.get_column("_piece").to_list()) | set(superseded.get_column("_piece").to_list())
-    mine = links.join(piece.filter(pl.col("_piece").is_in(sorted(bad_pieces))),
-                      left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi", nulls_equal=True)
-    parent: dict[tuple[str, str], tuple[str, str]] = {}
-
-    def find(x: tuple[str, str]) -> tuple[str, str]:
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for tenant, s, d, _ in mine.iter_rows():
-        parent[find((tenant, s))] = find((tenant, d))
-
-    def root(tenant: str, dst: str) -> tuple[str, str]:
-        return find((tenant, dst)) if (tenant, dst) in parent else (tenant, dst)
-
-    bad = [{"tenant": t, "chain": root(t, d)[1], "problem": "ACTIVE_OF to a superseded version", "active": [d]}
-           for t, d in superseded.select("tenant", "dst").iter_rows()]
-    roots: dict[tuple[str, str], list[str]] = {}
-    for _p, t, d in active.filter(pl.col("_piece").is_in(sorted(bad_pieces))).select("_piece", "tenant",
-                                                                                     "dst").iter_rows():
-        roots.setdefault(root(t, d), []).append(d)
-    named: dict[int, tuple[str, str]] = {}
-    for p, t, i in piece.filter(pl.col("_piece").is_in(sorted(bad_pieces))).select("_piece", "tenant",
-                                                                                    "id").iter_rows():
-        named.setdefault(p, find((t, i)))
-    for p, t, d in active.select("_piece", "tenant", "dst").iter_rows():
-        named.setdefault(p, (t, d))   # a target outside every piece: its own
-    wrong_roots = sorted(named[p] for p in wrong.get_column("_piece").to_list())
-    for r in wrong_roots:
-        got = roots.get(r, [])
-        bad.append({"tenant": r[0], "chain": r[1], "problem": f"{len(got)} ACTIVE_OF edges", "active": got})
-    return bad[:5]
-

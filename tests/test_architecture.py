@@ -16,7 +16,7 @@ CYCLE_FREE = LIBRARIES + ("assets",)
 # Modules a reader can hold in mind (issue 18): no library module over this many lines, unless it is one table of data.
 MAX_MODULE_LINES = 600
 # Over the limit today and being split in their own branches: remove a name when its split lands.
-OVER_THE_LIMIT = frozenset({"jobs/tiers.py", "jobs/versions.py"})
+OVER_THE_LIMIT = frozenset({"jobs/tiers.py"})
 # SPEC §2, lowest first: a module may import its own layer and the ones before it, never one after it.
 LAYERS = ("raw_store", "r2g", "recall", "jobs", "assets")
 

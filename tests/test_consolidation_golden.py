@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobs import communities, pii, rollup, sparsify, tiers, versions
+from jobs import checks, communities, pii, rollup, sparsify, tiers, versions
 from jobs.communities import CommunityConfig
 from jobs.rollup import RollupConfig
 from jobs.schema import PROMOTIONS
@@ -112,7 +112,7 @@ def test_promote_matches_the_reference_over_three_runs(seed, which, step_days) -
         assert_same(new.review, old.review)
         promotions_new = pa.concat_tables([promotions_new, new.promotions])
         promotions_old = pa.concat_tables([promotions_old, old.promotions])
-        assert_same_outcome(tiers.tiers_monotone(new.nodes, promotions_new, cfg),
+        assert_same_outcome(checks.tiers_monotone(new.nodes, promotions_new, cfg),
                             old_tiers.tiers_monotone(old.nodes, promotions_old, cfg))
         prev_new, prev_old = new.nodes, old.nodes
 
@@ -131,7 +131,7 @@ def test_tiers_monotone_reports_the_same_failures(seed) -> None:
         row["at"] = r.choice([row["at"], None])
     r.shuffle(rows)
     broken = pa.Table.from_pylist(rows, schema=PROMOTIONS)
-    assert_same_outcome(tiers.tiers_monotone(later.nodes, broken), old_tiers.tiers_monotone(later.nodes, broken))
+    assert_same_outcome(checks.tiers_monotone(later.nodes, broken), old_tiers.tiers_monotone(later.nodes, broken))
 
 
 # ------------------------------------------------------------------------------------------ versions
@@ -147,7 +147,7 @@ def test_version_facts_matches_the_reference(seed, trusting) -> None:
     assert_same(new.review_queue, old.review_queue)
     again = versions.version_facts(new.nodes, new.edges, cfg)     # its own output: recomputed, the same
     assert_same(again.edges, old_versions.version_facts(old.nodes, old.edges, cfg).edges)
-    assert_same_outcome(versions.one_active_per_chain(new.nodes, new.edges),
+    assert_same_outcome(checks.one_active_per_chain(new.nodes, new.edges),
                         old_versions.one_active_per_chain(old.nodes, old.edges))
 
 
@@ -167,7 +167,7 @@ def test_one_active_per_chain_reports_the_same_failures(seed) -> None:
             dst = r.choice(facts)
             rows.append({**rows[0], "id": f"e_x{dst}", "type": "ACTIVE_OF", "src": "someone", "dst": dst})
     edges = pa.Table.from_pylist(rows, schema=out.edges.schema)
-    assert_same_outcome(versions.one_active_per_chain(out.nodes, edges),
+    assert_same_outcome(checks.one_active_per_chain(out.nodes, edges),
                         old_versions.one_active_per_chain(out.nodes, edges))
 
 

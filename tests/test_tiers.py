@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.tiers import DecayRule, TierConfig, apply_boosts, counted_events, decayed_weight, promote, tiers_monotone
+from jobs.checks import tiers_monotone
+from jobs.tiers import DecayRule, TierConfig, apply_boosts, counted_events, decayed_weight, promote
 from r2g.ids import stable_id
 from r2g.schema import EDGES, FEEDBACK, NODES, PROMOTIONS, REVIEW_QUEUE
 from raw_store.lake import conform

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobs.versions import VersionConfig, one_active_per_chain, version_facts
+from jobs.checks import one_active_per_chain
+from jobs.versions import VersionConfig, version_facts
 from r2g.ids import edge_id
 from r2g.link import SUPPORT
 from r2g.schema import EDGES, NODES
