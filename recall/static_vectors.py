@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from r2g.tokens import has_han
+from raw_store.lake import file_sha256
 
 DIMS = 256
 # the columns a vector keeps: the tables' first principal axes (PCA-ordered, so a prefix is a smaller PCA)
@@ -68,14 +69,6 @@ def table_path(name: str, folder: Path | None = None) -> Path:
     return (folder or table_dir()) / f"{name}.npz"
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def site_file(rel: str) -> Path:
     """An installed package's file (`package/inner/path`), without importing the package."""
     import importlib.util
@@ -89,7 +82,7 @@ def site_file(rel: str) -> Path:
 
 def check_file(path: Path, want: str) -> str:
     """`path`'s sha256 when it is `want`; TableError otherwise (a tampered or other-version file)."""
-    got = sha256_file(path)
+    got = file_sha256(path)
     if got != want:
         raise TableError(f"{path}: sha256 {got} is not the pinned {want}")
     return got
