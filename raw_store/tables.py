@@ -191,12 +191,16 @@ def diff_overlay(base: pl.DataFrame, target: pl.DataFrame, schema: pa.Schema, ke
     upserted, so an unchanged row keeps coming from the base, byte for byte."""
     key = list(key)
     compared = [c for c in schema.names if c not in ignore and c not in key]
-    b = base.select(*key, pl.struct(compared).hash(seed=7).alias("_h"))
-    t = target.with_columns(pl.struct(compared).hash(seed=7).alias("_h"))
-    joined = t.join(b, on=key, how="left", suffix="_b", nulls_equal=True)
-    changed = joined.filter(pl.col("_h_b").is_null() | (pl.col("_h") != pl.col("_h_b")))
-    upserts = conform(changed.drop("_h", "_h_b").to_arrow(), schema)
-    removed = base.select(key).join(target.select(key), on=key, how="anti", nulls_equal=True)
+    # one 64-bit hash a row: the columns' own hashes (a seed each) xor-ed, much cheaper than hashing a struct;
+    # only the narrow (key, hash) frames are joined, then the changed target rows are gathered once
+    h = pl.reduce(lambda a, b: a ^ b, [pl.col(c).hash(seed=7 + i) for i, c in enumerate(compared)]).alias("_h")
+    b = base.select(*key, h)
+    t = target.select(*key, h).with_row_index("_r")
+    # one full join gives both: target rows new or changed, and base keys the target lacks
+    joined = t.join(b, on=key, how="full", suffix="_b", nulls_equal=True, coalesce=False)
+    changed = joined.filter(pl.col("_r").is_not_null() & (pl.col("_h_b").is_null() | (pl.col("_h") != pl.col("_h_b"))))
+    upserts = conform(target[changed.get_column("_r").sort()].to_arrow(), schema)
+    removed = joined.filter(pl.col("_r").is_null()).select([pl.col(f"{k}_b").alias(k) for k in key])
     return Overlay(_sorted(upserts, key), _sorted(conform(removed.to_arrow(), REMOVED), key))
 
 
