@@ -35,7 +35,6 @@ from jobs.schema import COLD_EDGES, COMMUNITIES, FEEDBACK, OPS_APPLIED, OPS_REJE
 from r2g.lake_graph import hand_over_graph_tables, layer_dir, read_graph_tables, read_lake_table
 from r2g.schema import EDGES, NODE_STATE, NODES, STATE_COLUMNS
 from raw_store.cas import RawStore
-from raw_store.frames import as_frame
 from raw_store.lake import PART_MANIFEST, Lake, conform, part_dirs, read_manifest, read_table, value_counts, write_table
 from raw_store.schema import RAW_CHUNKS
 from raw_store.tables import diff_overlay, read_parts, write_overlay
@@ -126,8 +125,8 @@ def consolidation(context: dg.AssetExecutionContext,
                             snapshot=None if lake.full_rebuild else read_snapshot(steps, r2g_nodes, r2g_edges))
     result = run.result
     drop_snapshot(steps)   # until this run's tables are all written (a crash before: the next run is full)
-    node_overlay = diff_overlay(as_frame(r2g_nodes), as_frame(result.nodes), NODES, ignore=STATE_COLUMNS)
-    edge_overlay = diff_overlay(as_frame(r2g_edges), as_frame(result.edges), EDGES)
+    node_overlay = diff_overlay(r2g_nodes, result.nodes, NODES, ignore=STATE_COLUMNS)
+    edge_overlay = diff_overlay(r2g_edges, result.edges, EDGES)
     changes = run_changes(lk, result.nodes, result.edges, messages.num_rows, len(requests))
     # promotions accumulate: written first, so a crash before the graph re-derives the same rows (deduplicated)
     tables = {"promotions": result.promotions, "communities": result.communities,

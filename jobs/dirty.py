@@ -58,7 +58,7 @@ from jobs.schema import COLD_EDGES, COMMUNITIES, OPS_APPLIED, OPS_REJECTED, REVI
 from r2g.schema import EDGES, NODES
 from raw_store.frames import as_frame
 from raw_store.lake import conform, read_table, write_bytes_atomic, write_table
-from raw_store.tables import apply_overlay, diff_overlay, read_overlay, write_overlay
+from raw_store.tables import diff_overlay, layered_table, read_overlay, write_overlay
 
 # (tenant, conv_id, bucket, rows, h) per rollup group: its Episodes' count and row hashes (see rollup_group_hashes)
 ROLLUP_GROUPS = pa.schema([("tenant", pa.string()), ("conv_id", pa.string()), ("bucket", pa.string()),
@@ -353,8 +353,8 @@ def write_snapshot(folder: Any, run: DirtyRun, r2g_nodes: pa.Table, r2g_edges: p
     folder.mkdir(parents=True, exist_ok=True)
     # no tenant redone: the same input and stage as the snapshot read, whose files stay (the costly part to write)
     if not run.stage_reused:
-        write_overlay(folder, "nodes", diff_overlay(as_frame(r2g_nodes), as_frame(stage.nodes), NODES), NODES)
-        write_overlay(folder, "edges", diff_overlay(as_frame(r2g_edges), as_frame(stage.edges), EDGES), EDGES)
+        write_overlay(folder, "nodes", diff_overlay(r2g_nodes, stage.nodes, NODES), NODES)
+        write_overlay(folder, "edges", diff_overlay(r2g_edges, stage.edges, EDGES), EDGES)
         for name, schema in _SIDE.items():
             write_table(getattr(stage, name), folder / f"{name}.parquet", schema)
         write_table(snapshot.inputs, folder / "inputs.parquet", INPUT_HASHES)
@@ -373,10 +373,10 @@ def read_snapshot(folder: Any, r2g_nodes: pa.Table, r2g_edges: pa.Table) -> Snap
         return None
 
     def load() -> GraphStage:
-        nodes = apply_overlay(as_frame(r2g_nodes), read_overlay(folder, "nodes", NODES))
-        edges = apply_overlay(as_frame(r2g_edges), read_overlay(folder, "edges", EDGES))
+        nodes = layered_table(r2g_nodes, [read_overlay(folder, "nodes", NODES)])
+        edges = layered_table(r2g_edges, [read_overlay(folder, "edges", EDGES)])
         side = {name: read_table(folder / f"{name}.parquet", schema) for name, schema in _SIDE.items()}
-        return GraphStage(nodes=conform(nodes.to_arrow(), NODES), edges=conform(edges.to_arrow(), EDGES), **side)
+        return GraphStage(nodes=nodes, edges=edges, **side)
 
     def load_rollups() -> tuple[pa.Table, pa.Table]:
         # rollup rows are never R2G's: the overlay's upserts hold them all

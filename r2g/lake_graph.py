@@ -44,6 +44,7 @@ from raw_store.tables import (
     Overlay,
     apply_overlay,
     duckdb_type,
+    layered_table,
     overlay_sql,
     part_paths,
     read_overlay,
@@ -136,8 +137,20 @@ def read_graph_tables(lake: Lake, layer: str = "consolidated") -> tuple[pa.Table
     held = _HANDED_OVER.pop((str(lake.root), layer), None)
     if held is not None and held[0] == _layer_stamp(lake, layer):
         return held[1], held[2]
-    nodes, edges = read_graph(lake, layer)
-    return (conform(nodes.sort(list(KEY)).to_arrow(), NODES), conform(edges.sort(list(KEY)).to_arrow(), EDGES))
+    folders = [layer_dir(lake, name) for name in LAYERS[:LAYERS.index(layer) + 1]]
+    nodes = layered_table(read_parts(lake, "nodes", NODES), [read_overlay(f, "nodes", NODES) for f in folders])
+    edges = layered_table(read_parts(lake, "edges", EDGES), [read_overlay(f, "edges", EDGES) for f in folders])
+    if layer == "consolidated":
+        state = read_table(layer_dir(lake, "consolidated") / "state.parquet", NODE_STATE)
+        if state.num_rows:
+            # each node's row of the state table (none: nulls, as read_graph's left join gives)
+            at = (as_frame(nodes.select(list(KEY)))
+                  .join(as_frame(state.select(list(KEY))).with_row_index("_s"), on=list(KEY), how="left",
+                        maintain_order="left").get_column("_s").to_arrow())
+            for name in STATE_COLUMNS:
+                i = nodes.schema.get_field_index(name)
+                nodes = nodes.set_column(i, NODES.field(name), state.column(name).take(at).cast(NODES.field(name).type))
+    return nodes, edges
 
 
 # (lake root, layer) → (the layer's files' stamp, nodes, edges): tables a step has just written, for the next step

@@ -9,7 +9,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from r2g.lake_graph import lake_docs, lake_views, layer_dir, read_graph, read_lake_table
+from r2g.lake_graph import lake_docs, lake_views, layer_dir, read_graph, read_graph_tables, read_lake_table
 from r2g.schema import EDGES, NODE_STATE, NODES
 from raw_store.lake import Lake, write_table
 from raw_store.tables import (
@@ -17,6 +17,7 @@ from raw_store.tables import (
     Overlay,
     apply_overlay,
     diff_overlay,
+    layered_table,
     part_paths,
     read_overlay,
     write_import,
@@ -47,6 +48,40 @@ def test_an_overlay_turns_the_base_into_the_target(base: dict, target: dict) -> 
     assert not (same & upserted)
     assert set(zip(overlay.removed.column("tenant").to_pylist(), overlay.removed.column("id").to_pylist())) == \
         base.keys() - target.keys()
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows, rows)
+def test_diff_overlay_takes_arrow_tables_as_it_takes_frames(base: dict, target: dict) -> None:
+    b, t = _frame(base), _frame(target)
+    frames, tables = diff_overlay(b, t, SMALL), diff_overlay(b.to_arrow(), t.to_arrow(), SMALL)
+    assert frames.upserts.equals(tables.upserts) and frames.removed.equals(tables.removed)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b"]), st.text("xyz", min_size=1, max_size=3), st.integers(0, 3)),
+                max_size=14), rows, rows, rows)
+def test_layered_table_is_the_overlays_applied_in_turn_then_sorted(parts: list, first: dict, second: dict,
+                                                                    removed: dict) -> None:
+    # a base with repeated keys (as the partitions' union has), one overlay that makes the keys unique (as the
+    # merge overlay does: it upserts every repeated key), then one that upserts and removes some keys
+    base = pl.DataFrame([{"tenant": t, "id": i, "v": v, "tag": None} for t, i, v in parts],
+                        schema={"tenant": pl.String, "id": pl.String, "v": pl.Int64, "tag": pl.String})
+    repeated = base.filter(pl.struct("tenant", "id").is_duplicated()).unique(["tenant", "id"], keep="first",
+                                                                              maintain_order=True)
+    one = Overlay(pa.concat_tables([conform_small(repeated), conform_small(_frame(first))]).group_by(
+        ["tenant", "id"], use_threads=False).aggregate([("v", "max"), ("tag", "max")]).rename_columns(
+        ["tenant", "id", "v", "tag"]).select(SMALL.names).cast(SMALL), REMOVED.empty_table())
+    gone = sorted(set(removed) - set(second))
+    two = Overlay(conform_small(_frame(second)),
+                  pa.Table.from_pylist([{"tenant": t, "id": i} for t, i in gone], REMOVED))
+    want = apply_overlay(apply_overlay(base, one), two).sort("tenant", "id")
+    got = layered_table(base.to_arrow().cast(SMALL), [one, two])
+    assert pl.from_arrow(got).equals(want)
+
+
+def conform_small(frame: pl.DataFrame) -> pa.Table:
+    return frame.to_arrow().cast(SMALL)
 
 
 def test_ignored_columns_do_not_make_an_upsert() -> None:
@@ -109,6 +144,12 @@ def test_layers_read_as_the_overlays_say(tmp_path) -> None:
     assert sorted(e["id"]) == ["e_n1_ABOUT_c1", "e_n1_MENTIONS_e1", "e_n3_MENTIONS_e1"]
     only, _ = read_graph(lake, "consolidated", node_columns=["title"])
     assert only.columns == ["tenant", "id", "title"]
+    # the whole tables, as the lake-wide steps read them: the same rows, sorted by (tenant, id)
+    for layer in ("r2g", "consolidated"):
+        nodes, edges = read_graph(lake, layer)
+        got_nodes, got_edges = read_graph_tables(lake, layer)
+        assert pl.from_arrow(got_nodes).equals(nodes.sort("tenant", "id").cast(dict(pl.from_arrow(got_nodes).schema)))
+        assert pl.from_arrow(got_edges).equals(edges.sort("tenant", "id").cast(dict(pl.from_arrow(got_edges).schema)))
 
 
 def test_the_duckdb_views_equal_the_polars_tables(tmp_path) -> None:
