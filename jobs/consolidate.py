@@ -35,7 +35,7 @@ from jobs.sparsify import SparsifyConfig, sparsify
 from jobs.tiers import TierConfig, promote
 from jobs.versions import VersionConfig, version_facts
 from r2g.schema import EDGES, NODES
-from raw_store.frames import as_frame
+from raw_store.frames import as_frame, sort_stable
 from raw_store.lake import conform
 
 
@@ -264,8 +264,8 @@ def _sorted(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """`table` by (tenant, id), ties in table order (polars' stable sort on all cores: Arrow's string sort is
     single-threaded and was ~15 % of a 100k-message consolidation)."""
     table = conform(table, schema)
-    order = (as_frame(table.select(["tenant", "id"])).with_row_index("_row")
-             .sort(["tenant", "id"], nulls_last=True, maintain_order=True).get_column("_row"))
+    order = sort_stable(as_frame(table.select(["tenant", "id"])).with_row_index("_row"), ["tenant", "id"],
+                        nulls_last=True).get_column("_row")
     return table.take(order.to_arrow())
 
 

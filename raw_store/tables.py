@@ -28,7 +28,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from raw_store.frames import as_frame
+from raw_store.frames import as_frame, sort_stable
 from raw_store.lake import Lake, conform, is_remote, part_dirs, read_parquet, write_table
 
 KEY = ("tenant", "id")
@@ -188,11 +188,7 @@ def layered_table(base: pa.Table, overlays: Sequence[Overlay], key: Sequence[str
         upserts = as_frame(o.upserts.select(key)).with_row_index("_r").with_columns(pl.lit(i, pl.UInt32).alias("_t"))
         alive = pl.concat([alive, upserts.select(alive.columns)])
     offsets = np.cumsum([0, *(t.num_rows for t in tables[:-1])], dtype=np.uint64)
-    # keys are unique here, so stable sorts by the last key column, then by the others in turn, give the order
-    # of one sort by all of them, at half the CPU (polars' multi-column sort of strings is the slow path)
-    order = alive
-    for k in reversed(key):
-        order = order.sort(k, maintain_order=True)
+    order = sort_stable(alive, key)
     rows = order.get_column("_r").to_numpy().astype(np.uint64) + offsets[order.get_column("_t").to_numpy()]
     whole = pa.concat_tables(tables) if len(tables) > 1 else base
     return whole.take(pa.array(rows))

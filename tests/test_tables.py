@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from r2g.lake_graph import lake_docs, lake_views, layer_dir, read_graph, read_graph_tables, read_lake_table
 from r2g.schema import EDGES, NODE_STATE, NODES
+from raw_store.frames import sort_stable
 from raw_store.lake import Lake, write_table
 from raw_store.tables import (
     REMOVED,
@@ -78,6 +79,15 @@ def test_layered_table_is_the_overlays_applied_in_turn_then_sorted(parts: list, 
     want = apply_overlay(apply_overlay(base, one), two).sort("tenant", "id")
     got = layered_table(base.to_arrow().cast(SMALL), [one, two])
     assert pl.from_arrow(got).equals(want)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", None]), st.sampled_from(["x", "y", "xy", None])), max_size=20),
+       st.booleans())
+def test_sort_stable_is_polars_stable_multi_column_sort(pairs: list, nulls_last: bool) -> None:
+    frame = pl.DataFrame(pairs, schema={"tenant": pl.String, "id": pl.String}, orient="row").with_row_index("_row")
+    want = frame.sort(["tenant", "id"], maintain_order=True, nulls_last=nulls_last)
+    assert sort_stable(frame, ["tenant", "id"], nulls_last=nulls_last).equals(want)
 
 
 def conform_small(frame: pl.DataFrame) -> pa.Table:
