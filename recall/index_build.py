@@ -37,7 +37,7 @@ from raw_store.schema import MESSAGES, RAW_CHUNKS
 from recall.graph_csr import NO_TIME, AdjacencyArrays
 from recall.postings import build_postings
 from recall.query_tokens import jieba_tokens
-from recall.segment import MESSAGE_ROW_COLS, NODE_ROW_COLS, write_segment
+from recall.segment import MESSAGE_ROW_COLS, NODE_ROW_COLS, SEG_CHUNKS, SEG_MESSAGES, SEG_NODES, write_segment
 from recall.store import tenant_slug
 from recall.tenant_index import FORMAT, Version, read_current, recall_dir, tenant_dir
 
@@ -140,7 +140,7 @@ class Current:
 def current_state(v: Version) -> Current:
     node_parts, slot_parts, adj_parts, chunk_parts, msg_parts = [], [], [], [], []
     for s, seg in enumerate(v.segments):
-        ids = as_frame(seg.nodes.select(["id", "slot", "hash"]))
+        ids = as_frame(seg.node_rows(np.arange(seg.nodes.num_rows), ("id", "slot", "hash")))
         slot_parts.append(ids.select("id", "slot"))
         live = v.node_live(s)
         node_parts.append(ids if live is None else ids.filter(pl.Series(live)))
@@ -148,7 +148,7 @@ def current_state(v: Version) -> Current:
         adj_parts.append(pl.DataFrame({"slot": np.asarray(adjacency.slot, np.int64),
                                        "hash": np.asarray(adjacency.hash), "seg": np.full(len(adjacency.slot), s)}))
         cl = v.chunk_live(s)
-        ch = as_frame(seg.chunks.select(["id", "hash"]))
+        ch = as_frame(seg.rows(seg.chunks, SEG_CHUNKS, np.arange(seg.chunks.num_rows), ("id", "hash")))
         chunk_parts.append(ch if cl is None else ch.filter(pl.Series(cl)))
         msg_parts.append(pl.DataFrame({"key": pl.Series(seg.msg_key_strings.to_pylist(), dtype=pl.Utf8),
                                        "hash": np.asarray(seg.msg_hash), "seg": np.full(len(seg.msg_hash), s)}))
@@ -180,9 +180,6 @@ def _removed_after(v: Version) -> pl.DataFrame:
 
 # --------------------------------------------------------------------------- writing a segment
 
-SEG_NODES = pa.schema([("id", pa.string()), ("slot", pa.int32()), ("hash", pa.uint64()),
-                       *(NODES.field(c) for c in NODE_ROW_COLS), ("mmr", pa.list_(pa.string()))])
-
 
 def node_docs(titles: list, texts: list, keywords: list, node_doc: Callable[..., str]) -> tuple[list[str], list[list[str] | None]]:
     """Each node's FTS document (recall.index.node_doc) and, for a node whose title or text holds Han, the search
@@ -201,10 +198,6 @@ def node_docs(titles: list, texts: list, keywords: list, node_doc: Callable[...,
             docs.append(node_doc(title, text, kw))
             mmr.append(None)
     return docs, mmr
-SEG_CHUNKS = pa.schema([("id", pa.string()), ("path", pa.string()), ("sha256", pa.string()),
-                        ("conv_id", pa.string()), ("ts", RAW_CHUNKS.field("ts").type), ("hash", pa.uint64())])
-SEG_MESSAGES = pa.schema([("piece", pa.string()), ("piece_offset", pa.int64()), ("piece_length", pa.int64()),
-                          *(MESSAGES.field(c) for c in MESSAGE_ROW_COLS)])
 
 
 def docs_with_mmr(nodes: pl.DataFrame, given: pl.DataFrame | None,

@@ -4,7 +4,9 @@ A *base* segment holds everything recall reads for the tenant; a *delta* holds o
 the segments before it, and names what it removes. Files (Arrow IPC files are uncompressed, so
 opening one maps it and reads nothing; .npy files open with mmap_mode="r"):
 
-  nodes.arrow, nodes.keys.npy     node rows recall reads, sorted by id; `slot` is the node's vertex number
+  nodes.arrow, nodes.keys.npy     node rows recall reads, sorted by id; `slot` is the node's vertex number; the
+                                  ids themselves are the keys' prefixes (an `id` column only when some id is
+                                  longer than the prefix width)
   node_first_seen.npy             int64 µs per node row (graph as_of), NO_TIME when unknown
   node_*                          BM25 postings over the node documents (row i = node row i; recall.postings)
   names.arrow, names.keys.npy     (lower-cased Entity title or alias, slot), sorted by name
@@ -15,19 +17,31 @@ opening one maps it and reads nothing; .npy files open with mmap_mode="r"):
   msg_keys.arrow/.keys.npy, msg_ptr.npy, msg_hash.npy   the distinct pieces' chunk ids, CSR offsets, group hashes
   removed_slots.npy, removed_chunks.arrow, removed_msgs.arrow   (delta) what it removes from older segments
   meta.json                       kind, counts, the FTS tokenize macro, the edge type names
+
+The Arrow files are stored *compact* (`compact`): a column, list item or struct field whose values repeat
+(at most one distinct value in two rows: node types, statuses, speakers, conv ids, the raw ids of raw_refs,
+MMR tokens, importances) is dictionary-encoded with the narrowest index, and an int64 whose values fit
+is int32. Dictionaries are read once when a file is opened, the indices stay mapped; rows read are cast back
+to the declared schema (`SEG_NODES`, `SEG_CHUNKS`, `SEG_MESSAGES`), so readers see the same types and values.
+Compression (LZ4/zstd record batches) was measured and not kept: a query reads a few hundred node rows spread
+over the whole file, so it would decode most batches (bench/README.md, "Lean storage").
 """
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from r2g.schema import NODES
+from raw_store.schema import MESSAGES, RAW_CHUNKS
 from recall.graph_csr import Adjacency, AdjacencyArrays, write_adjacency
 from recall.postings import Postings, PostingsArrays, write_postings
-from recall.sorted_keys import SortedKeys, arrow_numpy, mapped
+from recall.sorted_keys import SortedKeys, arrow_indices, arrow_numpy, mapped, prefix_strings
 
 # Node columns recall reads (TenantReader.nodes' columns, plus aliases).
 NODE_ROW_COLS = ("type", "subtype", "title", "text", "time_start", "time_end", "first_seen", "last_seen",
@@ -36,11 +50,56 @@ NODE_ROW_COLS = ("type", "subtype", "title", "text", "time_start", "time_end", "
 CHUNK_ROW_COLS = ("path", "sha256", "conv_id", "ts")
 MESSAGE_ROW_COLS = ("conv_id", "msg_id", "seq", "speaker", "ts", "text", "raw_id", "offset", "length", "raw_refs")
 
+# The rows of a segment's Arrow files as readers see them (stored compact: see the module docstring).
+SEG_NODES = pa.schema([("id", pa.string()), ("slot", pa.int32()), ("hash", pa.uint64()),
+                       *(NODES.field(c) for c in NODE_ROW_COLS), ("mmr", pa.list_(pa.string()))])
+SEG_CHUNKS = pa.schema([("id", pa.string()), ("path", pa.string()), ("sha256", pa.string()),
+                        ("conv_id", pa.string()), ("ts", RAW_CHUNKS.field("ts").type), ("hash", pa.uint64())])
+SEG_MESSAGES = pa.schema([("piece", pa.string()), ("piece_offset", pa.int64()), ("piece_length", pa.int64()),
+                          *(MESSAGES.field(c) for c in MESSAGE_ROW_COLS)])
+
 
 def write_arrow(path: Path, table: pa.Table) -> None:
     with pa.OSFile(str(path), "wb") as f:
         with pa.ipc.new_file(f, table.schema) as w:
             w.write_table(table)
+
+
+def _index_type(n: int) -> pa.DataType:
+    return pa.int8() if n < 2 ** 7 else pa.int16() if n < 2 ** 15 else pa.int32()
+
+
+def _compact(col: pa.Array) -> pa.Array:
+    """One column (list item, struct field) in its storage type (see the module docstring)."""
+    t = col.type
+    mask = col.is_null() if col.null_count else None
+    if pa.types.is_list(t):
+        return pa.ListArray.from_arrays(col.offsets, _compact(col.values), mask=mask)
+    if pa.types.is_struct(t):
+        parts = [_compact(f) for f in col.flatten()]
+        return pa.StructArray.from_arrays(parts, fields=[pa.field(f.name, p.type, f.nullable) for f, p in zip(t, parts)],
+                                          mask=mask)
+    if t == pa.int64() and len(col) > col.null_count:
+        lo, hi = pc.min_max(col).values()
+        if -2 ** 31 <= lo.as_py() and hi.as_py() < 2 ** 31:
+            return col.cast(pa.int32())
+    if (pa.types.is_string(t) or pa.types.is_floating(t)) and len(col) >= 16:
+        distinct = pc.count_distinct(col).as_py()
+        if distinct * 2 <= len(col):
+            d = pc.dictionary_encode(col)
+            return pa.DictionaryArray.from_arrays(d.indices.cast(_index_type(distinct)), d.dictionary)
+    return col
+
+
+def compact(table: pa.Table) -> pa.Table:
+    """`table` (of its declared schema) in its storage types: repeated values dictionary-encoded, int64 as int32
+    where they fit; `decode` casts rows read back."""
+    return pa.table({name: _compact(col.combine_chunks()) for name, col in zip(table.column_names, table.columns)})
+
+
+def decode(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Rows read from a compact file, in their declared types (the fields of `schema` named by `table`)."""
+    return table.cast(pa.schema([schema.field(c) for c in table.column_names]))
 
 
 def read_arrow(path: Path) -> tuple[pa.Table, pa.MemoryMappedFile]:
@@ -56,18 +115,22 @@ def write_segment(folder: Path, *, kind: str, nodes: pa.Table, node_postings: Po
                   removed_chunks: list[str], removed_msgs: list[str], meta: dict) -> None:
     """Write one segment's files into `folder` (created; fsynced, the caller renames it into place)."""
     folder.mkdir(parents=True)
-    write_arrow(folder / "nodes.arrow", nodes)
-    SortedKeys.write(folder / "nodes.keys.npy", nodes.column("id"))
+    keys = SortedKeys.write(folder / "nodes.keys.npy", nodes.column("id"))
+    ids = nodes.column("id")
+    if len(nodes) and pc.max(pc.binary_length(ids)).as_py() <= keys.dtype.itemsize \
+            and not pc.any(pc.match_substring(ids, "\x00")).as_py():
+        nodes = nodes.drop_columns(["id"])   # the prefixes are the ids, whole
+    write_arrow(folder / "nodes.arrow", compact(nodes))
     np.save(folder / "node_first_seen.npy", first_seen.astype(np.int64))
     write_postings(folder, "node", node_postings)
     write_arrow(folder / "names.arrow", names)
     SortedKeys.write(folder / "names.keys.npy", names.column("name"))
     write_adjacency(folder, adjacency)
-    write_arrow(folder / "chunks.arrow", chunks)
+    write_arrow(folder / "chunks.arrow", compact(chunks))
     SortedKeys.write(folder / "chunks.keys.npy", chunks.column("id"))
     np.save(folder / "raw_doc_chunk.npy", raw_doc_chunk.astype(np.int32))
     write_postings(folder, "raw", raw_postings)
-    write_arrow(folder / "messages.arrow", messages)
+    write_arrow(folder / "messages.arrow", compact(messages))
     write_arrow(folder / "msg_keys.arrow", pa.table({"key": msg_keys}))
     SortedKeys.write(folder / "msg_keys.keys.npy", msg_keys)
     np.save(folder / "msg_ptr.npy", msg_ptr.astype(np.int64))
@@ -104,7 +167,8 @@ class Segment:
         self.meta = json.loads((folder / "meta.json").read_text("utf-8"))
         self._maps: list[pa.MemoryMappedFile] = []
         self.nodes = self._arrow("nodes.arrow")
-        self.node_keys = SortedKeys.open(folder / "nodes.keys.npy", self.nodes.column("id"))
+        self._node_id_col = self.nodes.column("id") if "id" in self.nodes.column_names else None
+        self.node_keys = SortedKeys.open(folder / "nodes.keys.npy", self._node_id_col)
         self.node_slot = arrow_numpy(self.nodes.column("slot"))
         self.node_first_seen = mapped(folder / "node_first_seen.npy")
         self.node_postings = Postings(folder, "node")
@@ -140,6 +204,28 @@ class Segment:
         table, mm = read_arrow(self.folder / name)
         self._maps.append(mm)
         return table
+
+    def node_ids(self, rows: np.ndarray) -> list[str]:
+        """The ids of node rows `rows`."""
+        return self.node_id_array(rows).to_pylist()
+
+    def node_id_array(self, rows: np.ndarray) -> pa.Array:
+        """The ids of node rows `rows`, as Arrow strings."""
+        if self._node_id_col is not None:
+            return self._node_id_col.take(arrow_indices(rows)).combine_chunks()
+        return prefix_strings(self.node_keys.prefixes[np.asarray(rows, np.int64)])
+
+    def node_rows(self, rows: np.ndarray, columns: Sequence[str]) -> pa.Table:
+        """Node rows `rows` (`columns` of SEG_NODES, "id" included), in the declared types."""
+        stored = [c for c in columns if c != "id" or self._node_id_col is not None]
+        part = decode(self.nodes.select(stored).take(arrow_indices(rows)), SEG_NODES)
+        if "id" in columns and "id" not in stored:
+            part = part.append_column("id", self.node_id_array(rows))
+        return part.select(list(columns))
+
+    def rows(self, table: pa.Table, schema: pa.Schema, rows: np.ndarray, columns: Sequence[str]) -> pa.Table:
+        """Rows of one of this segment's chunk or message tables, in the declared types."""
+        return decode(table.select(list(columns)).take(arrow_indices(rows)), schema)
 
     def holds_chunk(self, key: str) -> bool:
         return self.chunk_keys.find([key])[0] >= 0
