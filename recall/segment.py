@@ -23,15 +23,18 @@ The Arrow files are stored *compact* (`compact`): a column, list item or struct 
 MMR tokens, importances) is dictionary-encoded with the narrowest index, and an int64 whose values fit
 is int32. Dictionaries are read once when a file is opened, the indices stay mapped; rows read are cast back
 to the declared schema (`SEG_NODES`, `SEG_CHUNKS`, `SEG_MESSAGES`), so readers see the same types and values.
-Compression (LZ4/zstd record batches) was measured and not kept: a query reads a few hundred node rows spread
-over the whole file, so it would decode most batches (bench/README.md, "Lean storage").
+Free text (`text` of nodes and messages) is compressed row by row (`ZSTD_COLUMNS`). Compressing whole record
+batches (LZ4/zstd) was measured and not kept: a query reads a few hundred node rows spread over the whole file,
+so it would decode most batches (+70–180 ms a query; bench/README.md, "Lean storage").
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -91,15 +94,81 @@ def _compact(col: pa.Array) -> pa.Array:
     return col
 
 
+# Free text (node and message `text`): compressed row by row with zstd and a dictionary trained on the file's own
+# rows (kept in the field's metadata), so a query decompresses just the rows it reads (~1 µs a row).
+ZSTD_COLUMNS = ("text",)
+ZSTD_MIN_ROWS = 1024          # fewer rows (a small delta): stored as they are
+ZSTD_DICT_BYTES = 32 * 1024
+ZSTD_SAMPLE = 20_000          # rows the dictionary is trained on, evenly spaced (the same file gives the same bytes)
+_ZSTD_DICT = b"zstd_dict"
+_ZSTD_ID = b"zstd_dict_id"
+_DECOMPRESSORS: dict[bytes, Any] = {}
+
+
+def _zstd(col: pa.Array) -> tuple[pa.Array, dict[bytes, bytes]] | None:
+    """A string column as per-row zstd frames and the field metadata holding the dictionary; None when too few
+    rows or no dictionary could be trained."""
+    import zstandard
+
+    if len(col) - col.null_count < ZSTD_MIN_ROWS:
+        return None
+    values = [v.encode("utf-8") if v is not None else None for v in col.to_pylist()]
+    present = [v for v in values if v]
+    sample = present[::max(1, len(present) // ZSTD_SAMPLE)]
+    try:
+        d = zstandard.train_dictionary(ZSTD_DICT_BYTES, sample, level=3)
+    except zstandard.ZstdError:
+        return None
+    c = zstandard.ZstdCompressor(dict_data=d, level=3, write_checksum=False, write_dict_id=False)
+    data = pa.array([None if v is None else c.compress(v) for v in values], pa.binary())
+    raw = d.as_bytes()
+    return data, {_ZSTD_DICT: raw, _ZSTD_ID: hashlib.sha256(raw).hexdigest()[:16].encode()}
+
+
 def compact(table: pa.Table) -> pa.Table:
     """`table` (of its declared schema) in its storage types: repeated values dictionary-encoded, int64 as int32
-    where they fit; `decode` casts rows read back."""
-    return pa.table({name: _compact(col.combine_chunks()) for name, col in zip(table.column_names, table.columns)})
+    where they fit, ZSTD_COLUMNS compressed row by row; `decode` casts rows read back."""
+    fields, arrays = [], []
+    for f, col in zip(table.schema, table.columns):
+        arr = col.combine_chunks()
+        z = _zstd(arr) if f.name in ZSTD_COLUMNS and pa.types.is_string(f.type) else None
+        if z is not None:
+            arrays.append(z[0])
+            fields.append(pa.field(f.name, pa.binary(), f.nullable, metadata=z[1]))
+        else:
+            arrays.append(_compact(arr))
+            fields.append(pa.field(f.name, arrays[-1].type, f.nullable))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _unzstd(col: pa.ChunkedArray, meta: dict[bytes, bytes]) -> pa.Array:
+    """The strings of a ZSTD_COLUMNS column's rows (built from buffers: pa.array would import pandas)."""
+    d = _DECOMPRESSORS.get(meta[_ZSTD_ID])
+    if d is None:
+        import zstandard
+
+        d = _DECOMPRESSORS[meta[_ZSTD_ID]] = zstandard.ZstdDecompressor(
+            dict_data=zstandard.ZstdCompressionDict(meta[_ZSTD_DICT]))
+    values = [None if v is None else d.decompress(v) for v in col.to_pylist()]
+    n = len(values)
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum([len(v) if v is not None else 0 for v in values], out=offsets[1:])
+    valid = None
+    if col.null_count:
+        valid = pa.py_buffer(np.packbits(np.array([v is not None for v in values], bool), bitorder="little"))
+    return pa.Array.from_buffers(pa.string(), n, [valid, pa.py_buffer(offsets), pa.py_buffer(b"".join(v or b"" for v in values))],
+                                 null_count=col.null_count)
 
 
 def decode(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """Rows read from a compact file, in their declared types (the fields of `schema` named by `table`)."""
-    return table.cast(pa.schema([schema.field(c) for c in table.column_names]))
+    target = pa.schema([schema.field(c) for c in table.column_names])
+    zipped = [i for i, f in enumerate(table.schema) if f.metadata and _ZSTD_ID in f.metadata]
+    if not zipped:
+        return table.cast(target)
+    cols = [_unzstd(c, f.metadata) if i in zipped else c.cast(target.field(i).type)
+            for i, (f, c) in enumerate(zip(table.schema, table.columns))]
+    return pa.Table.from_arrays(cols, schema=target)
 
 
 def read_arrow(path: Path) -> tuple[pa.Table, pa.MemoryMappedFile]:
@@ -218,6 +287,8 @@ class Segment:
     def node_rows(self, rows: np.ndarray, columns: Sequence[str]) -> pa.Table:
         """Node rows `rows` (`columns` of SEG_NODES, "id" included), in the declared types."""
         stored = [c for c in columns if c != "id" or self._node_id_col is not None]
+        if not stored:   # only ids (a table of no columns has no rows)
+            return pa.Table.from_arrays([self.node_id_array(rows)] * len(columns), names=list(columns))
         part = decode(self.nodes.select(stored).take(arrow_indices(rows)), SEG_NODES)
         if "id" in columns and "id" not in stored:
             part = part.append_column("id", self.node_id_array(rows))
