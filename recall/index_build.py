@@ -34,7 +34,7 @@ from r2g.tokens import has_han, segment_for_fts
 from raw_store.frames import as_frame
 from raw_store.lake import conform
 from raw_store.schema import MESSAGES, RAW_CHUNKS
-from recall.graph_csr import NO_TIME, AdjacencyArrays
+from recall.graph_csr import AdjacencyArrays
 from recall.postings import build_postings
 from recall.query_tokens import jieba_tokens
 from recall.segment import MESSAGE_ROW_COLS, NODE_ROW_COLS, SEG_CHUNKS, SEG_MESSAGES, SEG_NODES, write_segment
@@ -247,7 +247,6 @@ def _segment(folder: Path, kind: str, nodes: pl.DataFrame, slot_of: pl.DataFrame
     t = time.perf_counter()
     node_table = nodes.select("id", "slot", "hash", *NODE_ROW_COLS).with_columns(
         pl.Series("mmr", mmr, dtype=pl.List(pl.Utf8))).to_arrow().cast(SEG_NODES)
-    first_seen = nodes["first_seen"].dt.epoch("us").fill_null(NO_TIME).to_numpy().astype(np.int64)
     names = _names(nodes)
     adjacency = _adjacency(slot_of, half, adj, empty_slots, edge_types)
     passage = chunks["passage"].to_numpy().astype(bool) if chunks.height else np.zeros(0, bool)
@@ -270,7 +269,7 @@ def _segment(folder: Path, kind: str, nodes: pl.DataFrame, slot_of: pl.DataFrame
     msg = counts.rename({"piece": "key"}).join(msg, on="key", how="left")
     msg_ptr = np.r_[0, np.cumsum(counts["len"].to_numpy())].astype(np.int64)
     write_segment(
-        folder, kind=kind, nodes=node_table, node_postings=node_postings, first_seen=first_seen, names=names,
+        folder, kind=kind, nodes=node_table, node_postings=node_postings, names=names,
         adjacency=adjacency, chunks=chunks.select("id", "path", "sha256", "conv_id", "ts", "hash").to_arrow()
         .cast(SEG_CHUNKS), raw_doc_chunk=raw_doc_chunk, raw_postings=raw_postings,
         messages=messages.select("piece", "piece_offset", "piece_length", *MESSAGE_ROW_COLS).to_arrow()

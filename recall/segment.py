@@ -7,7 +7,6 @@ opening one maps it and reads nothing; .npy files open with mmap_mode="r"):
   nodes.arrow, nodes.keys.npy     node rows recall reads, sorted by id; `slot` is the node's vertex number; the
                                   ids themselves are the keys' prefixes (an `id` column only when some id is
                                   longer than the prefix width)
-  node_first_seen.npy             int64 µs per node row (graph as_of), NO_TIME when unknown
   node_*                          BM25 postings over the node documents (row i = node row i; recall.postings)
   names.arrow, names.keys.npy     (lower-cased Entity title or alias, slot), sorted by name
   adj_*.npy                       neighbour lists of slots (recall.graph_csr)
@@ -33,6 +32,7 @@ import hashlib
 import json
 import os
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ import pyarrow.compute as pc
 
 from r2g.schema import NODES
 from raw_store.schema import MESSAGES, RAW_CHUNKS
-from recall.graph_csr import Adjacency, AdjacencyArrays, write_adjacency
+from recall.graph_csr import NO_TIME, Adjacency, AdjacencyArrays, write_adjacency
 from recall.postings import Postings, PostingsArrays, write_postings
 from recall.sorted_keys import SortedKeys, arrow_indices, arrow_numpy, mapped, prefix_strings
 
@@ -178,7 +178,7 @@ def read_arrow(path: Path) -> tuple[pa.Table, pa.MemoryMappedFile]:
 
 
 def write_segment(folder: Path, *, kind: str, nodes: pa.Table, node_postings: PostingsArrays,
-                  first_seen: np.ndarray, names: pa.Table, adjacency: AdjacencyArrays, chunks: pa.Table,
+                  names: pa.Table, adjacency: AdjacencyArrays, chunks: pa.Table,
                   raw_doc_chunk: np.ndarray, raw_postings: PostingsArrays, messages: pa.Table, msg_keys: pa.Array,
                   msg_ptr: np.ndarray, msg_hash: np.ndarray, removed_slots: np.ndarray,
                   removed_chunks: list[str], removed_msgs: list[str], meta: dict) -> None:
@@ -190,7 +190,6 @@ def write_segment(folder: Path, *, kind: str, nodes: pa.Table, node_postings: Po
             and not pc.any(pc.match_substring(ids, "\x00")).as_py():
         nodes = nodes.drop_columns(["id"])   # the prefixes are the ids, whole
     write_arrow(folder / "nodes.arrow", compact(nodes))
-    np.save(folder / "node_first_seen.npy", first_seen.astype(np.int64))
     write_postings(folder, "node", node_postings)
     write_arrow(folder / "names.arrow", names)
     SortedKeys.write(folder / "names.keys.npy", names.column("name"))
@@ -239,7 +238,6 @@ class Segment:
         self._node_id_col = self.nodes.column("id") if "id" in self.nodes.column_names else None
         self.node_keys = SortedKeys.open(folder / "nodes.keys.npy", self._node_id_col)
         self.node_slot = arrow_numpy(self.nodes.column("slot"))
-        self.node_first_seen = mapped(folder / "node_first_seen.npy")
         self.node_postings = Postings(folder, "node")
         self.names = self._arrow("names.arrow")
         self.name_keys = SortedKeys.open(folder / "names.keys.npy", self.names.column("name"))
@@ -261,6 +259,12 @@ class Segment:
         self.removed_slots = mapped(folder / "removed_slots.npy")
         self.removed_chunks = frozenset(self._arrow("removed_chunks.arrow").column("key").to_pylist())
         self.removed_msgs = frozenset(self._arrow("removed_msgs.arrow").column("key").to_pylist())
+
+    @cached_property
+    def node_first_seen(self) -> np.ndarray:
+        """int64 µs per node row (the graph's as_of), NO_TIME when unknown: the first_seen column, zero-copy
+        when it has no nulls."""
+        return arrow_numpy(self.nodes.column("first_seen"), null=int(NO_TIME))
 
     def require_adjacency(self) -> Adjacency:
         """The graph's adjacency lists; the error that kept them from loading is raised when they are asked for."""

@@ -7,12 +7,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from test_recall_index import ROUNDS, _answers, _build
 
-from recall import index_build, segment
+from recall import segment
 from recall.graph_csr import Adjacency, AdjacencyArrays, write_adjacency
 from recall.segment import SEG_MESSAGES, SEG_NODES, compact, decode
-from recall.tenant_index import open_tenant_index
 
 
 def _nodes(n: int) -> pa.Table:
@@ -76,22 +74,3 @@ def test_adjacency_weights_are_exact_through_the_table_and_past_it(tmp_path: Pat
         assert (tmp_path / name / "adj_wtab.npy").exists() == (name == "few")
         assert np.array_equal(got.weights(0, n), w) and np.array_equal(got.code, a.code)
         assert np.array_equal(got.weights(10, 20), w[10:20])
-
-
-def test_a_compressed_base_with_deltas_answers_like_an_uncompressed_fresh_base(tmp_path: Path, monkeypatch) -> None:
-    """Text compressed in every segment that can train a dictionary (the base, not the small deltas): the same
-    contents and answers as a fresh base stored without compression."""
-    monkeypatch.setattr(index_build, "COMPACT_SHARE", 100.0)
-    monkeypatch.setattr(segment, "ZSTD_MIN_ROWS", 16)
-    inc, stats = _build(tmp_path / "inc", ROUNDS)
-    assert [s["alice"]["mode"] for s in stats] == ["base", "delta", "delta"]
-    a = open_tenant_index(inc.index_dir, "alice")
-    base = a.v.segments[0]
-    assert base.nodes.schema.field("text").type == pa.binary() and "id" not in base.nodes.column_names
-    assert base.messages.schema.field("text").type == pa.binary()
-    monkeypatch.setattr(segment, "ZSTD_MIN_ROWS", 10 ** 9)
-    fresh, _ = _build(tmp_path / "fresh", [ROUNDS[-1]])
-    f = open_tenant_index(fresh.index_dir, "alice")
-    assert f.v.segments[0].nodes.schema.field("text").type == pa.string()
-    assert a.contents() == f.contents()
-    assert _answers(inc, "alice") == _answers(fresh, "alice")
