@@ -31,10 +31,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -102,7 +102,7 @@ ZSTD_DICT_BYTES = 32 * 1024
 ZSTD_SAMPLE = 20_000          # rows the dictionary is trained on, evenly spaced (the same file gives the same bytes)
 _ZSTD_DICT = b"zstd_dict"
 _ZSTD_ID = b"zstd_dict_id"
-_DECOMPRESSORS: dict[bytes, Any] = {}
+_DECOMPRESSORS = threading.local()
 
 
 def _zstd(col: pa.Array) -> tuple[pa.Array, dict[bytes, bytes]] | None:
@@ -143,12 +143,12 @@ def compact(table: pa.Table) -> pa.Table:
 
 def _unzstd(col: pa.ChunkedArray, meta: dict[bytes, bytes]) -> pa.Array:
     """The strings of a ZSTD_COLUMNS column's rows (built from buffers: pa.array would import pandas)."""
-    d = _DECOMPRESSORS.get(meta[_ZSTD_ID])
+    cache = _DECOMPRESSORS.__dict__.setdefault("by_id", {})   # per thread: a ZstdDecompressor is not thread-safe
+    d = cache.get(meta[_ZSTD_ID])
     if d is None:
         import zstandard
 
-        d = _DECOMPRESSORS[meta[_ZSTD_ID]] = zstandard.ZstdDecompressor(
-            dict_data=zstandard.ZstdCompressionDict(meta[_ZSTD_DICT]))
+        d = cache[meta[_ZSTD_ID]] = zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(meta[_ZSTD_DICT]))
     values = [None if v is None else d.decompress(v) for v in col.to_pylist()]
     n = len(values)
     offsets = np.zeros(n + 1, np.int32)
