@@ -142,33 +142,50 @@ def compact(table: pa.Table) -> pa.Table:
 
 
 def _unzstd(col: pa.ChunkedArray, meta: dict[bytes, bytes]) -> pa.Array:
-    """The strings of a ZSTD_COLUMNS column's rows (built from buffers: pa.array would import pandas)."""
+    """The strings of a ZSTD_COLUMNS column's rows: its frames handed to zstd in one call, zero-copy from the Arrow
+    buffers, and the result built from buffers (pa.array would import pandas)."""
+    import zstandard
+
     cache = _DECOMPRESSORS.__dict__.setdefault("by_id", {})   # per thread: a ZstdDecompressor is not thread-safe
     d = cache.get(meta[_ZSTD_ID])
     if d is None:
-        import zstandard
-
         d = cache[meta[_ZSTD_ID]] = zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(meta[_ZSTD_DICT]))
-    values = [None if v is None else d.decompress(v) for v in col.to_pylist()]
-    n = len(values)
+    arr = col.combine_chunks()
+    n = len(arr)
     offsets = np.zeros(n + 1, np.int32)
-    np.cumsum([len(v) if v is not None else 0 for v in values], out=offsets[1:])
-    valid = None
-    if col.null_count:
-        valid = pa.py_buffer(np.packbits(np.array([v is not None for v in values], bool), bitorder="little"))
-    return pa.Array.from_buffers(pa.string(), n, [valid, pa.py_buffer(offsets), pa.py_buffer(b"".join(v or b"" for v in values))],
-                                 null_count=col.null_count)
+    if n:
+        bounds = np.frombuffer(arr.buffers()[1], np.int32, n + 1, arr.offset * 4)
+        rows = np.flatnonzero(np.diff(bounds) > 0)   # null rows have no frame (an empty string has one)
+        if len(rows):
+            segments = np.empty((len(rows), 2), np.uint64)
+            segments[:, 0] = bounds[rows] - bounds[0]
+            segments[:, 1] = bounds[rows + 1] - bounds[rows]
+            frames = zstandard.BufferWithSegments(memoryview(arr.buffers()[2])[bounds[0]:bounds[-1]], segments.tobytes())
+            texts = [seg.tobytes() for seg in d.multi_decompress_to_buffer(frames)]
+            sizes = np.zeros(n, np.int64)
+            sizes[rows] = [len(t) for t in texts]
+            np.cumsum(sizes, out=offsets[1:])
+            data = b"".join(texts)
+        else:
+            data = b""
+    else:
+        data = b""
+    valid = arr.buffers()[0] if arr.null_count else None
+    if valid is not None and arr.offset:
+        valid = pa.py_buffer(np.packbits(arr.is_valid().to_numpy(zero_copy_only=False), bitorder="little"))
+    return pa.Array.from_buffers(pa.string(), n, [valid, pa.py_buffer(offsets), pa.py_buffer(data)],
+                                 null_count=arr.null_count)
 
 
 def decode(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """Rows read from a compact file, in their declared types (the fields of `schema` named by `table`)."""
-    target = pa.schema([schema.field(c) for c in table.column_names])
-    zipped = [i for i, f in enumerate(table.schema) if f.metadata and _ZSTD_ID in f.metadata]
+    zipped = {f.name: f.metadata for f in table.schema if f.metadata and _ZSTD_ID in f.metadata}
     if not zipped:
-        return table.cast(target)
-    cols = [_unzstd(c, f.metadata) if i in zipped else c.cast(target.field(i).type)
-            for i, (f, c) in enumerate(zip(table.schema, table.columns))]
-    return pa.Table.from_arrays(cols, schema=target)
+        return table.cast(pa.schema([schema.field(c) for c in table.column_names]))
+    rest = table.drop_columns(list(zipped))
+    rest = rest.cast(pa.schema([schema.field(c) for c in rest.column_names]))   # one cast for the other columns
+    cols = [_unzstd(table.column(c), zipped[c]) if c in zipped else rest.column(c) for c in table.column_names]
+    return pa.Table.from_arrays(cols, schema=pa.schema([schema.field(c) for c in table.column_names]))
 
 
 def read_arrow(path: Path) -> tuple[pa.Table, pa.MemoryMappedFile]:
