@@ -34,10 +34,10 @@ from r2g.tokens import has_han, segment_for_fts
 from raw_store.frames import as_frame
 from raw_store.lake import conform
 from raw_store.schema import MESSAGES, RAW_CHUNKS
-from recall.graph_csr import NO_TIME, AdjacencyArrays
+from recall.graph_csr import AdjacencyArrays
 from recall.postings import build_postings
 from recall.query_tokens import jieba_tokens
-from recall.segment import MESSAGE_ROW_COLS, NODE_ROW_COLS, write_segment
+from recall.segment import MESSAGE_ROW_COLS, NODE_ROW_COLS, SEG_CHUNKS, SEG_MESSAGES, SEG_NODES, write_segment
 from recall.store import tenant_slug
 from recall.tenant_index import FORMAT, Version, read_current, recall_dir, tenant_dir
 
@@ -140,7 +140,7 @@ class Current:
 def current_state(v: Version) -> Current:
     node_parts, slot_parts, adj_parts, chunk_parts, msg_parts = [], [], [], [], []
     for s, seg in enumerate(v.segments):
-        ids = as_frame(seg.nodes.select(["id", "slot", "hash"]))
+        ids = as_frame(seg.node_rows(np.arange(seg.nodes.num_rows), ("id", "slot", "hash")))
         slot_parts.append(ids.select("id", "slot"))
         live = v.node_live(s)
         node_parts.append(ids if live is None else ids.filter(pl.Series(live)))
@@ -148,7 +148,7 @@ def current_state(v: Version) -> Current:
         adj_parts.append(pl.DataFrame({"slot": np.asarray(adjacency.slot, np.int64),
                                        "hash": np.asarray(adjacency.hash), "seg": np.full(len(adjacency.slot), s)}))
         cl = v.chunk_live(s)
-        ch = as_frame(seg.chunks.select(["id", "hash"]))
+        ch = as_frame(seg.rows(seg.chunks, SEG_CHUNKS, np.arange(seg.chunks.num_rows), ("id", "hash")))
         chunk_parts.append(ch if cl is None else ch.filter(pl.Series(cl)))
         msg_parts.append(pl.DataFrame({"key": pl.Series(seg.msg_key_strings.to_pylist(), dtype=pl.Utf8),
                                        "hash": np.asarray(seg.msg_hash), "seg": np.full(len(seg.msg_hash), s)}))
@@ -180,9 +180,6 @@ def _removed_after(v: Version) -> pl.DataFrame:
 
 # --------------------------------------------------------------------------- writing a segment
 
-SEG_NODES = pa.schema([("id", pa.string()), ("slot", pa.int32()), ("hash", pa.uint64()),
-                       *(NODES.field(c) for c in NODE_ROW_COLS), ("mmr", pa.list_(pa.string()))])
-
 
 def node_docs(titles: list, texts: list, keywords: list, node_doc: Callable[..., str]) -> tuple[list[str], list[list[str] | None]]:
     """Each node's FTS document (recall.index.node_doc) and, for a node whose title or text holds Han, the search
@@ -201,10 +198,6 @@ def node_docs(titles: list, texts: list, keywords: list, node_doc: Callable[...,
             docs.append(node_doc(title, text, kw))
             mmr.append(None)
     return docs, mmr
-SEG_CHUNKS = pa.schema([("id", pa.string()), ("path", pa.string()), ("sha256", pa.string()),
-                        ("conv_id", pa.string()), ("ts", RAW_CHUNKS.field("ts").type), ("hash", pa.uint64())])
-SEG_MESSAGES = pa.schema([("piece", pa.string()), ("piece_offset", pa.int64()), ("piece_length", pa.int64()),
-                          *(MESSAGES.field(c) for c in MESSAGE_ROW_COLS)])
 
 
 def docs_with_mmr(nodes: pl.DataFrame, given: pl.DataFrame | None,
@@ -254,7 +247,6 @@ def _segment(folder: Path, kind: str, nodes: pl.DataFrame, slot_of: pl.DataFrame
     t = time.perf_counter()
     node_table = nodes.select("id", "slot", "hash", *NODE_ROW_COLS).with_columns(
         pl.Series("mmr", mmr, dtype=pl.List(pl.Utf8))).to_arrow().cast(SEG_NODES)
-    first_seen = nodes["first_seen"].dt.epoch("us").fill_null(NO_TIME).to_numpy().astype(np.int64)
     names = _names(nodes)
     adjacency = _adjacency(slot_of, half, adj, empty_slots, edge_types)
     passage = chunks["passage"].to_numpy().astype(bool) if chunks.height else np.zeros(0, bool)
@@ -277,7 +269,7 @@ def _segment(folder: Path, kind: str, nodes: pl.DataFrame, slot_of: pl.DataFrame
     msg = counts.rename({"piece": "key"}).join(msg, on="key", how="left")
     msg_ptr = np.r_[0, np.cumsum(counts["len"].to_numpy())].astype(np.int64)
     write_segment(
-        folder, kind=kind, nodes=node_table, node_postings=node_postings, first_seen=first_seen, names=names,
+        folder, kind=kind, nodes=node_table, node_postings=node_postings, names=names,
         adjacency=adjacency, chunks=chunks.select("id", "path", "sha256", "conv_id", "ts", "hash").to_arrow()
         .cast(SEG_CHUNKS), raw_doc_chunk=raw_doc_chunk, raw_postings=raw_postings,
         messages=messages.select("piece", "piece_offset", "piece_length", *MESSAGE_ROW_COLS).to_arrow()

@@ -8,8 +8,9 @@ FTS_IGNORE), and its `dict` / `terms` / `docs` tables are exported as arrays:
   <name>_terms.keys.npy   their byte prefixes (recall.sorted_keys)
   <name>_term_ptr.npy     int64 [n_terms + 1]: CSR offsets of each term's postings
   <name>_post_doc.npy     int32: document rows, ascending within a term
-  <name>_post_tf.npy      int32: term frequency in that document
-  <name>_doc_len.npy      int32 [n_docs]: document length in terms (DuckDB's docs.len; stop-words not counted)
+  <name>_post_tf.npy      uint8: term frequency in that document (uint16 or int32 when some is larger)
+  <name>_doc_len.npy      uint16 [n_docs]: document length in terms (DuckDB's docs.len; stop-words not
+                          counted; int32 when some is longer)
 
 Query: the query string is tokenized and stemmed by DuckDB itself (`stem(unnest(tokenize(q)),
 'porter')` with the index's own tokenize macro, kept in the segment's meta), and scored with
@@ -28,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from recall.sorted_keys import SortedKeys, mapped
+from recall.sorted_keys import SortedKeys, mapped, narrow
 
 K1 = 1.2
 B = 0.75
@@ -106,7 +107,9 @@ def write_postings(folder: Path, name: str, p: PostingsArrays) -> None:
         with pa.ipc.new_file(f, pa.schema([("term", pa.string())])) as w:
             w.write_table(pa.table({"term": p.terms}))
     SortedKeys.write(folder / f"{name}_terms.keys.npy", p.terms)
-    for suffix, arr in (("term_ptr", p.term_ptr), ("post_doc", p.doc), ("post_tf", p.tf), ("doc_len", p.doc_len)):
+    for suffix, arr in (("term_ptr", p.term_ptr), ("post_doc", p.doc),
+                        ("post_tf", narrow(p.tf, (np.uint8, np.uint16, np.int32))),
+                        ("doc_len", narrow(p.doc_len, (np.uint16, np.int32)))):
         np.save(folder / f"{name}_{suffix}.npy", arr)
 
 

@@ -4,8 +4,9 @@ A *base* segment holds everything recall reads for the tenant; a *delta* holds o
 the segments before it, and names what it removes. Files (Arrow IPC files are uncompressed, so
 opening one maps it and reads nothing; .npy files open with mmap_mode="r"):
 
-  nodes.arrow, nodes.keys.npy     node rows recall reads, sorted by id; `slot` is the node's vertex number
-  node_first_seen.npy             int64 µs per node row (graph as_of), NO_TIME when unknown
+  nodes.arrow, nodes.keys.npy     node rows recall reads, sorted by id; `slot` is the node's vertex number; the
+                                  ids themselves are the keys' prefixes (an `id` column only when some id is
+                                  longer than the prefix width)
   node_*                          BM25 postings over the node documents (row i = node row i; recall.postings)
   names.arrow, names.keys.npy     (lower-cased Entity title or alias, slot), sorted by name
   adj_*.npy                       neighbour lists of slots (recall.graph_csr)
@@ -15,19 +16,35 @@ opening one maps it and reads nothing; .npy files open with mmap_mode="r"):
   msg_keys.arrow/.keys.npy, msg_ptr.npy, msg_hash.npy   the distinct pieces' chunk ids, CSR offsets, group hashes
   removed_slots.npy, removed_chunks.arrow, removed_msgs.arrow   (delta) what it removes from older segments
   meta.json                       kind, counts, the FTS tokenize macro, the edge type names
+
+The Arrow files are stored *compact* (`compact`): a column, list item or struct field whose values repeat
+(at most one distinct value in two rows: node types, statuses, speakers, conv ids, the raw ids of raw_refs,
+MMR tokens, importances) is dictionary-encoded with the narrowest index, and an int64 whose values fit
+is int32. Dictionaries are read once when a file is opened, the indices stay mapped; rows read are cast back
+to the declared schema (`SEG_NODES`, `SEG_CHUNKS`, `SEG_MESSAGES`), so readers see the same types and values.
+Free text (`text` of nodes and messages) is compressed row by row (`ZSTD_COLUMNS`). Compressing whole record
+batches (LZ4/zstd) was measured and not kept: a query reads a few hundred node rows spread over the whole file,
+so it would decode most batches (+70–180 ms a query; bench/README.md, "Lean storage").
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import threading
+from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from recall.graph_csr import Adjacency, AdjacencyArrays, write_adjacency
+from r2g.schema import NODES
+from raw_store.schema import MESSAGES, RAW_CHUNKS
+from recall.graph_csr import NO_TIME, Adjacency, AdjacencyArrays, write_adjacency
 from recall.postings import Postings, PostingsArrays, write_postings
-from recall.sorted_keys import SortedKeys, arrow_numpy, mapped
+from recall.sorted_keys import SortedKeys, arrow_indices, arrow_numpy, mapped, prefix_strings
 
 # Node columns recall reads (TenantReader.nodes' columns, plus aliases).
 NODE_ROW_COLS = ("type", "subtype", "title", "text", "time_start", "time_end", "first_seen", "last_seen",
@@ -36,11 +53,139 @@ NODE_ROW_COLS = ("type", "subtype", "title", "text", "time_start", "time_end", "
 CHUNK_ROW_COLS = ("path", "sha256", "conv_id", "ts")
 MESSAGE_ROW_COLS = ("conv_id", "msg_id", "seq", "speaker", "ts", "text", "raw_id", "offset", "length", "raw_refs")
 
+# The rows of a segment's Arrow files as readers see them (stored compact: see the module docstring).
+SEG_NODES = pa.schema([("id", pa.string()), ("slot", pa.int32()), ("hash", pa.uint64()),
+                       *(NODES.field(c) for c in NODE_ROW_COLS), ("mmr", pa.list_(pa.string()))])
+SEG_CHUNKS = pa.schema([("id", pa.string()), ("path", pa.string()), ("sha256", pa.string()),
+                        ("conv_id", pa.string()), ("ts", RAW_CHUNKS.field("ts").type), ("hash", pa.uint64())])
+SEG_MESSAGES = pa.schema([("piece", pa.string()), ("piece_offset", pa.int64()), ("piece_length", pa.int64()),
+                          *(MESSAGES.field(c) for c in MESSAGE_ROW_COLS)])
+
 
 def write_arrow(path: Path, table: pa.Table) -> None:
     with pa.OSFile(str(path), "wb") as f:
         with pa.ipc.new_file(f, table.schema) as w:
             w.write_table(table)
+
+
+def _index_type(n: int) -> pa.DataType:
+    return pa.int8() if n < 2 ** 7 else pa.int16() if n < 2 ** 15 else pa.int32()
+
+
+def _compact(col: pa.Array) -> pa.Array:
+    """One column (list item, struct field) in its storage type (see the module docstring)."""
+    t = col.type
+    mask = col.is_null() if col.null_count else None
+    if pa.types.is_list(t):
+        return pa.ListArray.from_arrays(col.offsets, _compact(col.values), mask=mask)
+    if pa.types.is_struct(t):
+        parts = [_compact(f) for f in col.flatten()]
+        return pa.StructArray.from_arrays(parts, fields=[pa.field(f.name, p.type, f.nullable) for f, p in zip(t, parts)],
+                                          mask=mask)
+    if t == pa.int64() and len(col) > col.null_count:
+        lo, hi = pc.min_max(col).values()
+        if -2 ** 31 <= lo.as_py() and hi.as_py() < 2 ** 31:
+            return col.cast(pa.int32())
+    if (pa.types.is_string(t) or pa.types.is_floating(t)) and len(col) >= 16:
+        distinct = pc.count_distinct(col).as_py()
+        if distinct * 2 <= len(col):
+            d = pc.dictionary_encode(col)
+            return pa.DictionaryArray.from_arrays(d.indices.cast(_index_type(distinct)), d.dictionary)
+    return col
+
+
+# Free text (node and message `text`): compressed row by row with zstd and a dictionary trained on the file's own
+# rows (kept in the field's metadata), so a query decompresses just the rows it reads (~1 µs a row).
+ZSTD_COLUMNS = ("text",)
+ZSTD_MIN_ROWS = 1024          # fewer rows (a small delta): stored as they are
+ZSTD_DICT_BYTES = 32 * 1024
+ZSTD_SAMPLE = 20_000          # rows the dictionary is trained on, evenly spaced (the same file gives the same bytes)
+_ZSTD_DICT = b"zstd_dict"
+_ZSTD_ID = b"zstd_dict_id"
+_DECOMPRESSORS = threading.local()
+
+
+def _zstd(col: pa.Array) -> tuple[pa.Array, dict[bytes, bytes]] | None:
+    """A string column as per-row zstd frames and the field metadata holding the dictionary; None when too few
+    rows or no dictionary could be trained."""
+    import zstandard
+
+    if len(col) - col.null_count < ZSTD_MIN_ROWS:
+        return None
+    values = [v.encode("utf-8") if v is not None else None for v in col.to_pylist()]
+    present = [v for v in values if v]
+    sample = present[::max(1, len(present) // ZSTD_SAMPLE)]
+    try:
+        d = zstandard.train_dictionary(ZSTD_DICT_BYTES, sample, level=3)
+    except zstandard.ZstdError:
+        return None
+    c = zstandard.ZstdCompressor(dict_data=d, level=3, write_checksum=False, write_dict_id=False)
+    data = pa.array([None if v is None else c.compress(v) for v in values], pa.binary())
+    raw = d.as_bytes()
+    return data, {_ZSTD_DICT: raw, _ZSTD_ID: hashlib.sha256(raw).hexdigest()[:16].encode()}
+
+
+def compact(table: pa.Table) -> pa.Table:
+    """`table` (of its declared schema) in its storage types: repeated values dictionary-encoded, int64 as int32
+    where they fit, ZSTD_COLUMNS compressed row by row; `decode` casts rows read back."""
+    fields, arrays = [], []
+    for f, col in zip(table.schema, table.columns):
+        arr = col.combine_chunks()
+        z = _zstd(arr) if f.name in ZSTD_COLUMNS and pa.types.is_string(f.type) else None
+        if z is not None:
+            arrays.append(z[0])
+            fields.append(pa.field(f.name, pa.binary(), f.nullable, metadata=z[1]))
+        else:
+            arrays.append(_compact(arr))
+            fields.append(pa.field(f.name, arrays[-1].type, f.nullable))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _unzstd(col: pa.ChunkedArray, meta: dict[bytes, bytes]) -> pa.Array:
+    """The strings of a ZSTD_COLUMNS column's rows: its frames handed to zstd in one call, zero-copy from the Arrow
+    buffers, and the result built from buffers (pa.array would import pandas)."""
+    import zstandard
+
+    cache = _DECOMPRESSORS.__dict__.setdefault("by_id", {})   # per thread: a ZstdDecompressor is not thread-safe
+    d = cache.get(meta[_ZSTD_ID])
+    if d is None:
+        d = cache[meta[_ZSTD_ID]] = zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(meta[_ZSTD_DICT]))
+    arr = col.combine_chunks()
+    n = len(arr)
+    offsets = np.zeros(n + 1, np.int32)
+    if n:
+        bounds = np.frombuffer(arr.buffers()[1], np.int32, n + 1, arr.offset * 4)
+        rows = np.flatnonzero(np.diff(bounds) > 0)   # null rows have no frame (an empty string has one)
+        if len(rows):
+            segments = np.empty((len(rows), 2), np.uint64)
+            segments[:, 0] = bounds[rows] - bounds[0]
+            segments[:, 1] = bounds[rows + 1] - bounds[rows]
+            frames = zstandard.BufferWithSegments(memoryview(arr.buffers()[2])[bounds[0]:bounds[-1]], segments.tobytes())
+            texts = [seg.tobytes() for seg in d.multi_decompress_to_buffer(frames)]
+            sizes = np.zeros(n, np.int64)
+            sizes[rows] = [len(t) for t in texts]
+            np.cumsum(sizes, out=offsets[1:])
+            data = b"".join(texts)
+        else:
+            data = b""
+    else:
+        data = b""
+    valid = arr.buffers()[0] if arr.null_count else None
+    if valid is not None and arr.offset:
+        valid = pa.py_buffer(np.packbits(arr.is_valid().to_numpy(zero_copy_only=False), bitorder="little"))
+    return pa.Array.from_buffers(pa.string(), n, [valid, pa.py_buffer(offsets), pa.py_buffer(data)],
+                                 null_count=arr.null_count)
+
+
+def decode(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Rows read from a compact file, in their declared types (the fields of `schema` named by `table`)."""
+    zipped = {f.name: f.metadata for f in table.schema if f.metadata and _ZSTD_ID in f.metadata}
+    if not zipped:
+        return table.cast(pa.schema([schema.field(c) for c in table.column_names]))
+    rest = table.drop_columns(list(zipped))
+    rest = rest.cast(pa.schema([schema.field(c) for c in rest.column_names]))   # one cast for the other columns
+    cols = [_unzstd(table.column(c), zipped[c]) if c in zipped else rest.column(c) for c in table.column_names]
+    return pa.Table.from_arrays(cols, schema=pa.schema([schema.field(c) for c in table.column_names]))
 
 
 def read_arrow(path: Path) -> tuple[pa.Table, pa.MemoryMappedFile]:
@@ -50,24 +195,27 @@ def read_arrow(path: Path) -> tuple[pa.Table, pa.MemoryMappedFile]:
 
 
 def write_segment(folder: Path, *, kind: str, nodes: pa.Table, node_postings: PostingsArrays,
-                  first_seen: np.ndarray, names: pa.Table, adjacency: AdjacencyArrays, chunks: pa.Table,
+                  names: pa.Table, adjacency: AdjacencyArrays, chunks: pa.Table,
                   raw_doc_chunk: np.ndarray, raw_postings: PostingsArrays, messages: pa.Table, msg_keys: pa.Array,
                   msg_ptr: np.ndarray, msg_hash: np.ndarray, removed_slots: np.ndarray,
                   removed_chunks: list[str], removed_msgs: list[str], meta: dict) -> None:
     """Write one segment's files into `folder` (created; fsynced, the caller renames it into place)."""
     folder.mkdir(parents=True)
-    write_arrow(folder / "nodes.arrow", nodes)
-    SortedKeys.write(folder / "nodes.keys.npy", nodes.column("id"))
-    np.save(folder / "node_first_seen.npy", first_seen.astype(np.int64))
+    keys = SortedKeys.write(folder / "nodes.keys.npy", nodes.column("id"))
+    ids = nodes.column("id")
+    if len(nodes) and pc.max(pc.binary_length(ids)).as_py() <= keys.dtype.itemsize \
+            and not pc.any(pc.match_substring(ids, "\x00")).as_py():
+        nodes = nodes.drop_columns(["id"])   # the prefixes are the ids, whole
+    write_arrow(folder / "nodes.arrow", compact(nodes))
     write_postings(folder, "node", node_postings)
     write_arrow(folder / "names.arrow", names)
     SortedKeys.write(folder / "names.keys.npy", names.column("name"))
     write_adjacency(folder, adjacency)
-    write_arrow(folder / "chunks.arrow", chunks)
+    write_arrow(folder / "chunks.arrow", compact(chunks))
     SortedKeys.write(folder / "chunks.keys.npy", chunks.column("id"))
     np.save(folder / "raw_doc_chunk.npy", raw_doc_chunk.astype(np.int32))
     write_postings(folder, "raw", raw_postings)
-    write_arrow(folder / "messages.arrow", messages)
+    write_arrow(folder / "messages.arrow", compact(messages))
     write_arrow(folder / "msg_keys.arrow", pa.table({"key": msg_keys}))
     SortedKeys.write(folder / "msg_keys.keys.npy", msg_keys)
     np.save(folder / "msg_ptr.npy", msg_ptr.astype(np.int64))
@@ -104,9 +252,9 @@ class Segment:
         self.meta = json.loads((folder / "meta.json").read_text("utf-8"))
         self._maps: list[pa.MemoryMappedFile] = []
         self.nodes = self._arrow("nodes.arrow")
-        self.node_keys = SortedKeys.open(folder / "nodes.keys.npy", self.nodes.column("id"))
+        self._node_id_col = self.nodes.column("id") if "id" in self.nodes.column_names else None
+        self.node_keys = SortedKeys.open(folder / "nodes.keys.npy", self._node_id_col)
         self.node_slot = arrow_numpy(self.nodes.column("slot"))
-        self.node_first_seen = mapped(folder / "node_first_seen.npy")
         self.node_postings = Postings(folder, "node")
         self.names = self._arrow("names.arrow")
         self.name_keys = SortedKeys.open(folder / "names.keys.npy", self.names.column("name"))
@@ -129,6 +277,12 @@ class Segment:
         self.removed_chunks = frozenset(self._arrow("removed_chunks.arrow").column("key").to_pylist())
         self.removed_msgs = frozenset(self._arrow("removed_msgs.arrow").column("key").to_pylist())
 
+    @cached_property
+    def node_first_seen(self) -> np.ndarray:
+        """int64 µs per node row (the graph's as_of), NO_TIME when unknown: the first_seen column, zero-copy
+        when it has no nulls."""
+        return arrow_numpy(self.nodes.column("first_seen"), null=int(NO_TIME))
+
     def require_adjacency(self) -> Adjacency:
         """The graph's adjacency lists; the error that kept them from loading is raised when they are asked for."""
         if self.adjacency is None:
@@ -140,6 +294,30 @@ class Segment:
         table, mm = read_arrow(self.folder / name)
         self._maps.append(mm)
         return table
+
+    def node_ids(self, rows: np.ndarray) -> list[str]:
+        """The ids of node rows `rows`."""
+        return self.node_id_array(rows).to_pylist()
+
+    def node_id_array(self, rows: np.ndarray) -> pa.Array:
+        """The ids of node rows `rows`, as Arrow strings."""
+        if self._node_id_col is not None:
+            return self._node_id_col.take(arrow_indices(rows)).combine_chunks()
+        return prefix_strings(self.node_keys.prefixes[np.asarray(rows, np.int64)])
+
+    def node_rows(self, rows: np.ndarray, columns: Sequence[str]) -> pa.Table:
+        """Node rows `rows` (`columns` of SEG_NODES, "id" included), in the declared types."""
+        stored = [c for c in columns if c != "id" or self._node_id_col is not None]
+        if not stored:   # only ids (a table of no columns has no rows)
+            return pa.Table.from_arrays([self.node_id_array(rows)] * len(columns), names=list(columns))
+        part = decode(self.nodes.select(stored).take(arrow_indices(rows)), SEG_NODES)
+        if "id" in columns and "id" not in stored:
+            part = part.append_column("id", self.node_id_array(rows))
+        return part.select(list(columns))
+
+    def rows(self, table: pa.Table, schema: pa.Schema, rows: np.ndarray, columns: Sequence[str]) -> pa.Table:
+        """Rows of one of this segment's chunk or message tables, in the declared types."""
+        return decode(table.select(list(columns)).take(arrow_indices(rows)), schema)
 
     def holds_chunk(self, key: str) -> bool:
         return self.chunk_keys.find([key])[0] >= 0

@@ -55,6 +55,28 @@ def arrow_indices(rows: Sequence[int] | np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.int64(), len(a), [None, pa.py_buffer(a)])
 
 
+def prefix_strings(prefixes: np.ndarray) -> pa.Array:
+    """The keys of a prefix array as an Arrow string array, for keys held whole (no key longer than the width and
+    none holding NUL: numpy pads with NULs). Built from buffers, without pa.array (see arrow_indices)."""
+    n, width = len(prefixes), prefixes.dtype.itemsize
+    raw = np.ascontiguousarray(prefixes).view(np.uint8).reshape(n, width)
+    used = raw != 0
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(used.sum(axis=1), out=offsets[1:])
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw[used].tobytes())])
+
+
+def narrow(a: np.ndarray, dtypes: Sequence[type]) -> np.ndarray:
+    """`a` as the first of `dtypes` that holds all its values (integers), else as it is."""
+    if len(a):
+        lo, hi = int(a.min()), int(a.max())
+        for dt in dtypes:
+            info = np.iinfo(dt)
+            if info.min <= lo and hi <= info.max:
+                return a.astype(dt)
+    return a.astype(dtypes[0]) if not len(a) else a
+
+
 def mapped(path: Path) -> np.ndarray:
     """A .npy file memory-mapped read-only, as a plain ndarray (numpy's memmap subclass costs microseconds on
     every slice and element read; the view keeps the map alive)."""

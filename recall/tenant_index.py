@@ -24,6 +24,7 @@ import threading
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -32,11 +33,12 @@ from recall.citations import RawRef
 from recall.graph_csr import NO_TIME, CsrGraph
 from recall.postings import Part, bm25, live_stats, query_terms
 from recall.scoring import BATCH_COLUMNS, INDEX_COLUMNS, NodeBatch
-from recall.segment import Segment
+from recall.segment import SEG_CHUNKS, SEG_MESSAGES, Segment
 from recall.sorted_keys import arrow_indices, arrow_numpy
 from recall.store import FileCache, IndexNotBuilt, TenantInfo, tenant_slug
 
-FORMAT = 3   # a version of another format is rebuilt (2: multiset group hashes; 3: MMR tokens of nodes)
+FORMAT = 4   # a version of another format is rebuilt (2: multiset group hashes; 3: MMR tokens of nodes;
+             # 4: compact Arrow rows, node ids only in the keys, narrow CSR and postings arrays)
 NODE_COLUMNS = ("id", "type", "subtype", "title", "text", "time_start", "time_end", "first_seen", "last_seen",
                 "raw_refs", "conv_id", "msg_id", "speaker", "status", "importance", "frequency", "sentiment")
 
@@ -172,7 +174,7 @@ class Version:
     def ids_of_slots(self, slots: np.ndarray) -> list[str]:
         out: list[str | None] = [None] * len(slots)
         for s, pos, rows in self.rows_of(np.asarray(slots, dtype=np.int64)):
-            for p, name in zip(pos.tolist(), self.segments[s].nodes.column("id").take(arrow_indices(rows)).to_pylist()):
+            for p, name in zip(pos.tolist(), self.segments[s].node_ids(rows)):
                 out[p] = name
         return out   # type: ignore[return-value]
 
@@ -246,7 +248,7 @@ class TenantIndex:
         n, avgdl = self.v.stats("node")
         segs = self.v.segments
         return bm25(self.v.node_parts(), n, avgdl, self._terms(query),
-                    lambda s, rows: segs[s].nodes.column("id").take(arrow_indices(rows)).to_pylist(), limit)
+                    lambda s, rows: segs[s].node_ids(rows), limit)
 
     def raw_bm25(self, info: TenantInfo, query: str, limit: int) -> list[tuple[str, float]]:
         """(raw_id, BM25) best first over the text passages."""
@@ -263,7 +265,7 @@ class TenantIndex:
             return {}
         out: dict[str, dict] = {}
         for s, _, rows in self.v.rows_of(self.v.slots_of(ids)):
-            out.update(_rows(self.v.segments[s].nodes, rows, columns))
+            out.update(_dicts(self.v.segments[s].node_rows(rows, columns), "id"))
         return out
 
     def node_batch(self, ids: Sequence[str]) -> NodeBatch:
@@ -271,7 +273,7 @@ class TenantIndex:
         ids = list(dict.fromkeys(ids))
         parts, where = [], []
         for s, pos, rows in self.v.rows_of(self.v.slots_of(ids)):
-            parts.append(self.v.segments[s].nodes.select([*BATCH_COLUMNS, *INDEX_COLUMNS]).take(arrow_indices(rows)))
+            parts.append(self.v.segments[s].node_rows(rows, [*BATCH_COLUMNS, *INDEX_COLUMNS]))
             where.append(pos)
         if not parts:
             return NodeBatch.from_rows({}, [])
@@ -306,7 +308,8 @@ class TenantIndex:
             rows = seg.chunk_keys.find(todo)
             hit = rows >= 0
             if hit.any():
-                out.update(_rows(seg.chunks, rows[hit], ("id", "path", "sha256", "conv_id", "ts")))
+                out.update(_dicts(seg.rows(seg.chunks, SEG_CHUNKS, rows[hit], ("id", "path", "sha256", "conv_id", "ts")),
+                                  "id"))
             todo = [k for k, h in zip(todo, hit.tolist()) if not h and k not in seg.removed_chunks]
         return out
 
@@ -323,7 +326,7 @@ class TenantIndex:
             spans = [(int(seg.msg_ptr[j]), int(seg.msg_ptr[j + 1])) for j in js[js >= 0].tolist()]
             if spans:
                 idx = np.concatenate([np.arange(a, z) for a, z in spans])
-                found.extend(_rows(seg.messages, idx, cols, key=None))
+                found.extend(_dicts(seg.rows(seg.messages, SEG_MESSAGES, idx, cols), None))
             todo = [k for k, j in zip(todo, js.tolist()) if j < 0 and k not in seg.removed_msgs]
         seen: set[tuple] = set()
         out = []
@@ -348,7 +351,8 @@ class TenantIndex:
             js = seg.msg_keys.find(todo)
             spans = [(k, int(seg.msg_ptr[j]), int(seg.msg_ptr[j + 1])) for k, j in zip(todo, js.tolist()) if j >= 0]
             if spans:
-                rows = _rows(seg.messages, np.concatenate([np.arange(a, z) for _, a, z in spans]), cols, key=None)
+                rows = _dicts(seg.rows(seg.messages, SEG_MESSAGES, np.concatenate([np.arange(a, z) for _, a, z in spans]),
+                                       cols), None)
                 i = 0
                 for key, a, z in spans:
                     group = rows[i:i + z - a]
@@ -384,9 +388,9 @@ class TenantIndex:
                 "node_stats": v.stats("node"), "raw_stats": v.stats("raw")}
 
 
-def _rows(table: pa.Table, rows: np.ndarray, columns: Sequence[str], key: str | None = "id") -> dict | list:
-    """Rows of an Arrow table as dicts: {row[key]: row} (key None: a list)."""
-    part = table.select(list(columns)).take(arrow_indices(rows))
+def _dicts(part: pa.Table, key: str | None) -> Any:
+    """The rows of an Arrow table as dicts: {row[key]: row} (key None: a list)."""
+    columns = part.column_names
     values = [_pylist(part.column(c)) for c in columns]
     dicts = [dict(zip(columns, vals)) for vals in zip(*values)]
     return dicts if key is None else {d[key]: d for d in dicts}

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from raw_store.lake import Lake
-from recall import index_build, recall
+from recall import index_build, recall, segment
 from recall.index import build_indexes
 from recall.query import query_keywords
 from recall.store import tenant_reader
@@ -177,6 +177,25 @@ def test_base_plus_deltas_answers_exactly_like_a_fresh_base(tmp_path: Path, monk
     # the removed tenant: no folder, no answers
     assert open_tenant_index(inc.index_dir, "bob") is None and not tenant_dir(inc.index_dir, "bob").exists()
     assert recall("garden", "bob", lake=inc) == []
+
+
+def test_a_compressed_base_with_deltas_answers_like_an_uncompressed_fresh_base(tmp_path: Path, monkeypatch) -> None:
+    """Text compressed in every segment that can train a dictionary (the base, not the small deltas): the same
+    contents and answers as a fresh base stored without compression."""
+    monkeypatch.setattr(index_build, "COMPACT_SHARE", 100.0)
+    monkeypatch.setattr(segment, "ZSTD_MIN_ROWS", 16)
+    inc, stats = _build(tmp_path / "inc", ROUNDS)
+    assert [s["alice"]["mode"] for s in stats] == ["base", "delta", "delta"]
+    a = open_tenant_index(inc.index_dir, "alice")
+    base = a.v.segments[0]
+    assert base.nodes.schema.field("text").type == pa.binary() and "id" not in base.nodes.column_names
+    assert base.messages.schema.field("text").type == pa.binary()
+    monkeypatch.setattr(segment, "ZSTD_MIN_ROWS", 10 ** 9)
+    fresh, _ = _build(tmp_path / "fresh", [ROUNDS[-1]])
+    f = open_tenant_index(fresh.index_dir, "alice")
+    assert f.v.segments[0].nodes.schema.field("text").type == pa.string()
+    assert a.contents() == f.contents()
+    assert _answers(inc, "alice") == _answers(fresh, "alice")
 
 
 def test_each_delta_matches_a_fresh_base_of_its_round(tmp_path: Path, monkeypatch) -> None:
