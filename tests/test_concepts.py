@@ -173,11 +173,11 @@ def test_match_is_fast(cd: ConceptDict) -> None:
     en = ("Caroline went to an LGBTQ support group yesterday and then played soccer with her kids .".split(),
           "Caroline go to an LGBTQ support group yesterday and then play soccer with her kid .".split())
     zh = ["周末", "我们", "去", "爬山", "，", "然后", "喝", "咖啡", "，", "小明", "在", "公园", "里", "踢", "足球"]
-    t0 = time.perf_counter()
+    t0 = time.process_time()   # CPU time: the bound holds on a loaded machine or beside another test worker
     for _ in range(10_000):
         cd.match(en[0], en[1], "en")
         cd.match(zh, zh, "zh")
-    assert time.perf_counter() - t0 < 2.0
+    assert time.process_time() - t0 < 2.0
 
 
 # ---------------------------------------------------------------- extension files and the version

@@ -79,14 +79,18 @@ def three_ways(tmp_path_factory):
         for k in ("MEMCTL_FULL", "MEMCTL_EXECUTOR", "DAGSTER_HOME"):
             mp.delenv(k, raising=False)
         out = {}
-        for way in ("incremental", "full"):           # first files, then one more, then ops, then a forget
-            lake = Lake(tmp_path_factory.mktemp(way))
-            _inbox(lake.root, extras=1)
-            _build(lake)
-            (lake.inbox / "demo" / "extra_1.jsonl").write_text(_extra(1), "utf-8")
-            _build(lake)
-            (lake.inbox / "demo" / "agent_ops.jsonl").write_text(_ops(), "utf-8")
-            _build(lake)
+        # first files, then one more, then ops (the same three default builds for (b) and (c): built once, and (c)
+        # starts from a copy of that lake), then a forget
+        first = Lake(tmp_path_factory.mktemp("incremental"))
+        _inbox(first.root, extras=1)
+        _build(first)
+        (first.inbox / "demo" / "extra_1.jsonl").write_text(_extra(1), "utf-8")
+        _build(first)
+        (first.inbox / "demo" / "agent_ops.jsonl").write_text(_ops(), "utf-8")
+        _build(first)
+        copy = Lake(tmp_path_factory.mktemp("full") / "lake")
+        shutil.copytree(first.root, copy.root)
+        for way, lake in (("incremental", first), ("full", copy)):
             _forget_extra0(lake)
             if way == "full":
                 mp.setenv("MEMCTL_FULL", "1")

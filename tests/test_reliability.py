@@ -8,7 +8,8 @@
 - Recall and `memctl sql` keep answering while a materialization rebuilds the indexes.
 - `memctl verify` finds a corrupted blob, quarantines it, and the next materialization repairs it.
 
-The default suite injects a few kills; `-m soak` runs the long variant.
+The default suite injects three kills, one in each third of a run (early, middle, late; the point inside its third
+is random); `-m soak` runs the long variant (40 kills over the same thirds' fortieths).
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ from recall.store import connect
 from recall.tenant_index import open_tenant_index, recall_dir
 
 ROOT = Path(__file__).resolve().parent.parent
-KILLS = 6
+KILLS = 3    # one per third of a run: early (imports, ingest), middle (graph), late (consolidation, indexes)
 SOAK_KILLS = 40
 MESSY = {
     "messy/half_good.jsonl": (
@@ -148,8 +149,11 @@ def _crash_and_converge(reference: tuple[Path, float], root: Path, kills: int, s
     injected = completed = 0
     while injected < kills:
         proc = _materialize(root, env)
+        # kill number i lands at a random point of the i-th of `kills` equal slices of a run, so a few kills still
+        # cover the whole run from its start to its last writes
+        start, end = 0.3, seconds * 1.05
         try:
-            proc.communicate(timeout=rng.uniform(0.3, seconds * 1.05))
+            proc.communicate(timeout=start + (end - start) * (injected + rng.random()) / kills)
             completed += 1
             assert proc.returncode == 0
             # a run finished before its kill: start the next one from nothing, so kills keep landing mid-run
