@@ -331,7 +331,7 @@ def test_node_documents_and_mmr_tokens_from_one_segmentation_equal_their_definit
     assert docs == [node_doc(*row) for row in zip(titles, texts, keywords)]
     for title, text, tokens in zip(titles, texts, mmr):
         assert tokens is None or tokens == search_tokens(f"{title or ''} {text or ''}")
-    assert sum(t is not None for t in mmr) >= 4
+    assert sum(t is not None for t in mmr) >= 3   # the built-in rows alone give three (eval files may be absent)
     # the same from documents made once by the index build (every other node's document given, the rest made)
     ids = [f"n{i:05d}" for i in range(len(titles))]
     rows = pl.DataFrame({"id": ids, "title": titles, "text": texts, "keywords": keywords},
