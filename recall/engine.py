@@ -35,7 +35,7 @@ import numpy as np
 
 from raw_store.cas import RawStore
 from raw_store.lake import Lake
-from recall import scoring, vectors
+from recall import hop, scoring, vectors
 from recall.citations import Citation, Citer, RawRef
 from recall.diversify import AGGREGATE, TURN_LEVEL, estimate_tokens, mmr, mmr_tokens, pack, result_tokens
 from recall.expand import expand
@@ -121,6 +121,12 @@ class RecallConfig:
     mmr_lambda: float = 0.7            # MMR: relevance vs novelty; 1.0 turns de-duplication off
     mmr_threshold: float = 0.7         # seed 004's diversity threshold: this similar to a pick → only after the rest
     mmr_pool: int = 50                 # candidates MMR picks from (best scores first)
+    # multi-hop seeds (recall.hop), each off at weight 0: pseudo-relevance feedback, same-session neighbours
+    prf_weight: float = 0.0
+    prf_docs: int = 5
+    prf_terms: int = 8
+    session_weight: float = 0.0
+    session_top: int = 5
 
 
 @dataclass
@@ -283,6 +289,13 @@ def _recall(reader: TenantIndex | TenantReader, lake: Lake, query: str, keywords
     for eid in named:   # a named entity seeds the expansion even where BM25 ranked it low
         seeds[eid] = max(seeds.get(eid, 0.0), cfg.named_entity_seed)
     tr.stage("seeds", len(seeds), top=[(i, round(s, 4)) for i, s in list(seeds.items())[:5]])
+    if cfg.prf_weight > 0 and seeds:
+        extra, words = hop.prf_seeds(lambda ids: [f"{r['title'] or ''} {r['text'] or ''}" for r in
+                                                  reader.nodes(ids).values()],
+                                     lambda text: reader.node_bm25(info, text, cfg.seed_limit),
+                                     seeds, keywords, cfg, NO_CONTENT_WORDS)
+        hop.merge(seeds, extra)
+        tr.stage("prf", len(extra), words=words)
 
     vec: dict[str, float] | None = None
     if cfg.vectors_enabled and cfg.lambda_vector > 0:   # λ2 = 0 is stage B off: the same results as without it
@@ -311,6 +324,11 @@ def _recall(reader: TenantIndex | TenantReader, lake: Lake, query: str, keywords
             graph_state = "missing"
         except Exception as e:  # noqa: BLE001 — any unreadable graph file degrades recall to stage A (seed 004 §18)
             graph_state = f"unreadable: {type(e).__name__}"
+    if graph is not None and cfg.session_weight > 0:   # the turns around the best seeds (recall.hop)
+        near = hop.session_seeds(graph, seeds, cfg)
+        hop.merge(seeds, near)
+        hop.merge(expand_from, near)
+        tr.stage("session", len(near))
     graph_scores, evidence = expand(graph, expand_from, expand_depth, cfg, filters.as_of) \
         if graph is not None else ({}, {})
     tr.stage("expand", len(graph_scores), depth=expand_depth, graph=graph_state, method=cfg.graph_method)
