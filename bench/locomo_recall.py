@@ -287,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cv", nargs="+", default=[], metavar="FIELD=[V1,V2]",
                     help="cross-validate every combination of these RecallConfig values (JSON lists) by conversation, "
                          "before the default run; a dotted FIELD sets one entry of a mapping (edge_type_weight.ABOUT)")
+    ap.add_argument("--cv-only", action="store_true", help="stop after the cross-validation (no default run)")
     ap.add_argument("--reuse", action="store_true", help="with --keep: recall over the lake kept there, no rebuild")
     ap.add_argument("--set", nargs="+", default=[], metavar="FIELD=VALUE",
                     help="RecallConfig fields for every run (JSON values), e.g. vector_seed=0 vector_minmax=true")
@@ -310,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.cv_lambda or args.cv:
             axes = {k: json.loads(v) for k, _, v in (x.partition("=") for x in args.cv)}
             cross_validate(data, lake, ks, args.expand_depth, args.cv_lambda, overrides, axes)
+            if args.cv_only:
+                return 0
         result = evaluate(data, lake, ks, args.expand_depth, vectors=(args.vectors.lower() not in OFF) if args.vectors else None,
                           lambda_vector=args.lambda_vector, overrides=overrides)
         print(f"qa={result['n_qa']} (categories 1-4)  recall() mean {result['recall_ms']:.1f} ms")

@@ -29,13 +29,25 @@ if TYPE_CHECKING:   # engine imports this module
 def feedback_terms(texts: Sequence[str], keywords: Sequence[str], n: int, skip: frozenset[str]) -> list[str]:
     """The `n` words most of `texts` hold (by how many texts hold them, then by first appearance) that are neither
     query keywords nor in `skip`; words of one or two Latin letters are left out."""
-    known = {k[:4] for k in keywords}   # "city" is the query's "cities" again (a 4-letter prefix, no stemmer)
+    known = {_root(k) for k in keywords}
     counts: Counter[str] = Counter()
     for t in texts:
-        counts.update(w for w in dict.fromkeys(search_tokens(t))
-                      if w[:4] not in known and w not in skip and w not in EN_STOPWORDS and w not in LABEL_WORDS
-                      and not (w.isascii() and len(w) < 3))
-    return [w for w, _ in counts.most_common(n)]
+        counts.update(list(dict.fromkeys(_root(w) for w in search_tokens(t)
+                                    if w not in skip and w not in EN_STOPWORDS and w not in LABEL_WORDS
+                                    and not (w.isascii() and len(w) < 3))))
+    return [w for w, _ in counts.most_common(len(counts)) if w not in known][:n]
+
+
+_SUFFIXES = (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", ""))
+
+
+def _root(w: str) -> str:
+    """An English word without its plural or -ing/-ed ending ("cities" → "city"): the query's word in another
+    form is no new word. BM25 stems the feedback query itself."""
+    for suffix, repl in _SUFFIXES:
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            return w[: len(w) - len(suffix)] + repl
+    return w
 
 
 def prf_seeds(texts: Callable[[Sequence[str]], list[str]], search: Callable[[str], list[tuple[str, float]]],
