@@ -127,6 +127,7 @@ class RecallConfig:
     prf_terms: int = 8
     session_weight: float = 0.0
     session_top: int = 5
+    speaker_boost: float = 0.0         # × (1 + this) for a line said by someone the question names (0: off)
 
 
 @dataclass
@@ -336,7 +337,8 @@ def _recall(reader: TenantIndex | TenantReader, lake: Lake, query: str, keywords
     turn_of: dict[str, tuple[str, str]] = {}
     cards: set[str] = set()
     mmr_hint: dict[str, list[str]] = {}
-    ranked = _score(reader, info, seeds, vec, graph_scores, evidence, filters, analysis, cfg, turn_of, cards, mmr_hint)
+    ranked = _score(reader, info, seeds, vec, graph_scores, evidence, filters, analysis, cfg, turn_of, cards, mmr_hint,
+                    query)
     citer = Citer(reader, _raw_store(lake))
     ranked += _raw_results(citer, raw_hits, keywords, info, cfg, filters)
     ranked.sort(key=lambda pair: (-pair[0].score, pair[0].node_id))
@@ -499,7 +501,7 @@ def _query_boost(row: Mapping, analysis: QueryAnalysis, cfg: RecallConfig) -> fl
 def _score(reader: TenantIndex | TenantReader, info: TenantInfo, seeds: Mapping[str, float], vec: Mapping[str, float] | None,
            graph_scores: Mapping[str, float], evidence: Mapping[str, list[dict]], filters: Filters, analysis: QueryAnalysis,
            cfg: RecallConfig, turn_of: dict[str, tuple[str, str]], cards: set[str],
-           mmr_hint: dict[str, list[str]] | None = None) -> list[tuple[RecallResult, list[RawRef]]]:
+           mmr_hint: dict[str, list[str]] | None = None, query: str = "") -> list[tuple[RecallResult, list[RawRef]]]:
     """Candidates (seeds ∪ reached) that pass the filters, with their score breakdown and the raw_refs to cite;
     fills `turn_of` with the (conv_id, msg_id) of the turn-level candidates whose rows name it, and `cards`
     with the rollup summaries (cited like entity and topic cards), and `mmr_hint` with the MMR tokens the index
@@ -512,7 +514,7 @@ def _score(reader: TenantIndex | TenantReader, info: TenantInfo, seeds: Mapping[
     similarity = np.array([vec.get(i, 0.0) for i in b.id], dtype=np.float64) if vec is not None else np.zeros(len(b))
     rec = scoring.recency(b, info.newest, cfg)
     weight = scoring.weight(b, rec, cfg)
-    score = scoring.scores(b, bm25, similarity, graph, weight, analysis, cfg)
+    score = scoring.scores(b, bm25, similarity, graph, weight, analysis, cfg) * scoring.speaker_boost(b, query, cfg)
     columns = [x.tolist() for x in (bm25, graph, weight, rec, similarity, score)]
     out = []
     for i in np.flatnonzero(scoring.passes(b, filters)).tolist():

@@ -73,3 +73,12 @@ def test_prf_brings_the_line_that_shares_only_the_first_lines_words(lake):
     assert "D2:3" not in _turns(lake, q, OFF, k=1)
     got = _turns(lake, q, replace(OFF, prf_weight=1.0, prf_docs=1), k=3)
     assert got[0] == "D2:2" and "D2:3" in got
+
+
+def test_names_speaker_by_name_first_name_or_chinese_given_name():
+    from recall.scoring import names_speaker
+    assert names_speaker("what books has john read?", "john")
+    assert names_speaker("where did caroline go?", "caroline smith")
+    assert not names_speaker("what did johnny say?", "john")
+    assert names_speaker("子昂拿到的实习是哪里的？", "唐子昂")
+    assert not names_speaker("姐夫认为蓝屏多半是什么引起的？", "唐子昂")
