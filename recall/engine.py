@@ -6,8 +6,11 @@ Stages (each reported in `trace`):
   seeds      Stage A: BM25 over the tenant's node FTS index
   raw        W5 raw fallback: BM25 over raw passages when node seeds are weak
              or the query holds code-like tokens (hex, UUID, URL, path, error code)
+  prf        (off by default) pseudo-relevance feedback: the best hits' words as a second BM25 query (recall.hop)
+  session    the turns before and after the best seeds join the seeds (recall.hop)
   expand     Stage C: 0..expand_depth hops on the tenant's graph (CSR arrays), hubs not expanded, then PPR
-  score      λ1*bm25 + λ3*graph + λ4*weight(node) (importance, log frequency, recency), filters applied
+  score      λ1*bm25 + λ3*graph + λ4*weight(node) (importance, log frequency, recency), filters applied,
+             × (1 + speaker_boost) for a line said by someone the question names
   mmr        de-duplication: a result citing the same bytes or words as a better one loses score
              (breakdown "mmr"), and results are in the order of their final score
   cite       raw_refs → sha-verified excerpts from the raw store; a blob that cannot be read
@@ -121,13 +124,16 @@ class RecallConfig:
     mmr_lambda: float = 0.7            # MMR: relevance vs novelty; 1.0 turns de-duplication off
     mmr_threshold: float = 0.7         # seed 004's diversity threshold: this similar to a pick → only after the rest
     mmr_pool: int = 50                 # candidates MMR picks from (best scores first)
-    # multi-hop seeds (recall.hop), each off at weight 0: pseudo-relevance feedback, same-session neighbours
+    # multi-hop (recall.hop; bench/README.md "Multi-hop through the graph"): the turns next to the best 5 seeds seed
+    # at 0.6 × that seed's score, and a line said by someone the question names scores × 1.5 — values chosen by
+    # cross-validation on LoCoMo dev with zh_dev kept from losing; pseudo-relevance feedback (prf_*) measured no gain
+    # and stays off (0)
     prf_weight: float = 0.0
     prf_docs: int = 5
     prf_terms: int = 8
-    session_weight: float = 0.0
+    session_weight: float = 0.6
     session_top: int = 5
-    speaker_boost: float = 0.0         # × (1 + this) for a line said by someone the question names (0: off)
+    speaker_boost: float = 0.5
 
 
 @dataclass
