@@ -12,7 +12,7 @@ from recall.hop import feedback_terms
 from recall_fixtures import LakeBuilder
 
 T0 = datetime(2023, 6, 1, 9, 0)
-OFF = replace(RecallConfig(), prf_weight=0.0, session_weight=0.0)
+OFF = replace(RecallConfig(), prf_weight=0.0, session_weight=0.0, speaker_boost=0.0)
 
 
 def _lake(root) -> Lake:
@@ -23,7 +23,7 @@ def _lake(root) -> Lake:
         ("D1:1", "John", "I hurt my ankle last season and needed physical therapy."),
         ("D1:2", "John", "Rereading The Alchemist kept me going, it was so inspiring."),
         ("D2:1", "John", "My knee brace arrived, the knee feels fine."),
-        ("D2:2", "Tim", "I'm reading Dune, a novel by Frank Herbert."),
+        ("D2:2", "Tim", "John, I'm reading Dune, a novel by Frank Herbert."),
         ("D2:3", "John", "Dune is the best, Herbert built an amazing world."),
         ("D2:4", "Tim", "An injury report came in at work today."),
     ]
@@ -35,7 +35,7 @@ def _lake(root) -> Lake:
         t = T0 + timedelta(minutes=n)
         nid = f"ep_{msg_id}"
         b.node("u", nid, "Episode", f"{speaker}: {text[:30]}", text, (), (refs[msg_id],), t,
-               conv_id="c1", msg_id=msg_id, first_seen=t, last_seen=t)
+               conv_id="c1", msg_id=msg_id, first_seen=t, last_seen=t, speaker=speaker)
         if prev is not None and prev.split(":")[0] == nid.split(":")[0]:   # the next turn of the same session
             b.edge("u", prev, nid, "TEMPORAL_NEXT", 0.3)
         prev = nid
@@ -82,3 +82,15 @@ def test_names_speaker_by_name_first_name_or_chinese_given_name():
     assert not names_speaker("what did johnny say?", "john")
     assert names_speaker("子昂拿到的实习是哪里的？", "唐子昂")
     assert not names_speaker("姐夫认为蓝屏多半是什么引起的？", "唐子昂")
+
+
+def test_the_named_speakers_line_ranks_first_by_default(lake):
+    # "Dune" is in Tim's line and in John's; John's is the answer to a question about John
+    q = "What does John think of Dune?"
+    assert _turns(lake, q, OFF, k=2, depth=0)[0] == "D2:2"
+    assert _turns(lake, q, RecallConfig(), k=2, depth=0)[0] == "D2:3"
+
+
+def test_defaults_keep_what_cross_validation_chose():
+    cfg = RecallConfig()
+    assert (cfg.session_weight, cfg.session_top, cfg.speaker_boost, cfg.prf_weight) == (0.6, 5, 0.5, 0.0)
