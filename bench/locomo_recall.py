@@ -14,10 +14,12 @@ and reports Recall@k = |gold ∩ top-k| / |gold| per category and overall. The l
 line is always: `overall R@5 memctl=xx.x baseline=yy.y R@10 memctl=xx.x baseline=yy.y`.
 
 Usage: python bench/locomo_recall.py --data ../shared/eval/locomo_dev.json [--limit-convs N] [--k 5 10]
+       [--cv-lambda W ...] [--cv FIELD=[V1,V2] ...] [--set FIELD=VALUE ...] [--keep DIR [--reuse]]
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -144,7 +146,7 @@ def evaluate(data: list[dict], lake: Lake, ks: list[int], expand_depth: int, vec
     per_cat: dict[str, dict[int, dict[str, list[float]]]] = {
         "memctl": defaultdict(lambda: defaultdict(list)), "baseline": defaultdict(lambda: defaultdict(list))}
     baseline = TurnBaseline()
-    cfg = RecallConfig(**(overrides or {}))
+    cfg = make_config(overrides)
     if vectors is not None:
         cfg = replace(cfg, vectors_enabled=vectors)
     if lambda_vector is not None:
@@ -172,34 +174,70 @@ def evaluate(data: list[dict], lake: Lake, ks: list[int], expand_depth: int, vec
             for name, ranked in (("memctl", ours), ("baseline", base)):
                 for k in ks:
                     per_cat[name][cat][f"R@{k}"].append(len(gold & set(ranked[:k])) / len(gold))
-            per_qa.append((conv, {f"R@{k}": per_cat["memctl"][cat][f"R@{k}"][-1] for k in ks}))
+            per_qa.append((conv, {"cat": cat, **{f"R@{k}": per_cat["memctl"][cat][f"R@{k}"][-1] for k in ks}}))
     return {"per_cat": per_cat, "n_qa": n_qa, "recall_ms": 1000 * t_recall / max(n_qa, 1), "per_qa": per_qa}
 
 
-def cross_validate(data: list[dict], lake: Lake, ks: list[int], expand_depth: int, weights: list[float],
-                   overrides: dict | None = None) -> None:
-    """Stage B's weight λ2 by leave-one-conversation-out: each conversation is scored with the λ2 (of `weights`;
-    0 = vectors off) that maximised R@5 + R@10 on the other conversations. Prints the CV figures and each
-    fold's weight."""
+def make_config(overrides: dict | None) -> RecallConfig:
+    """RecallConfig with `overrides`; a dotted key sets one entry of a mapping field over its default
+    (`edge_type_weight.TEMPORAL_NEXT`: 0.6 keeps the other edge types' weights)."""
+    flat: dict = {}
+    base = RecallConfig()
+    for key, value in (overrides or {}).items():
+        name, _, entry = key.partition(".")
+        if entry:
+            merged = dict(flat.get(name, getattr(base, name)))
+            merged[entry] = value
+            flat[name] = merged
+        else:
+            flat[name] = value
+    return replace(base, **flat)
+
+
+def grid(axes: dict[str, list]) -> list[dict]:
+    """Every combination of the axes' values (FIELD → values), as override dicts."""
+    keys = list(axes)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(axes[k] for k in keys))]
+
+
+def cross_validate(data: list[dict], lake: Lake, ks: list[int], expand_depth: int, weights: list[float] | None,
+                   overrides: dict | None = None, axes: dict[str, list] | None = None) -> dict:
+    """Leave-one-conversation-out over candidate settings: each conversation is scored with the setting that
+    maximised R@5 + R@10 on the other conversations. Candidates: stage B's λ2 (`weights`; 0 = vectors off), or
+    every combination of RecallConfig values in `axes` (`--cv FIELD=[V1,V2]`), on top of `overrides`. Prints each
+    setting over all conversations, then the CV figures (overall and multi-hop) and each fold's setting."""
+    candidates: list[tuple[str, dict]] = []
+    if weights:
+        candidates = [(f"λ2={w}", {"vectors": w > 0, "lambda_vector": w if w > 0 else None}) for w in weights]
+    else:
+        candidates = [(json.dumps(c, ensure_ascii=False), {"overrides": {**(overrides or {}), **c}})
+                      for c in grid(axes or {})]
     runs = {}
-    for w in weights:
-        r = evaluate(data, lake, ks, expand_depth, vectors=w > 0, lambda_vector=w if w > 0 else None,
-                     overrides=overrides)
-        runs[w] = r["per_qa"]
-        full = {x: _mean([m[x] for _, m in r["per_qa"]]) for x in ("R@5", "R@10")}
-        print(f"cv λ2={w:<5} (all conversations) R@5 {full['R@5']:.1f} R@10 {full['R@10']:.1f}", flush=True)
-    convs = sorted({c for c, _ in runs[weights[0]]})
+    for label, kw in candidates:
+        kw.setdefault("overrides", overrides)
+        r = evaluate(data, lake, ks, expand_depth, **kw)
+        runs[label] = r["per_qa"]
+        print(f"cv {label} (all conversations) {_figures(r['per_qa'])}  recall() {r['recall_ms']:.1f} ms", flush=True)
+    labels = [label for label, _ in candidates]
+    convs = sorted({c for c, _ in runs[labels[0]]})
     held: list[dict[str, float]] = []
     chosen = []
     for c in convs:
-        def train(w: float, c: int = c) -> float:
-            return sum(m["R@5"] + m["R@10"] for cc, m in runs[w] if cc != c)
-        best = max(weights, key=lambda w: (train(w), -w))
+        def train(label: str, c: int = c) -> float:
+            return sum(m["R@5"] + m["R@10"] for cc, m in runs[label] if cc != c)
+        best = max(labels, key=lambda label: (train(label), -labels.index(label)))   # ties: the earlier candidate
         chosen.append(best)
         held += [m for cc, m in runs[best] if cc == c]
-    cv = {x: _mean([m[x] for m in held]) for x in ("R@5", "R@10")}
-    print(f"cv leave-one-conversation-out: R@5 {cv['R@5']:.1f} R@10 {cv['R@10']:.1f}  "
-          f"λ2 per fold {chosen}", flush=True)
+    print(f"cv leave-one-conversation-out: {_figures([(0, m) for m in held])}  per fold {chosen}", flush=True)
+    return {"held": held, "chosen": chosen}
+
+
+def _figures(per_qa: list[tuple[int, dict]]) -> str:
+    """R@5 / R@10 overall and for multi-hop (category 1) questions."""
+    qs = [m for _, m in per_qa]
+    hop = [m for m in qs if m.get("cat") == 1]
+    return (f"R@5 {_mean([m['R@5'] for m in qs]):.1f} R@10 {_mean([m['R@10'] for m in qs]):.1f}  "
+            f"multi-hop R@5 {_mean([m['R@5'] for m in hop]):.1f} R@10 {_mean([m['R@10'] for m in hop]):.1f}")
 
 
 def _mean(xs: list[float]) -> float:
@@ -246,6 +284,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="λ2 for stage B on the scale of the other λ (default RecallConfig's)")
     ap.add_argument("--cv-lambda", type=float, nargs="+", default=None, metavar="W",
                     help="cross-validate λ2 over these weights (0 = vectors off) by conversation, before the default run")
+    ap.add_argument("--cv", nargs="+", default=[], metavar="FIELD=[V1,V2]",
+                    help="cross-validate every combination of these RecallConfig values (JSON lists) by conversation, "
+                         "before the default run; a dotted FIELD sets one entry of a mapping (edge_type_weight.ABOUT)")
+    ap.add_argument("--cv-only", action="store_true", help="stop after the cross-validation (no default run)")
+    ap.add_argument("--reuse", action="store_true", help="with --keep: recall over the lake kept there, no rebuild")
     ap.add_argument("--set", nargs="+", default=[], metavar="FIELD=VALUE",
                     help="RecallConfig fields for every run (JSON values), e.g. vector_seed=0 vector_minmax=true")
     args = ap.parse_args(argv)
@@ -258,11 +301,18 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="memctl-locomo-") as tmp:
         root = args.keep or Path(tmp)
         t = time.perf_counter()
-        lake, stats = build_lake(data, root, consolidated=args.consolidated)
-        print(f"lake built in {time.perf_counter() - t:.1f}s: {json.dumps(stats['tables'])} "
-              f"timings={stats['timings']}")
-        if args.cv_lambda:
-            cross_validate(data, lake, ks, args.expand_depth, args.cv_lambda, overrides)
+        if args.reuse and args.keep is not None and (root / "lake").exists():
+            lake = Lake(root)
+            print(f"lake reused from {root}")
+        else:
+            lake, stats = build_lake(data, root, consolidated=args.consolidated)
+            print(f"lake built in {time.perf_counter() - t:.1f}s: {json.dumps(stats['tables'])} "
+                  f"timings={stats['timings']}")
+        if args.cv_lambda or args.cv:
+            axes = {k: json.loads(v) for k, _, v in (x.partition("=") for x in args.cv)}
+            cross_validate(data, lake, ks, args.expand_depth, args.cv_lambda, overrides, axes)
+            if args.cv_only:
+                return 0
         result = evaluate(data, lake, ks, args.expand_depth, vectors=(args.vectors.lower() not in OFF) if args.vectors else None,
                           lambda_vector=args.lambda_vector, overrides=overrides)
         print(f"qa={result['n_qa']} (categories 1-4)  recall() mean {result['recall_ms']:.1f} ms")

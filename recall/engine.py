@@ -6,8 +6,11 @@ Stages (each reported in `trace`):
   seeds      Stage A: BM25 over the tenant's node FTS index
   raw        W5 raw fallback: BM25 over raw passages when node seeds are weak
              or the query holds code-like tokens (hex, UUID, URL, path, error code)
+  prf        (off by default) pseudo-relevance feedback: the best hits' words as a second BM25 query (recall.hop)
+  session    the turns before and after the best seeds join the seeds (recall.hop)
   expand     Stage C: 0..expand_depth hops on the tenant's graph (CSR arrays), hubs not expanded, then PPR
-  score      λ1*bm25 + λ3*graph + λ4*weight(node) (importance, log frequency, recency), filters applied
+  score      λ1*bm25 + λ3*graph + λ4*weight(node) (importance, log frequency, recency), filters applied,
+             × (1 + speaker_boost) for a line said by someone the question names
   mmr        de-duplication: a result citing the same bytes or words as a better one loses score
              (breakdown "mmr"), and results are in the order of their final score
   cite       raw_refs → sha-verified excerpts from the raw store; a blob that cannot be read
@@ -35,7 +38,7 @@ import numpy as np
 
 from raw_store.cas import RawStore
 from raw_store.lake import Lake
-from recall import scoring, vectors
+from recall import hop, scoring, vectors
 from recall.citations import Citation, Citer, RawRef
 from recall.diversify import AGGREGATE, TURN_LEVEL, estimate_tokens, mmr, mmr_tokens, pack, result_tokens
 from recall.expand import expand
@@ -121,6 +124,16 @@ class RecallConfig:
     mmr_lambda: float = 0.7            # MMR: relevance vs novelty; 1.0 turns de-duplication off
     mmr_threshold: float = 0.7         # seed 004's diversity threshold: this similar to a pick → only after the rest
     mmr_pool: int = 50                 # candidates MMR picks from (best scores first)
+    # multi-hop (recall.hop; bench/README.md "Multi-hop through the graph"): the turns next to the best 5 seeds seed
+    # at 0.6 × that seed's score, and a line said by someone the question names scores × 1.5 — values chosen by
+    # cross-validation on LoCoMo dev with zh_dev kept from losing; pseudo-relevance feedback (prf_*) measured no gain
+    # and stays off (0)
+    prf_weight: float = 0.0
+    prf_docs: int = 5
+    prf_terms: int = 8
+    session_weight: float = 0.6
+    session_top: int = 5
+    speaker_boost: float = 0.5
 
 
 @dataclass
@@ -283,6 +296,13 @@ def _recall(reader: TenantIndex | TenantReader, lake: Lake, query: str, keywords
     for eid in named:   # a named entity seeds the expansion even where BM25 ranked it low
         seeds[eid] = max(seeds.get(eid, 0.0), cfg.named_entity_seed)
     tr.stage("seeds", len(seeds), top=[(i, round(s, 4)) for i, s in list(seeds.items())[:5]])
+    if cfg.prf_weight > 0 and seeds:
+        extra, words = hop.prf_seeds(lambda ids: [f"{r['title'] or ''} {r['text'] or ''}" for r in
+                                                  reader.nodes(ids).values()],
+                                     lambda text: reader.node_bm25(info, text, cfg.seed_limit),
+                                     seeds, keywords, cfg, NO_CONTENT_WORDS)
+        hop.merge(seeds, extra)
+        tr.stage("prf", len(extra), words=words)
 
     vec: dict[str, float] | None = None
     if cfg.vectors_enabled and cfg.lambda_vector > 0:   # λ2 = 0 is stage B off: the same results as without it
@@ -311,6 +331,11 @@ def _recall(reader: TenantIndex | TenantReader, lake: Lake, query: str, keywords
             graph_state = "missing"
         except Exception as e:  # noqa: BLE001 — any unreadable graph file degrades recall to stage A (seed 004 §18)
             graph_state = f"unreadable: {type(e).__name__}"
+    if graph is not None and cfg.session_weight > 0:   # the turns around the best seeds (recall.hop)
+        near = hop.session_seeds(graph, seeds, cfg)
+        hop.merge(seeds, near)
+        hop.merge(expand_from, near)
+        tr.stage("session", len(near))
     graph_scores, evidence = expand(graph, expand_from, expand_depth, cfg, filters.as_of) \
         if graph is not None else ({}, {})
     tr.stage("expand", len(graph_scores), depth=expand_depth, graph=graph_state, method=cfg.graph_method)
@@ -318,7 +343,8 @@ def _recall(reader: TenantIndex | TenantReader, lake: Lake, query: str, keywords
     turn_of: dict[str, tuple[str, str]] = {}
     cards: set[str] = set()
     mmr_hint: dict[str, list[str]] = {}
-    ranked = _score(reader, info, seeds, vec, graph_scores, evidence, filters, analysis, cfg, turn_of, cards, mmr_hint)
+    ranked = _score(reader, info, seeds, vec, graph_scores, evidence, filters, analysis, cfg, turn_of, cards, mmr_hint,
+                    query)
     citer = Citer(reader, _raw_store(lake))
     ranked += _raw_results(citer, raw_hits, keywords, info, cfg, filters)
     ranked.sort(key=lambda pair: (-pair[0].score, pair[0].node_id))
@@ -481,7 +507,7 @@ def _query_boost(row: Mapping, analysis: QueryAnalysis, cfg: RecallConfig) -> fl
 def _score(reader: TenantIndex | TenantReader, info: TenantInfo, seeds: Mapping[str, float], vec: Mapping[str, float] | None,
            graph_scores: Mapping[str, float], evidence: Mapping[str, list[dict]], filters: Filters, analysis: QueryAnalysis,
            cfg: RecallConfig, turn_of: dict[str, tuple[str, str]], cards: set[str],
-           mmr_hint: dict[str, list[str]] | None = None) -> list[tuple[RecallResult, list[RawRef]]]:
+           mmr_hint: dict[str, list[str]] | None = None, query: str = "") -> list[tuple[RecallResult, list[RawRef]]]:
     """Candidates (seeds ∪ reached) that pass the filters, with their score breakdown and the raw_refs to cite;
     fills `turn_of` with the (conv_id, msg_id) of the turn-level candidates whose rows name it, and `cards`
     with the rollup summaries (cited like entity and topic cards), and `mmr_hint` with the MMR tokens the index
@@ -494,7 +520,7 @@ def _score(reader: TenantIndex | TenantReader, info: TenantInfo, seeds: Mapping[
     similarity = np.array([vec.get(i, 0.0) for i in b.id], dtype=np.float64) if vec is not None else np.zeros(len(b))
     rec = scoring.recency(b, info.newest, cfg)
     weight = scoring.weight(b, rec, cfg)
-    score = scoring.scores(b, bm25, similarity, graph, weight, analysis, cfg)
+    score = scoring.scores(b, bm25, similarity, graph, weight, analysis, cfg) * scoring.speaker_boost(b, query, cfg)
     columns = [x.tolist() for x in (bm25, graph, weight, rec, similarity, score)]
     out = []
     for i in np.flatnonzero(scoring.passes(b, filters)).tolist():

@@ -9,6 +9,7 @@ order (exp and log1p through `math`, as there), so each score equals the row-by-
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from r2g.tokens import has_han
 from recall.citations import RawRef, as_refs, refs_column
 from recall.sorted_keys import arrow_numpy
 
@@ -28,7 +30,7 @@ NULL = np.iinfo(np.int64).min     # no time
 EPOCH = datetime(1970, 1, 1)
 TIME_COLUMNS = ("time_start", "time_end", "first_seen", "last_seen")
 NUMBER_COLUMNS = ("importance", "frequency", "sentiment")
-TEXT_COLUMNS = ("id", "type", "subtype", "title", "text", "conv_id", "msg_id")
+TEXT_COLUMNS = ("id", "type", "subtype", "title", "text", "conv_id", "msg_id", "speaker")
 BATCH_COLUMNS = (*TEXT_COLUMNS, *TIME_COLUMNS, *NUMBER_COLUMNS, "raw_refs")
 INDEX_COLUMNS = ("mmr",)   # what recall's index stores besides: MMR's tokens of a node holding Han
 
@@ -49,6 +51,7 @@ class NodeBatch:
     text: list
     conv_id: list
     msg_id: list
+    speaker: list
     time_start: np.ndarray
     time_end: np.ndarray
     first_seen: np.ndarray
@@ -180,3 +183,30 @@ def scores(b: NodeBatch, bm25: np.ndarray, similarity: np.ndarray, graph: np.nda
     """(λ1·bm25 + λ2·cos + λ3·graph + λ4·weight) × type prior × query boost, per row."""
     return (cfg.lambda_bm25 * bm25 + cfg.lambda_vector * similarity + cfg.lambda_graph * graph
             + cfg.lambda_weight * weights) * prior(b, cfg) * boost(b, analysis, cfg)
+
+
+def speaker_boost(b: NodeBatch, query: str, cfg: RecallConfig) -> np.ndarray:
+    """× (1 + cfg.speaker_boost) for a memory said by someone the question names: "What books has John read?" is
+    answered by John's lines, which name him nowhere (the speaker is no word of the line)."""
+    out = np.ones(len(b))
+    if cfg.speaker_boost <= 0:
+        return out
+    q = query.lower()
+    named: dict[str, bool] = {}
+    for i, spk in enumerate(b.speaker):
+        if spk:
+            hit = named.get(spk)
+            if hit is None:
+                hit = named[spk] = names_speaker(q, spk.lower())
+            if hit:
+                out[i] = 1.0 + cfg.speaker_boost
+    return out
+
+
+def names_speaker(query: str, speaker: str) -> bool:
+    """Whether the (lower-cased) query names the speaker: the whole name or its first word as a word, or a
+    three-character Chinese name's given name (唐子昂 → 子昂)."""
+    if has_han(speaker):
+        return speaker in query or (len(speaker) == 3 and speaker[1:] in query)
+    first = speaker.split()[0] if speaker.split() else speaker
+    return any(re.search(rf"\b{re.escape(n)}\b", query) for n in {speaker, first} if len(n) > 1)

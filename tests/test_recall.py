@@ -107,19 +107,23 @@ def test_one_hop_expansion_brings_neighbour_with_evidence(lake):
 
 @pytest.mark.parametrize("method", ["ppr", "spread"])
 def test_two_hops_reach_further_and_hubs_are_not_expanded(lake, method):
-    one = recall("sunrise", "alice", k=20, lake=lake, expand_depth=1, config=RecallConfig(graph_method=method))
+    # the hops of stage C alone: session seeds (recall.hop) would make ep1, ep2's neighbour, a seed
+    one = recall("sunrise", "alice", k=20, lake=lake, expand_depth=1, config=RecallConfig(graph_method=method,
+                                                                                       session_weight=0.0))
     assert "fact1" not in _ids(one)
-    two = recall("sunrise", "alice", k=20, lake=lake, expand_depth=2, config=RecallConfig(graph_method=method))
+    two = recall("sunrise", "alice", k=20, lake=lake, expand_depth=2, config=RecallConfig(graph_method=method,
+                                                                                       session_weight=0.0))
     fact = next(r for r in two if r.node_id == "fact1")   # ep2 -TEMPORAL_NEXT- ep1 -SUPPORTS- fact1
     assert fact.evidence == [{"src": "ep1", "type": "SUPPORTS", "dst": "fact1"}]
-    cfg = RecallConfig(hub_degree=0)              # every node counts as a hub: nothing expands
+    cfg = RecallConfig(hub_degree=0, session_weight=0.0)   # every node counts as a hub: nothing expands
     hubs = recall("sunrise", "alice", k=20, lake=lake, expand_depth=2, config=cfg)
     assert all(r.breakdown["graph"] == 0 for r in hubs)
 
 
 def test_hub_is_neither_reached_nor_walked_through(lake):
     # ep1 touches two nodes: with hub_degree=1 it is a hub, so ep2's walk stops before it.
-    results = recall("sunrise", "alice", k=20, lake=lake, expand_depth=2, config=RecallConfig(hub_degree=1))
+    results = recall("sunrise", "alice", k=20, lake=lake, expand_depth=2,
+                     config=RecallConfig(hub_degree=1, session_weight=0.0))
     assert "ep1" not in _ids(results) and "fact1" not in _ids(results)
 
 
@@ -171,10 +175,11 @@ def test_trace_has_every_stage(lake):
     trace: list = []
     recall("LGBTQ support group", "alice", k=3, lake=lake, trace=trace)
     stages = [t["stage"] for t in trace]
-    assert stages == ["keywords", "analyze", "seeds", "vectors", "raw", "expand", "score", "mmr", "cite"]
+    assert stages == ["keywords", "analyze", "seeds", "vectors", "raw", "session", "expand", "score", "mmr", "cite"]
     trace = []
     recall("LGBTQ support group", "alice", k=3, lake=lake, trace=trace, budget_tokens=500)
-    assert [t["stage"] for t in trace] == ["keywords", "analyze", "seeds", "vectors", "raw", "expand", "score", "mmr", "cite", "budget"]
+    assert [t["stage"] for t in trace] == ["keywords", "analyze", "seeds", "vectors", "raw", "session", "expand", "score",
+                                           "mmr", "cite", "budget"]
     assert all({"stage", "ms", "n", "detail"} <= set(t) for t in trace)
     assert trace[0]["detail"]["keywords"] == ["lgbtq", "support", "group"]
 

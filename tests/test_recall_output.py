@@ -22,6 +22,7 @@ import pytest
 
 from assets.run import materialize
 from raw_store.lake import Lake
+from recall import RecallConfig, recall
 from recall.citations import WINDOW_CHARS, excerpt_window, printable
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,6 +104,10 @@ def test_results_are_in_score_order_and_none_is_junk(lake, tenant: str, query: s
 def test_the_answer_is_first_and_its_repeats_say_why_they_rank_low(lake) -> None:
     got = json.loads(_memctl(lake, "recall", "What does Caroline drink instead of coffee?", "--tenant", "demo",
                              "--json", "--k", "20").stdout)
+    assert "green tea" in got[0]["citations"][0]["excerpt"]
+    # without session seeds (recall.hop), whose neighbouring turns would push the repeat below the top 20 here
+    got = [r.to_json() for r in recall("What does Caroline drink instead of coffee?", "demo", k=20, lake=lake,
+                                       config=RecallConfig(session_weight=0.0))]
     assert "green tea" in got[0]["citations"][0]["excerpt"]
     repeats = [r for r in got if r["breakdown"]["mmr_similarity"] >= 0.7]
     assert repeats, "the Fact and the Episode of the answering line both match"
