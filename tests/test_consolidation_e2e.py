@@ -119,8 +119,10 @@ def test_feedback_and_recall_hits_change_the_memory(lake: Lake) -> None:
     assert not pref["pinned"]
     (lake.inbox / "demo" / "feedback.jsonl").write_text(json.dumps(
         {"feedback": "pin", "node_id": pref["id"], "at": "2024-03-03T10:00:00"}) + "\n", "utf-8")
+    # --k 20: the Preference cites the same line as the Episode ranked first, so MMR puts it last, and the turns
+    # next to that Episode (session seeds) fill the first ten; a hit is logged for every result shown
     for _ in range(2):
-        assert _cli("--data", str(lake.root), "recall", "以后优先用中文回答", "--tenant", "demo")[0] == 0
+        assert _cli("--data", str(lake.root), "recall", "以后优先用中文回答", "--tenant", "demo", "--k", "20")[0] == 0
     rc, out = _cli("--data", str(lake.root), "materialize", "--quiet")
     assert rc == 0 and "lake rebuilt: yes" in out
     after = next(n for n in _nodes(lake) if n["id"] == pref["id"])

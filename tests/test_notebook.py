@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "recall" / "recall.ipynb"
 EN_LINE = "Oh, and my neighbour Xiaoming played football in Riverside Park on Saturday."
 ZH_LINE = "小明在公园里踢足球，晚饭前会回来。"
-STAGES = ["keywords", "analyze", "seeds", "vectors", "raw", "expand", "score", "mmr", "cite"]
+STAGES = ["keywords", "analyze", "seeds", "vectors", "raw", "session", "expand", "score", "mmr", "cite"]
 
 
 @pytest.fixture(scope="module")
