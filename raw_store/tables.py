@@ -211,6 +211,7 @@ def diff_overlay(base: pa.Table | pl.DataFrame, target: pa.Table | pl.DataFrame,
     """The overlay that turns `base` into `target` (both with unique keys): target rows that are new or differ
     in a column outside `ignore`, and the base keys target lacks. Rows equal outside `ignore` are not
     upserted, so an unchanged row keeps coming from the base, byte for byte."""
+    base, target = (t.to_arrow() if isinstance(t, pl.DataFrame) else t for t in (base, target))
     key = list(key)
     compared = [c for c in schema.names if c not in ignore and c not in key]
     b, t = _row_hashes(base, key, compared), _row_hashes(target, key, compared).with_row_index("_r")
@@ -218,26 +219,18 @@ def diff_overlay(base: pa.Table | pl.DataFrame, target: pa.Table | pl.DataFrame,
     # and the base keys the target lacks; the changed rows are then gathered once
     joined = t.join(b, on=key, how="full", suffix="_b", nulls_equal=True, coalesce=False)
     changed = joined.filter(pl.col("_r").is_not_null() & (pl.col("_h_b").is_null() | (pl.col("_h") != pl.col("_h_b"))))
-    rows = changed.get_column("_r").sort()
-    upserts = conform(target.take(rows.to_arrow()) if isinstance(target, pa.Table) else target[rows].to_arrow(), schema)
+    upserts = conform(target.take(changed.get_column("_r").sort().to_arrow()), schema)
     removed = joined.filter(pl.col("_r").is_null()).select([pl.col(f"{k}_b").alias(k) for k in key])
     return Overlay(_sorted(upserts, key), _sorted(conform(removed.to_arrow(), REMOVED), key))
 
 
-def _row_hashes(table: pa.Table | pl.DataFrame, key: list[str], columns: list[str]) -> pl.DataFrame:
+def _row_hashes(table: pa.Table, key: list[str], columns: list[str]) -> pl.DataFrame:
     """(key..., _h): one 64-bit hash a row, the columns' own hashes (a seed each) xor-ed, much cheaper than
-    hashing a struct of them. An Arrow table is taken to polars one column at a time (no copy of the whole)."""
-    def column(name: str) -> pl.Series:
-        if isinstance(table, pl.DataFrame):
-            return table.get_column(name)
-        return as_frame(table.select([name])).get_column(name)
-
-    h = None
+    hashing a struct of them; the table is taken to polars one column at a time (no copy of the whole)."""
+    h = pl.Series("_h", [0] * table.num_rows, dtype=pl.UInt64)
     for i, name in enumerate(columns):
-        c = column(name).hash(seed=7 + i)
-        h = c if h is None else h ^ c
-    keys = table.select(key) if isinstance(table, pl.DataFrame) else as_frame(table.select(key))
-    return keys.with_columns((h if h is not None else pl.Series([0] * len(keys), dtype=pl.UInt64)).alias("_h"))
+        h = h ^ as_frame(table.select([name])).get_column(name).hash(seed=7 + i)
+    return as_frame(table.select(key)).with_columns(h.alias("_h"))
 
 
 def _sorted(table: pa.Table, key: Sequence[str]) -> pa.Table:
