@@ -174,7 +174,8 @@ def cmd_materialize(args: argparse.Namespace, lake: Lake) -> int:
 
 def cmd_recall(args: argparse.Namespace, lake: Lake) -> int:
     from recall.citations import excerpt_window, printable
-    from recall.engine import RecallConfig, query_keywords, recall
+    from recall.config import RecallConfig
+    from recall.engine import query_keywords, recall
     from recall.hits import log_hits
     from recall.store import IndexNotBuilt
 

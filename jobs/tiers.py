@@ -31,7 +31,7 @@ Weight (seed 003 "更新：衰减参数"; start = `importance`, 0.5 when null)
   use (×factor per whole period), then its boost; at `as_of` the periods since the last use apply.
   episode: ×0.6 per 3 days; fact: ×0.85 per 5 days; core and pinned: never decay. Floored at 0.
 - The continuous per-type recency exp(-Δt/τ) of SPEC §8 (τ_Episode 14 d, τ_Fact 90 d, τ_Concept 180 d) is
-  applied by recall at query time (`recall.engine.DEFAULT_TAU_DAYS`), not folded into this stored weight.
+  applied by recall at query time (`recall.config.DEFAULT_TAU_DAYS`), not folded into this stored weight.
 
 Tier (seed 004 §6.2 short 0–7 d / mid 7–30 d / long 30 d+; age = as_of − first_seen, else time_start, else
 last_seen; an undated node has no age trigger)
