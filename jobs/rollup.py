@@ -45,8 +45,8 @@ from recall.read_api import (
     COMPACTION_MAX_DEPTH,
     COMPACTION_THRESHOLD,
     GROUP_BY,
-    LIVE_STATUS,
 )
+from recall.read_views import LIVE_STATUS
 
 PERIODS = ("day", "week", "month", "year")
 
