@@ -65,7 +65,7 @@ def ranked_members(members: Iterable[str], info: dict[str, dict]) -> list[dict]:
 
 
 def _importance(total_mentions: int) -> float:
-    """r2g.extract.concept_importance's curve: in [0.5, 1], growing with the log of the members' mentions."""
+    """r2g.partition_graph.concept_importance's curve: in [0.5, 1], growing with the log of the members' mentions."""
     return round(min(1.0, 0.5 + 0.05 * math.log2(1 + max(0, total_mentions))), 6)
 
 

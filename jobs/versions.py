@@ -55,8 +55,8 @@ import pyarrow.compute as pc
 
 from jobs.schema import REVIEW_QUEUE
 from jobs.version_groups import GROUP_KEY, fold_name, group_members
-from r2g.extract import edge_weight
 from r2g.ids import edge_id, stable_id
+from r2g.partition_graph import edge_weight
 from r2g.schema import EDGES, NODES
 from raw_store.frames import as_frame
 from raw_store.lake import conform
