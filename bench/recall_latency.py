@@ -156,7 +156,7 @@ PROFILE_KEYS = {
         ("recall/index.py", "_per_tenant_fts", "  of which per-tenant copy + create_fts_index"),
         ("recall/index.py", "_write_recall_indexes", "recall index (recall.index_build)"),
         ("recall/index_build.py", "prepare", "  of which row hashes, half-edges, message pieces (polars)"),
-        ("recall/index_build.py", "_adjacency", "  of which CSR neighbour lists"),
+        ("recall/segment_build.py", "_adjacency", "  of which CSR neighbour lists"),
         ("recall/postings.py", "build_postings", "  of which DuckDB FTS → postings"),
         ("r2g/tokens.py", "segment_for_fts", "jieba / token segmentation of docs (both indexes)"),
     ),

@@ -3,7 +3,7 @@
 
 What a user runs, as subprocesses, timed from the outside:
 
-1. **full**   N messages from bench/ingest.py's generator (`generate_corpus(N, zh_share=0.3)`, ~2,000 messages
+1. **full**   N messages from bench/ingest_corpus.py's generator (`generate_corpus(N, zh_share=0.3)`, ~2,000 messages
               an inbox file, one tenant "bench") are written to a fresh data directory, and `memctl materialize`
               builds everything: per-file assets, lake-wide tables, consolidation, indexes.
 2. **incr**   1 % more messages (one new inbox file, another seed, holding one line no other file has) are
@@ -43,7 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.ingest import generate_corpus, write_inbox  # noqa: E402
+from bench.ingest_corpus import generate_corpus, write_inbox  # noqa: E402
 from bench.machine import cpu_busy_seconds  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -28,8 +28,8 @@ from jobs.communities import CommunityConfig, detect_communities
 from jobs.forget import ForgetRules
 from jobs.ops import OpsBatch, apply_ops
 from jobs.pii import flag_nodes
-from jobs.rollup import PROVENANCE as ROLLUP_PROVENANCE
 from jobs.rollup import RollupConfig, RollupResult, rollup_episodes
+from jobs.rollup_parents import PROVENANCE as ROLLUP_PROVENANCE
 from jobs.schema import COLD_EDGES, COMMUNITIES, OPS_APPLIED, OPS_REJECTED, PROMOTIONS, REVIEW_QUEUE
 from jobs.sparsify import SparsifyConfig, sparsify
 from jobs.tiers import TierConfig, promote

@@ -43,17 +43,15 @@ from jobs.consolidate import (
 from jobs.forget import ForgetRules
 from jobs.ops import OpsBatch
 from jobs.rollup import (
-    EPISODE,
     EPISODE_COLUMNS,
-    ROLLUP_SUBTYPE,
-    SEMANTIC_CONTAINS,
     RollupConfig,
     RollupResult,
     rollup_episodes,
     rollup_group_keys,
     rollup_input,
 )
-from jobs.rollup import PROVENANCE as ROLLUP_PROVENANCE
+from jobs.rollup_parents import EPISODE, ROLLUP_SUBTYPE, SEMANTIC_CONTAINS
+from jobs.rollup_parents import PROVENANCE as ROLLUP_PROVENANCE
 from jobs.schema import COLD_EDGES, COMMUNITIES, OPS_APPLIED, OPS_REJECTED, REVIEW_QUEUE
 from r2g.schema import EDGES, NODES
 from raw_store.frames import as_frame

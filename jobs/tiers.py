@@ -31,7 +31,7 @@ Weight (seed 003 "更新：衰减参数"; start = `importance`, 0.5 when null)
   use (×factor per whole period), then its boost; at `as_of` the periods since the last use apply.
   episode: ×0.6 per 3 days; fact: ×0.85 per 5 days; core and pinned: never decay. Floored at 0.
 - The continuous per-type recency exp(-Δt/τ) of SPEC §8 (τ_Episode 14 d, τ_Fact 90 d, τ_Concept 180 d) is
-  applied by recall at query time (`recall.engine.DEFAULT_TAU_DAYS`), not folded into this stored weight.
+  applied by recall at query time (`recall.config.DEFAULT_TAU_DAYS`), not folded into this stored weight.
 
 Tier (seed 004 §6.2 short 0–7 d / mid 7–30 d / long 30 d+; age = as_of − first_seen, else time_start, else
 last_seen; an undated node has no age trigger)
@@ -75,30 +75,29 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.decay import DecayRule, TierConfig, apply_boosts, boost_schedule, counted_events, decayed_weight
-from jobs.schema import FEEDBACK, PROMOTIONS, REVIEW_QUEUE
+from jobs.promotions import promotions
+from jobs.schema import REVIEW_QUEUE
+from jobs.tier_weights import age_us, days_us, decay_rule, feedback_columns, plain_weights
 from r2g.schema import NODES
 from raw_store.frames import as_frame
 from raw_store.lake import conform
 
 TIERS = ("short", "mid", "long")
 _RANK = {t: i for i, t in enumerate(TIERS)}
-USE_KINDS = frozenset({"hit", "upvote", "pin"})
-FEEDBACK_KINDS = frozenset({"hit", "pin", "unpin", "upvote", "downvote"})
 # the node columns the rules read, and the ones promote() sets
 _RULE_COLUMNS = ["id", "tenant", "type", "importance", "confidence", "frequency", "first_seen", "last_seen",
                  "time_start", "status", "pinned", "raw_refs", "conv_id"]
 _OUTPUT_COLUMNS = ("tier", "category", "weight", "activation", "feedback", "pinned", "status")
 
-# Versioned rule ids: the provenance of the rows this module writes (PROMOTIONS / REVIEW_QUEUE carry it once
-# their schemas have a provenance column; conform drops it until then).
-RULE_PROMOTION = "jobs.tiers.promotion.v1"
+# Versioned rule id: the provenance of the review rows (REVIEW_QUEUE carries it once its schema has a provenance
+# column; conform drops it until then). The promotions' is jobs.promotions.RULE_PROMOTION.
 RULE_REVIEW = "jobs.tiers.review.v1"
 
 
@@ -115,116 +114,13 @@ class TierResult:
 # ----------------------------------------------------------------------------------------------- promote
 #
 # Vectorised: every rule is a polars expression over all nodes at once. Only the nodes with FEEDBACK rows (up to
-# as_of) replay their events in Python (_assess_feedback); for every other node the replay is a closed form —
+# as_of) replay their events in Python (jobs.tier_weights._assess_feedback); for every other node the replay is a closed form —
 # no use, so weight = importance × factor^(whole periods since last_seen) — evaluated once per distinct
 # (importance, periods) pair, with the very same float operations as decayed_weight.
-
-@dataclass
-class _Feedback:
-    """What one node's FEEDBACK rows make of it (the defaults: a node with none)."""
-    pinned: bool
-    unpinned: bool           # the last pin-state event is an unpin
-    activation: int
-    feedback: float
-    recent_use: bool
-    replay: list[tuple[datetime, float, bool]]   # decayed_weight's events
 
 
 def _naive_utc(t: datetime) -> datetime:
     return t.astimezone(UTC).replace(tzinfo=None) if t.tzinfo is not None else t
-
-
-def _base_category(node_type: str | None) -> str:
-    return "episode" if node_type == "Episode" else "fact"
-
-
-def _assess_feedback(row: dict, events: list[tuple[datetime, str]], as_of: datetime, cfg: TierConfig) -> _Feedback:
-    """Pinned, activation, net feedback and the weight's replay events of one node."""
-    pin_events = sorted((t, k == "unpin") for t, k in events if k in ("pin", "unpin"))
-    pinned = (not pin_events[-1][1]) if pin_events else bool(row.get("pinned"))
-    uses = counted_events((t for t, k in events if k in USE_KINDS), timedelta(hours=cfg.cooldown_hours))
-    boosted = [t for t, k in events if k == "upvote" or (cfg.boost_on_hit and k == "hit")]
-    boosts = boost_schedule(boosted, cfg)
-    penalties = boost_schedule([t for t, k in events if k == "downvote"], cfg, cfg.downvote_penalty)
-    fb = round(sum(g for _, g in boosts) - sum(g for _, g in penalties), 9)
-    last_use = max((t for t, k in events if k in USE_KINDS), default=None)
-    recent = last_use is not None and as_of - last_use < timedelta(days=cfg.access_protection_days)
-    return _Feedback(pinned=pinned, unpinned=bool(pin_events) and pin_events[-1][1], activation=len(uses),
-                     feedback=fb, recent_use=recent,
-                     replay=[(t, 0.0, True) for t in uses] + [(t, g, False) for t, g in boosts]
-                     + [(t, -g, False) for t, g in penalties])
-
-
-def _us(days: float) -> int:
-    """timedelta(days=…) in whole microseconds, as datetime rounds it."""
-    return timedelta(days=days) // timedelta(microseconds=1)
-
-
-def _age_us(col: str | pl.Expr, as_of: datetime) -> pl.Expr:
-    t = pl.col(col) if isinstance(col, str) else col
-    return (pl.lit(as_of, dtype=pl.Datetime("us")) - t).dt.total_microseconds()
-
-
-def _decay_rule(cfg: TierConfig, category: str) -> DecayRule | None:
-    return cfg.decay.get(category)
-
-
-def _feedback_columns(n: pl.DataFrame, feedback: pa.Table | None, as_of: datetime, cfg: TierConfig
-                      ) -> pl.DataFrame:
-    """(_row, pinned, unpinned, activation, feedback, recent_use, w_none, w_decay) of the nodes with FEEDBACK rows
-    up to `as_of`, replayed in Python: w_none without decay, w_decay with their base category's rule."""
-    schema = {"_row": pl.UInt32, "f_pinned": pl.Boolean, "f_unpinned": pl.Boolean, "f_activation": pl.Int64,
-              "f_feedback": pl.Float64, "f_recent": pl.Boolean, "f_w_none": pl.Float64, "f_w_decay": pl.Float64}
-    if feedback is None or not feedback.num_rows:
-        return pl.DataFrame(schema=schema)
-    fb = (as_frame(conform(feedback, FEEDBACK).select(["tenant", "node_id", "kind", "at"]))
-          .filter(pl.col("at").is_not_null() & (pl.col("at") <= pl.lit(as_of, dtype=pl.Datetime("us")))
-                  & pl.col("kind").is_in(sorted(FEEDBACK_KINDS))))
-    events = {(t, i): list(zip(ats, kinds)) for t, i, ats, kinds in
-              fb.group_by(["tenant", "node_id"], maintain_order=True).agg("at", "kind").iter_rows()}
-    if not events:
-        return pl.DataFrame(schema=schema)
-    keys = fb.select("tenant", pl.col("node_id").alias("id")).unique()
-    rows = n.join(keys, on=["tenant", "id"], how="semi", nulls_equal=True).select(
-        "_row", "tenant", "id", "type", "importance", "pinned", "last_seen", "first_seen", "time_start")
-    out: dict[str, list] = {k: [] for k in schema}
-    for row in rows.iter_rows(named=True):
-        f = _assess_feedback(row, events[(row["tenant"], row["id"])], as_of, cfg)
-        base = cfg.default_importance if row["importance"] is None else float(row["importance"])
-        start = row["last_seen"] or row["first_seen"] or row["time_start"]
-        rule = _decay_rule(cfg, _base_category(row["type"]))
-        w_none = decayed_weight(base, start, f.replay, as_of, None)
-        for k, v in (("_row", row["_row"]), ("f_pinned", f.pinned), ("f_unpinned", f.unpinned),
-                     ("f_activation", f.activation), ("f_feedback", float(f.feedback)), ("f_recent", f.recent_use),
-                     ("f_w_none", w_none),
-                     ("f_w_decay", w_none if rule is None else decayed_weight(base, start, f.replay, as_of, rule))):
-            out[k].append(v)
-    return pl.DataFrame(out, schema=schema)
-
-
-def _plain_weights(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pl.DataFrame:
-    """(_row, w_none, w_decay) of every node as if it had no feedback: decayed_weight with no events, i.e.
-    round(max(0, importance × factor^periods), 9), computed once per distinct (category, importance, periods)."""
-    start = pl.coalesce("last_seen", "first_seen", "time_start")
-    age = _age_us(start, as_of)
-    periods = pl.lit(0, dtype=pl.Int64)
-    for category in ("episode", "fact"):
-        rule = _decay_rule(cfg, category)
-        if rule is not None:
-            periods = (pl.when((pl.col("_cat") == category) & start.is_not_null() & (age > 0))
-                       .then(age // _us(rule.period_days)).otherwise(periods))
-    w = n.select("_row", "_cat", pl.col("importance").fill_null(cfg.default_importance).cast(pl.Float64).alias("b"),
-                 periods.alias("p")).with_columns(pl.col("b").cast(pl.String).alias("b_key"))
-    distinct = w.group_by(["_cat", "b_key", "p"]).agg(pl.col("b").first())
-    none, decay = [], []
-    for cat, b, p in distinct.select("_cat", "b", "p").iter_rows():
-        rule = _decay_rule(cfg, cat)
-        none.append(round(max(0.0, b), 9))
-        decay.append(none[-1] if rule is None else round(max(0.0, b * rule.factor ** p), 9))
-    distinct = distinct.with_columns(pl.Series("w_none", none, dtype=pl.Float64),
-                                     pl.Series("w_decay", decay, dtype=pl.Float64))
-    return w.join(distinct.drop("b"), on=["_cat", "b_key", "p"], how="left", maintain_order="left").select(
-        "_row", "w_none", "w_decay")
 
 
 def _about_counts(edges: pa.Table | None) -> pl.DataFrame:
@@ -282,8 +178,8 @@ def promote(nodes: pa.Table, feedback: pa.Table | None, previous: pa.Table | Non
     table = table.take(pc.sort_indices(table, sort_keys=[("tenant", "ascending"), ("id", "ascending")]))
     n = as_frame(table.select(_RULE_COLUMNS)).with_row_index("_row").with_columns(
         pl.when(pl.col("type") == "Episode").then(pl.lit("episode")).otherwise(pl.lit("fact")).alias("_cat"))
-    n = (n.join(_plain_weights(n, as_of, cfg), on="_row", how="left", maintain_order="left")
-         .join(_feedback_columns(n, feedback, as_of, cfg), on="_row", how="left", maintain_order="left")
+    n = (n.join(plain_weights(n, as_of, cfg), on="_row", how="left", maintain_order="left")
+         .join(feedback_columns(n, feedback, as_of, cfg), on="_row", how="left", maintain_order="left")
          .join(_sessions_sources(n), on="_row", how="left", maintain_order="left")
          .join(_about_counts(edges), on=["tenant", "id"], how="left", maintain_order="left", nulls_equal=True)
          .join(_previous_columns(previous).with_columns(pl.lit(True).alias("has_prev")), on=["tenant", "id"],
@@ -315,37 +211,13 @@ def promote(nodes: pa.Table, feedback: pa.Table | None, previous: pa.Table | Non
         field = NODES.field(col)
         table = table.set_column(table.schema.get_field_index(col), field,
                                  n.get_column(src).to_arrow().cast(field.type))
-    return TierResult(nodes=table, promotions=_promotions(n, as_of, cfg), review=_review(n, as_of, cfg),
+    return TierResult(nodes=table, promotions=promotions(n, as_of, cfg), review=_review(n, as_of, cfg),
                       mid_counts=mid_counts)
-
-
-# Reasons are boolean columns, one per reason text ("slot"); _promotions joins the texts of the slots that hold,
-# in this order (tier, then category, then status), each text once.
-def _tier_slots(cfg: TierConfig) -> list[tuple[str, str]]:
-    return [("r_pin", "pin"), ("r_down", "downvote"), ("r_age_mid", f"age>={cfg.short_days:g}d"),
-            ("r_topic", f"topic_repetition>={cfg.topic_repetition}"),
-            ("r_activation", f"activation>={cfg.activation_threshold}"), ("r_age_long", f"age>={cfg.long_days:g}d"),
-            ("r_consistent", f"consistent:sessions>={cfg.min_sessions},sources>={cfg.min_sources},"
-                             f"confidence>={cfg.confidence_threshold:g}"),
-            ("r_overflow", f"overflow:{cfg.overflow_strategy}"),
-            ("r_occupancy", f"importance>={cfg.transfer_threshold:g}:occupancy>={cfg.transfer_occupancy:.0%}")]
-
-
-def _category_slots(cfg: TierConfig) -> list[tuple[str, str]]:
-    return [("c_pin", "core:pin"), ("c_down", "downvote"),
-            ("c_weight", f"core:weight>={cfg.core_weight:g},activation>={cfg.core_activation}"),
-            ("c_preference", f"core:preference_sessions>={cfg.core_preference_sessions}"), ("c_unpin", "unpin")]
-
-
-def _status_slots(cfg: TierConfig) -> list[tuple[str, str]]:
-    return [("s_restore_pin", "restore:pin"), ("s_restore_core", "restore:core"),
-            ("s_restore_access", "restore:access"), ("s_aged", f"archive:episode_age>={cfg.episode_archive_days:g}d"),
-            ("s_overflow", f"overflow:{cfg.overflow_strategy}")]
 
 
 def _decide_category(n: pl.DataFrame, cfg: TierConfig) -> pl.DataFrame:
     """Category, its reason and the weight (seed 003; see the module doc)."""
-    rule_none = {c: _decay_rule(cfg, c) is None for c in ("episode", "fact")}
+    rule_none = {c: decay_rule(cfg, c) is None for c in ("episode", "fact")}
     no_rule = pl.col("_cat").replace_strict(rule_none, return_dtype=pl.Boolean)
     structural = pl.col("type").is_in(sorted(cfg.structural_types)).fill_null(False)
     n = n.with_columns(
@@ -371,7 +243,7 @@ def _decide_category(n: pl.DataFrame, cfg: TierConfig) -> pl.DataFrame:
 
 def _decide_tier(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pl.DataFrame:
     """Tier and its reasons (seed 004 §6.2; see the module doc); sets `downvoted`."""
-    age = _age_us(pl.coalesce("first_seen", "time_start", "last_seen"), as_of).cast(pl.Float64) / 86_400e6
+    age = age_us(pl.coalesce("first_seen", "time_start", "last_seen"), as_of).cast(pl.Float64) / 86_400e6
     m_age = (age >= cfg.short_days).fill_null(False)
     m_topic = pl.max_horizontal(pl.col("frequency").fill_null(0), "about") >= cfg.topic_repetition
     m_act = pl.col("activation") >= cfg.activation_threshold
@@ -405,7 +277,7 @@ def _pre_archive(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pl.DataFr
     stays = prev_archived & ~(keep | pl.col("recent"))
     seen = pl.coalesce("last_seen", "first_seen", "time_start")
     aged = (~given & ~stays & (pl.col("type") == "Episode").fill_null(False) & ~keep & seen.is_not_null()
-            & (_age_us(seen, as_of) >= _us(cfg.episode_archive_days)).fill_null(False) & ~pl.col("recent"))
+            & (age_us(seen, as_of) >= days_us(cfg.episode_archive_days)).fill_null(False) & ~pl.col("recent"))
     core = pl.col("category") == "core"
     return n.with_columns(
         (given | stays | aged).alias("archived"),
@@ -451,34 +323,6 @@ def _capacity(n: pl.DataFrame, cfg: TierConfig, counts: Mapping[str | None, int]
         (pl.col("archived") | to_archive).alias("archived"), to_archive.alias("s_overflow"),
         *(pl.col(c) & ~to_archive for c in ("s_restore_pin", "s_restore_core", "s_restore_access", "s_aged")),
     ).drop("_mid", "_count")
-
-
-def _promotions(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pa.Table:
-    """PROMOTIONS: one row per node whose tier, category or status differs from its previous row (all: none)."""
-    new = ~pl.col("has_prev")
-    ch_tier = new | pl.col("prev_tier").ne_missing(pl.col("tier"))
-    ch_cat = new | pl.col("prev_category").ne_missing(pl.col("category"))
-    ch_status = new | pl.col("prev_status").ne_missing(pl.col("new_status"))
-    pieces: list[pl.Expr] = []
-    said: dict[str, pl.Expr] = {}     # a text said by an earlier slot is not said again (several slots may share one)
-    for changed, slots in ((ch_tier, _tier_slots(cfg)), (ch_cat, _category_slots(cfg)),
-                           (ch_status, _status_slots(cfg))):
-        for col, text in slots:
-            holds = changed & pl.col(col)
-            pieces.append(pl.when(holds & ~said[text] if text in said else holds).then(pl.lit(text)))
-            said[text] = said[text] | holds if text in said else holds
-    reasons = pl.concat_str(pieces, separator="; ", ignore_nulls=True)
-    rows = n.filter(ch_tier | ch_cat | ch_status).select(
-        "tenant", pl.col("id").alias("node_id"), pl.col("prev_tier").alias("from_tier"),
-        pl.col("tier").alias("to_tier"),
-        pl.col("prev_category").alias("from_category"), pl.col("category").alias("to_category"),
-        pl.col("prev_status").alias("from_status"), pl.col("new_status").alias("to_status"),
-        pl.when(reasons != "").then(reasons).when(new).then(pl.lit("new")).otherwise(pl.lit("input_changed"))
-        .alias("reason"),
-        pl.lit(as_of, dtype=pl.Datetime("us")).alias("at"), pl.lit(RULE_PROMOTION).alias("provenance"))
-    if rows.height == 0:
-        return PROMOTIONS.empty_table()
-    return conform(rows.to_arrow(), PROMOTIONS)
 
 
 def review_ids(tenants: list[str | None], ids: list[str | None]) -> list[str]:

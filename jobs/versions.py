@@ -45,7 +45,6 @@ test_version_facts_of_some_groups_are_the_full_runs_rows_of_those_groups.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import combinations
@@ -55,9 +54,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.schema import REVIEW_QUEUE
-from r2g.extract import edge_weight
+from jobs.version_groups import GROUP_KEY, fold_name, group_members
 from r2g.ids import edge_id, stable_id
-from r2g.link import LIGHT_VERBS, canonical_predicate
+from r2g.partition_graph import edge_weight
 from r2g.schema import EDGES, NODES
 from raw_store.frames import as_frame
 from raw_store.lake import conform
@@ -70,7 +69,6 @@ SUPPORTS = "jobs.versions.repeat.v1"
 REVIEW = "jobs.versions.near_tie.v1"
 PROVENANCE_PREFIX = "jobs.versions."
 NEAR_TIE = "contradiction_near_tie"
-_DEFAULT_CONF = 0.5   # a node with no confidence (hand-made rows)
 
 
 @dataclass(frozen=True)
@@ -129,122 +127,7 @@ class _Member:
     segment: int = -1
 
 
-# ---------------------------------------------------------------- grouping
-
-
-_GROUP_KEY = ["tenant", "type", "subject", "canon", "patient", "modality"]
-_ROLES = ("AGENT", "PATIENT", "LOCATION")
-
-
-def _norm(s: str | None) -> str:
-    return " ".join((s or "").lower().split())
-
-
-def _mapped(col: str, fn: Callable[[str], str], values: pl.Series, dtype: pl.DataType | type[pl.DataType]) -> pl.DataFrame:
-    """(col, fn(value)) over the distinct values: Python string rules run once per distinct string."""
-    distinct = values.unique().drop_nulls()
-    return pl.DataFrame({col: distinct, "_out": pl.Series([fn(v) for v in distinct.to_list()], dtype=dtype)})
-
-
-def _roles(edges: pl.DataFrame) -> pl.DataFrame:
-    """(tenant, id, AGENT, PATIENT, LOCATION): the smallest dst of each role edge type out of each node."""
-    return (edges.filter(pl.col("type").is_in(_ROLES)).group_by(["tenant", "src"])
-            .agg(*(pl.col("dst").filter(pl.col("type") == role).min().alias(role) for role in _ROLES))
-            .rename({"src": "id"}))
-
-
-def _with_roles(rows: pl.DataFrame, roles: pl.DataFrame) -> pl.DataFrame:
-    """`rows` plus their AGENT / PATIENT / LOCATION columns (see _roles)."""
-    return rows.join(roles, on=["tenant", "id"], how="left", maintain_order="left", nulls_equal=True)
-
-
-def _entities(n: pl.DataFrame) -> pl.DataFrame:
-    """(tenant, id, title, subtype) of the Entities, one row per id (the last, as a dict keyed by id keeps)."""
-    return (n.filter(pl.col("type") == "Entity").select("tenant", "id", "title", "subtype")
-            .unique(subset=["tenant", "id"], keep="last", maintain_order=True))
-
-
-def _with_subject(rows: pl.DataFrame, entities: pl.DataFrame) -> pl.DataFrame:
-    """`rows` (with AGENT, speaker) plus `subject`: the AGENT when it is an Entity, else the PERSON Entity named
-    like the speaker (case and spaces folded; of several, the largest id)."""
-    persons = entities.filter(pl.col("subtype") == "PERSON")
-    titles = _mapped("title", _norm, persons.get_column("title"), pl.String)
-    by_name = (persons.join(titles, on="title", how="left").with_columns(pl.col("_out").fill_null(""))
-               .group_by(["tenant", "_out"]).agg(pl.col("id").max().alias("_speaker_entity"))
-               .rename({"_out": "_speaker_norm"}))
-    speakers = _mapped("speaker", _norm, rows.get_column("speaker"), pl.String).rename({"_out": "_speaker_norm"})
-    known = entities.select("tenant", pl.col("id").alias("AGENT"), pl.lit(True).alias("_agent_ok")).unique()
-    rows = (rows.join(known, on=["tenant", "AGENT"], how="left", maintain_order="left", nulls_equal=True)
-            .join(speakers, on="speaker", how="left", maintain_order="left")
-            .with_columns(pl.col("_speaker_norm").fill_null(""))
-            .join(by_name.filter(pl.col("_speaker_norm") != ""), on=["tenant", "_speaker_norm"], how="left",
-                  maintain_order="left", nulls_equal=True))
-    return rows.with_columns(
-        pl.when(pl.col("_agent_ok").fill_null(False)).then("AGENT").otherwise("_speaker_entity").alias("subject")
-    ).drop("_agent_ok", "_speaker_norm", "_speaker_entity")
-
-
-_NODE_COLS = ["id", "tenant", "type", "title", "predicate_norm", "negation", "modality", "time_start", "first_seen",
-              "confidence", "frequency", "speaker", "conv_id", "msg_id", "raw_refs", "subtype"]
-_MEMBER_COLS = [*_GROUP_KEY, "id", "t", "affirmative", "obj", "conf", "frequency", "speaker", "raw_refs"]
-
-
-def _members(nodes: pa.Table, edges: pl.DataFrame, cfg: VersionConfig) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Every versioned Fact / Preference as a row of its group (tenant, type, subject, canon, patient, modality)
-    with its claim (affirmative, obj) and time t, in (group, t, id) order; and the Entities (see the module doc)."""
-    n = as_frame(nodes.select(_NODE_COLS))
-    entities = _entities(n)
-    roles = _roles(edges)
-    canon = pl.DataFrame({"predicate_norm": n.get_column("predicate_norm").unique().drop_nulls()})
-    folded = [canonical_predicate(v) for v in canon.get_column("predicate_norm").to_list()]
-    canon = canon.with_columns(pl.Series("canon", [c for c, _ in folded], dtype=pl.String),
-                               pl.Series("_flip", [f for _, f in folded], dtype=pl.Boolean))
-    facts = n.filter((pl.col("type") == "Fact") & pl.col("predicate_norm").is_not_null()).sort("id",
-                                                                                               maintain_order=True)
-    facts = _with_subject(_with_roles(facts, roles), entities).join(canon, on="predicate_norm", how="left",
-                                                                     maintain_order="left")
-    patient = pl.col("PATIENT").fill_null("")
-    light = (patient == "") & ~pl.col("canon").str.contains("_", literal=True) & pl.col("canon").is_in(
-        sorted(LIGHT_VERBS))
-    affirmative = pl.col("negation").fill_null(False) == pl.col("_flip")
-    single = pl.col("canon").is_in(sorted(cfg.single_valued)) & (patient == "")
-    obj = pl.when(single).then(pl.col("LOCATION").fill_null("")).otherwise(pl.lit(""))
-    # a Fact with an attribute (even an undated one: a Preference may take it); "I work": no claim on the value
-    attributed = (facts.with_columns(patient.alias("patient"), pl.col("modality").fill_null(""),
-                                     affirmative.alias("affirmative"), obj.alias("obj"))
-                  .filter(pl.col("subject").is_not_null() & ~light
-                          & ~(single & (pl.col("obj") == "") & pl.col("affirmative"))))
-    fact_members = attributed.with_columns(pl.lit("Fact").alias("type"))
-
-    # a Preference takes the attribute of the Fact made from the same words (same message, inside its span)
-    located = (attributed.filter(pl.col("raw_refs").list.len() > 0)
-               .select("tenant", "conv_id", "msg_id", pl.col("raw_refs").list.first().struct.field("raw_id"),
-                       pl.col("raw_refs").list.first().struct.field("offset").alias("_off"),
-                       pl.col("id").alias("_fid")))
-    attrs = (attributed.select("tenant", pl.col("id").alias("_fid"), "canon", "patient", "modality", "obj")
-             .unique(subset=["tenant", "_fid"], keep="last", maintain_order=True))
-    prefs = n.filter(pl.col("type") == "Preference").sort("id", maintain_order=True).with_row_index("_p")
-    spans = (prefs.select("_p", "tenant", "conv_id", "msg_id", "raw_refs").filter(pl.col("raw_refs").list.len() > 0)
-             .explode("raw_refs").unnest("raw_refs")
-             .join(located, on=["tenant", "conv_id", "msg_id", "raw_id"], how="inner", nulls_equal=True)
-             .filter((pl.col("offset") <= pl.col("_off")) & (pl.col("_off") < pl.col("offset") + pl.col("length")))
-             .sort(["_p", "_off", "_fid"]).group_by("_p", maintain_order=True).first()
-             .select("_p", "_fid"))
-    prefs = (_with_subject(_with_roles(prefs.drop("modality"), roles), entities)
-             .join(spans, on="_p", how="inner", maintain_order="left")
-             .join(attrs, on=["tenant", "_fid"], how="left", maintain_order="left", nulls_equal=True)
-             .filter(pl.col("subject").is_not_null())
-             .with_columns((~pl.col("negation").fill_null(False)).alias("affirmative"),
-                           pl.lit("Preference").alias("type")))
-    members = pl.concat([m.select(*_GROUP_KEY, "id", pl.coalesce("time_start", "first_seen").alias("t"),
-                                  "affirmative", "obj",
-                                  pl.col("confidence").fill_null(_DEFAULT_CONF).cast(pl.Float64).alias("conf"),
-                                  pl.max_horizontal(pl.col("frequency").fill_null(1), 1).cast(pl.Int64)
-                                  .alias("frequency"),
-                                  pl.col("speaker").fill_null(""), "raw_refs")
-                         for m in (fact_members, prefs)])
-    members = members.filter(pl.col("t").is_not_null()).sort([*_GROUP_KEY, "t", "id"], maintain_order=True)
-    return members, entities
+# ---------------------------------------------------------------- grouping (the members: jobs.version_groups)
 
 
 def version_group_keys(nodes: pa.Table, edges: pa.Table, config: VersionConfig = VersionConfig()) -> pa.Table:
@@ -254,8 +137,8 @@ def version_group_keys(nodes: pa.Table, edges: pa.Table, config: VersionConfig =
     for the members of the groups G, the same node rows, the same edges touching them, the same removed R2G
     CONTRADICTS and the same review rows as the full run."""
     nodes, edges = conform(nodes, NODES), conform(edges, EDGES)
-    members, _ = _members(nodes, as_frame(_base(edges).select(["id", "tenant", "src", "dst", "type"])), config)
-    return members.select("tenant", "id", *_GROUP_KEY[1:]).to_arrow()
+    members, _ = group_members(nodes, as_frame(_base(edges).select(["id", "tenant", "src", "dst", "type"])), config)
+    return members.select("tenant", "id", *GROUP_KEY[1:]).to_arrow()
 
 
 def version_input(nodes: pa.Table, edges: pa.Table, keys: pa.Table, config: VersionConfig = VersionConfig()
@@ -308,11 +191,11 @@ def _prio(claims: dict[tuple, list[_Member]], group: list[_Member], seg_index: i
     another claim); consistency: (agree + 1) / (agree + disagree + 2) over the group's members outside
     this segment — the subject's other statements on the attribute, 0.5 when there are none.
     """
-    named = {_norm(k): v for k, v in cfg.speaker_trust}
-    subject = _norm(subject_title)
+    named = {fold_name(k): v for k, v in cfg.speaker_trust}
+    subject = fold_name(subject_title)
 
     def trust(m: _Member) -> float:
-        speaker = _norm(m.speaker)
+        speaker = fold_name(m.speaker)
         return named.get(speaker, cfg.trust_self if speaker == subject else cfg.trust_other)
 
     newest = max(m.t for ms in claims.values() for m in ms)
@@ -450,7 +333,7 @@ def _python_members(rows: pl.DataFrame) -> dict[tuple, list[_Member]]:
     """{group key: members in (t, id) order} for the groups that need the full rules (several claims)."""
     groups: dict[tuple, list[_Member]] = {}
     for r in rows.iter_rows(named=True):
-        key = tuple(r[k] for k in _GROUP_KEY)
+        key = tuple(r[k] for k in GROUP_KEY)
         groups.setdefault(key, []).append(_Member(r["id"], r["tenant"], r["type"], r["t"], (r["affirmative"], r["obj"]),
                                                   r["conf"], r["frequency"], r["speaker"], r["raw_refs"] or []))
     return groups
@@ -467,8 +350,8 @@ def version_facts(nodes: pa.Table, edges: pa.Table, config: VersionConfig = Vers
     nodes, edges = conform(nodes, NODES), conform(edges, EDGES)
     base = _base(edges)
     e = as_frame(base.select(["id", "tenant", "src", "dst", "type"]))
-    members, entities = _members(nodes, e, config)
-    members = members.with_columns(pl.struct("affirmative", "obj").n_unique().over(_GROUP_KEY).alias("_claims"))
+    members, entities = group_members(nodes, e, config)
+    members = members.with_columns(pl.struct("affirmative", "obj").n_unique().over(GROUP_KEY).alias("_claims"))
     single = members.filter(pl.col("_claims") == 1)
     multi = members.filter(pl.col("_claims") > 1)
 
@@ -507,7 +390,7 @@ def version_facts(nodes: pa.Table, edges: pa.Table, config: VersionConfig = Vers
     added = pa.Table.from_pylist([out.edges[k] for k in sorted(out.edges)], schema=EDGES)
 
     validity = pl.concat([
-        single.group_by(_GROUP_KEY, maintain_order=True).agg("id", pl.col("t").min().alias("_since"))
+        single.group_by(GROUP_KEY, maintain_order=True).agg("id", pl.col("t").min().alias("_since"))
         .explode("id").select("tenant", "id", "_since", pl.lit(None, dtype=pl.Datetime("us")).alias("_until")),
         pl.DataFrame([(t, i, v[0], v[1]) for (t, i), v in out.validity.items()],
                      schema={"tenant": pl.String, "id": pl.String, "_since": pl.Datetime("us"),

@@ -9,247 +9,18 @@ spans come from r2g.message_refs.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
-from functools import lru_cache
+from dataclasses import dataclass
 from itertools import groupby
-from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from r2g import rules as R
-from r2g.concepts import ConceptDict, ConceptHit, load_concepts
-from r2g.ids import edge_ids, stable_id
+from r2g.ids import stable_id
 from r2g.message_refs import Msg, Ref, read_messages, span_refs
 from r2g.nlp import Annotation, paused_gc
-from r2g.schema import EDGES, NODES, ROLE_EDGES
+from r2g.partition_graph import PartitionGraph, node_row
 from r2g.time_values import TimeValue
-from r2g.tokens import search_tokens
-from raw_store.schema import RAW_REFS, TS
-
-ENTITY_REF_CAP = 5       # raw_refs kept per Entity within one partition (merge caps lake-wide at 20)
-SOURCE_TRUST_USER = 1.0  # R2G-4 source_trust of user/chat text
-RECENCY_AT_INGEST = 1.0  # R2G-4 recency_boost at ingest time (decay is a later job)
-
-
-def edge_weight(conf: float, source_trust: float = SOURCE_TRUST_USER, recency: float = RECENCY_AT_INGEST) -> float:
-    """R2G-4: 0.5*conf_extract + 0.3*source_trust + 0.2*recency_boost."""
-    return round(0.5 * conf + 0.3 * source_trust + 0.2 * recency, 6)
-
-
-def entity_importance(mentions: int) -> float:
-    """Entity importance grows with the log of its mention count, in [0.3, 1]."""
-    return round(min(1.0, 0.3 + 0.1 * math.log2(1 + max(0, mentions))), 6)
-
-
-def concept_importance(mentions: int) -> float:
-    """Concept importance: a topic that keeps coming up matters more, in [0.5, 1]."""
-    return round(min(1.0, 0.5 + 0.05 * math.log2(1 + max(0, mentions))), 6)
-
-
-@lru_cache(maxsize=1 << 16)
-def _alias_tokens(alias: str) -> tuple[str, ...]:
-    """Search tokens of an Entity alias (jieba for Chinese): the same names recur in every partition."""
-    return tuple(search_tokens(alias))
-
-
-# ---------------------------------------------------------------- accumulators
-
-@dataclass
-class _EntityAcc:
-    id: str
-    tenant: str
-    subtype: str
-    title: str
-    lang: str
-    provenance: str
-    first_seen: datetime | None
-    last_seen: datetime | None
-    aliases: dict[str, None] = field(default_factory=dict)
-    mentions: int = 0
-    msgs: set = field(default_factory=set)
-    text_refs: list[Ref] = field(default_factory=list)
-    msg_refs: list[Ref] = field(default_factory=list)
-    confidence: float = 0.0
-    time: Any = None
-    hit: Any = None          # Concept: the dictionary hit that created it
-
-
-def _ts_min(a: datetime | None, b: datetime | None) -> datetime | None:
-    return b if a is None else a if b is None else min(a, b)
-
-
-def _ts_max(a: datetime | None, b: datetime | None) -> datetime | None:
-    return b if a is None else a if b is None else max(a, b)
-
-
-def _node(**kw: Any) -> dict:
-    """A NODES row holding the columns given; node_table's from_pylist makes the others null."""
-    return kw
-
-
-class _Graph:
-    """Row accumulator for one partition: nodes keyed by id; edges keyed by (tenant, src, type, dst), their
-    ids hashed in one pass when the table is built (edges are most of the rows, and most repeat)."""
-
-    def __init__(self) -> None:
-        self.nodes: dict[str, dict] = {}
-        self.entities: dict[str, _EntityAcc] = {}
-        self.concepts: dict[str, _EntityAcc] = {}
-        self.concept_dict: ConceptDict = load_concepts()
-        # (tenant, src, type, dst) → [confidence, provenance, valid_since, raw_refs]
-        self.edges: dict[tuple[str, str, str, str], list] = {}
-        self.raw_ids: set[str] = set()
-        self._entity_ids: dict[tuple, str] = {}
-        self._concept_ids: dict[tuple[str, str], str] = {}
-
-    def entity_id(self, msg: Msg, ref: R.EntityRef) -> str:
-        """Entities dedup by (tenant, subtype, normalised name); a TIME by its ISO value."""
-        key = (msg.tenant, ref.subtype, ref.name, ref.time)   # memo key: the id is a function of it
-        eid = self._entity_ids.get(key)
-        if eid is None:
-            norm = ref.time.iso if ref.time is not None else ref.norm
-            eid = self._entity_ids[key] = stable_id("n", msg.tenant, "Entity", ref.subtype, norm)
-        return eid
-
-    def entity(self, msg: Msg, ref: R.EntityRef) -> str:
-        """Upsert the Entity of a mention; returns its id."""
-        eid = self.entity_id(msg, ref)
-        acc = self.entities.get(eid)
-        if acc is None:
-            acc = self.entities[eid] = _EntityAcc(
-                eid, msg.tenant, ref.subtype, ref.name, msg.lang, ref.provenance, msg.ts, msg.ts,
-                confidence=R.CONF.get(ref.provenance, 0.7), time=ref.time)
-        ts = msg.ts
-        if ts is not None:
-            if acc.first_seen is None or ts < acc.first_seen:
-                acc.first_seen = ts
-            if acc.last_seen is None or ts > acc.last_seen:
-                acc.last_seen = ts
-        acc.aliases[ref.name] = None
-        if ref.alias:
-            acc.aliases[ref.alias] = None
-        if ref.time is not None:
-            acc.aliases[ref.time.text] = None
-        acc.mentions += 1
-        acc.msgs.add((msg.conv_id, msg.msg_id))
-        conf = R.CONF.get(ref.provenance, 0.7)
-        if conf > acc.confidence:
-            acc.confidence = conf
-        if ref.start >= 0:
-            if len(acc.text_refs) < ENTITY_REF_CAP:
-                acc.text_refs.extend(span_refs(msg, ref.start, ref.end))
-        elif len(acc.msg_refs) < ENTITY_REF_CAP:
-            acc.msg_refs.extend(msg.pieces)
-        return eid
-
-    def counted(self, msg: Msg, row: dict) -> None:
-        """Add a Fact/Preference/Task row; a fingerprint repeat (same id) merges into the first sighting:
-        frequency counts the messages saying it, raw_refs gain the new span (capped), last_seen moves on."""
-        old = self.nodes.get(row["id"])
-        if old is None:
-            row["_msgs"] = {(msg.conv_id, msg.msg_id)}
-            self.nodes[row["id"]] = row
-            return
-        if (msg.conv_id, msg.msg_id) not in old["_msgs"]:
-            old["_msgs"].add((msg.conv_id, msg.msg_id))
-            old["frequency"] += 1
-        old["raw_refs"] = list(dict.fromkeys(old["raw_refs"] + row["raw_refs"]))[:ENTITY_REF_CAP]
-        old["last_seen"] = _ts_max(old["last_seen"], msg.ts)
-        old["first_seen"] = _ts_min(old["first_seen"], msg.ts)
-        old["importance"] = max(old["importance"], row["importance"])
-        old["keywords"] = list(dict.fromkeys(old["keywords"] + row["keywords"]))
-
-    def concept(self, msg: Msg, hit: ConceptHit, refs: list[Ref]) -> str:
-        """Upsert the Concept of a topic-dictionary hit (one per concept key and tenant); returns its id."""
-        cid = self._concept_ids.get((msg.tenant, hit.key))
-        if cid is None:
-            cid = self._concept_ids[(msg.tenant, hit.key)] = stable_id("n", msg.tenant, "Concept", hit.key)
-        acc = self.concepts.get(cid)
-        if acc is None:
-            acc = self.concepts[cid] = _EntityAcc(cid, msg.tenant, "topic", hit.key, msg.lang, R.CONCEPT,
-                                                  msg.ts, msg.ts, confidence=R.CONF[R.CONCEPT])
-            acc.hit = hit
-        acc.first_seen = _ts_min(acc.first_seen, msg.ts)
-        acc.last_seen = _ts_max(acc.last_seen, msg.ts)
-        acc.aliases[hit.term] = None
-        acc.mentions += 1
-        acc.msgs.add((msg.conv_id, msg.msg_id))
-        if len(acc.text_refs) < ENTITY_REF_CAP:
-            acc.text_refs.extend(refs)
-        return cid
-
-    def edge(self, msg: Msg, src: str, etype: str, dst: str, conf: float, provenance: str,
-             refs: list[Ref]) -> None:
-        """Add an edge; a repeat of the same (src, type, dst) keeps the higher-confidence derivation."""
-        if src == dst:
-            return
-        key = (msg.tenant, src, etype, dst)
-        old = self.edges.get(key)
-        if old is None or old[0] < conf:
-            self.edges[key] = [conf, provenance, msg.ts, refs]
-
-    def edge_table(self) -> pa.Table:
-        """The EDGES table, sorted by id. A MENTIONS edge whose pair also has a role edge (a Fact's AGENT,
-        a Preference's AGENT, …) is left out: the role says more."""
-        roles = {(k[1], k[3]) for k in self.edges if k[2] in ROLE_EDGES}
-        keys = [k for k in self.edges if k[2] != "MENTIONS" or (k[1], k[3]) not in roles]
-        if not keys:
-            return EDGES.empty_table()
-        tenants, srcs, types, dsts = zip(*keys)   # columns in one C-level pass
-        confs, provenance, since, refs = zip(*(self.edges[k] for k in keys))
-        weight = {c: edge_weight(c) for c in set(confs)}
-        table = pa.table({
-            "id": edge_ids(keys), "tenant": tenants, "src": srcs, "dst": dsts, "type": types,
-            "weight": [weight[c] for c in confs], "confidence": confs,
-            "valid_since": pa.array(since, type=TS), "valid_until": pa.nulls(len(keys), type=TS),
-            "raw_refs": pa.array(refs, type=RAW_REFS), "provenance": provenance,
-        }, schema=EDGES)
-        return table.take(pc.sort_indices(table.column("id")))
-
-    def entity_rows(self) -> list[dict]:
-        rows = []
-        for acc in self.entities.values():
-            aliases = sorted(acc.aliases)
-            t = acc.time
-            kw = list(dict.fromkeys(w for a in aliases for w in _alias_tokens(a)))
-            rows.append(_node(
-                id=acc.id, tenant=acc.tenant, type="Entity", subtype=acc.subtype, title=acc.title,
-                text=f"{acc.title} ({acc.subtype})", keywords=kw, entities=[], lang=acc.lang,
-                time_start=t.start if t else None, time_end=t.end if t else None,
-                time_granularity=t.granularity if t else None, time_text=t.text if t else None,
-                importance=entity_importance(acc.mentions), confidence=acc.confidence, frequency=len(acc.msgs),
-                first_seen=acc.first_seen, last_seen=acc.last_seen, tier="short", category="fact", status="active",
-                raw_refs=list(dict.fromkeys(acc.text_refs + acc.msg_refs))[:ENTITY_REF_CAP],
-                provenance=acc.provenance, aliases=aliases, mentions=acc.mentions))
-        return rows
-
-    def concept_rows(self) -> list[dict]:
-        rows = []
-        for acc in self.concepts.values():
-            concept = self.concept_dict[acc.hit.key]
-            title = " / ".join(x for x in dict.fromkeys((concept.label_en, concept.label_zh)) if x)
-            rows.append(_node(
-                id=acc.id, tenant=acc.tenant, type="Concept", subtype="topic", title=title,
-                text=f"Topic: {title}", keywords=concept.keywords(), entities=[], lang=acc.lang,
-                time_granularity="unspecified", importance=concept_importance(acc.mentions),
-                confidence=acc.confidence, frequency=len(acc.msgs), first_seen=acc.first_seen,
-                last_seen=acc.last_seen, tier="short", category="fact", status="active",
-                raw_refs=list(dict.fromkeys(acc.text_refs))[:ENTITY_REF_CAP],
-                provenance=R.CONCEPT, aliases=sorted(acc.aliases), mentions=acc.mentions))
-        return rows
-
-    def node_table(self) -> pa.Table:
-        """The NODES table, sorted by id."""
-        for r in self.nodes.values():
-            r.pop("_msgs", None)
-        rows = list(self.nodes.values()) + self.entity_rows() + self.concept_rows()
-        rows.sort(key=lambda r: r["id"])
-        return pa.Table.from_pylist(rows, schema=NODES)
-
 
 # ---------------------------------------------------------------- per message
 
@@ -318,7 +89,7 @@ def _block_of(blocks_chars: list[tuple[int, int]], start: int) -> int:
     return len(blocks_chars) - 1
 
 
-def _message_graph(g: _Graph, msg: Msg, ann: Annotation, coref: Coref) -> list[str]:
+def _message_graph(g: PartitionGraph, msg: Msg, ann: Annotation, coref: Coref) -> list[str]:
     """Run every rule on one message and add its rows to `g`; returns its Episode ids in text order."""
     ctx = R.MessageCtx(msg.tenant, msg.conv_id, msg.msg_id, msg.speaker, msg.ts, ann.lang, msg.text, ann,
                        names=coref.names, you=coref.you, third=coref.third)
@@ -376,7 +147,7 @@ def _message_graph(g: _Graph, msg: Msg, ann: Annotation, coref: Coref) -> list[s
         draft = R.episode_rule(ctx, len(mentioned[b]), n_facts, n_prefs,
                                blocks[b] if len(ep_ids) > 1 else None, len(ep_ids))
         refs = span_refs(msg, lo, hi) if len(ep_ids) > 1 else whole
-        g.nodes[ep_id] = _node(
+        g.nodes[ep_id] = node_row(
             id=ep_id, tenant=msg.tenant, type="Episode", subtype="block" if len(ep_ids) > 1 else "turn",
             title=draft.title, text=draft.text, keywords=draft.keywords, entities=list(ent_titles[b]), lang=ann.lang,
             time_start=msg.ts, time_end=msg.ts, time_granularity=gran, time_text=None,
@@ -423,7 +194,7 @@ def _message_graph(g: _Graph, msg: Msg, ann: Annotation, coref: Coref) -> list[s
                        span_refs(msg, ref.start, ref.end) if ref.start >= 0 else refs)
         t = f.time
         imp = R.importance("Fact", msg.text[f.start:f.end], ann.lang, f.keywords, n_roles=len(f.roles))
-        g.counted(msg, _node(
+        g.counted(msg, node_row(
             id=fid, tenant=msg.tenant, type="Fact", subtype=f.subtype, title=f.title,
             text=R.clip(msg.text[f.start:f.end], R.SUMMARY_MAX_CHARS), keywords=f.keywords, entities=list(titles),
             lang=ann.lang, time_start=t.start if t else None, time_end=t.end if t else None,
@@ -454,7 +225,7 @@ def _message_graph(g: _Graph, msg: Msg, ann: Annotation, coref: Coref) -> list[s
             g.edge(msg, pid, "MENTIONS", eid, R.CONF[R.MENTIONS], R.MENTIONS, span_refs(msg, ref.start, ref.end))
         if speaker is not None:
             g.edge(msg, pid, "AGENT", g.entity_id(msg, speaker), R.CONF[R.PREFERENCE], R.PREFERENCE, refs)
-        g.counted(msg, _node(
+        g.counted(msg, node_row(
             id=pid, tenant=msg.tenant, type="Preference", subtype=p.subtype, title=R.clip(who + p.text, 80),
             text=p.text, keywords=p.keywords, entities=list(titles), lang=ann.lang,
             time_start=msg.ts, time_end=None, time_granularity="minute" if msg.ts else "unspecified",
@@ -472,7 +243,7 @@ def _message_graph(g: _Graph, msg: Msg, ann: Annotation, coref: Coref) -> list[s
         task_ids.append((tid, tk.start, tk.end))
         refs = span_refs(msg, tk.start, tk.end)
         t = tk.time
-        g.counted(msg, _node(
+        g.counted(msg, node_row(
             id=tid, tenant=msg.tenant, type="Task", subtype=tk.subtype, title=R.clip(who + tk.text, 80),
             text=tk.text, keywords=tk.keywords, entities=[], lang=ann.lang,
             time_start=t.start if t else None, time_end=t.end if t else None,
@@ -513,7 +284,7 @@ def build_graph(messages: pa.Table, annotations: Mapping[str, Annotation]) -> tu
     Every edge endpoint is a node of the result or a raw_id of the messages' raw_refs.
     """
     with paused_gc():
-        g = _Graph()
+        g = PartitionGraph()
         episodes: list[tuple[str, str, int, int, str]] = []
         msgs = read_messages(messages)
         for _, group in groupby(msgs, key=lambda m: (m.tenant, m.conv_id)):

@@ -26,8 +26,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from r2g.extract import edge_weight
 from r2g.ids import edge_ids
+from r2g.partition_graph import edge_weight
 from r2g.schema import EDGES
 from raw_store.frames import as_frame
 from raw_store.lake import conform

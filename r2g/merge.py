@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import polars as pl
 import pyarrow as pa
 
-from r2g.extract import concept_importance, entity_importance
+from r2g.partition_graph import concept_importance, entity_importance
 from r2g.schema import EDGES, NODES
 from raw_store.frames import as_frame
 from raw_store.lake import conform

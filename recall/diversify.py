@@ -12,7 +12,8 @@ from recall.query_tokens import search_tokens
 
 if TYPE_CHECKING:   # engine imports this module
     from recall.citations import RawRef
-    from recall.engine import RecallConfig, RecallResult
+    from recall.config import RecallConfig
+    from recall.engine import RecallResult
 
 # Node types extracted from one turn: their raw_refs point into the turn they came from.
 TURN_LEVEL = frozenset({"Episode", "Fact", "Preference", "Task"})

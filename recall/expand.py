@@ -13,7 +13,7 @@ import numpy as np
 from recall.graph_csr import CsrGraph, personalized_pagerank
 
 if TYPE_CHECKING:   # engine imports this module
-    from recall.engine import RecallConfig
+    from recall.config import RecallConfig
 
 
 def expand(g: CsrGraph, seeds: Mapping[str, float], depth: int, cfg: RecallConfig,

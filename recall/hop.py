@@ -25,7 +25,7 @@ from recall.query_tokens import search_tokens
 LABEL_WORDS = frozenset({"object", "person", "loc", "org", "misc", "time", "gpe", "norp", "fac", "event"})
 
 if TYPE_CHECKING:   # engine imports this module
-    from recall.engine import RecallConfig
+    from recall.config import RecallConfig
 
 
 def feedback_terms(texts: Sequence[str], keywords: Sequence[str], n: int, skip: frozenset[str]) -> list[str]:

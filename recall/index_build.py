@@ -14,8 +14,6 @@ Every version is written into temp names, fsynced and renamed into place, then C
 """
 from __future__ import annotations
 
-import fcntl
-import json
 import os
 import shutil
 import tempfile
@@ -30,28 +28,18 @@ import polars as pl
 import pyarrow as pa
 
 from r2g.schema import EDGES, NODES
-from r2g.tokens import has_han, segment_for_fts
 from raw_store.frames import as_frame
 from raw_store.lake import conform
 from raw_store.schema import MESSAGES, RAW_CHUNKS
-from recall.graph_csr import AdjacencyArrays
-from recall.postings import build_postings
-from recall.query_tokens import jieba_tokens
-from recall.segment import MESSAGE_ROW_COLS, NODE_ROW_COLS, SEG_CHUNKS, SEG_MESSAGES, SEG_NODES, write_segment
+from recall.index_commit import clean_temp, commit_version, fsync_dir, generation, locked
+from recall.segment import MESSAGE_ROW_COLS, NODE_ROW_COLS, SEG_CHUNKS
+from recall.segment_build import build_segment, fts_settings
 from recall.store import tenant_slug
 from recall.tenant_index import FORMAT, Version, read_current, recall_dir, tenant_dir
 
 COMPACT_SHARE = 0.15   # deltas holding more than this share of the base's units → compact into a new base
 MAX_SEGMENTS = 8
 HASH_SEED = 20261124
-KEEP_VERSIONS = 2      # the current version and the one before (a reader may still be opening it)
-
-
-def _fts() -> tuple[str, tuple[str, ...], Callable[..., str]]:
-    # recall.index imports this module's caller; its constants are read at call time
-    from recall.index import FTS_IGNORE, INACTIVE_STATUS, node_doc
-
-    return FTS_IGNORE, INACTIVE_STATUS, node_doc
 
 
 # --------------------------------------------------------------------------- the tables, prepared
@@ -81,7 +69,7 @@ def _group_hash(df: pl.DataFrame, key: str) -> pl.DataFrame:
 
 
 def prepare(nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table, messages: pa.Table) -> Prepared:
-    _, inactive, _ = _fts()
+    _, inactive, _ = fts_settings()
     node_cols = ["id", "keywords", *NODE_ROW_COLS]
     n = as_frame(conform(nodes, NODES).select(node_cols))
     newest = n.select(pl.coalesce("time_start", "last_seen", "first_seen").max()).item() if n.height else None
@@ -178,158 +166,8 @@ def _removed_after(v: Version) -> pl.DataFrame:
     return df.group_by("slot").agg(pl.col("gone_seg").max())
 
 
-# --------------------------------------------------------------------------- writing a segment
-
-
-def node_docs(titles: list, texts: list, keywords: list, node_doc: Callable[..., str]) -> tuple[list[str], list[list[str] | None]]:
-    """Each node's FTS document (recall.index.node_doc) and, for a node whose title or text holds Han, the search
-    tokens MMR compares it by (search_tokens(title + " " + text)), from one segmentation: jieba segments the
-    space-separated parts of a text holding Han one by one, so the document is those tokens followed by the
-    keywords' (tests/test_recall_index.py checks both against the definitions)."""
-    docs: list[str] = []
-    mmr: list[list[str] | None] = []
-    for title, text, kw in zip(titles, texts, keywords):
-        head = f"{title or ''} {text or ''}"
-        if has_han(head):
-            tokens = jieba_tokens(head)
-            docs.append(" ".join(tokens + jieba_tokens(" ".join(kw or []))))
-            mmr.append(tokens)
-        else:
-            docs.append(node_doc(title, text, kw))
-            mmr.append(None)
-    return docs, mmr
-
-
-def docs_with_mmr(nodes: pl.DataFrame, given: pl.DataFrame | None,
-                  node_doc: Callable[[str | None, str | None, list[str] | None], str]) -> tuple[list[str], list[list[str] | None]]:
-    """node_docs' documents and MMR tokens for `nodes` (id, title, text, keywords), taking the documents from `given`
-    (id, doc: recall.index made them once for the whole build) where it has the node: a document holding Han is
-    jieba_tokens(title + " " + text) followed by the keywords' tokens, so MMR's tokens are the document's tokens
-    minus as many at the end as the keywords make (only the short keywords are segmented again)."""
-    if given is None or nodes.height == 0:
-        return node_docs(nodes["title"].to_list(), nodes["text"].to_list(), nodes["keywords"].to_list(), node_doc)
-    rows = nodes.select("id", "title", "text", "keywords").join(given.select("id", "doc"), on="id", how="left",
-                                                                  maintain_order="left")
-    docs, mmr = [], []
-    n_kw: dict[str, int] = {}   # keyword strings repeat (entity names): ~half of a lake's Han nodes share one
-    for title, text, kw, doc in rows.select("title", "text", "keywords", "doc").iter_rows():
-        if doc is None:
-            (doc,), (tokens,) = node_docs([title], [text], [kw], node_doc)
-        elif has_han(f"{title or ''} {text or ''}"):
-            words, joined = doc.split(), " ".join(kw or [])
-            if joined not in n_kw:
-                n_kw[joined] = len(jieba_tokens(joined))
-            tokens = words[:len(words) - n_kw[joined]]
-        else:
-            tokens = None
-        docs.append(doc)
-        mmr.append(tokens)
-    return docs, mmr
-
-
-def _segment(folder: Path, kind: str, nodes: pl.DataFrame, slot_of: pl.DataFrame, half: pl.DataFrame,
-             adj: pl.DataFrame, empty_slots: np.ndarray, chunks: pl.DataFrame, messages: pl.DataFrame,
-             msg: pl.DataFrame, removed_slots: np.ndarray, removed_chunks: list[str], removed_msgs: list[str],
-             edge_types: list[str], meta: dict, docs: Callable[[pl.DataFrame, str], pl.DataFrame] | None = None) -> dict:
-    """Write one segment: `nodes` (with slots), the neighbour lists of `adj`'s nodes (+ empty lists), chunks,
-    message groups, and what it removes. Returns counts and seconds per part."""
-    ignore, _, node_doc = _fts()
-    t = time.perf_counter()
-    timings = {}
-    nodes = nodes.sort("id")
-    chunks = chunks.sort("id")
-    given = docs(nodes.select("id"), "node") if docs is not None and nodes.height else None
-    documents, mmr = docs_with_mmr(nodes, given, node_doc)
-    timings["segment_docs"] = time.perf_counter() - t
-    t = time.perf_counter()
-    node_postings, tokenize = build_postings(documents, ignore)
-    timings["node_fts"] = time.perf_counter() - t
-    t = time.perf_counter()
-    node_table = nodes.select("id", "slot", "hash", *NODE_ROW_COLS).with_columns(
-        pl.Series("mmr", mmr, dtype=pl.List(pl.Utf8))).to_arrow().cast(SEG_NODES)
-    names = _names(nodes)
-    adjacency = _adjacency(slot_of, half, adj, empty_slots, edge_types)
-    passage = chunks["passage"].to_numpy().astype(bool) if chunks.height else np.zeros(0, bool)
-    raw_doc_chunk = np.flatnonzero(passage).astype(np.int32)
-    passages = chunks.filter(pl.col("passage")).select("id", "text")
-    if docs is not None and passages.height:   # the partitions' documents: jieba ran on them when the file came
-        passages = passages.join(docs(passages.select("id"), "raw").select("id", "doc"), on="id", how="left",
-                                 maintain_order="left")
-    else:
-        passages = passages.with_columns(pl.lit(None, pl.String).alias("doc"))
-    raw_docs = [segment_for_fts(x or "") if d is None else d for x, d in passages.select("text", "doc").iter_rows()]
-    timings["graph_rows"] = time.perf_counter() - t
-    t = time.perf_counter()
-    raw_postings, raw_tokenize = build_postings(raw_docs, ignore)
-    timings["raw_fts"] = time.perf_counter() - t
-    t = time.perf_counter()
-    # a chunk's messages by conv_id, seq (Citer's order), ties by content: the same order whatever the input order
-    messages = messages.sort(["piece", "conv_id", "seq", "msg_id", "raw_id", "offset", "h"], nulls_last=True)
-    counts = messages.group_by("piece", maintain_order=True).len()
-    msg = counts.rename({"piece": "key"}).join(msg, on="key", how="left")
-    msg_ptr = np.r_[0, np.cumsum(counts["len"].to_numpy())].astype(np.int64)
-    write_segment(
-        folder, kind=kind, nodes=node_table, node_postings=node_postings, names=names,
-        adjacency=adjacency, chunks=chunks.select("id", "path", "sha256", "conv_id", "ts", "hash").to_arrow()
-        .cast(SEG_CHUNKS), raw_doc_chunk=raw_doc_chunk, raw_postings=raw_postings,
-        messages=messages.select("piece", "piece_offset", "piece_length", *MESSAGE_ROW_COLS).to_arrow()
-        .cast(SEG_MESSAGES),
-        msg_keys=pa.array(msg["key"].to_list(), pa.string()), msg_ptr=msg_ptr,
-        msg_hash=msg["hash"].to_numpy().astype(np.uint64) if msg.height else np.zeros(0, np.uint64),
-        removed_slots=removed_slots, removed_chunks=removed_chunks, removed_msgs=removed_msgs,
-        meta={**meta, "tokenize": tokenize or raw_tokenize, "nodes": nodes.height, "adjacency_lists": len(adjacency.slot),
-              "half_edges": len(adjacency.nbr), "chunks": chunks.height, "message_pieces": messages.height,
-              "removed": {"slots": len(removed_slots), "chunks": len(removed_chunks), "msgs": len(removed_msgs)}})
-    timings["write"] = time.perf_counter() - t
-    return {"tokenize": tokenize or raw_tokenize, "seconds": {k: round(v, 3) for k, v in timings.items()}}
-
-
-def _names(nodes: pl.DataFrame) -> pa.Table:
-    """(lower-cased title or alias, slot) of the Entities, sorted by name then slot (Python's lower(), as the query)."""
-    ents = nodes.filter(pl.col("type") == "Entity").select("slot", "title", "aliases")
-    pairs: set[tuple[str, int]] = set()
-    for slot, title, aliases in zip(ents["slot"].to_list(), ents["title"].to_list(), ents["aliases"].to_list()):
-        for name in [title, *(aliases or [])]:
-            if name:
-                pairs.add((name.lower(), slot))
-    rows = sorted(pairs, key=lambda p: (p[0].encode("utf-8"), p[1]))
-    return pa.table({"name": pa.array([r[0] for r in rows], pa.string()),
-                     "slot": pa.array([r[1] for r in rows], pa.int32())})
-
-
-def _adjacency(slot_of: pl.DataFrame, half: pl.DataFrame, adj: pl.DataFrame, empty_slots: np.ndarray,
-               edge_types: list[str]) -> AdjacencyArrays:
-    """CSR lists of `adj`'s nodes from their half-edges, plus empty lists. A list is ordered by neighbour id, then
-    out before in, then type name, then the half-edge's hash: the same order whichever segment writes it."""
-    names = sorted(edge_types)
-    codes = pl.DataFrame({"type": edge_types, "tcode": np.arange(len(edge_types), dtype=np.int64),
-                          "trank": [names.index(t) for t in edge_types]},
-                         schema={"type": pl.Utf8, "tcode": pl.Int64, "trank": pl.Int64})
-    ids = slot_of.select("id", "slot")
-    h = (half.join(adj.select("node"), on="node", how="semi")
-         .join(ids.rename({"id": "node", "slot": "node_slot"}), on="node", how="left")
-         .join(ids.rename({"id": "nbr", "slot": "nbr_slot"}), on="nbr", how="left")
-         .join(codes, on="type", how="left")
-         .with_columns(pl.col("nbr").rank("dense").alias("nbr_rank"))   # byte order of the neighbours' ids
-         .sort(["node_slot", "nbr_rank", "dir", "trank", "h"]))
-    lists = (adj.join(ids.rename({"id": "node"}), on="node", how="left")
-             .select(pl.col("slot").alias("node_slot"), "hash"))
-    if len(empty_slots):
-        lists = pl.concat([lists, pl.DataFrame({"node_slot": empty_slots.astype(np.int64),
-                                                "hash": np.zeros(len(empty_slots), np.uint64)})])
-    lists = lists.sort("node_slot")
-    counts = h.group_by("node_slot").len()
-    lists = lists.join(counts, on="node_slot", how="left", maintain_order="left").with_columns(pl.col("len").fill_null(0))
-    ptr = np.r_[0, np.cumsum(lists["len"].to_numpy())].astype(np.int64)
-    return AdjacencyArrays(
-        slot=lists["node_slot"].to_numpy().astype(np.int32), ptr=ptr,
-        nbr=h["nbr_slot"].to_numpy().astype(np.int32) if h.height else np.zeros(0, np.int32),
-        code=(h["tcode"].to_numpy() * 2 + h["dir"].to_numpy()).astype(np.uint16) if h.height else np.zeros(0, np.uint16),
-        w=h["weight"].to_numpy().astype(np.float64) if h.height else np.zeros(0, np.float64),
-        hash=lists["hash"].to_numpy().astype(np.uint64))
-
-
 # --------------------------------------------------------------------------- base, delta, commit
+# (writing one segment: recall.segment_build; the version's files, lock and commit: recall.index_commit)
 
 def _edge_types(half: pl.DataFrame, before: list[str] | None = None) -> list[str]:
     """Edge type names: a base's sorted; a delta's are its base's, then any new ones (codes stay valid)."""
@@ -343,7 +181,7 @@ def _write_base(folder: Path, p: Prepared, meta: dict, docs: Callable | None = N
     # a base numbers its nodes in id order: slot = row (the reader relies on it)
     nodes = p.nodes.sort("id").with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("slot"))
     edge_types = _edge_types(p.half)
-    out = _segment(folder, "base", nodes, nodes.select("id", "slot"), p.half, p.adj, np.zeros(0, np.int64),
+    out = build_segment(folder, "base", nodes, nodes.select("id", "slot"), p.half, p.adj, np.zeros(0, np.int64),
                    p.chunks, p.messages, p.msg, np.zeros(0, np.int64), [], [], edge_types, meta, docs)
     return {**out, "n_slots": nodes.height, "edge_types": edge_types, "units": p.nodes.height + p.adj.height
             + p.chunks.height + p.msg.height}
@@ -405,7 +243,7 @@ def diff(p: Prepared, cur: Current) -> Delta:
 def _write_delta(folder: Path, p: Prepared, cur: Current, d: Delta, meta: dict, docs: Callable | None = None) -> dict:
     edge_types = _edge_types(p.half, cur.version.edge_types)
     messages = p.messages.join(d.msg.select(pl.col("key").alias("piece")), on="piece", how="semi")
-    out = _segment(folder, "delta", d.nodes, d.slot_of, p.half, d.adj, d.empty_slots, d.chunks, messages, d.msg,
+    out = build_segment(folder, "delta", d.nodes, d.slot_of, p.half, d.adj, d.empty_slots, d.chunks, messages, d.msg,
                    d.removed_slots, d.removed_chunks, d.removed_msgs, edge_types, meta, docs)
     return {**out, "n_slots": d.n_slots, "edge_types": edge_types, "units": d.units}
 
@@ -426,12 +264,12 @@ def write_tenant_index(index_dir: Path, tenant: str, nodes: pa.Table, edges: pa.
     t0 = time.perf_counter()
     folder = tenant_dir(index_dir, tenant)
     folder.mkdir(parents=True, exist_ok=True)
-    with _locked(folder):
-        _clean_temp(folder)
+    with locked(folder):
+        clean_temp(folder)
         p = prepare(nodes, edges, raw_chunks, messages)
         manifest = read_current(folder)
         cur = current_state(Version(folder, manifest, tenant)) if manifest and compatible(manifest) else None
-        gen = _generation(manifest) + 1
+        gen = generation(manifest) + 1
         name = f"s{gen:06d}"
         meta = {"tenant": tenant, "format": FORMAT}
         tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=folder))
@@ -461,7 +299,7 @@ def write_tenant_index(index_dir: Path, tenant: str, nodes: pa.Table, edges: pa.
             os.replace(tmp, folder / name)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        version = _commit(folder, gen, {
+        version = commit_version(folder, gen, {
             "format": FORMAT, "tenant": tenant, "segments": segments, "n_slots": out["n_slots"],
             "edge_types": out["edge_types"], "tokenize": out["tokenize"] or (manifest or {}).get("tokenize", ""),
             "n_nodes": p.nodes.height, "n_chunks": int(p.chunks["passage"].sum()) if p.chunks.height else 0,
@@ -474,68 +312,6 @@ def write_tenant_index(index_dir: Path, tenant: str, nodes: pa.Table, edges: pa.
 
 def _since(t0: float) -> float:
     return round(time.perf_counter() - t0, 3)
-
-
-def _generation(manifest: dict | None) -> int:
-    return int(manifest["name"][1:7]) if manifest else 0
-
-
-def _commit(folder: Path, gen: int, manifest: dict) -> str:
-    """Write manifest m<gen>.json, point CURRENT at it (each atomically), then drop what no kept version uses."""
-    name = f"m{gen:06d}.json"
-    _write_atomic(folder / name, json.dumps(manifest, sort_keys=True, ensure_ascii=False).encode("utf-8"))
-    _write_atomic(folder / "CURRENT", name.encode("utf-8"))
-    kept = sorted((p for p in folder.glob("m*.json") if p.stem[1:].isdigit()), reverse=True)[:KEEP_VERSIONS]
-    used = {s for p in kept for s in json.loads(p.read_text("utf-8"))["segments"]}
-    for p in folder.iterdir():
-        if (p.suffix == ".json" and p.name.startswith("m") and p not in kept) or \
-                (p.is_dir() and p.name.startswith("s") and p.name[1:].isdigit() and p.name not in used):
-            shutil.rmtree(p) if p.is_dir() else p.unlink()
-    _fsync_dir(folder)
-    return name
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-class _locked:
-    """An exclusive lock on the tenant folder's LOCK file: one writer at a time."""
-
-    def __init__(self, folder: Path) -> None:
-        self.path = folder / "LOCK"
-
-    def __enter__(self) -> None:
-        self.f = open(self.path, "a")
-        fcntl.flock(self.f, fcntl.LOCK_EX)
-
-    def __exit__(self, *exc: object) -> None:
-        fcntl.flock(self.f, fcntl.LOCK_UN)
-        self.f.close()
-
-
-def _clean_temp(folder: Path) -> None:
-    """Remove what a killed writer left (temp names start with '.'); called under the lock."""
-    for p in folder.iterdir():
-        if p.name.startswith("."):
-            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
 
 
 # --------------------------------------------------------------------------- every tenant of a lake
@@ -563,7 +339,7 @@ def build_recall_indexes(index_dir: Path, tables: Mapping[str, pa.Table], *, com
     for p in root.iterdir():
         if p.is_dir() and not p.name.startswith(".") and p.name not in keep:
             remove_tenant_index(index_dir, p)
-    _fsync_dir(root)
+    fsync_dir(root)
     return stats
 
 
@@ -585,5 +361,5 @@ def remove_tenant_index(index_dir: Path, folder: Path | str) -> None:
         return
     gone = folder.parent / f".{folder.name}.removed.{os.getpid()}"
     os.replace(folder, gone)
-    _fsync_dir(folder.parent)
+    fsync_dir(folder.parent)
     shutil.rmtree(gone, ignore_errors=True)

@@ -19,12 +19,11 @@ filter to nothing; malformed arguments raise ReadApiError(BAD_ARGS, ...).
 """
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
-from r2g.schema import NODES
 from raw_store.lake import Lake
 from recall.engine import query_keywords
 from recall.graph_csr import CsrGraph
@@ -34,6 +33,7 @@ from recall.read_views import (
     SCHEMA,
     SEMANTIC_CONTAINS,
     TABLE_NAME,
+    VIEW_COLUMNS,
     CompactionGroup,
     EdgeSummary,
     EdgeView,
@@ -44,6 +44,9 @@ from recall.read_views import (
     RelationCount,
     SampleNeighbor,
     SchemaView,
+    node_view,
+    recency_order,
+    timeline_key,
 )
 from recall.store import IDS, IndexNotBuilt, TenantInfo, TenantReader, id_param, node_docs_table, tenant_reader
 from recall.tenant_index import open_tenant_index
@@ -51,7 +54,6 @@ from recall.tenant_index import open_tenant_index
 # Error codes, named as in seed 001 (compactNodes' argument errors).
 BAD_ARGS = "BAD_ARGS"
 
-LIVE_STATUS = ("active", "open")
 LEVELS = ("episodic", "semantic")
 DIRECTIONS = ("in", "out", "both")
 GROUP_BY = ("conversation", "concept")
@@ -76,16 +78,14 @@ class ReadApiError(ValueError):
         self.message = message
 
 
-
 # SQL over the alias `n` of the tenant's nodes.
 _TIME = "coalesce(n.time_start, n.first_seen)"
 _LEVEL = ("CASE WHEN coalesce(n.category, CASE WHEN n.type = 'Episode' THEN 'episode' END) = 'episode' "
           "THEN 'episodic' ELSE 'semantic' END")
 _LIVE = "coalesce(n.status, 'active') IN ('active', 'open')"
 _TIMELINE = "t ASC NULLS LAST, n.id ASC"
-_VIEW_COLUMNS = tuple(c for c in NODES.names if c != "tenant")
 _VIEW_SELECT = (
-    f"SELECT {', '.join(f'n.{c}' for c in _VIEW_COLUMNS)}, {_TIME} AS t, {_LEVEL} AS level, "
+    f"SELECT {', '.join(f'n.{c}' for c in VIEW_COLUMNS)}, {_TIME} AS t, {_LEVEL} AS level, "
     "(SELECT list_sort(list_distinct(list(CASE WHEN e.type = 'DERIVED_FROM' THEN e.dst ELSE e.src END))) "
     "FROM edges e JOIN nodes p ON p.id = CASE WHEN e.type = 'DERIVED_FROM' THEN e.dst ELSE e.src END "
     f" WHERE (e.type = '{DERIVED_FROM}' AND e.src = n.id) OR (e.type = '{SEMANTIC_CONTAINS}' AND e.dst = n.id)) "
@@ -95,38 +95,7 @@ _VIEW_SELECT = (
     f" OR (e.type = '{SEMANTIC_CONTAINS}' AND e.src = n.id)) AS children "
     "FROM nodes n"
 )
-_TOP_LEVEL = frozenset({"id", "type", "title"})
 _NOT_IN_BRIEF = frozenset({"id", "type", "title", "text", "raw_refs"})
-
-
-def _freeze(value: Any) -> Any:
-    """A deep read-only copy: mappings become MappingProxyType, lists tuples."""
-    if isinstance(value, Mapping):
-        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
-    if isinstance(value, (list, tuple)):
-        return tuple(_freeze(v) for v in value)
-    return value
-
-
-def _node_view(row: tuple) -> NodeView:
-    values = dict(zip(_VIEW_COLUMNS, row))
-    t, level, parents, children = row[len(_VIEW_COLUMNS):]
-    status = values["status"]
-    return NodeView(id=values["id"], type=values["type"], level=level, title=values["title"] or "", time=t,
-                    archived=status is not None and status not in LIVE_STATUS,
-                    parent_ids=tuple(parents or ()), children_ids=tuple(children or ()),
-                    fields=_freeze({k: v for k, v in values.items() if k not in _TOP_LEVEL}))
-
-
-def _timeline_key(view: NodeView) -> tuple:
-    return (view.time is None, view.time or datetime.min, view.id)
-
-
-def _recency_order(views: Iterable[NodeView]) -> list[NodeView]:
-    """Newest first (ties by id), undated last."""
-    by_id = sorted(views, key=lambda v: v.id)
-    dated = sorted((v for v in by_id if v.time is not None), key=lambda v: v.time or datetime.min, reverse=True)
-    return dated + [v for v in by_id if v.time is None]
 
 
 def _blank(node_id: Any) -> bool:
@@ -284,7 +253,7 @@ class ReadApi:
         hits = dict.fromkeys((u, et, d) for _, u, et, d in self._edges_at([node_id], direction, edge_types))
         views = self._views({u for u, _, _ in hits})
         out = [NeighborView(views[u], et, d) for u, et, d in hits if u in views and not views[u].archived]
-        out.sort(key=lambda nb: (_timeline_key(nb.node), nb.edge_type, nb.direction))
+        out.sort(key=lambda nb: (timeline_key(nb.node), nb.edge_type, nb.direction))
         return tuple(out)
 
     def get_descendants(self, node_id: str, *, active_only: bool = True,
@@ -304,7 +273,7 @@ class ReadApi:
             found = {u for _, u, _, _ in self._edges_at(frontier, "in", (DERIVED_FROM,))} - seen
             seen |= found
             level = sorted((v for v in self._views(found).values() if not (active_only and v.archived)),
-                           key=_timeline_key)
+                           key=timeline_key)
             out.extend(level)
             frontier = [v.id for v in level]
         return tuple(out)
@@ -340,7 +309,7 @@ class ReadApi:
             found += [u for _, u, et, _ in self._edges_at(frontier, "both", edge_types) if et not in skip]
             fresh = {u for u in found if u not in seen and (allowed is None or u in allowed)}
             seen |= fresh
-            level = sorted((v for v in self._views(fresh).values() if not v.archived), key=_timeline_key)
+            level = sorted((v for v in self._views(fresh).values() if not v.archived), key=timeline_key)
             out.extend(level)
             frontier = [v.id for v in level]
         return tuple(out)
@@ -416,7 +385,7 @@ class ReadApi:
             counts[(et, d)] = counts.get((et, d), 0) + 1
         relations = tuple(RelationCount(et, d, c) for (et, d), c in
                           sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-        recent = _recency_order({u: views[u] for u, _, _ in live}.values())[:limit]
+        recent = recency_order({u: views[u] for u, _, _ in live}.values())[:limit]
         sample = tuple(SampleNeighbor(v.id, v.type, v.title, v.time) for v in recent)
         return EdgeSummary(len(live), relations, sample)
 
@@ -513,7 +482,7 @@ class ReadApi:
 
     def _scan(self, where: str, params: Sequence[Any]) -> tuple[NodeView, ...]:
         rows = self._reader.scoped(f"{_VIEW_SELECT} WHERE {where} ORDER BY {_TIMELINE}", params)
-        return tuple(_node_view(r) for r in rows)
+        return tuple(node_view(r) for r in rows)
 
     def _views(self, ids: Iterable[str]) -> dict[str, NodeView]:
         """Views by id, this tenant's only (unknown ids are absent)."""

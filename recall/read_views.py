@@ -1,13 +1,15 @@
-"""The read API's views (recall.read_api): the frozen dataclasses a session returns, and the schema it describes.
+"""The read API's views (recall.read_api): the frozen dataclasses a session returns, how a node row becomes one,
+and the schema it describes.
 
 Views are frozen; their collections are tuples and `MappingProxyType`s. `SCHEMA` is `ReadApi.get_schema()`:
 NODES/EDGES columns, node and edge types, and per node type the columns R2G always fills and its natural key.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any
 
 from r2g.schema import EDGE_TYPES, EDGES, NODE_TYPES, NODES
@@ -16,6 +18,7 @@ DERIVED_FROM = "DERIVED_FROM"          # child → parent
 SEMANTIC_CONTAINS = "SEMANTIC_CONTAINS"  # parent (rollup) → child
 INTERNAL_EDGE_TYPES = frozenset({DERIVED_FROM, SEMANTIC_CONTAINS})
 TABLE_NAME = "nodes"
+LIVE_STATUS = ("active", "open")       # the statuses of a live (not archived) node
 
 
 @dataclass(frozen=True)
@@ -151,3 +154,39 @@ SCHEMA = SchemaView(
     edge_types=tuple(EDGE_TYPES),
     internal_edge_types=tuple(sorted(INTERNAL_EDGE_TYPES)),
 )
+
+
+# ---------------------------------------------------------------- a NodeView from a row of read_api's view query
+
+VIEW_COLUMNS = tuple(c for c in NODES.names if c != "tenant")
+_TOP_LEVEL = frozenset({"id", "type", "title"})
+
+
+def freeze(value: Any) -> Any:
+    """A deep read-only copy: mappings become MappingProxyType, lists tuples."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+def node_view(row: tuple) -> NodeView:
+    values = dict(zip(VIEW_COLUMNS, row))
+    t, level, parents, children = row[len(VIEW_COLUMNS):]
+    status = values["status"]
+    return NodeView(id=values["id"], type=values["type"], level=level, title=values["title"] or "", time=t,
+                    archived=status is not None and status not in LIVE_STATUS,
+                    parent_ids=tuple(parents or ()), children_ids=tuple(children or ()),
+                    fields=freeze({k: v for k, v in values.items() if k not in _TOP_LEVEL}))
+
+
+def timeline_key(view: NodeView) -> tuple:
+    return (view.time is None, view.time or datetime.min, view.id)
+
+
+def recency_order(views: Iterable[NodeView]) -> list[NodeView]:
+    """Newest first (ties by id), undated last."""
+    by_id = sorted(views, key=lambda v: v.id)
+    dated = sorted((v for v in by_id if v.time is not None), key=lambda v: v.time or datetime.min, reverse=True)
+    return dated + [v for v in by_id if v.time is None]

@@ -1,6 +1,7 @@
 """Recall's candidate scoring over columns: the filters, recency, weight(node) and query boosts of a batch at once.
 
-`recall.engine` defines each term row by row (Filters.node, _recency, node_weight, _query_boost); a
+Each term is defined row by row at the end of this module (node_span, recency_of, node_weight, query_boost;
+the filters by recall.engine's Filters.node); a
 query scores a few hundred candidates, and doing that in Python per row was a third of a warm recall.
 Here the same definitions run over a NodeBatch with numpy: the same float operations in the same
 order (exp and log1p through `math`, as there), so each score equals the row-by-row one bit for bit
@@ -23,7 +24,8 @@ from recall.citations import RawRef, as_refs, refs_column
 from recall.sorted_keys import arrow_numpy
 
 if TYPE_CHECKING:   # recall.engine imports this module
-    from recall.engine import Filters, RecallConfig
+    from recall.config import RecallConfig
+    from recall.engine import Filters
     from recall.query import QueryAnalysis
 
 NULL = np.iinfo(np.int64).min     # no time
@@ -92,13 +94,13 @@ class NodeBatch:
         return cls(**cols)
 
     def span(self) -> tuple[np.ndarray, np.ndarray]:
-        """engine._node_span per row: [time_start or first_seen, time_end or last_seen or that]."""
+        """node_span per row: [time_start or first_seen, time_end or last_seen or that]."""
         lo = np.where(self.time_start != NULL, self.time_start, self.first_seen)
         hi = np.where(self.time_end != NULL, self.time_end, np.where(self.last_seen != NULL, self.last_seen, lo))
         return lo, hi
 
     def node_time(self) -> np.ndarray:
-        """engine._node_time per row: time_start or last_seen or first_seen."""
+        """node_time per row: time_start or last_seen or first_seen."""
         return np.where(self.time_start != NULL, self.time_start,
                         np.where(self.last_seen != NULL, self.last_seen, self.first_seen))
 
@@ -123,7 +125,7 @@ def passes(b: NodeBatch, filters: Filters) -> np.ndarray:
 
 
 def recency(b: NodeBatch, newest: datetime | None, cfg: RecallConfig) -> np.ndarray:
-    """engine._recency per row, with τ by the row's type."""
+    """recency_of per row, with τ by the row's type."""
     t = b.node_time()
     out = np.zeros(len(b))
     if newest is None:
@@ -136,7 +138,7 @@ def recency(b: NodeBatch, newest: datetime | None, cfg: RecallConfig) -> np.ndar
 
 
 def weight(b: NodeBatch, rec: np.ndarray, cfg: RecallConfig) -> np.ndarray:
-    """engine.node_weight per row."""
+    """node_weight per row."""
     total = cfg.weight_importance + cfg.weight_frequency + cfg.weight_recency + cfg.weight_emotion
     if total <= 0:
         return np.zeros(len(b))
@@ -163,7 +165,7 @@ def prior(b: NodeBatch, cfg: RecallConfig) -> np.ndarray:
 
 
 def boost(b: NodeBatch, analysis: QueryAnalysis, cfg: RecallConfig) -> np.ndarray:
-    """engine._query_boost per row."""
+    """query_boost per row."""
     out = np.ones(len(b))
     if analysis.times:
         lo, hi = b.span()
@@ -210,3 +212,50 @@ def names_speaker(query: str, speaker: str) -> bool:
         return speaker in query or (len(speaker) == 3 and speaker[1:] in query)
     first = speaker.split()[0] if speaker.split() else speaker
     return any(re.search(rf"\b{re.escape(n)}\b", query) for n in {speaker, first} if len(n) > 1)
+
+
+# ------------------------------------------------------------------ the terms row by row (recall's reference)
+
+
+def node_span(row: Mapping) -> tuple[datetime | None, datetime | None]:
+    """The time a memory covers: [time_start or first_seen, time_end or last_seen] (one end may stand for both)."""
+    lo = row.get("time_start") or row.get("first_seen")
+    return lo, row.get("time_end") or row.get("last_seen") or lo
+
+
+def node_time(row: Mapping) -> datetime | None:
+    return row.get("time_start") or row.get("last_seen") or row.get("first_seen")
+
+
+def recency_of(t: datetime | None, newest: datetime | None, tau_days: float) -> float:
+    """exp(-Δt/τ) with Δt measured back from the tenant's newest node (results do not depend on the clock)."""
+    if t is None or newest is None:
+        return 0.0
+    days = max((newest - t).total_seconds(), 0.0) / 86400.0
+    return math.exp(-days / tau_days)
+
+
+def node_weight(importance: float | None, frequency: int | None, recency: float, sentiment: float | None,
+                cfg: RecallConfig) -> float:
+    """Seed 004 §6.1 weight(node) in [0, 1]; an unknown importance counts 0.5, an unknown frequency 1."""
+    total = cfg.weight_importance + cfg.weight_frequency + cfg.weight_recency + cfg.weight_emotion
+    if total <= 0:
+        return 0.0
+    imp = 0.5 if importance is None else min(1.0, max(0.0, importance))
+    freq = min(1.0, math.log1p(max(1, frequency or 1)) / math.log1p(max(1, cfg.frequency_cap)))
+    emotion = min(1.0, abs(sentiment)) if sentiment is not None else 0.0
+    return (cfg.weight_importance * imp + cfg.weight_frequency * freq + cfg.weight_recency * recency
+            + cfg.weight_emotion * emotion) / total
+
+
+def query_boost(row: Mapping, analysis: QueryAnalysis, cfg: RecallConfig) -> float:
+    """Score multiplier from the query analysis: a memory inside a time the question states; a preference for
+    a what-does-X-like question; a Fact with a resolved time for a when-question."""
+    boost = 1.0
+    if analysis.times:
+        lo, hi = node_span(row)
+        if lo is not None and hi is not None and any(lo < t.end and hi >= t.start for t in analysis.times):
+            boost *= 1.0 + cfg.time_match_boost
+    if analysis.intent is not None:
+        boost *= cfg.intent_type_boost.get(analysis.intent, {}).get(row["type"], 1.0)
+    return boost

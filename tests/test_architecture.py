@@ -13,7 +13,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARIES = ("raw_store", "r2g", "recall", "jobs")
 CYCLE_FREE = LIBRARIES + ("assets",)
-# Modules a reader can hold in mind (issue 18): no library module over this many lines, unless it is one table of data.
+# Modules a reader can hold in mind (issue 18): no module of a library folder or of assets/ over this many lines (as
+# `ruff format` lays them out once it is enforced), unless it is one table of data.
 MAX_MODULE_LINES = 600
 # SPEC §2, lowest first: a module may import its own layer and the ones before it, never one after it.
 LAYERS = ("raw_store", "r2g", "recall", "jobs", "assets")
@@ -40,7 +41,7 @@ def test_library_sources_do_not_import_dagster(package: str) -> None:
 
 def test_library_modules_stay_small() -> None:
     sizes = {p.relative_to(ROOT).as_posix(): len(p.read_text("utf-8").splitlines())
-             for pkg in LIBRARIES for p in (ROOT / pkg).rglob("*.py")}
+             for pkg in CYCLE_FREE for p in (ROOT / pkg).rglob("*.py")}
     assert sizes
     assert {p: n for p, n in sizes.items() if n > MAX_MODULE_LINES} == {}
 

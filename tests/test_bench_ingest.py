@@ -1,28 +1,21 @@
-"""bench/ingest.py: deterministic synthetic corpus, and a small end-to-end run that keeps its last-line contract."""
-import importlib.util
+"""bench/ingest.py: deterministic synthetic corpus (bench/ingest_corpus.py), and a small end-to-end run that keeps its
+last-line contract."""
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+from bench.ingest_corpus import corpus_sha256, generate_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 RATE = re.compile(r"^  (1 process|n_process=\d+|\d+ processes (?:split|\(files\))|annotate pool \d+)\s+"
                   r"([\d.]+) s\s+([\d,]+) msg/s\s+([\d,]+) words/s")
 
 
-def _bench():
-    if "bench_ingest" not in sys.modules:  # dataclasses need the module registered while it executes
-        spec = importlib.util.spec_from_file_location("bench_ingest", ROOT / "bench" / "ingest.py")
-        sys.modules["bench_ingest"] = mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    return sys.modules["bench_ingest"]
-
-
 def test_corpus_is_deterministic_bilingual_and_mostly_distinct() -> None:
-    b = _bench()
-    one, two = b.generate_corpus(3000, seed=7), b.generate_corpus(3000, seed=7)
+    one, two = generate_corpus(3000, seed=7), generate_corpus(3000, seed=7)
     assert one.files == two.files and one.n_messages == 3000
-    assert b.generate_corpus(3000, seed=8).files != one.files
+    assert generate_corpus(3000, seed=8).files != one.files
     texts = one.texts["en"] + one.texts["zh"]
     assert len(one.texts["en"]) > 500 and len(one.texts["zh"]) > 500
     assert len(set(texts)) / len(texts) > 0.95   # the NLP cache must not turn the benchmark into lookups
@@ -44,5 +37,4 @@ def test_small_run_prints_both_measurements_and_the_contract_line() -> None:
         assert float(r.group(2)) > 0 and float(r.group(3).replace(",", "")) > 0 and float(r.group(4).replace(",", "")) > 0
     assert "lakes identical across runs: yes" in out.stdout   # worker counts never change the output
     sha = re.search(r"corpus sha256=([0-9a-f]{64})", out.stdout).group(1)
-    b = _bench()
-    assert sha == b.corpus_sha256(b.generate_corpus(300, seed=7))
+    assert sha == corpus_sha256(generate_corpus(300, seed=7))

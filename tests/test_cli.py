@@ -109,9 +109,9 @@ def test_verify_json_lists_what_it_moved_and_a_dry_run_moves_nothing(lake: Lake,
     assert (lake.root / "quarantine" / rel).exists()
 
 
-# `memctl ui` runs `dg dev` through _run_process_group; these stand-ins make the same process shapes in a second.
-_WRAPPER = ("import os, sys; from pathlib import Path; from assets.cli import _run_process_group; "
-            "sys.exit(_run_process_group(sys.argv[2:], Path('.'), dict(os.environ), grace=float(sys.argv[1])))")
+# `memctl ui` runs `dg dev` through assets.ui.run_process_group; these stand-ins make the same process shapes in a second.
+_WRAPPER = ("import os, sys; from pathlib import Path; from assets.ui import run_process_group; "
+            "sys.exit(run_process_group(sys.argv[2:], Path('.'), dict(os.environ), grace=float(sys.argv[1])))")
 _STUBBORN = ("import signal, subprocess, sys, time\n"
              "for s in (signal.SIGINT, signal.SIGTERM): signal.signal(s, signal.SIG_IGN)\n"
              "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"   # inherits SIG_IGN

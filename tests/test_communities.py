@@ -11,17 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs.communities import (
-    E_COMMUNITY_CONFIG,
-    PROVENANCE,
-    CommunityConfig,
-    community_id,
-    concept_id,
-    cooccurrence_graph,
-    detect_communities,
-    jaccard,
-    match_previous,
-)
+from jobs.communities import E_COMMUNITY_CONFIG, CommunityConfig, cooccurrence_graph, detect_communities
+from jobs.community_concepts import PROVENANCE, community_id, concept_id, jaccard, match_previous
 from r2g.ids import edge_id
 from r2g.schema import COMMUNITIES, EDGES, NODES
 

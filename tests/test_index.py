@@ -199,7 +199,7 @@ def test_raw_passages_are_segmented_once_for_both_indexes(tmp_path, monkeypatch)
     shared by recall's index and the DuckDB file; recall's index equals one whose segments segment every passage."""
     from r2g import lake_graph
     from r2g.lake_graph import read_graph_tables, read_lake_table
-    from recall import index_build
+    from recall import segment_build
     from recall.index_build import build_recall_indexes
 
     lake = _two_tenant_lake(tmp_path / "lake")
@@ -208,8 +208,8 @@ def test_raw_passages_are_segmented_once_for_both_indexes(tmp_path, monkeypatch)
     monkeypatch.setattr(lake_graph, "make_docs", lambda f, k: (made.append(f.height) if k == "raw" else None)
                         or real_make(f, k))
     segmented: list[str] = []
-    real_segment = index_build.segment_for_fts
-    monkeypatch.setattr(index_build, "segment_for_fts", lambda t: segmented.append(t) or real_segment(t))
+    real_segment = segment_build.segment_for_fts
+    monkeypatch.setattr(segment_build, "segment_for_fts", lambda t: segmented.append(t) or real_segment(t))
     build_indexes(lake, full=True)
     passages = read_lake_table(lake, "raw_chunks", ["id"]).num_rows
     assert sum(made) == passages and segmented == []

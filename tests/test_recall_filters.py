@@ -155,7 +155,7 @@ def test_degradation_nothing_left_is_an_empty_answer_not_an_error(lake):
 
 
 def test_node_weight_follows_seed_004_6_1():
-    from recall.engine import node_weight
+    from recall.scoring import node_weight
 
     cfg = RecallConfig()
     assert node_weight(1.0, 10, 1.0, None, cfg) == pytest.approx(1.0)

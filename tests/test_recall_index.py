@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from raw_store.lake import Lake
-from recall import index_build, recall, segment
+from recall import index_build, index_commit, recall, segment
 from recall.index import build_indexes
 from recall.query import query_keywords
 from recall.store import tenant_reader
@@ -241,7 +241,7 @@ def test_a_reader_keeps_its_version_while_deltas_and_a_compaction_replace_it(tmp
     assert [r.to_json() for r in recall("garden coffee", "alice", lake=lake)]
     folder = tenant_dir(lake.index_dir, "alice")
     assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]
-    assert len(list(folder.glob("m*.json"))) <= index_build.KEEP_VERSIONS
+    assert len(list(folder.glob("m*.json"))) <= index_commit.KEEP_VERSIONS
 
 
 def test_a_killed_writers_leftovers_are_cleaned_and_the_next_write_succeeds(tmp_path: Path) -> None:
@@ -310,8 +310,8 @@ def test_prepare_hashes_are_stable_and_see_every_column_recall_reads(tmp_path: P
 
 def test_node_documents_and_mmr_tokens_from_one_segmentation_equal_their_definitions() -> None:
     from recall.index import node_doc
-    from recall.index_build import docs_with_mmr, node_docs
     from recall.query_tokens import search_tokens
+    from recall.segment_build import docs_with_mmr, node_docs
 
     titles, texts, keywords = [], [], []
     for name in ("zh_dev.json", "locomo_dev.json"):

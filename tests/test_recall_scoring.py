@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from r2g.time_values import TimeValue
-from recall.engine import Filters, RecallConfig, _node_time, _query_boost, _recency, node_weight
+from recall.config import RecallConfig
+from recall.engine import Filters
 from recall.graph_csr import personalized_pagerank
 from recall.query import QueryAnalysis
-from recall.scoring import NodeBatch, passes, recency, scores, weight
+from recall.scoring import NodeBatch, node_time, node_weight, passes, query_boost, recency, recency_of, scores, weight
 
 T0 = datetime(2023, 5, 1, 12, 0)
 
@@ -62,12 +63,12 @@ def test_batch_scores_equal_the_row_by_row_definitions_bit_for_bit(seed: int) ->
     keep = passes(b, filters).tolist()
     for k, nid in enumerate(ids):
         row = rows[nid]
-        want_rec = _recency(_node_time(row), newest, cfg.tau_days.get(row["type"], cfg.default_tau_days))
+        want_rec = recency_of(node_time(row), newest, cfg.tau_days.get(row["type"], cfg.default_tau_days))
         want_w = node_weight(row["importance"], row["frequency"], want_rec, row["sentiment"], cfg)
         want = (cfg.lambda_bm25 * seeds.get(nid, 0.0) + cfg.lambda_vector * (vec or {}).get(nid, 0.0)
                 + cfg.lambda_graph * graph.get(nid, 0.0) + cfg.lambda_weight * want_w) \
             * cfg.type_prior.get(f"{row['type']}/{row['subtype']}", cfg.type_prior.get(row["type"], 1.0)) \
-            * _query_boost(row, analysis, cfg)
+            * query_boost(row, analysis, cfg)
         assert (rec[k], w[k], got[k], keep[k]) == (want_rec, want_w, want, filters.node(row)), nid
 
 

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.rollup import ID_SCHEME, PROVENANCE, RollupConfig, rollup_episodes
+from jobs.rollup import RollupConfig, rollup_episodes
+from jobs.rollup_parents import ID_SCHEME, PROVENANCE
 from r2g.ids import edge_id, stable_id
 from r2g.merge import MERGED_REF_CAP
 from r2g.schema import EDGES, NODES

@@ -112,14 +112,14 @@ def test_a_relative_settings_file_is_the_same_setting_in_the_ui_processes(
         lake: Lake, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """`MEMCTL_CONSOLIDATION=settings.json memctl materialize` in one folder, then `memctl ui`, whose daemon and
     code server run in the project folder: the sensor must find the same file and the same fingerprint."""
-    from assets.cli import _ui_command
+    from assets.ui import ui_command
 
     here, project = tmp_path_factory.mktemp("here"), tmp_path_factory.mktemp("project")
     (here / "settings.json").write_text('{"tiers": {"short_days": 5}}', "utf-8")
     monkeypatch.chdir(here)
     monkeypatch.setenv("MEMCTL_CONSOLIDATION", "settings.json")
     _built(lake)
-    _, env = _ui_command(project, "127.0.0.1", 3000)
+    _, env = ui_command(project, "127.0.0.1", 3000)
     assert env["MEMCTL_CONSOLIDATION"] == str(here / "settings.json")
     monkeypatch.chdir(project)
     monkeypatch.setenv("MEMCTL_CONSOLIDATION", env["MEMCTL_CONSOLIDATION"])
@@ -133,11 +133,11 @@ def test_the_ui_runs_dg_of_this_venv_declared_active(monkeypatch: pytest.MonkeyP
     """dg warns (twice) when $VIRTUAL_ENV does not name the project's .venv, as with `.venv/bin/memctl ui`."""
     import sys
 
-    from assets.cli import _ui_command
+    from assets.ui import ui_command
 
     monkeypatch.delenv("VIRTUAL_ENV", raising=False)
     project = Path(__file__).resolve().parent.parent
-    cmd, env = _ui_command(project, "127.0.0.1", 3000)
+    cmd, env = ui_command(project, "127.0.0.1", 3000)
     if Path(cmd[0]).name == "dg":
         assert Path(cmd[0]).parent == Path(sys.executable).parent
         assert Path(env["VIRTUAL_ENV"]).resolve() == Path(sys.prefix).resolve()

@@ -42,8 +42,8 @@ from recall.read_api import (
     COMPACTION_MAX_DEPTH,
     COMPACTION_THRESHOLD,
     GROUP_BY,
-    LIVE_STATUS,
 )
+from recall.read_views import LIVE_STATUS
 
 PROVENANCE = "jobs.rollup.compact.v2"   # v2 (issue 17): the title is the start of the summary, not keywords
 ID_SCHEME = "jobs.rollup.compact.v1"

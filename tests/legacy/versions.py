@@ -50,8 +50,8 @@ import pyarrow.compute as pc
 
 from jobs.integrity import CheckOutcome
 from jobs.schema import REVIEW_QUEUE
-from r2g.extract import edge_weight
 from r2g.ids import edge_id, stable_id
+from r2g.partition_graph import edge_weight
 from r2g.schema import EDGES, NODES
 from raw_store.lake import conform
 from raw_store.schema import TS
