@@ -53,6 +53,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+# generate_corpus and write_inbox stay importable from bench.ingest with these signatures: outside checks use them
 from bench.ingest_corpus import TENANT, Corpus, corpus_sha256, generate_corpus, write_inbox  # noqa: E402
 from bench.machine import cpu_busy_seconds  # noqa: E402
 from r2g.nlp import (  # noqa: E402

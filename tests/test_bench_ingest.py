@@ -23,6 +23,20 @@ def test_corpus_is_deterministic_bilingual_and_mostly_distinct() -> None:
     assert len(lines) == 3000
 
 
+def test_the_generator_stays_importable_from_bench_ingest(tmp_path: Path) -> None:
+    """Outside checks import generate_corpus and write_inbox from bench.ingest, with these signatures."""
+    import inspect
+
+    from bench import ingest
+
+    assert ingest.generate_corpus is generate_corpus
+    assert list(inspect.signature(ingest.generate_corpus).parameters) == ["n_messages", "seed", "zh_share",
+                                                                          "convs_per_file"]
+    assert list(inspect.signature(ingest.write_inbox).parameters) == ["corpus", "inbox"]
+    paths = ingest.write_inbox(ingest.generate_corpus(200, seed=3), tmp_path / "inbox")
+    assert paths and all(p.is_file() and p.is_relative_to(tmp_path / "inbox") for p in paths)
+
+
 def test_small_run_prints_both_measurements_and_the_contract_line() -> None:
     out = subprocess.run([sys.executable, "bench/ingest.py", "--messages", "300"], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
