@@ -3,6 +3,7 @@
 User mistakes end in one clear line on stderr and exit code 2, never a traceback.
 Dagster is imported only by the commands that run it, so `recall`/`sql` start fast.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,11 +28,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.data:
             os.environ["MEMCTL_DATA"] = str(lake_root(args.data))
         lake = Lake.from_env()
-    except ValueError as e:   # e.g. $MEMCTL_STORAGE_OPTIONS that is not JSON
+    except ValueError as e:  # e.g. $MEMCTL_STORAGE_OPTIONS that is not JSON
         print(f"memctl: {e}", file=sys.stderr)
         return 2
     try:
-        if lake.remote and args.func in (cmd_recall, cmd_tools, cmd_sql, cmd_forget) and not getattr(args, "parquet", 0):
+        if (
+            lake.remote
+            and args.func in (cmd_recall, cmd_tools, cmd_sql, cmd_forget)
+            and not getattr(args, "parquet", 0)
+        ):
             _refresh_index(lake)
         return args.func(args, lake)
     except UserError as e:
@@ -51,15 +56,19 @@ class _HelpFormatter(argparse.HelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if (action.option_strings and "%(default)" not in text
-                and action.default not in (None, False, "", argparse.SUPPRESS)):
+        if (
+            action.option_strings
+            and "%(default)" not in text
+            and action.default not in (None, False, "", argparse.SUPPRESS)
+        ):
             text += " (default: %(default)s)"
         return text
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="memctl", description="Chat logs → memory graph → cited recall.",
-                                formatter_class=_HelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="memctl", description="Chat logs → memory graph → cited recall.", formatter_class=_HelpFormatter
+    )
     p.add_argument("--data", metavar="DIR", help="data directory (default: $MEMCTL_DATA, else ./data)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -70,8 +79,11 @@ def _parser() -> argparse.ArgumentParser:
 
     m = command("materialize", "ingest $MEMCTL_DATA/inbox through the Dagster assets (only what changed)")
     m.add_argument("--quiet", action="store_true", help="no progress bar")
-    m.add_argument("--full", action="store_true",
-                   help="recompute every lake-wide step from the partitions and compact the indexes (also $MEMCTL_FULL=1)")
+    m.add_argument(
+        "--full",
+        action="store_true",
+        help="recompute every lake-wide step from the partitions and compact the indexes (also $MEMCTL_FULL=1)",
+    )
     m.set_defaults(func=cmd_materialize)
 
     r = command("recall", "what do we know about QUERY, with citations")
@@ -81,29 +93,43 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--depth", type=int, default=1, help="graph expansion depth (0–2)")
     r.add_argument("--json", action="store_true", help="print the results as JSON")
     r.add_argument("--trace", action="store_true", help="print every recall stage with its timing (to stderr)")
-    r.add_argument("--types", nargs="+", metavar="TYPE",
-                   help="only these node types (Episode Fact Entity Preference Task Concept RawChunk; default: all)")
+    r.add_argument(
+        "--types",
+        nargs="+",
+        metavar="TYPE",
+        help="only these node types (Episode Fact Entity Preference Task Concept RawChunk; default: all)",
+    )
     r.add_argument("--since", metavar="DATE", help="only memories of this date/time or later (ISO-8601)")
     r.add_argument("--until", metavar="DATE", help="only memories up to this date (a bare date: its whole day)")
     r.add_argument("--as-of", metavar="DATE", help="only what was known then")
-    r.add_argument("--budget-tokens", type=int, metavar="N",
-                   help="fit results and citations into N tokens (default: no budget)")
-    r.add_argument("--vectors", action="store_true",
-                   help="also search the vector index (stage B: the static embedders, or the one $MEMCTL_VECTORS names)")
-    r.add_argument("--no-log", action="store_true",
-                   help="do not record the hits (they feed the memories' access feedback at the next consolidation)")
+    r.add_argument(
+        "--budget-tokens", type=int, metavar="N", help="fit results and citations into N tokens (default: no budget)"
+    )
+    r.add_argument(
+        "--vectors",
+        action="store_true",
+        help="also search the vector index (stage B: the static embedders, or the one $MEMCTL_VECTORS names)",
+    )
+    r.add_argument(
+        "--no-log",
+        action="store_true",
+        help="do not record the hits (they feed the memories' access feedback at the next consolidation)",
+    )
     r.set_defaults(func=cmd_recall)
 
     t = command("tools", "print the search_memories tool definition, or run one call of it")
-    t.add_argument("arguments", nargs="?", help="a call's JSON arguments, e.g. '{\"query\": \"puppy\"}'")
+    t.add_argument("arguments", nargs="?", help='a call\'s JSON arguments, e.g. \'{"query": "puppy"}\'')
     t.add_argument("--tenant", help=tenant_help.format(" a call searches", " with arguments"))
     t.set_defaults(func=cmd_tools)
 
     s = command("sql", "run SQL on lake/memory.duckdb (read-only)")
     s.add_argument("query", help="one SQL statement (DuckDB dialect)")
     s.add_argument("--tenant", help="see only this tenant's rows (a sandbox that cannot reach other tenants)")
-    s.add_argument("--parquet", action="store_true",
-                   help="query the lake's Parquet tables where they lie (local or object storage), not the index")
+    s.add_argument(
+        "--parquet",
+        action="store_true",
+        help="query the lake's Parquet tables where they lie (local or object storage), not the index",
+    )
     s.add_argument("--json", action="store_true", help="print the rows as JSON")
     s.set_defaults(func=cmd_sql)
 
@@ -158,9 +184,11 @@ def cmd_materialize(args: argparse.Namespace, lake: Lake) -> int:
     except ValueError as e:
         raise UserError(str(e)) from None
     summary = materialize(lake, progress=not args.quiet, full=args.full)
-    print(f"inbox files: {summary.files}  ingested now: {len(summary.ran)}  "
-          + (f"re-derived (code changed): {len(summary.rederived)}  " if summary.rederived else "")
-          + f"lake rebuilt: {'yes' if summary.lake_rebuilt else 'no (up to date)'}")
+    print(
+        f"inbox files: {summary.files}  ingested now: {len(summary.ran)}  "
+        + (f"re-derived (code changed): {len(summary.rederived)}  " if summary.rederived else "")
+        + f"lake rebuilt: {'yes' if summary.lake_rebuilt else 'no (up to date)'}"
+    )
     for key, msg in summary.failed.items():
         print(f"memctl: file {key!r} failed: {msg}", file=sys.stderr)
     if summary.lake_failed:
@@ -182,12 +210,28 @@ def cmd_recall(args: argparse.Namespace, lake: Lake) -> int:
     if not 0 <= args.depth <= 2:
         raise UserError("--depth must be 0, 1 or 2")
     trace: list | None = [] if args.trace else None
-    since, until, as_of = (_when(v, flag, end) for v, flag, end in (
-        (args.since, "--since", False), (args.until, "--until", True), (args.as_of, "--as-of", True)))
+    since, until, as_of = (
+        _when(v, flag, end)
+        for v, flag, end in (
+            (args.since, "--since", False),
+            (args.until, "--until", True),
+            (args.as_of, "--as-of", True),
+        )
+    )
     try:
-        results = recall(args.query, args.tenant, k=args.k, expand_depth=args.depth, lake=lake, trace=trace,
-                         types=args.types, time_range=(since, until) if since or until else None, as_of=as_of,
-                         budget_tokens=args.budget_tokens, config=RecallConfig(vectors_enabled=args.vectors))
+        results = recall(
+            args.query,
+            args.tenant,
+            k=args.k,
+            expand_depth=args.depth,
+            lake=lake,
+            trace=trace,
+            types=args.types,
+            time_range=(since, until) if since or until else None,
+            as_of=as_of,
+            budget_tokens=args.budget_tokens,
+            config=RecallConfig(vectors_enabled=args.vectors),
+        )
     except IndexNotBuilt as e:
         raise UserError(f"{e} (run `memctl materialize` first)") from None
     except ValueError as e:
@@ -195,8 +239,11 @@ def cmd_recall(args: argparse.Namespace, lake: Lake) -> int:
     if trace is not None:
         for stage in trace:
             detail = stage.get("detail")
-            print(f"[trace] {stage['stage']:<12} {stage['ms']:8.1f} ms  n={stage.get('n', '')}"
-                  + (f"  {detail}" if detail else ""), file=sys.stderr)
+            print(
+                f"[trace] {stage['stage']:<12} {stage['ms']:8.1f} ms  n={stage.get('n', '')}"
+                + (f"  {detail}" if detail else ""),
+                file=sys.stderr,
+            )
     if not args.no_log:
         log_hits(lake, args.tenant, [r.node_id for r in results], args.query)
     if args.json:
@@ -207,8 +254,10 @@ def cmd_recall(args: argparse.Namespace, lake: Lake) -> int:
         if args.tenant not in known:
             names = sorted(known)
             listed = ", ".join(names[:10]) + (f", … {len(names) - 10} more" if len(names) > 10 else "")
-            raise UserError(f"unknown tenant {args.tenant!r} (known: {listed or 'none'}; "
-                            "`memctl stats` lists the tenants with their counts)")
+            raise UserError(
+                f"unknown tenant {args.tenant!r} (known: {listed or 'none'}; "
+                "`memctl stats` lists the tenants with their counts)"
+            )
         print("no memories found")
     words = query_keywords(args.query)
     for i, r in enumerate(results, 1):
@@ -216,7 +265,7 @@ def cmd_recall(args: argparse.Namespace, lake: Lake) -> int:
         for c in r.citations:
             where = printable(" ".join(x for x in (c.conv_id, c.msg_id, c.speaker, c.ts) if x))
             # a window around the cited span (a whole message may run to thousands of characters; --json has it)
-            print(f"      ↳ {where}: \"{excerpt_window(c.excerpt, c.highlight, words)}\"")
+            print(f'      ↳ {where}: "{excerpt_window(c.excerpt, c.highlight, words)}"')
         for u in r.unavailable:
             print(f"      ↳ citation unavailable: {u['reason']}")
     return 0
@@ -261,7 +310,7 @@ def cmd_sql(args: argparse.Namespace, lake: Lake) -> int:
         con = tenant_sql(lake, args.tenant) if args.tenant else connect(lake.duckdb_path, read_only=True)
     try:
         rel = con.sql(args.query)
-        if rel is None:   # duckdb's stub says never; it is None for a statement that returns no rows
+        if rel is None:  # duckdb's stub says never; it is None for a statement that returns no rows
             return 0  # type: ignore[unreachable]
         cols, rows = rel.columns, rel.fetchall()
     except duckdb.Error as e:
@@ -285,8 +334,18 @@ def cmd_forget(args: argparse.Namespace, lake: Lake) -> int:
 
     if args.end and not args.start:
         raise UserError("--to goes with --from")
-    scope, value = next((s, v) for s, v in (("node", args.node), ("conv", args.conv), ("speaker", args.speaker),
-                                            ("topic", args.topic), ("window", args.start), ("all", args.all)) if v)
+    scope, value = next(
+        (s, v)
+        for s, v in (
+            ("node", args.node),
+            ("conv", args.conv),
+            ("speaker", args.speaker),
+            ("topic", args.topic),
+            ("window", args.start),
+            ("all", args.all),
+        )
+        if v
+    )
     start = _when(args.start, "--from", end_of_day=False) if scope == "window" else None
     end = _when(args.end, "--to", end_of_day=True) if scope == "window" else None
     if scope == "window" and start and end and end < start:
@@ -297,8 +356,16 @@ def cmd_forget(args: argparse.Namespace, lake: Lake) -> int:
         raise UserError(f"unknown tenant {args.tenant!r}")
     now = datetime.now(UTC).replace(tzinfo=None, microsecond=0)
     try:
-        request = resolve(lake, args.tenant, scope, value if scope in ("node", "conv", "speaker", "topic") else None,
-                          start=start, end=end, reason=args.reason, requested_at=now)
+        request = resolve(
+            lake,
+            args.tenant,
+            scope,
+            value if scope in ("node", "conv", "speaker", "topic") else None,
+            start=start,
+            end=end,
+            reason=args.reason,
+            requested_at=now,
+        )
     except ValueError as e:
         raise UserError(str(e)) from None
     if (forget_dir(lake) / f"{request.id}.json").exists():
@@ -309,16 +376,21 @@ def cmd_forget(args: argparse.Namespace, lake: Lake) -> int:
     if not summary.ok:
         for key, msg in summary.failed.items():
             print(f"memctl: file {key!r} failed: {msg}", file=sys.stderr)
-        print(f"memctl: forget {request.id} is recorded but the rebuild failed: {summary.lake_failed}; "
-              "run `memctl materialize` again", file=sys.stderr)
+        print(
+            f"memctl: forget {request.id} is recorded but the rebuild failed: {summary.lake_failed}; "
+            "run `memctl materialize` again",
+            file=sys.stderr,
+        )
         return 1
     row = next((r for r in read_table(lake.table("audit"), AUDIT).to_pylist() if r["request_id"] == request.id), None)
     if row is None:
         print(f"memctl: forget {request.id} left no audit row", file=sys.stderr)
         return 1
-    print(f"forgot {request.id} ({scope}{' ' + str(row['value']) if row['value'] else ''}, tenant {args.tenant}): "
-          f"{row['messages']} messages, {len(row['nodes'])} nodes, {row['edges']} edges, "
-          f"{len(row['blobs'])} raw blobs deleted")
+    print(
+        f"forgot {request.id} ({scope}{' ' + str(row['value']) if row['value'] else ''}, tenant {args.tenant}): "
+        f"{row['messages']} messages, {len(row['nodes'])} nodes, {row['edges']} edges, "
+        f"{len(row['blobs'])} raw blobs deleted"
+    )
     return 0
 
 
@@ -334,11 +406,22 @@ def cmd_verify(args: argparse.Namespace, lake: Lake) -> int:
     partial = r.partial + out.leftovers
     if args.json:
         # what this run did, not what it would have done: lists of paths, empty when nothing moved
-        print(json.dumps({"total": r.total, "checked": r.checked, "corrupt": r.corrupt, "partial": partial,
-                          "dry_run": args.dry_run,
-                          "quarantined": [p["path"] for p in r.corrupt] if r.quarantined else [],
-                          "removed": partial if r.quarantined else [],
-                          "reingest": out.invalidated}, ensure_ascii=False, indent=2))
+        print(
+            json.dumps(
+                {
+                    "total": r.total,
+                    "checked": r.checked,
+                    "corrupt": r.corrupt,
+                    "partial": partial,
+                    "dry_run": args.dry_run,
+                    "quarantined": [p["path"] for p in r.corrupt] if r.quarantined else [],
+                    "removed": partial if r.quarantined else [],
+                    "reingest": out.invalidated,
+                },
+                ensure_ascii=False,
+                indent=2,
+            )
+        )
     else:
         print(f"raw store: {out.summary}")
         for p in r.corrupt:
@@ -389,8 +472,13 @@ def _stats(lake: Lake) -> dict:
     out: dict = {"data": str(lake.root), "tenants": {}, "tables": {}}
     if not part_dirs(lake):
         return out
-    for name, cols in (("raw_chunks", ["tenant"]), ("messages", ["tenant"]), ("nodes", ["tenant", "type"]),
-                       ("edges", ["tenant", "type"]), ("rejects", ["tenant", "reason"])):
+    for name, cols in (
+        ("raw_chunks", ["tenant"]),
+        ("messages", ["tenant"]),
+        ("nodes", ["tenant", "type"]),
+        ("edges", ["tenant", "type"]),
+        ("rejects", ["tenant", "reason"]),
+    ):
         t = read_lake_table(lake, name, cols)
         entry = {"rows": t.num_rows, "by_tenant": value_counts(t, "tenant")}
         if name in ("nodes", "edges"):
@@ -399,8 +487,7 @@ def _stats(lake: Lake) -> dict:
             entry["by_reason"] = value_counts(t, "reason")
         out["tables"][name] = entry
     tenants = sorted({k for entry in out["tables"].values() for k in entry["by_tenant"]})
-    out["tenants"] = {k: {name: entry["by_tenant"].get(k, 0) for name, entry in out["tables"].items()}
-                      for k in tenants}
+    out["tenants"] = {k: {name: entry["by_tenant"].get(k, 0) for name, entry in out["tables"].items()} for k in tenants}
     return out
 
 
@@ -409,10 +496,15 @@ def _print_counts(lake: Lake, stats: dict | None = None) -> None:
     if not stats["tables"]:
         print(f"lake at {lake.lake} is empty (run `memctl materialize`)")
         return
-    print(f"tenants ({len(stats['tenants'])}): " + ", ".join(
-        f"{k} ({c.get('messages', 0)} messages, {c.get('nodes', 0)} nodes"
-        + (f", {c['rejects']} rejects" if c.get("rejects") else "") + ")"
-        for k, c in stats["tenants"].items()))
+    print(
+        f"tenants ({len(stats['tenants'])}): "
+        + ", ".join(
+            f"{k} ({c.get('messages', 0)} messages, {c.get('nodes', 0)} nodes"
+            + (f", {c['rejects']} rejects" if c.get("rejects") else "")
+            + ")"
+            for k, c in stats["tenants"].items()
+        )
+    )
     for name, entry in stats["tables"].items():
         extra = entry.get("by_type") or entry.get("by_reason") or {}
         detail = _some(extra)
@@ -420,7 +512,7 @@ def _print_counts(lake: Lake, stats: dict | None = None) -> None:
 
 
 def _some(counts: dict[str, int], n: int = 8) -> str:
-    """"a=3, b=1" of the first n entries, then how many more."""
+    """ "a=3, b=1" of the first n entries, then how many more."""
     text = ", ".join(f"{k}={v}" for k, v in list(counts.items())[:n])
     return text + (f", … {len(counts) - n} more" if len(counts) > n else "")
 

@@ -39,11 +39,18 @@ from raw_store.lake import PART_MANIFEST, Lake, conform, part_dirs, read_manifes
 from raw_store.schema import RAW_CHUNKS
 from raw_store.tables import diff_overlay, read_parts, write_overlay
 
-_SIDE = {"communities": COMMUNITIES, "promotions": PROMOTIONS, "review_queue": REVIEW_QUEUE,
-         "cold_edges": COLD_EDGES, "feedback": FEEDBACK, "ops_applied": OPS_APPLIED, "ops_rejected": OPS_REJECTED}
+_SIDE = {
+    "communities": COMMUNITIES,
+    "promotions": PROMOTIONS,
+    "review_queue": REVIEW_QUEUE,
+    "cold_edges": COLD_EDGES,
+    "feedback": FEEDBACK,
+    "ops_applied": OPS_APPLIED,
+    "ops_rejected": OPS_REJECTED,
+}
 _DESCRIPTIONS = {
     "nodes": "The memory graph's nodes: R2G's, agent-made, topic Concepts and rollups, each with its tier, "
-             "category, weight and status as of the run.",
+    "category, weight and status as of the run.",
     "edges": "The memory graph's typed, weighted edges after versioning, topics, rollups and degree caps.",
     "communities": "Leiden topics over entity co-occurrence: members, label, modularity, the Concept standing for each.",
     "promotions": "Every tier / category / status change: node, from, to, reason, as of when.",
@@ -65,11 +72,16 @@ def run_changes(lake: Lake, nodes: pa.Table, edges: pa.Table, messages: int, for
     current = pa.concat_tables([row_keys(nodes, "n"), row_keys(edges, "e")])
     manifests = [(read_manifest(d), (d / PART_MANIFEST).stat().st_mtime) for d in part_dirs(lake)]
     fresh = [m for m, mtime in manifests if built is None or mtime > built]
-    changes = RunChanges(files=len(manifests), files_ingested=len(fresh), messages=messages,
-                         messages_ingested=sum(m.get("messages") or 0 for m in fresh),
-                         nodes=key_change(previous, current, "n"), edges=key_change(previous, current, "e"),
-                         forget_requests=forget_requests,
-                         messages_forgotten=sum(m.get("forgotten") or 0 for m, _ in manifests))
+    changes = RunChanges(
+        files=len(manifests),
+        files_ingested=len(fresh),
+        messages=messages,
+        messages_ingested=sum(m.get("messages") or 0 for m in fresh),
+        nodes=key_change(previous, current, "n"),
+        edges=key_change(previous, current, "e"),
+        forget_requests=forget_requests,
+        messages_forgotten=sum(m.get("forgotten") or 0 for m, _ in manifests),
+    )
     write_keys(current, keys_path)
     return changes
 
@@ -88,23 +100,47 @@ def ops_batches(lake: Lake, at: datetime) -> list:
 
 
 @dg.multi_asset(
-    specs=[dg.AssetSpec(name, group_name="consolidation", kinds={"parquet"}, owners=["team:memory"],
-                        description=_DESCRIPTIONS[name],
-                        deps=["r2g_nodes", "r2g_edges", "messages", "raw_chunks"])
-           for name in ("nodes", "edges", *_SIDE)],
+    specs=[
+        dg.AssetSpec(
+            name,
+            group_name="consolidation",
+            kinds={"parquet"},
+            owners=["team:memory"],
+            description=_DESCRIPTIONS[name],
+            deps=["r2g_nodes", "r2g_edges", "messages", "raw_chunks"],
+        )
+        for name in ("nodes", "edges", *_SIDE)
+    ],
     check_specs=[
-        dg.AssetCheckSpec("no_orphan_edges", asset="edges", blocking=True,
-                          description="Every edge endpoint is a node (or a RawChunk for DERIVED_FROM)."),
-        dg.AssetCheckSpec("raw_refs_resolve", asset="nodes", blocking=True,
-                          description="Every node raw_ref lies inside a stored RawChunk."),
-        dg.AssetCheckSpec("one_active_per_chain", asset="edges", blocking=True,
-                          description="Each fact version chain has exactly one ACTIVE_OF, on its newest version."),
-        dg.AssetCheckSpec("tiers_monotone", asset="promotions", blocking=True,
-                          description="Tiers only move up with age unless a promotion's reason says otherwise."),
+        dg.AssetCheckSpec(
+            "no_orphan_edges",
+            asset="edges",
+            blocking=True,
+            description="Every edge endpoint is a node (or a RawChunk for DERIVED_FROM).",
+        ),
+        dg.AssetCheckSpec(
+            "raw_refs_resolve",
+            asset="nodes",
+            blocking=True,
+            description="Every node raw_ref lies inside a stored RawChunk.",
+        ),
+        dg.AssetCheckSpec(
+            "one_active_per_chain",
+            asset="edges",
+            blocking=True,
+            description="Each fact version chain has exactly one ACTIVE_OF, on its newest version.",
+        ),
+        dg.AssetCheckSpec(
+            "tiers_monotone",
+            asset="promotions",
+            blocking=True,
+            description="Tiers only move up with age unless a promotion's reason says otherwise.",
+        ),
     ],
 )
-def consolidation(context: dg.AssetExecutionContext,
-                  lake: LakeResource) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
+def consolidation(
+    context: dg.AssetExecutionContext, lake: LakeResource
+) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
     """Versions, topics, rollups, PII flags, tiers and decay, degree caps and agent ops over the R2G graph,
     as of the configured date (default: the newest message)."""
     lk = lake.get()
@@ -112,26 +148,43 @@ def consolidation(context: dg.AssetExecutionContext,
     feedback = concat([read_parts(lk, "feedback", FEEDBACK), read_hits(lk)], FEEDBACK)
     folder = layer_dir(lk, "consolidated")
     state = folder / "state.parquet"
-    previous = Previous(conform(read_table(state, NODE_STATE), NODES) if state.exists() else None,
-                        *(read_table(lk.table(n), s) if lk.table(n).exists() else None
-                          for n, s in (("communities", COMMUNITIES), ("promotions", PROMOTIONS),
-                                       ("review_queue", REVIEW_QUEUE))))
+    previous = Previous(
+        conform(read_table(state, NODE_STATE), NODES) if state.exists() else None,
+        *(
+            read_table(lk.table(n), s) if lk.table(n).exists() else None
+            for n, s in (("communities", COMMUNITIES), ("promotions", PROMOTIONS), ("review_queue", REVIEW_QUEUE))
+        ),
+    )
     as_of = lake.as_of_datetime() or default_as_of(messages, previous.promotions)
     requests = load_requests(lk)
     r2g_nodes, r2g_edges = read_graph_tables(lk, "r2g")
     steps = folder / "steps"
-    run = consolidate_dirty(r2g_nodes, r2g_edges, feedback=feedback, ops=ops_batches(lk, as_of), previous=previous,
-                            as_of=as_of, forget=ForgetRules(requests), config=ConsolidationConfig.from_env(),
-                            snapshot=None if lake.full_rebuild else read_snapshot(steps, r2g_nodes, r2g_edges))
+    run = consolidate_dirty(
+        r2g_nodes,
+        r2g_edges,
+        feedback=feedback,
+        ops=ops_batches(lk, as_of),
+        previous=previous,
+        as_of=as_of,
+        forget=ForgetRules(requests),
+        config=ConsolidationConfig.from_env(),
+        snapshot=None if lake.full_rebuild else read_snapshot(steps, r2g_nodes, r2g_edges),
+    )
     result = run.result
-    drop_snapshot(steps)   # until this run's tables are all written (a crash before: the next run is full)
+    drop_snapshot(steps)  # until this run's tables are all written (a crash before: the next run is full)
     node_overlay = diff_overlay(r2g_nodes, result.nodes, NODES, ignore=STATE_COLUMNS)
     edge_overlay = diff_overlay(r2g_edges, result.edges, EDGES)
     changes = run_changes(lk, result.nodes, result.edges, messages.num_rows, len(requests))
     # promotions accumulate: written first, so a crash before the graph re-derives the same rows (deduplicated)
-    tables = {"promotions": result.promotions, "communities": result.communities,
-              "review_queue": result.review_queue, "cold_edges": result.cold_edges, "feedback": feedback,
-              "ops_applied": result.ops_applied, "ops_rejected": result.ops_rejected}
+    tables = {
+        "promotions": result.promotions,
+        "communities": result.communities,
+        "review_queue": result.review_queue,
+        "cold_edges": result.cold_edges,
+        "feedback": feedback,
+        "ops_applied": result.ops_applied,
+        "ops_rejected": result.ops_rejected,
+    }
     for name, table in tables.items():
         write_table(table, lk.table(name), _SIDE[name])
     write_overlay(folder, "edges", edge_overlay, EDGES)
@@ -139,28 +192,46 @@ def consolidation(context: dg.AssetExecutionContext,
     write_table(result.nodes.select(NODE_STATE.names), state, NODE_STATE)
     write_snapshot(steps, run, r2g_nodes, r2g_edges)
     del r2g_nodes, r2g_edges
-    hand_over_graph_tables(lk, "consolidated", result.nodes, result.edges)   # the index step's input, in hand
+    hand_over_graph_tables(lk, "consolidated", result.nodes, result.edges)  # the index step's input, in hand
     chunks = read_lake_table(lk, "raw_chunks", ["tenant", "id", "len_bytes"])
-    context.log.info(f"consolidation as of {as_of:%Y-%m-%d %H:%M}, {run.mode}"
-                     f"{f' ({run.reason})' if run.reason else ''}: {run.dirty_tenants} of {run.tenants} tenants "
-                     f"redone ({run.dirty_nodes} nodes, {run.dirty_edges} edges); {result.stats}")
+    context.log.info(
+        f"consolidation as of {as_of:%Y-%m-%d %H:%M}, {run.mode}"
+        f"{f' ({run.reason})' if run.reason else ''}: {run.dirty_tenants} of {run.tenants} tenants "
+        f"redone ({run.dirty_nodes} nodes, {run.dirty_edges} edges); {result.stats}"
+    )
     node_types, edge_types = value_counts(result.nodes, "type"), value_counts(result.edges, "type")
-    yield dg.MaterializeResult(asset_key="nodes", metadata={
-        **table_metadata(result.nodes, ["type", "tier", "category", "weight", "title"]),
-        "node_types_chart": png_markdown(bar_chart_png(node_types, "Node types", "nodes"), "node types"),
-        "by_type": dg.MetadataValue.json(node_types),
-        "by_tier": dg.MetadataValue.json(value_counts(result.nodes, "tier")),
-        "by_status": dg.MetadataValue.json(value_counts(result.nodes, "status")),
-        **changes.metadata(), **run.metadata(), "overlay_rows": node_overlay.upserts.num_rows,
-        "as_of": as_of.isoformat()})
-    yield dg.MaterializeResult(asset_key="edges", metadata={
-        **table_metadata(result.edges, ["type", "src", "dst", "weight"]),
-        "edge_types_chart": png_markdown(bar_chart_png(edge_types, "Edge types", "edges"), "edge types"),
-        "degree_chart": png_markdown(degree_chart_png(degrees(result.nodes, result.edges)), "degree distribution"),
-        "by_type": dg.MetadataValue.json(edge_types), "overlay_rows": edge_overlay.upserts.num_rows,
-        "removed_from_r2g": edge_overlay.removed.num_rows})
-    charts = {"promotions": {"tier_flow_chart": png_markdown(
-        tier_flow_png(result.promotions, value_counts(result.nodes, "tier")), "tier flow")}}
+    yield dg.MaterializeResult(
+        asset_key="nodes",
+        metadata={
+            **table_metadata(result.nodes, ["type", "tier", "category", "weight", "title"]),
+            "node_types_chart": png_markdown(bar_chart_png(node_types, "Node types", "nodes"), "node types"),
+            "by_type": dg.MetadataValue.json(node_types),
+            "by_tier": dg.MetadataValue.json(value_counts(result.nodes, "tier")),
+            "by_status": dg.MetadataValue.json(value_counts(result.nodes, "status")),
+            **changes.metadata(),
+            **run.metadata(),
+            "overlay_rows": node_overlay.upserts.num_rows,
+            "as_of": as_of.isoformat(),
+        },
+    )
+    yield dg.MaterializeResult(
+        asset_key="edges",
+        metadata={
+            **table_metadata(result.edges, ["type", "src", "dst", "weight"]),
+            "edge_types_chart": png_markdown(bar_chart_png(edge_types, "Edge types", "edges"), "edge types"),
+            "degree_chart": png_markdown(degree_chart_png(degrees(result.nodes, result.edges)), "degree distribution"),
+            "by_type": dg.MetadataValue.json(edge_types),
+            "overlay_rows": edge_overlay.upserts.num_rows,
+            "removed_from_r2g": edge_overlay.removed.num_rows,
+        },
+    )
+    charts = {
+        "promotions": {
+            "tier_flow_chart": png_markdown(
+                tier_flow_png(result.promotions, value_counts(result.nodes, "tier")), "tier flow"
+            )
+        }
+    }
     for name in _SIDE:
         yield dg.MaterializeResult(asset_key=name, metadata={**table_metadata(tables[name]), **charts.get(name, {})})
     yield _check("no_orphan_edges", orphan_edges(result.nodes, result.edges, chunks), asset="edges")
@@ -169,10 +240,16 @@ def consolidation(context: dg.AssetExecutionContext,
     yield _check("tiers_monotone", tiers_monotone(result.nodes, result.promotions), asset="promotions")
 
 
-@dg.schedule(job_name=LAKE_JOB, cron_schedule="0 3 * * *", default_status=dg.DefaultScheduleStatus.RUNNING,
-             description="Daily consolidation: decay, promotion and topics as of the day, even with no new input.")
+@dg.schedule(
+    job_name=LAKE_JOB,
+    cron_schedule="0 3 * * *",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Daily consolidation: decay, promotion and topics as of the day, even with no new input.",
+)
 def daily_consolidation(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
     day = context.scheduled_execution_time.date().isoformat()
-    return dg.RunRequest(run_key=f"consolidate@{day}",
-                         run_config={"resources": {"lake": {"config": {"as_of": day}}}},
-                         tags={"memctl/as_of": day})
+    return dg.RunRequest(
+        run_key=f"consolidate@{day}",
+        run_config={"resources": {"lake": {"config": {"as_of": day}}}},
+        tags={"memctl/as_of": day},
+    )

@@ -13,11 +13,15 @@ FILE_ASSETS = [file_chunks, file_annotations, file_graph]
 LAKE_ASSETS = [raw_chunks, messages, rejects, graph_tables, consolidation, forgetting, indexes]
 
 ingest_file_job = dg.define_asset_job(
-    INGEST_JOB, selection=dg.AssetSelection.assets(*FILE_ASSETS),
-    description="Chunk, annotate and graph one inbox file (one dynamic partition).")
+    INGEST_JOB,
+    selection=dg.AssetSelection.assets(*FILE_ASSETS),
+    description="Chunk, annotate and graph one inbox file (one dynamic partition).",
+)
 build_lake_job = dg.define_asset_job(
-    LAKE_JOB, selection=dg.AssetSelection.groups("lake", "consolidation", "indexes"),
-    description="Merge all file partitions into the lake-wide tables, consolidate, and rebuild the recall indexes.")
+    LAKE_JOB,
+    selection=dg.AssetSelection.groups("lake", "consolidation", "indexes"),
+    description="Merge all file partitions into the lake-wide tables, consolidate, and rebuild the recall indexes.",
+)
 
 defs = dg.Definitions(
     assets=[*FILE_ASSETS, *LAKE_ASSETS],

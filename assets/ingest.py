@@ -28,7 +28,7 @@ from raw_store.lake import (
 )
 from raw_store.schema import FORGOTTEN, MESSAGES, RAW_CHUNKS, REJECTS
 
-INBOX_FILES = "inbox_files"   # the dynamic partitions' name (the definition's own `name` is typed optional)
+INBOX_FILES = "inbox_files"  # the dynamic partitions' name (the definition's own `name` is typed optional)
 inbox_files = dg.DynamicPartitionsDefinition(name=INBOX_FILES)
 
 # passages are chat text; an agent ops file kept whole for its citations is not a passage to search
@@ -44,9 +44,15 @@ def _han(text: pl.Expr) -> pl.Expr:
     group_name="ingest",
     kinds={"python", "zstd", "parquet"},
     owners=["team:memory"],
-    check_specs=[dg.AssetCheckSpec("conservation", asset="file_chunks", blocking=True,
-                                   description="Every input record is a message with text or a reject whose bytes "
-                                               "are kept in the CAS (read back from disk).")],
+    check_specs=[
+        dg.AssetCheckSpec(
+            "conservation",
+            asset="file_chunks",
+            blocking=True,
+            description="Every input record is a message with text or a reject whose bytes "
+            "are kept in the CAS (read back from disk).",
+        )
+    ],
 )
 def file_chunks(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """One inbox chat log cut into zstd RawChunks in the CAS, with its messages and rejects."""
@@ -64,32 +70,64 @@ def file_chunks(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mat
     write_table(res.rejects, part / "rejects.parquet", REJECTS)
     write_table(res.forgotten, part / "forgotten.parquet", FORGOTTEN)
     previous = read_manifest(part)
-    write_manifest(part, {
-        "partition_key": context.partition_key, "source_file": res.source_file,
-        "source_sha256": res.source_sha256, "format": res.format, "n_input": res.n_input,
-        "tenant": tenant_for(source.path, lk.inbox),
-        "forgotten": res.forgotten.num_rows, "forget_version": forget_version(requests), "routed": res.routed,
-        "messages": res.messages.num_rows, "rejects": res.rejects.num_rows,
-        # the graph part stays valid only if it was built from these same bytes
-        "graph_sha256": previous.get("graph_sha256") if previous.get("source_sha256") == res.source_sha256 else None,
-    })
+    write_manifest(
+        part,
+        {
+            "partition_key": context.partition_key,
+            "source_file": res.source_file,
+            "source_sha256": res.source_sha256,
+            "format": res.format,
+            "n_input": res.n_input,
+            "tenant": tenant_for(source.path, lk.inbox),
+            "forgotten": res.forgotten.num_rows,
+            "forget_version": forget_version(requests),
+            "routed": res.routed,
+            "messages": res.messages.num_rows,
+            "rejects": res.rejects.num_rows,
+            # the graph part stays valid only if it was built from these same bytes
+            "graph_sha256": previous.get("graph_sha256")
+            if previous.get("source_sha256") == res.source_sha256
+            else None,
+        },
+    )
     # checked on what landed on disk, not on what was meant to
-    check = conservation(res.n_input, read_table(part / "messages.parquet", MESSAGES),
-                         read_table(part / "rejects.parquet", REJECTS), store, forgotten=res.forgotten.num_rows,
-                         routed=res.routed)
+    check = conservation(
+        res.n_input,
+        read_table(part / "messages.parquet", MESSAGES),
+        read_table(part / "rejects.parquet", REJECTS),
+        store,
+        forgotten=res.forgotten.num_rows,
+        routed=res.routed,
+    )
     return dg.MaterializeResult(
-        metadata={**table_metadata(res.messages, ["conv_id", "msg_id", "speaker", "ts", "lang", "text"]),
-                  "format": res.format, "chunks": res.raw_chunks.num_rows, "rejects": res.rejects.num_rows,
-                  "forgotten": res.forgotten.num_rows, "routed_records": res.routed,
-                  "rejects_by_reason": dg.MetadataValue.json(value_counts(res.rejects, "reason")),
-                  "source_sha256": res.source_sha256},
-        check_results=[dg.AssetCheckResult(check_name="conservation", passed=check.passed,
-                                           metadata={"summary": check.summary, "input": res.n_input})],
+        metadata={
+            **table_metadata(res.messages, ["conv_id", "msg_id", "speaker", "ts", "lang", "text"]),
+            "format": res.format,
+            "chunks": res.raw_chunks.num_rows,
+            "rejects": res.rejects.num_rows,
+            "forgotten": res.forgotten.num_rows,
+            "routed_records": res.routed,
+            "rejects_by_reason": dg.MetadataValue.json(value_counts(res.rejects, "reason")),
+            "source_sha256": res.source_sha256,
+        },
+        check_results=[
+            dg.AssetCheckResult(
+                check_name="conservation",
+                passed=check.passed,
+                metadata={"summary": check.summary, "input": res.n_input},
+            )
+        ],
     )
 
 
-@dg.asset(partitions_def=inbox_files, group_name="ingest", deps=[file_chunks],
-          kinds={"python", "spacy"}, owners=["team:memory"], code_version=PIPELINE_VERSION)
+@dg.asset(
+    partitions_def=inbox_files,
+    group_name="ingest",
+    deps=[file_chunks],
+    kinds={"python", "spacy"},
+    owners=["team:memory"],
+    code_version=PIPELINE_VERSION,
+)
 def file_annotations(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """spaCy/jieba annotations of the file's messages; unchanged texts come from the NLP cache."""
     lk = lake.get()
@@ -101,13 +139,25 @@ def file_annotations(context: dg.AssetExecutionContext, lake: LakeResource) -> d
     write_table(table, part / "annotations.parquet", ANNOTATIONS)
     cache.record(part.name, table.column("text_sha").to_pylist())
     write_manifest(part, {**read_manifest(part), "nlp_version": PIPELINE_VERSION})
-    return dg.MaterializeResult(metadata={
-        "dagster/row_count": table.num_rows, "cache_hits": stats.hits, "cache_misses": stats.misses,
-        "pipeline_version": PIPELINE_VERSION, "langs": dg.MetadataValue.json(value_counts(table, "lang"))})
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": table.num_rows,
+            "cache_hits": stats.hits,
+            "cache_misses": stats.misses,
+            "pipeline_version": PIPELINE_VERSION,
+            "langs": dg.MetadataValue.json(value_counts(table, "lang")),
+        }
+    )
 
 
-@dg.asset(partitions_def=inbox_files, group_name="ingest", deps=[file_annotations],
-          kinds={"python", "parquet"}, owners=["team:memory"], code_version=graph_version())
+@dg.asset(
+    partitions_def=inbox_files,
+    group_name="ingest",
+    deps=[file_annotations],
+    kinds={"python", "parquet"},
+    owners=["team:memory"],
+    code_version=graph_version(),
+)
 def file_graph(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """R2G over the file: Episode/Entity/Fact/Preference/Task/Concept nodes and their edges, with raw_refs."""
     lk = lake.get()
@@ -120,17 +170,34 @@ def file_graph(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mate
     # the full-text documents of Chinese rows (jieba segmentation is the cost) are made here, on the file's worker;
     # the lake's index build reuses them while the text is unchanged (other rows' documents cost ~5 µs to make)
     node_text = as_frame(nodes.select(["tenant", "id", "title", "text", "keywords"]))
-    write_table(make_docs(node_text.filter(_han(pl.concat_str("title", "text", pl.col("keywords").list.join(" "),
-                                                               ignore_nulls=True))), "node"),
-                part / "docs.parquet", DOCS)
+    write_table(
+        make_docs(
+            node_text.filter(
+                _han(pl.concat_str("title", "text", pl.col("keywords").list.join(" "), ignore_nulls=True))
+            ),
+            "node",
+        ),
+        part / "docs.parquet",
+        DOCS,
+    )
     chunks = as_frame(read_table(part / "raw_chunks.parquet", RAW_CHUNKS).select(["tenant", "id", "text", "mime"]))
     write_table(make_docs(chunks.filter(_is_passage & _han(pl.col("text"))), "raw"), part / "raw_docs.parquet", DOCS)
     manifest = read_manifest(part)
-    write_manifest(part, {**manifest, "graph_sha256": manifest.get("source_sha256"),
-                          "graph_version": graph_version(), "nodes": nodes.num_rows, "edges": edges.num_rows})
-    return dg.MaterializeResult(metadata={
-        **table_metadata(nodes, ["type", "subtype", "title", "text"]),
-        "edges": edges.num_rows,
-        "node_types": dg.MetadataValue.json(value_counts(nodes, "type")),
-        "edge_types": dg.MetadataValue.json(value_counts(edges, "type"))})
-
+    write_manifest(
+        part,
+        {
+            **manifest,
+            "graph_sha256": manifest.get("source_sha256"),
+            "graph_version": graph_version(),
+            "nodes": nodes.num_rows,
+            "edges": edges.num_rows,
+        },
+    )
+    return dg.MaterializeResult(
+        metadata={
+            **table_metadata(nodes, ["type", "subtype", "title", "text"]),
+            "edges": edges.num_rows,
+            "node_types": dg.MetadataValue.json(value_counts(nodes, "type")),
+            "edge_types": dg.MetadataValue.json(value_counts(edges, "type")),
+        }
+    )

@@ -25,22 +25,38 @@ LEGACY_COPIES = ("raw_chunks", "messages", "rejects", "nodes", "edges", "r2g_nod
 
 
 def _check(name: str, outcome: CheckOutcome, asset: str | None = None) -> dg.AssetCheckResult:
-    return dg.AssetCheckResult(check_name=name, passed=outcome.passed, asset_key=asset,
-                               metadata={"summary": outcome.summary, "checked": outcome.checked,
-                                         "failures": outcome.failures,
-                                         "examples": dg.MetadataValue.json(
-                                             json.loads(json.dumps(outcome.examples, default=str)))})
+    return dg.AssetCheckResult(
+        check_name=name,
+        passed=outcome.passed,
+        asset_key=asset,
+        metadata={
+            "summary": outcome.summary,
+            "checked": outcome.checked,
+            "failures": outcome.failures,
+            "examples": dg.MetadataValue.json(json.loads(json.dumps(outcome.examples, default=str))),
+        },
+    )
 
 
 def _counts(table: pa.Table, column: str) -> dict:
     return {"dagster/row_count": table.num_rows, column: dg.MetadataValue.json(value_counts(table, column))}
 
 
-@dg.asset(group_name="lake", deps=[file_chunks], kinds={"parquet"}, owners=["team:memory"],
-          check_specs=[dg.AssetCheckSpec("raw_store_verified", asset="raw_chunks",
-                                         description=f"A sample of {VERIFY_SAMPLE} stored blobs re-hash to their "
-                                                     "sha256; corrupt ones are quarantined and their files "
-                                                     "re-ingested on the next run.")])
+@dg.asset(
+    group_name="lake",
+    deps=[file_chunks],
+    kinds={"parquet"},
+    owners=["team:memory"],
+    check_specs=[
+        dg.AssetCheckSpec(
+            "raw_store_verified",
+            asset="raw_chunks",
+            description=f"A sample of {VERIFY_SAMPLE} stored blobs re-hash to their "
+            "sha256; corrupt ones are quarantined and their files "
+            "re-ingested on the next run.",
+        )
+    ],
+)
 def raw_chunks(lake: LakeResource) -> dg.MaterializeResult:
     """Manifest of every RawChunk in the zstd CAS (id, sha256, path, conversation, offsets): the union of the
     file partitions' manifests, one row per chunk."""
@@ -50,60 +66,111 @@ def raw_chunks(lake: LakeResource) -> dg.MaterializeResult:
     verified = verify_store(lk, sample=VERIFY_SAMPLE, seed=int(lake_fingerprint(lk)[:8], 16))
     report = verified.report
     return dg.MaterializeResult(
-        metadata={**table_metadata(table, ["id", "tenant", "conv_id", "len_bytes", "path"]),
-                  "stored_bytes": sum(table.column("stored_bytes").to_pylist()),
-                  "raw_bytes": sum(table.column("len_bytes").to_pylist())},
-        check_results=[dg.AssetCheckResult(
-            check_name="raw_store_verified", passed=report.ok,
-            metadata={"summary": verified.summary, "checked": report.checked, "stored": report.total,
-                      "corrupt": dg.MetadataValue.json(report.corrupt[:20]),
-                      "reingest": dg.MetadataValue.json(verified.invalidated)})])
+        metadata={
+            **table_metadata(table, ["id", "tenant", "conv_id", "len_bytes", "path"]),
+            "stored_bytes": sum(table.column("stored_bytes").to_pylist()),
+            "raw_bytes": sum(table.column("len_bytes").to_pylist()),
+        },
+        check_results=[
+            dg.AssetCheckResult(
+                check_name="raw_store_verified",
+                passed=report.ok,
+                metadata={
+                    "summary": verified.summary,
+                    "checked": report.checked,
+                    "stored": report.total,
+                    "corrupt": dg.MetadataValue.json(report.corrupt[:20]),
+                    "reingest": dg.MetadataValue.json(verified.invalidated),
+                },
+            )
+        ],
+    )
 
 
-@dg.asset(group_name="lake", deps=[file_chunks, raw_chunks], kinds={"parquet"}, owners=["team:memory"],
-          check_specs=[dg.AssetCheckSpec("raw_refs_resolve", asset="messages", blocking=True,
-                                         description="Every message points inside a stored RawChunk.")])
+@dg.asset(
+    group_name="lake",
+    deps=[file_chunks, raw_chunks],
+    kinds={"parquet"},
+    owners=["team:memory"],
+    check_specs=[
+        dg.AssetCheckSpec(
+            "raw_refs_resolve",
+            asset="messages",
+            blocking=True,
+            description="Every message points inside a stored RawChunk.",
+        )
+    ],
+)
 def messages(lake: LakeResource) -> dg.MaterializeResult:
     """Every accepted chat message with speaker, time, language and its (raw_id, offset, length): the union of the
     file partitions' messages."""
     lk = lake.get()
-    table = read_lake_table(lk, "messages", ["tenant", "conv_id", "msg_id", "speaker", "ts", "lang", "text",
-                                             "raw_refs"])
+    table = read_lake_table(
+        lk, "messages", ["tenant", "conv_id", "msg_id", "speaker", "ts", "lang", "text", "raw_refs"]
+    )
     outcome = unresolved_raw_refs(table, read_lake_table(lk, "raw_chunks", ["tenant", "id", "len_bytes"]))
     return dg.MaterializeResult(
-        metadata={**table_metadata(table, ["tenant", "conv_id", "msg_id", "speaker", "ts", "text"]),
-                  "by_lang": dg.MetadataValue.json(value_counts(table, "lang"))},
-        check_results=[_check("raw_refs_resolve", outcome)])
+        metadata={
+            **table_metadata(table, ["tenant", "conv_id", "msg_id", "speaker", "ts", "text"]),
+            "by_lang": dg.MetadataValue.json(value_counts(table, "lang")),
+        },
+        check_results=[_check("raw_refs_resolve", outcome)],
+    )
 
 
-@dg.asset(group_name="lake", deps=[file_chunks, messages], kinds={"parquet"}, owners=["team:memory"],
-          check_specs=[dg.AssetCheckSpec("conservation", asset="rejects", blocking=True,
-                                         description="Lake-wide: the records every file read = messages + "
-                                                     "rejects rows (the merge drops and duplicates nothing).")])
+@dg.asset(
+    group_name="lake",
+    deps=[file_chunks, messages],
+    kinds={"parquet"},
+    owners=["team:memory"],
+    check_specs=[
+        dg.AssetCheckSpec(
+            "conservation",
+            asset="rejects",
+            blocking=True,
+            description="Lake-wide: the records every file read = messages + "
+            "rejects rows (the merge drops and duplicates nothing).",
+        )
+    ],
+)
 def rejects(lake: LakeResource) -> dg.MaterializeResult:
     """Input that could not be read, with a coded reason and the CAS id of its bytes (nothing is lost)."""
     lk = lake.get()
     table = read_lake_table(lk, "rejects")
     outcome = lake_conservation(lk, read_lake_table(lk, "messages", ["tenant"]), table)
     by_reason = value_counts(table, "reason")
-    chart = bar_chart_png(by_reason, "Rejects by reason", "rejected records", colour=RED,
-                          empty="no rejects: every input record was read")
-    return dg.MaterializeResult(metadata={**table_metadata(table, ["source_file", "line", "reason", "detail"]),
-                                          "rejects_chart": png_markdown(chart, "rejects by reason"),
-                                          "by_reason": dg.MetadataValue.json(by_reason)},
-                                check_results=[_check("conservation", outcome)])
+    chart = bar_chart_png(
+        by_reason, "Rejects by reason", "rejected records", colour=RED, empty="no rejects: every input record was read"
+    )
+    return dg.MaterializeResult(
+        metadata={
+            **table_metadata(table, ["source_file", "line", "reason", "detail"]),
+            "rejects_chart": png_markdown(chart, "rejects by reason"),
+            "by_reason": dg.MetadataValue.json(by_reason),
+        },
+        check_results=[_check("conservation", outcome)],
+    )
 
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec("r2g_nodes", group_name="lake", deps=[file_graph, raw_chunks], kinds={"parquet"},
-                     owners=["team:memory"],
-                     description="R2G's nodes (Episode, Entity, Fact, Preference, …) merged across files, before "
-                                 "consolidation."),
-        dg.AssetSpec("r2g_edges", group_name="lake", deps=[file_graph, raw_chunks], kinds={"parquet"},
-                     owners=["team:memory"],
-                     description="R2G's typed edges merged across files, with SAME_AS / SUPPORTS / CONTRADICTS "
-                                 "between Facts of the whole lake."),
+        dg.AssetSpec(
+            "r2g_nodes",
+            group_name="lake",
+            deps=[file_graph, raw_chunks],
+            kinds={"parquet"},
+            owners=["team:memory"],
+            description="R2G's nodes (Episode, Entity, Fact, Preference, …) merged across files, before consolidation.",
+        ),
+        dg.AssetSpec(
+            "r2g_edges",
+            group_name="lake",
+            deps=[file_graph, raw_chunks],
+            kinds={"parquet"},
+            owners=["team:memory"],
+            description="R2G's typed edges merged across files, with SAME_AS / SUPPORTS / CONTRADICTS "
+            "between Facts of the whole lake.",
+        ),
     ],
 )
 def graph_tables(lake: LakeResource) -> Iterator[dg.MaterializeResult]:
@@ -120,24 +187,48 @@ def graph_tables(lake: LakeResource) -> Iterator[dg.MaterializeResult]:
             lk.table(name).unlink()
     node_types = read_lake_table(lk, "r2g_nodes", ["type"])
     edge_types = read_lake_table(lk, "r2g_edges", ["type"])
-    yield dg.MaterializeResult(asset_key="r2g_nodes", metadata={
-        **_counts(node_types, "type"), "merged": nodes.upserts.num_rows, "removed": nodes.removed.num_rows})
-    yield dg.MaterializeResult(asset_key="r2g_edges", metadata={
-        **_counts(edge_types, "type"), "merged_or_linked": edges.upserts.num_rows, "removed": edges.removed.num_rows})
+    yield dg.MaterializeResult(
+        asset_key="r2g_nodes",
+        metadata={**_counts(node_types, "type"), "merged": nodes.upserts.num_rows, "removed": nodes.removed.num_rows},
+    )
+    yield dg.MaterializeResult(
+        asset_key="r2g_edges",
+        metadata={
+            **_counts(edge_types, "type"),
+            "merged_or_linked": edges.upserts.num_rows,
+            "removed": edges.removed.num_rows,
+        },
+    )
 
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec("audit", group_name="lake", deps=["nodes", "edges", "messages", "raw_chunks", "rejects"],
-                     kinds={"parquet"}, owners=["team:memory"],
-                     description="One row per forget request: the node ids, edges, index entries and raw blobs it "
-                                 "removed (the deletion proof)."),
-        dg.AssetSpec("tombstones", group_name="lake", deps=["audit"], kinds={"parquet"}, owners=["team:memory"],
-                     description="One row per raw blob deleted by forgetting: when and why (the blob is gone)."),
+        dg.AssetSpec(
+            "audit",
+            group_name="lake",
+            deps=["nodes", "edges", "messages", "raw_chunks", "rejects"],
+            kinds={"parquet"},
+            owners=["team:memory"],
+            description="One row per forget request: the node ids, edges, index entries and raw blobs it "
+            "removed (the deletion proof).",
+        ),
+        dg.AssetSpec(
+            "tombstones",
+            group_name="lake",
+            deps=["audit"],
+            kinds={"parquet"},
+            owners=["team:memory"],
+            description="One row per raw blob deleted by forgetting: when and why (the blob is gone).",
+        ),
     ],
-    check_specs=[dg.AssetCheckSpec("forgotten_stay_forgotten", asset="audit", blocking=True,
-                                   description="No node a forget request removed is back, and no edge "
-                                               "points at a forgotten node.")],
+    check_specs=[
+        dg.AssetCheckSpec(
+            "forgotten_stay_forgotten",
+            asset="audit",
+            blocking=True,
+            description="No node a forget request removed is back, and no edge points at a forgotten node.",
+        )
+    ],
 )
 def forgetting(lake: LakeResource) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
     """Carry out the forget requests after the lake is rebuilt without what they cover: delete the raw blobs
@@ -148,10 +239,17 @@ def forgetting(lake: LakeResource) -> Iterator[dg.MaterializeResult | dg.AssetCh
     write_table(audit, lk.table("audit"), AUDIT)
     tombs = tombstones(lk)
     write_table(tombs, lk.table("tombstones"), TOMBSTONES)
-    outcome = forgotten_stay_forgotten(audit, read_lake_table(lk, "nodes", ["tenant", "id"]),
-                                       read_lake_table(lk, "edges", ["tenant", "id", "src", "dst"]))
-    yield dg.MaterializeResult(asset_key="audit", metadata={
-        **table_metadata(audit, ["request_id", "tenant", "scope", "value", "messages", "edges"]),
-        "requests": len(requests)})
+    outcome = forgotten_stay_forgotten(
+        audit,
+        read_lake_table(lk, "nodes", ["tenant", "id"]),
+        read_lake_table(lk, "edges", ["tenant", "id", "src", "dst"]),
+    )
+    yield dg.MaterializeResult(
+        asset_key="audit",
+        metadata={
+            **table_metadata(audit, ["request_id", "tenant", "scope", "value", "messages", "edges"]),
+            "requests": len(requests),
+        },
+    )
     yield dg.MaterializeResult(asset_key="tombstones", metadata=table_metadata(tombs, ["raw_id", "tenant", "reason"]))
     yield _check("forgotten_stay_forgotten", outcome, asset="audit")

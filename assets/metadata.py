@@ -6,6 +6,7 @@ image, so each chart is a small PNG (600×300) embedded in `dg.MetadataValue.md`
 matplotlib's Agg canvas (no pyplot state, no display) with fixed fonts and sizes and no timestamp, so the same
 table gives the same bytes; matplotlib is imported on first use, keeping `import assets.definitions` fast.
 """
+
 from __future__ import annotations
 
 import base64
@@ -22,18 +23,27 @@ import pyarrow as pa
 
 from raw_store.frames import as_frame
 
-if TYPE_CHECKING:   # matplotlib loads only when a chart is drawn
+if TYPE_CHECKING:  # matplotlib loads only when a chart is drawn
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
     from matplotlib.typing import RcKeyType
 
-CHART_SIZE = (6.0, 3.0)   # inches at CHART_DPI: 600×300 px
+CHART_SIZE = (6.0, 3.0)  # inches at CHART_DPI: 600×300 px
 CHART_DPI = 100
-MAX_BARS = 12             # the rest is one "other" bar
+MAX_BARS = 12  # the rest is one "other" bar
 TIER_ORDER = ("new", "short", "mid", "long")
-_STYLE: dict[RcKeyType, Any] = {"font.family": "DejaVu Sans", "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9,
-          "xtick.labelsize": 8, "ytick.labelsize": 8, "axes.spines.top": False, "axes.spines.right": False,
-          "svg.hashsalt": "memctl", "path.simplify": True}
+_STYLE: dict[RcKeyType, Any] = {
+    "font.family": "DejaVu Sans",
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.labelsize": 9,
+    "xtick.labelsize": 8,
+    "ytick.labelsize": 8,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "svg.hashsalt": "memctl",
+    "path.simplify": True,
+}
 BLUE, RED, _GREY = "#3b75af", "#c0504d", "#8c8c8c"
 _TIER_COLOURS = {"short": "#9ecae1", "mid": "#4292c6", "long": "#08519c", "new": _GREY}
 
@@ -60,18 +70,20 @@ def markdown_table(rows: list[dict], cols: Sequence[str], width: int = 60) -> st
 
 # -- pictures -----------------------------------------------------------------------------------------------
 
+
 def png_markdown(png: bytes, alt: str, caption: str = "") -> dg.MetadataValue:
     """A PNG as a markdown metadata entry (inline data URI), with an optional caption line under it."""
     image = f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode('ascii')})"
     return dg.MetadataValue.md(image + (f"\n\n{caption}" if caption else ""))
 
 
-def bar_chart_png(counts: Mapping[str, int], title: str, xlabel: str, colour: str = BLUE,
-                  empty: str = "nothing to show") -> bytes:
+def bar_chart_png(
+    counts: Mapping[str, int], title: str, xlabel: str, colour: str = BLUE, empty: str = "nothing to show"
+) -> bytes:
     """Horizontal bars, largest on top, each labelled with its count; past MAX_BARS the rest is "other"."""
     items = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     if len(items) > MAX_BARS:
-        items = items[: MAX_BARS - 1] + [("other", sum(v for _, v in items[MAX_BARS - 1:]))]
+        items = items[: MAX_BARS - 1] + [("other", sum(v for _, v in items[MAX_BARS - 1 :]))]
     return _bars(items, title, xlabel, [colour] * len(items), empty)
 
 
@@ -90,32 +102,58 @@ def tier_flow_png(promotions: pa.Table, tiers_now: Mapping[str, int]) -> bytes:
         ax.set_ylim(0, 5)
         ax.set_axis_off()
         for tier, cx in x.items():
-            ax.add_patch(FancyBboxPatch((cx - 1, 1.5), 2, 1.3, boxstyle="round,pad=0.05,rounding_size=0.15",
-                                        facecolor=_TIER_COLOURS[tier], edgecolor="none"))
+            ax.add_patch(
+                FancyBboxPatch(
+                    (cx - 1, 1.5),
+                    2,
+                    1.3,
+                    boxstyle="round,pad=0.05,rounding_size=0.15",
+                    facecolor=_TIER_COLOURS[tier],
+                    edgecolor="none",
+                )
+            )
             ink = "white" if tier != "short" else "#08306b"
             ax.text(cx, 2.35, tier, ha="center", va="center", fontsize=11, fontweight="bold", color=ink)
-            ax.text(cx, 1.85, f"{tiers_now.get(tier, 0):,} nodes now", ha="center", va="center", fontsize=8,
-                    color=ink)
-            _arrow(ax, (cx, 4.1), (cx, 2.9), flows.get(("new", tier), 0), f"+{flows.get(('new', tier), 0):,} new",
-                   (cx, 4.35), BLUE)
+            ax.text(cx, 1.85, f"{tiers_now.get(tier, 0):,} nodes now", ha="center", va="center", fontsize=8, color=ink)
+            _arrow(
+                ax,
+                (cx, 4.1),
+                (cx, 2.9),
+                flows.get(("new", tier), 0),
+                f"+{flows.get(('new', tier), 0):,} new",
+                (cx, 4.35),
+                BLUE,
+            )
         for a, b in (("short", "mid"), ("mid", "long")):
             n, back = flows.get((a, b), 0), flows.get((b, a), 0)
             _arrow(ax, (x[a] + 1.1, 2.45), (x[b] - 1.1, 2.45), n, f"{n:,}", (x[a] + 1.5, 2.75), BLUE)
             _arrow(ax, (x[b] - 1.1, 1.8), (x[a] + 1.1, 1.8), back, f"{back:,}", (x[a] + 1.5, 1.45), _GREY)
         adjacent = {("short", "mid"), ("mid", "long"), ("mid", "short"), ("long", "mid")}
         others = [f"{a} → {b}: {n:,}" for (a, b), n in flows.items() if a != "new" and (a, b) not in adjacent]
-        footnote = "other moves:  " + "   ·   ".join(others) if others else \
-            "promotions move right, demotions (grey) left"
+        footnote = (
+            "other moves:  " + "   ·   ".join(others) if others else "promotions move right, demotions (grey) left"
+        )
         ax.text(5, 0.55, footnote, ha="center", va="center", fontsize=8, color="#444444")
         ax.set_title("Tier flow short → mid → long (promotions over all runs)")
         return _png(fig)
 
 
-def _arrow(ax: Axes, start: tuple[float, float], end: tuple[float, float], n: int, label: str,
-           at: tuple[float, float], colour: str) -> None:
-    width = 0.8 + min(6.0, n ** 0.5 / 2) if n else 0.8
-    ax.annotate("", xy=end, xytext=start, arrowprops={"arrowstyle": "-|>", "lw": width,
-                                                      "color": colour if n else "#cccccc", "mutation_scale": 12})
+def _arrow(
+    ax: Axes,
+    start: tuple[float, float],
+    end: tuple[float, float],
+    n: int,
+    label: str,
+    at: tuple[float, float],
+    colour: str,
+) -> None:
+    width = 0.8 + min(6.0, n**0.5 / 2) if n else 0.8
+    ax.annotate(
+        "",
+        xy=end,
+        xytext=start,
+        arrowprops={"arrowstyle": "-|>", "lw": width, "color": colour if n else "#cccccc", "mutation_scale": 12},
+    )
     ax.text(*at, label, ha="center", va="center", fontsize=9, color=colour if n else "#aaaaaa")
 
 
@@ -164,20 +202,20 @@ def degree_chart_png(hist: Mapping[int, int]) -> bytes:
             ax.grid(True, which="major", linewidth=0.4, color="#dddddd")
         else:
             _empty(ax, "no edges yet")
-        ax.set_title(f"Degree distribution: {total} nodes, max degree {max(hist, default=0)}, "
-                     f"{isolated} without edges")
+        ax.set_title(f"Degree distribution: {total} nodes, max degree {max(hist, default=0)}, {isolated} without edges")
         return _png(fig)
 
 
-def _bars(items: list[tuple[str, int]], title: str, xlabel: str, colours: list[str], empty: str,
-          keep_order: bool = False) -> bytes:
+def _bars(
+    items: list[tuple[str, int]], title: str, xlabel: str, colours: list[str], empty: str, keep_order: bool = False
+) -> bytes:
     from matplotlib.figure import Figure
 
     with _style():
         fig = Figure(figsize=CHART_SIZE, dpi=CHART_DPI)
         ax = fig.subplots()
         if items:
-            labels = [_ascii(k) for k, _ in items][::-1]   # first item on top
+            labels = [_ascii(k) for k, _ in items][::-1]  # first item on top
             values = [v for _, v in items][::-1]
             bars = ax.barh(labels, values, color=colours[::-1], height=0.7)
             ax.bar_label(bars, labels=[f"{v:,}" for v in values], padding=3, fontsize=8)
@@ -218,13 +256,15 @@ def _png(fig: Figure) -> bytes:
 
 # -- what changed in this run -----------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class TableChange:
     """Rows of a graph table vs the previous run's, keyed by (tenant, id)."""
+
     total: int
-    added: int      # ids not there before
-    merged: int     # ids kept whose raw_refs grew: new evidence merged into an existing memory
-    removed: int    # ids gone (forgotten, superseded, or no longer derived)
+    added: int  # ids not there before
+    merged: int  # ids kept whose raw_refs grew: new evidence merged into an existing memory
+    removed: int  # ids gone (forgotten, superseded, or no longer derived)
 
 
 # A row's key as a 32-bit hash of (tenant, id), with its raw_refs count: the previous build's keys, ~2 bytes a row
@@ -237,10 +277,13 @@ def row_keys(table: pa.Table, kind: str) -> pa.Table:
     """KEYS rows of a graph table (kind "n" nodes, "e" edges), sorted by hash."""
     import polars as pl
 
-    refs = (pl.col("raw_refs").list.len().fill_null(0) if "raw_refs" in table.column_names else pl.lit(0))
+    refs = pl.col("raw_refs").list.len().fill_null(0) if "raw_refs" in table.column_names else pl.lit(0)
     frame = as_frame(table.select([c for c in ("tenant", "id", "raw_refs") if c in table.column_names]))
-    out = frame.select(pl.lit(kind).alias("kind"), (pl.struct("tenant", "id").hash(seed=7) // (1 << 32)).cast(pl.UInt32)
-                       .alias("h"), refs.cast(pl.Int32).alias("refs")).sort("h")
+    out = frame.select(
+        pl.lit(kind).alias("kind"),
+        (pl.struct("tenant", "id").hash(seed=7) // (1 << 32)).cast(pl.UInt32).alias("h"),
+        refs.cast(pl.Int32).alias("refs"),
+    ).sort("h")
     return out.to_arrow().cast(KEYS)
 
 
@@ -253,8 +296,13 @@ def write_keys(table: pa.Table, path: Path) -> None:
     from raw_store.lake import write_bytes_atomic
 
     buf = io.BytesIO()
-    pq.write_table(table.cast(KEYS), buf, compression="zstd", use_dictionary=["kind"],
-                   column_encoding={"h": "DELTA_BINARY_PACKED", "refs": "DELTA_BINARY_PACKED"})
+    pq.write_table(
+        table.cast(KEYS),
+        buf,
+        compression="zstd",
+        use_dictionary=["kind"],
+        column_encoding={"h": "DELTA_BINARY_PACKED", "refs": "DELTA_BINARY_PACKED"},
+    )
     write_bytes_atomic(path, buf.getvalue())
 
 
@@ -266,7 +314,7 @@ def key_change(previous: pa.Table | None, current: pa.Table, kind: str) -> Table
     if previous is None or previous.num_rows == 0:
         return TableChange(now.height, now.height, 0, 0)
     before = as_frame(previous).filter(pl.col("kind") == kind)
-    now, before = (t.group_by("h").agg(pl.col("refs").max()) for t in (now, before))   # (colliding keys: one)
+    now, before = (t.group_by("h").agg(pl.col("refs").max()) for t in (now, before))  # (colliding keys: one)
     joined = now.join(before, on="h", how="full", suffix="_before", coalesce=True)
     added = joined.filter(pl.col("refs_before").is_null()).height
     removed = joined.filter(pl.col("refs").is_null()).height
@@ -282,32 +330,43 @@ def table_change(previous: pa.Table | None, current: pa.Table) -> TableChange:
 @dataclass(frozen=True)
 class RunChanges:
     """What one lake build changed: inbox files and messages since the previous build, graph rows, forgetting."""
-    files: int                  # inbox files (partitions) in the lake
-    files_ingested: int         # … (re-)ingested since the previous complete lake build
-    messages: int               # messages in the lake
-    messages_ingested: int      # … of them in the files ingested since
+
+    files: int  # inbox files (partitions) in the lake
+    files_ingested: int  # … (re-)ingested since the previous complete lake build
+    messages: int  # messages in the lake
+    messages_ingested: int  # … of them in the files ingested since
     nodes: TableChange
     edges: TableChange
     forget_requests: int
-    messages_forgotten: int     # messages held back by the forget requests, lake-wide
+    messages_forgotten: int  # messages held back by the forget requests, lake-wide
 
     def metadata(self) -> dict:
         """A markdown summary plus one number per figure (numbers are plotted across runs by the UI)."""
-        return {"what_changed": dg.MetadataValue.md(self.markdown()),
-                "files_ingested": self.files_ingested, "messages_ingested": self.messages_ingested,
-                "nodes_added": self.nodes.added, "nodes_merged": self.nodes.merged,
-                "nodes_removed": self.nodes.removed, "edges_added": self.edges.added,
-                "edges_merged": self.edges.merged, "edges_removed": self.edges.removed}
+        return {
+            "what_changed": dg.MetadataValue.md(self.markdown()),
+            "files_ingested": self.files_ingested,
+            "messages_ingested": self.messages_ingested,
+            "nodes_added": self.nodes.added,
+            "nodes_merged": self.nodes.merged,
+            "nodes_removed": self.nodes.removed,
+            "edges_added": self.edges.added,
+            "edges_merged": self.edges.merged,
+            "edges_removed": self.edges.removed,
+        }
 
     def markdown(self) -> str:
         def signed(n: int, sign: str) -> str:
             return f"{sign}{n:,}" if n else "0"
 
-        rows = "".join(f"| {name} | {c.total:,} | {signed(c.added, '+')} | {c.merged:,} | {signed(c.removed, '−')} |\n"
-                       for name, c in (("nodes", self.nodes), ("edges", self.edges)))
-        return (f"**What changed in this run** (vs the previous lake build)\n\n"
-                f"- files ingested: **{self.files_ingested}** of {self.files} in the inbox\n"
-                f"- messages in them: **{self.messages_ingested:,}** ({self.messages:,} in the lake)\n"
-                f"- forgotten: **{self.messages_forgotten:,}** messages held back by "
-                f"{self.forget_requests} forget request{'s' if self.forget_requests != 1 else ''}\n\n"
-                "| table | rows | added | merged (more evidence) | removed |\n|---|---|---|---|---|\n" + rows)
+        rows = "".join(
+            f"| {name} | {c.total:,} | {signed(c.added, '+')} | {c.merged:,} | {signed(c.removed, '−')} |\n"
+            for name, c in (("nodes", self.nodes), ("edges", self.edges))
+        )
+        return (
+            f"**What changed in this run** (vs the previous lake build)\n\n"
+            f"- files ingested: **{self.files_ingested}** of {self.files} in the inbox\n"
+            f"- messages in them: **{self.messages_ingested:,}** ({self.messages:,} in the lake)\n"
+            f"- forgotten: **{self.messages_forgotten:,}** messages held back by "
+            f"{self.forget_requests} forget request{'s' if self.forget_requests != 1 else ''}\n\n"
+            "| table | rows | added | merged (more evidence) | removed |\n|---|---|---|---|---|\n" + rows
+        )

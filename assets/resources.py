@@ -12,8 +12,8 @@ class LakeResource(dg.ConfigurableResource):
     """Root of the memctl data directory (inbox, raw store, lake, caches); empty = $MEMCTL_DATA or ./data."""
 
     data_root: str = ""
-    as_of: str = ""   # consolidation date (ISO); empty: $MEMCTL_AS_OF, else the newest message time
-    full: bool = False   # recompute every lake-wide step from the partitions (no reuse), as $MEMCTL_FULL=1 does
+    as_of: str = ""  # consolidation date (ISO); empty: $MEMCTL_AS_OF, else the newest message time
+    full: bool = False  # recompute every lake-wide step from the partitions (no reuse), as $MEMCTL_FULL=1 does
 
     @property
     def full_rebuild(self) -> bool:

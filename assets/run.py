@@ -18,6 +18,7 @@ Where the runs execute is configuration ($MEMCTL_EXECUTOR), not code:
   different workers; the lake-wide run follows as one run on the dagster-dask executor
   (each of its steps a dask task). docs/scaling.md describes a multi-machine setup.
 """
+
 from __future__ import annotations
 
 import logging
@@ -43,7 +44,7 @@ from raw_store.lake import (
     stale_partitions,
 )
 
-if TYPE_CHECKING:   # Dagster and dask load only when a materialization runs
+if TYPE_CHECKING:  # Dagster and dask load only when a materialization runs
     from dagster import DagsterInstance, ExecuteInProcessResult, JobDefinition, JobExecutionResult
     from dagster._core.instance.ref import InstanceRef
     from distributed import Client, Worker, WorkerPlugin
@@ -51,7 +52,7 @@ if TYPE_CHECKING:   # Dagster and dask load only when a materialization runs
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 _TEMPLATE = Path(__file__).resolve().parent.parent / "data" / "dagster_home" / "dagster.yaml"
 EXECUTORS = ("auto", "in_process", "dask")
-IN_PROCESS = "in-process"   # FileOutcome.worker of a run executed by this process
+IN_PROCESS = "in-process"  # FileOutcome.worker of a run executed by this process
 WORKER_TAG = "memctl/worker"  # Dagster run tag of a file run on dask: "<worker address> pid=<pid>"
 
 
@@ -60,8 +61,8 @@ class ExecutorConfig:
     """Where `materialize` runs: $MEMCTL_EXECUTOR, $MEMCTL_WORKERS, $MEMCTL_DASK_SCHEDULER."""
 
     kind: str = "auto"
-    workers: int = field(default_factory=lambda: os.cpu_count() or 1)   # LocalCluster workers (not with a scheduler)
-    scheduler: str = ""       # tcp://host:port of a running dask scheduler; empty: start a LocalCluster
+    workers: int = field(default_factory=lambda: os.cpu_count() or 1)  # LocalCluster workers (not with a scheduler)
+    scheduler: str = ""  # tcp://host:port of a running dask scheduler; empty: start a LocalCluster
 
     @classmethod
     def from_env(cls) -> ExecutorConfig:
@@ -81,16 +82,16 @@ class FileRun:
     key: str
     tags: dict[str, str]
     stages: tuple[str, ...] | None = None
-    size: int = 0           # bytes of the inbox file (how much work the run is, for the `auto` executor)
+    size: int = 0  # bytes of the inbox file (how much work the run is, for the `auto` executor)
 
 
 @dataclass(frozen=True)
 class FileOutcome:
     key: str
     ok: bool
-    message: str        # the failure's last line; "" on success
-    worker: str         # dask worker address and pid, or IN_PROCESS
-    started: float      # wall clock (time.time()) on the executing machine
+    message: str  # the failure's last line; "" on success
+    worker: str  # dask worker address and pid, or IN_PROCESS
+    started: float  # wall clock (time.time()) on the executing machine
     finished: float
 
 
@@ -98,12 +99,12 @@ class FileOutcome:
 class MaterializeSummary:
     files: int = 0
     ran: list[str] = field(default_factory=list)
-    rederived: list[str] = field(default_factory=list)   # rebuilt because the NLP/R2G code changed
+    rederived: list[str] = field(default_factory=list)  # rebuilt because the NLP/R2G code changed
     failed: dict[str, str] = field(default_factory=dict)
     lake_rebuilt: bool = False
     lake_failed: str | None = None
     executor: str = "auto"
-    placements: dict[str, FileOutcome] = field(default_factory=dict)   # partition → where and when it ran
+    placements: dict[str, FileOutcome] = field(default_factory=dict)  # partition → where and when it ran
 
     @property
     def ok(self) -> bool:
@@ -123,8 +124,9 @@ def prepare_dagster_home(lake: Lake) -> Path:
     return home
 
 
-def materialize(lake: Lake, progress: bool = True, executor: ExecutorConfig | None = None,
-                full: bool = False) -> MaterializeSummary:
+def materialize(
+    lake: Lake, progress: bool = True, executor: ExecutorConfig | None = None, full: bool = False
+) -> MaterializeSummary:
     """Run the per-file assets for every stale inbox file, then the lake-wide assets if anything changed.
 
     `executor`: where the runs execute (default: ExecutorConfig.from_env()); the tables are the same bytes either way.
@@ -152,24 +154,31 @@ def materialize(lake: Lake, progress: bool = True, executor: ExecutorConfig | No
             instance.add_dynamic_partitions(INBOX_FILES, new)
         stale = stale_partitions(lake, files, forget_version(load_requests(lake)))
         # bytes unchanged but NLP or R2G code changed: re-run only the stages that code touches
-        outdated = outdated_stages(lake, {k: f for k, f in files.items() if k not in stale},
-                                   PIPELINE_VERSION, graph_version())
+        outdated = outdated_stages(
+            lake, {k: f for k, f in files.items() if k not in stale}, PIPELINE_VERSION, graph_version()
+        )
         runs = [FileRun(k, {"memctl/source_sha256": stale[k]}, size=files[k].size) for k in sorted(stale)]
-        runs += [FileRun(k, {"memctl/rederive": outdated[k]},
-                         ("file_annotations", "file_graph") if outdated[k] == "annotations" else ("file_graph",),
-                         size=files[k].size)
-                 for k in sorted(outdated)]
+        runs += [
+            FileRun(
+                k,
+                {"memctl/rederive": outdated[k]},
+                ("file_annotations", "file_graph") if outdated[k] == "annotations" else ("file_graph",),
+                size=files[k].size,
+            )
+            for k in sorted(outdated)
+        ]
         if not runs and not full:
             state = read_lake_state(lake)
-            if state is not None and state == lake_fingerprint(lake):   # the tables are current
+            if state is not None and state == lake_fingerprint(lake):  # the tables are current
                 if index_is_current(lake, state):
-                    return summary   # nothing to do: no cluster started
+                    return summary  # nothing to do: no cluster started
                 if lake.remote:
-                    ensure_index(lake)   # another machine built the tables: only this machine's index cache
+                    ensure_index(lake)  # another machine built the tables: only this machine's index cache
                     return summary
         with _engine(executor, lake, instance) as engine:
-            for outcome in tqdm(engine.files(runs), total=len(runs), desc="files", unit="file",
-                                disable=not progress or not runs):
+            for outcome in tqdm(
+                engine.files(runs), total=len(runs), desc="files", unit="file", disable=not progress or not runs
+            ):
                 summary.placements[outcome.key] = outcome
                 if not outcome.ok:
                     summary.failed[outcome.key] = outcome.message
@@ -183,6 +192,7 @@ def materialize(lake: Lake, progress: bool = True, executor: ExecutorConfig | No
 
 # ------------------------------------------------------------------ in-process
 
+
 def run_file(instance: DagsterInstance, lake_root: str, run: FileRun) -> FileOutcome:
     """Materialize one partition's per-file assets with Dagster's in-process executor (here or in a dask worker)."""
     import dagster as dg
@@ -191,12 +201,19 @@ def run_file(instance: DagsterInstance, lake_root: str, run: FileRun) -> FileOut
     from assets.resources import LakeResource
 
     started = time.time()
-    result = dg.materialize(FILE_ASSETS, selection=list(run.stages) if run.stages else None,
-                            partition_key=run.key, instance=instance,
-                            resources={"lake": LakeResource(data_root=lake_root)}, run_config=QUIET,
-                            raise_on_error=False, tags=run.tags)
-    return FileOutcome(run.key, result.success, "" if result.success else _failure_message(result),
-                       IN_PROCESS, started, time.time())
+    result = dg.materialize(
+        FILE_ASSETS,
+        selection=list(run.stages) if run.stages else None,
+        partition_key=run.key,
+        instance=instance,
+        resources={"lake": LakeResource(data_root=lake_root)},
+        run_config=QUIET,
+        raise_on_error=False,
+        tags=run.tags,
+    )
+    return FileOutcome(
+        run.key, result.success, "" if result.success else _failure_message(result), IN_PROCESS, started, time.time()
+    )
 
 
 class _InProcess:
@@ -215,15 +232,19 @@ class _InProcess:
         from assets.definitions import FILE_ASSETS, LAKE_ASSETS
         from assets.resources import LakeResource
 
-        result = dg.materialize([*FILE_ASSETS, *LAKE_ASSETS],
-                                selection=dg.AssetSelection.groups("lake", "consolidation", "indexes"),
-                                instance=self.instance,
-                                resources={"lake": LakeResource(data_root=self.lake_root, full=full)},
-                                run_config=QUIET, raise_on_error=False)
+        result = dg.materialize(
+            [*FILE_ASSETS, *LAKE_ASSETS],
+            selection=dg.AssetSelection.groups("lake", "consolidation", "indexes"),
+            instance=self.instance,
+            resources={"lake": LakeResource(data_root=self.lake_root, full=full)},
+            run_config=QUIET,
+            raise_on_error=False,
+        )
         return None if result.success else _failure_message(result)
 
 
 # ------------------------------------------------------------------ dask
+
 
 @cache
 def dask_job(name: str) -> JobDefinition:
@@ -265,7 +286,7 @@ def _file_task(instance_ref: InstanceRef, lake_root: str, run: FileRun) -> FileO
     from distributed import get_worker
 
     worker = f"{get_worker().address} pid={os.getpid()}"
-    with dg.DagsterInstance.from_ref(instance_ref) as instance:   # the run's tags say where it ran (UI, audits)
+    with dg.DagsterInstance.from_ref(instance_ref) as instance:  # the run's tags say where it ran (UI, audits)
         outcome = run_file(instance, lake_root, replace(run, tags={**run.tags, WORKER_TAG: worker}))
     return replace(outcome, worker=worker)
 
@@ -281,13 +302,17 @@ class _OnDask:
 
         ref = self.instance.get_ref()
         # a unique key per run: dask treats equal keys as one computation, even across clients
-        futures = {self.client.submit(_file_task, ref, self.lake_root, run, key=f"memctl-file-{uuid.uuid4().hex}",
-                                      pure=False, retries=0): run for run in runs}
+        futures = {
+            self.client.submit(
+                _file_task, ref, self.lake_root, run, key=f"memctl-file-{uuid.uuid4().hex}", pure=False, retries=0
+            ): run
+            for run in runs
+        }
         for future in as_completed(futures):
             run = futures[future]
             try:
                 yield future.result()
-            except Exception as e:   # the worker died or the task could not run: that file failed, the rest go on
+            except Exception as e:  # the worker died or the task could not run: that file failed, the rest go on
                 yield FileOutcome(run.key, False, f"dask task failed: {type(e).__name__}: {e}", "", 0.0, 0.0)
 
     def lake(self, full: bool = False) -> str | None:
@@ -295,8 +320,11 @@ class _OnDask:
 
         from assets.sensors import LAKE_JOB
 
-        run_config = {**QUIET, "execution": {"config": {"cluster": {"existing": {"address": self.address}}}},
-                      "resources": {"lake": {"config": {"data_root": self.lake_root, "full": full}}}}
+        run_config = {
+            **QUIET,
+            "execution": {"config": {"cluster": {"existing": {"address": self.address}}}},
+            "resources": {"lake": {"config": {"data_root": self.lake_root, "full": full}}},
+        }
         job = dg.build_reconstructable_job("assets.run", "dask_job", reconstructable_args=(LAKE_JOB,))
         result = dg.execute_job(job, self.instance, run_config=run_config)
         return None if result.success else _failure_message(result)
@@ -346,9 +374,15 @@ def _engine(config: ExecutorConfig, lake: Lake, instance: DagsterInstance) -> It
         # scheduler's health/metrics endpoint on a free port (its default 8787 may be taken). The workers'
         # statistical profiler samples every 10 ms: it cost ~20 % of the CPU of an NLP-bound file run.
         with dask.config.set({"distributed.worker.profile.enabled": False}):
-            cluster = LocalCluster(n_workers=config.workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                   dashboard_address=None, scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-                                   silence_logs=logging.ERROR)
+            cluster = LocalCluster(
+                n_workers=config.workers,
+                threads_per_worker=1,
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address=None,
+                scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                silence_logs=logging.ERROR,
+            )
         address = cluster.scheduler_address
     try:
         with Client(address) as client:

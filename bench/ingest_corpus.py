@@ -1,6 +1,7 @@
 """The synthetic chat corpus of bench/ingest.py (and bench/scale.py): deterministic (seeded) English and Chinese
 conversations of 50–300 turns, several speakers, names, places, relative times, causes, preferences and plans built
 from templates × vocabularies, so ~98 % of the texts are distinct; written as canonical JSONL inbox files."""
+
 from __future__ import annotations
 
 import hashlib
@@ -12,7 +13,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 TENANT = "bench"
-CONVS_PER_FILE = 12      # ~2,000 messages per inbox file (a typical export)
+CONVS_PER_FILE = 12  # ~2,000 messages per inbox file (a typical export)
 
 # ---------------------------------------------------------------- vocabularies
 
@@ -92,34 +93,54 @@ def _en_turn(r: random.Random, speakers: list[str]) -> str:
     elif kind == 2:
         s = f"I'm {r.choice(EN_FEELINGS)} {r.choice(['today', 'right now', 'this week', 'tonight'])} because {r.choice(EN_REASONS)}."
     elif kind == 3:
-        tail = r.choice([", especially on weekends", f" more than {r.choice(EN_LIKES)}", " since I was a kid",
-                         f" with {r.choice(EN_NAMES)}", f" at {r.choice(EN_PLACES)}", f", {r.choice(EN_NAMES)} too"])
+        tail = r.choice(
+            [
+                ", especially on weekends",
+                f" more than {r.choice(EN_LIKES)}",
+                " since I was a kid",
+                f" with {r.choice(EN_NAMES)}",
+                f" at {r.choice(EN_PLACES)}",
+                f", {r.choice(EN_NAMES)} too",
+            ]
+        )
         s = f"I {r.choice(['love', 'really like', 'prefer', 'hate', 'enjoy'])} {r.choice(EN_LIKES)}{tail}."
     elif kind == 4:
         s = f"I need to {r.choice(EN_PLANS)} {r.choice(EN_FUTURE)}{r.choice(['', ' before ' + str(r.randint(1, 11)) + ' pm'])}."
     elif kind == 5:
         s = f"{other}, did you {r.choice(['see', 'meet', 'call', 'text'])} {name} {r.choice(EN_TIMES)}?"
     elif kind == 6:
-        s = f"{r.choice(EN_REPLIES)} " + r.choice([f"I bought {r.choice(EN_THINGS)} {r.choice(EN_TIMES)}.",
-                                                  f"Say hi to {name} for me.", f"See you {r.choice(EN_FUTURE)}, {other}."])
+        s = f"{r.choice(EN_REPLIES)} " + r.choice(
+            [
+                f"I bought {r.choice(EN_THINGS)} {r.choice(EN_TIMES)}.",
+                f"Say hi to {name} for me.",
+                f"See you {r.choice(EN_FUTURE)}, {other}.",
+            ]
+        )
     elif kind == 7:
         s = f"We are going to {r.choice(EN_PLACES)} {r.choice(EN_FUTURE)} so I can't {r.choice(EN_PLANS)}."
     elif kind == 8:
         s = f"{name} gave me {r.choice(EN_THINGS)} {r.choice(EN_TIMES)}, it took {r.randint(2, 90)} minutes to get home."
     else:
-        s = f"From now on please remind me to {r.choice(EN_PLANS)} every {r.choice(['morning', 'week', 'Monday', 'evening'])}" \
+        s = (
+            f"From now on please remind me to {r.choice(EN_PLANS)} every {r.choice(['morning', 'week', 'Monday', 'evening'])}"
             f" at {r.randint(6, 10)}:{r.choice(['00', '15', '30', '45'])}."
+        )
     opener = r.choice(EN_OPENERS)
     if opener and s.startswith(("From", "We")):  # "Well, from now on…"; names and "I" keep their capital
         s = s[0].lower() + s[1:]
     s = opener + s
     if r.random() < 0.6:
-        s += " " + r.choice([f"I was so {r.choice(EN_FEELINGS)}.", f"{r.choice(EN_REPLIES)} {r.choice(EN_REPLIES)}",
-                             f"Maybe {r.choice(EN_NAMES)} will join {r.choice(EN_FUTURE)}.",
-                             f"It cost {r.randint(5, 300)} dollars.",
-                             f"{r.choice(EN_NAMES)} said {r.choice(EN_PLACES)} was "
-                             f"{r.choice(['crowded', 'lovely', 'closed', 'packed', 'quiet'])}.",
-                             f"I {r.choice(EN_ACTIVITIES)} {r.choice(EN_TIMES)} too."])
+        s += " " + r.choice(
+            [
+                f"I was so {r.choice(EN_FEELINGS)}.",
+                f"{r.choice(EN_REPLIES)} {r.choice(EN_REPLIES)}",
+                f"Maybe {r.choice(EN_NAMES)} will join {r.choice(EN_FUTURE)}.",
+                f"It cost {r.randint(5, 300)} dollars.",
+                f"{r.choice(EN_NAMES)} said {r.choice(EN_PLACES)} was "
+                f"{r.choice(['crowded', 'lovely', 'closed', 'packed', 'quiet'])}.",
+                f"I {r.choice(EN_ACTIVITIES)} {r.choice(EN_TIMES)} too.",
+            ]
+        )
     return s.strip()
 
 
@@ -133,37 +154,59 @@ def _zh_turn(r: random.Random, speakers: list[str]) -> str:
     elif kind == 2:
         s = f"我{r.choice(['今天', '这几天', '这周', '现在'])}{r.choice(ZH_FEELINGS)}，因为{r.choice(ZH_REASONS)}。"
     elif kind == 3:
-        tail = r.choice(["，尤其是周末", f"，比{r.choice(ZH_LIKES)}好多了", "，从小就这样",
-                         f"，{r.choice(ZH_NAMES)}也是", f"，常和{r.choice(ZH_NAMES)}一起"])
+        tail = r.choice(
+            [
+                "，尤其是周末",
+                f"，比{r.choice(ZH_LIKES)}好多了",
+                "，从小就这样",
+                f"，{r.choice(ZH_NAMES)}也是",
+                f"，常和{r.choice(ZH_NAMES)}一起",
+            ]
+        )
         s = f"我{r.choice(['喜欢', '很喜欢', '讨厌', '最爱', '不喜欢'])}{r.choice(ZH_LIKES)}{tail}。"
     elif kind == 4:
-        s = (f"我{r.choice(ZH_FUTURE)}要{r.choice(ZH_PLANS)}"
-             f"{r.choice(['', '，' + str(r.randint(1, 11)) + '点之前', '，' + r.choice(ZH_FEELINGS)])}。")
+        s = (
+            f"我{r.choice(ZH_FUTURE)}要{r.choice(ZH_PLANS)}"
+            f"{r.choice(['', '，' + str(r.randint(1, 11)) + '点之前', '，' + r.choice(ZH_FEELINGS)])}。"
+        )
     elif kind == 5:
         s = f"{other}，你{r.choice(ZH_TIMES)}{r.choice(['见到', '碰到', '联系', '找过'])}{name}了吗？"
     elif kind == 6:
-        s = r.choice(ZH_REPLIES) + r.choice([f"我{r.choice(ZH_TIMES)}买了{r.choice(ZH_THINGS)}。",
-                                             f"替我向{name}问好。", f"{other}，{r.choice(ZH_FUTURE)}见。"])
+        s = r.choice(ZH_REPLIES) + r.choice(
+            [
+                f"我{r.choice(ZH_TIMES)}买了{r.choice(ZH_THINGS)}。",
+                f"替我向{name}问好。",
+                f"{other}，{r.choice(ZH_FUTURE)}见。",
+            ]
+        )
     elif kind == 7:
         s = f"我们{r.choice(ZH_FUTURE)}去{r.choice(ZH_PLACES)}，所以没法{r.choice(ZH_PLANS)}了。"
     elif kind == 8:
         s = f"{name}{r.choice(ZH_TIMES)}送了我{r.choice(ZH_THINGS)}，回家花了{r.randint(2, 90)}分钟。"
     else:
-        s = (f"以后{r.choice(['每天早上', '每周', '每个周一', '晚上'])}{r.randint(6, 10)}点"
-             f"{r.choice(['', '半', '一刻', '十分'])}提醒我{r.choice(ZH_PLANS)}。")
+        s = (
+            f"以后{r.choice(['每天早上', '每周', '每个周一', '晚上'])}{r.randint(6, 10)}点"
+            f"{r.choice(['', '半', '一刻', '十分'])}提醒我{r.choice(ZH_PLANS)}。"
+        )
     s = r.choice(ZH_OPENERS) + s
     if r.random() < 0.6:
-        s += r.choice([f"我{r.choice(ZH_FEELINGS)}。", r.choice(ZH_REPLIES) + r.choice(ZH_REPLIES),
-                       f"也许{r.choice(ZH_NAMES)}{r.choice(ZH_FUTURE)}也来。", f"花了{r.randint(5, 300)}块钱。",
-                       f"{r.choice(ZH_NAMES)}说{r.choice(ZH_PLACES)}{r.choice(['人很多', '很漂亮', '关门了', '很安静'])}。",
-                       f"我{r.choice(ZH_TIMES)}也{r.choice(ZH_ACTIVITIES)}了。"])
+        s += r.choice(
+            [
+                f"我{r.choice(ZH_FEELINGS)}。",
+                r.choice(ZH_REPLIES) + r.choice(ZH_REPLIES),
+                f"也许{r.choice(ZH_NAMES)}{r.choice(ZH_FUTURE)}也来。",
+                f"花了{r.randint(5, 300)}块钱。",
+                f"{r.choice(ZH_NAMES)}说{r.choice(ZH_PLACES)}{r.choice(['人很多', '很漂亮', '关门了', '很安静'])}。",
+                f"我{r.choice(ZH_TIMES)}也{r.choice(ZH_ACTIVITIES)}了。",
+            ]
+        )
     return s
 
 
 @dataclass
 class Corpus:
-    files: list[tuple[str, bytes]]           # (source_file, canonical JSONL bytes)
-    file_texts: list[dict[str, list[str]]]   # per file: lang → its message texts, in file order
+    files: list[tuple[str, bytes]]  # (source_file, canonical JSONL bytes)
+    file_texts: list[dict[str, list[str]]]  # per file: lang → its message texts, in file order
 
     def texts_of(self, indices: Sequence[int] | None = None) -> dict[str, list[str]]:
         """lang → texts of the given files (default: all), in file order."""
@@ -182,8 +225,9 @@ class Corpus:
         return sum(len(ts) for ft in self.file_texts for ts in ft.values())
 
 
-def generate_corpus(n_messages: int, seed: int = 7, zh_share: float = 0.5,
-                    convs_per_file: int = CONVS_PER_FILE) -> Corpus:
+def generate_corpus(
+    n_messages: int, seed: int = 7, zh_share: float = 0.5, convs_per_file: int = CONVS_PER_FILE
+) -> Corpus:
     """Exactly `n_messages` chat turns in conversations of 50–300 turns, as canonical JSONL files (deterministic)."""
     r = random.Random(seed)
     texts: dict[str, list[str]] = {"en": [], "zh": []}
@@ -203,9 +247,19 @@ def generate_corpus(n_messages: int, seed: int = 7, zh_share: float = 0.5,
             ts += timedelta(seconds=r.randint(5, 1800)) if r.random() > 0.03 else timedelta(days=r.randint(1, 6))
             text = turn(r, speakers)
             texts[lang].append(text)
-            lines.append(json.dumps({"conv_id": conv_id, "msg_id": f"m{k}", "speaker": r.choice(speakers),
-                                     "role": "user", "ts": ts.isoformat(), "text": text},
-                                    ensure_ascii=False).encode("utf-8"))
+            lines.append(
+                json.dumps(
+                    {
+                        "conv_id": conv_id,
+                        "msg_id": f"m{k}",
+                        "speaker": r.choice(speakers),
+                        "role": "user",
+                        "ts": ts.isoformat(),
+                        "text": text,
+                    },
+                    ensure_ascii=False,
+                ).encode("utf-8")
+            )
         done += n_turns
         conv_no += 1
         if conv_no % convs_per_file == 0 or done >= n_messages:

@@ -2,6 +2,7 @@
 
 See bench/recall_latency.py for what is generated and why.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -79,7 +80,7 @@ class Generator:
         self.n_facts = n - self.n_episodes - self.n_entities - self.n_concepts
         if self.n_facts < 0:
             raise ValueError(f"{n} nodes is too few for a tenant (want at least ~100)")
-        n_vocab = max(2_000, n // 4)     # vocabulary grows with the corpus (Heaps' law, roughly)
+        n_vocab = max(2_000, n // 4)  # vocabulary grows with the corpus (Heaps' law, roughly)
         avoid = set(EN_WORDS) | {w.lower() for w in FIRST_NAMES + SURNAMES + LOC_SUFFIXES + OBJ_NOUNS}
         self.vocab = list(EN_WORDS) + pseudo_words(n_vocab - len(EN_WORDS), self.r, avoid)
         self.words_en, self.words_zh = Zipf(self.vocab), Zipf(list(ZH_WORDS))
@@ -88,8 +89,11 @@ class Generator:
     # -- entities and concepts --------------------------------------------------------------
 
     def _entity(self, subtype: str, title: str, lang: str, time: datetime | None = None) -> Entity:
-        keywords = ([title] if lang == "zh" else title.lower().split()) if subtype != "TIME" else \
-            [p for p in re.split(r"[-W]", title) if p]
+        keywords = (
+            ([title] if lang == "zh" else title.lower().split())
+            if subtype != "TIME"
+            else [p for p in re.split(r"[-W]", title) if p]
+        )
         return Entity(stable_id("n", TENANT, "Entity", subtype, title), subtype, title, lang, keywords, time)
 
     def _make_entities(self) -> None:
@@ -119,10 +123,12 @@ class Generator:
         first_day = times[0][0], times[0][2]
         rest = sorted((kind, title) for kind, _, title in times[1:])
         kept = set(self.r.sample(rest, min(max(wanted, 1), len(times)) - 1)) | {first_day}
-        self.time_entities = {(kind, title): self._entity("TIME", title, "en", d)
-                              for kind, d, title in times if (kind, title) in kept}
-        self.time_keys = {kind: sorted(t for k, t in self.time_entities if k == kind)
-                          for kind in ("day", "week", "month")}
+        self.time_entities = {
+            (kind, title): self._entity("TIME", title, "en", d) for kind, d, title in times if (kind, title) in kept
+        }
+        self.time_keys = {
+            kind: sorted(t for k, t in self.time_entities if k == kind) for kind in ("day", "week", "month")
+        }
 
     def _named_pools(self, counts: dict[str, int]) -> dict[str, dict[str, list[Entity]]]:
         """lang → subtype → distinct named entities (8 % Chinese), in random order; the user is one PERSON more."""
@@ -138,12 +144,24 @@ class Generator:
                 zh = _unique_combos(n_zh, list(ZH_SURNAMES), zh_given, "", r, lambda k: [])
             elif sub == "LOC":
                 en = [" ".join(reversed(x.split(" "))) for x in _unique_combos(n_en, LOC_SUFFIXES, [], " ", r, more)]
-                zh = _unique_combos(n_zh, ZH_CITIES, ZH_LOC_SUFFIXES, "", r,
-                                    lambda k: [c + s for c in ZH_GIVEN for s in ZH_LOC_SUFFIXES][:k])
+                zh = _unique_combos(
+                    n_zh,
+                    ZH_CITIES,
+                    ZH_LOC_SUFFIXES,
+                    "",
+                    r,
+                    lambda k: [c + s for c in ZH_GIVEN for s in ZH_LOC_SUFFIXES][:k],
+                )
             else:
                 en = _unique_combos(n_en, OBJ_ADJECTIVES, OBJ_NOUNS, " ", r, lambda k: pseudo_words(k, r, set()))
-                zh = _unique_combos(n_zh, ZH_OBJ_ADJECTIVES, ZH_OBJ_NOUNS, "", r,
-                                    lambda k: [a + n for a in ZH_GIVEN for n in ZH_OBJ_NOUNS][:k])
+                zh = _unique_combos(
+                    n_zh,
+                    ZH_OBJ_ADJECTIVES,
+                    ZH_OBJ_NOUNS,
+                    "",
+                    r,
+                    lambda k: [a + n for a in ZH_GIVEN for n in ZH_OBJ_NOUNS][:k],
+                )
             pools["en"][sub] = [self._entity(sub, t, "en") for t in en]
             pools["zh"][sub] = [self._entity(sub, t, "zh") for t in zh]
         return pools
@@ -152,7 +170,7 @@ class Generator:
         d = ts - timedelta(days=back_days)
         title = {"day": d.strftime("%Y-%m-%d"), "week": d.strftime("%G-W%V"), "month": d.strftime("%Y-%m")}[kind]
         keys = self.time_keys[kind] or self.time_keys["day"]
-        if (kind, title) not in self.time_entities:   # not kept on this size: the nearest kept one
+        if (kind, title) not in self.time_entities:  # not kept on this size: the nearest kept one
             title = keys[min(bisect.bisect_left(keys, title), len(keys) - 1)]
             kind = kind if self.time_keys[kind] else "day"
         return self.time_entities[(kind, title)]
@@ -209,8 +227,11 @@ class Generator:
             put(obj, patient)
             filler = self.words_zh.draw(r, r.randint(2, 6))
             put("，" + "".join(w if r.random() < 0.6 else r.choice(ZH_GLUE) + w for w in filler) + "。")
-        words = [w for piece in text[first:] for w in re.findall(r"[a-z]+", piece.lower())
-                 if w not in EN_FUNCTION] if lang == "en" else filler
+        words = (
+            [w for piece in text[first:] for w in re.findall(r"[a-z]+", piece.lower()) if w not in EN_FUNCTION]
+            if lang == "en"
+            else filler
+        )
         return Clause(start, pos, agent, lemma, obj, patient, place, time_entity, words)
 
     def chat(self) -> list[Turn]:
@@ -245,35 +266,56 @@ class Generator:
         convs = list(by_conv)
         messages, chunks = [], []
         for f in range(0, len(convs), CONVS_PER_FILE):
-            lines = [json.dumps({"conv_id": t.conv_id, "msg_id": t.msg_id, "speaker": t.speaker.title, "role": "user",
-                                 "ts": t.ts.isoformat(), "text": t.text}, ensure_ascii=False)
-                     for c in convs[f:f + CONVS_PER_FILE] for t in by_conv[c]]
+            lines = [
+                json.dumps(
+                    {
+                        "conv_id": t.conv_id,
+                        "msg_id": t.msg_id,
+                        "speaker": t.speaker.title,
+                        "role": "user",
+                        "ts": t.ts.isoformat(),
+                        "text": t.text,
+                    },
+                    ensure_ascii=False,
+                )
+                for c in convs[f : f + CONVS_PER_FILE]
+                for t in by_conv[c]
+            ]
             source = f"{TENANT}/chat_{f // CONVS_PER_FILE:04d}.jsonl"
             result = ingest_bytes(("\n".join(lines) + "\n").encode("utf-8"), source, TENANT, store)
             messages.append(result.messages)
             chunks.append(result.raw_chunks)
         msgs, raw = pa.concat_tables(messages), pa.concat_tables(chunks)
-        where = {(c, m): refs[0] for c, m, refs in zip(msgs.column("conv_id").to_pylist(),
-                                                        msgs.column("msg_id").to_pylist(),
-                                                        msgs.column("raw_refs").to_pylist())}
+        where = {
+            (c, m): refs[0]
+            for c, m, refs in zip(
+                msgs.column("conv_id").to_pylist(),
+                msgs.column("msg_id").to_pylist(),
+                msgs.column("raw_refs").to_pylist(),
+            )
+        }
         for t in turns:
             t.ref = where[(t.conv_id, t.msg_id)]
         write_import(lake, {"messages": (msgs, MESSAGES), "raw_chunks": (raw, RAW_CHUNKS)}, key="chat")
-        return {"messages": msgs.num_rows, "raw_chunks": raw.num_rows,
-                "raw_bytes": sum(raw.column("len_bytes").to_pylist())}
+        return {
+            "messages": msgs.num_rows,
+            "raw_chunks": raw.num_rows,
+            "raw_bytes": sum(raw.column("len_bytes").to_pylist()),
+        }
 
     # -- graph -------------------------------------------------------------------------------
 
     def graph(self, turns: list[Turn], lake: Lake) -> dict:
         """Nodes and exactly size.edges edges over the ingested turns, written as the lake's tables."""
         nodes: list[dict] = []
-        core: list[tuple] = []              # (src, type, dst, ts, refs): always kept
-        optional: dict[tuple, tuple] = {}   # text-grounded MENTIONS / ABOUT: trimmed when over the edge budget
+        core: list[tuple] = []  # (src, type, dst, ts, refs): always kept
+        optional: dict[tuple, tuple] = {}  # text-grounded MENTIONS / ABOUT: trimmed when over the edge budget
         episodes = self._episodes(turns, nodes, core, optional)
         facts = self._facts(turns, nodes, core)
         if len(core) > self.size.edges:
-            raise ValueError(f"{self.size.label}: the turns and facts alone need {len(core):,} edges; "
-                             f"ask for at least that many")
+            raise ValueError(
+                f"{self.size.label}: the turns and facts alone need {len(core):,} edges; ask for at least that many"
+            )
         kept = list(optional.items())
         room = self.size.edges - len(core)
         if len(kept) > room:
@@ -284,12 +326,19 @@ class Generator:
                 self._mention(e, ts, refs[0])
         edges = core + self._implicit(room - len(kept), episodes + facts, {(s, y, d) for s, y, d, _, _ in core})
         nodes += self._entity_nodes() + self._concept_nodes(edges)
-        write_import(lake, {"nodes": (pa.Table.from_pylist(nodes, schema=_used(NODES, nodes)), NODES),
-                            "edges": (_edge_table(edges), EDGES)}, key="graph")
+        write_import(
+            lake,
+            {
+                "nodes": (pa.Table.from_pylist(nodes, schema=_used(NODES, nodes)), NODES),
+                "edges": (_edge_table(edges), EDGES),
+            },
+            key="graph",
+        )
         return {"nodes": Counter(n["type"] for n in nodes), "edges": Counter(y for _, y, _, _, _ in edges)}
 
-    def _episodes(self, turns: list[Turn], nodes: list[dict], core: list[tuple],
-                  optional: dict[tuple, tuple]) -> list[tuple[str, datetime, dict]]:
+    def _episodes(
+        self, turns: list[Turn], nodes: list[dict], core: list[tuple], optional: dict[tuple, tuple]
+    ) -> list[tuple[str, datetime, dict]]:
         """An Episode per turn with its DERIVED_FROM, speaker MENTIONS and TEMPORAL_NEXT edges (core) and
         its named MENTIONS and ABOUT edges (optional); returns (id, ts, raw_ref) per Episode."""
         out, prev = [], {}
@@ -297,8 +346,20 @@ class Generator:
             eid = stable_id("n", TENANT, "Episode", t.conv_id, t.msg_id)
             ref = dict(t.ref)
             title = f"{t.speaker.title}: {t.text[:64]}" + ("…" if len(t.text) > 64 else "")
-            nodes.append(_node(eid, "Episode", "turn", title, t.text, list(dict.fromkeys(t.words))[:12], t.ts, [ref],
-                               t, [e.title for e, _, _ in t.names]))
+            nodes.append(
+                _node(
+                    eid,
+                    "Episode",
+                    "turn",
+                    title,
+                    t.text,
+                    list(dict.fromkeys(t.words))[:12],
+                    t.ts,
+                    [ref],
+                    t,
+                    [e.title for e, _, _ in t.names],
+                )
+            )
             out.append((eid, t.ts, ref))
             core.append((eid, "DERIVED_FROM", ref["raw_id"], t.ts, [ref]))
             core.append((eid, "MENTIONS", t.speaker.id, t.ts, [ref]))
@@ -321,9 +382,20 @@ class Generator:
             t, c = clauses[i]
             fid = stable_id("n", TENANT, "Fact", t.conv_id, t.msg_id, str(c.start))
             span = _span(t, c.start, c.end)
-            nodes.append(_node(fid, "Fact", "event", f"{c.agent.title} {c.verb} {c.obj}", t.text[c.start:c.end].strip(),
-                               list(dict.fromkeys([c.verb, *c.words[:8]])), c.when.time if c.when else t.ts,
-                               [span], t, [e.title for e in (c.agent, c.patient, c.place, c.when) if e]))
+            nodes.append(
+                _node(
+                    fid,
+                    "Fact",
+                    "event",
+                    f"{c.agent.title} {c.verb} {c.obj}",
+                    t.text[c.start : c.end].strip(),
+                    list(dict.fromkeys([c.verb, *c.words[:8]])),
+                    c.when.time if c.when else t.ts,
+                    [span],
+                    t,
+                    [e.title for e in (c.agent, c.patient, c.place, c.when) if e],
+                )
+            )
             out.append((fid, t.ts, span))
             core.append((fid, "DERIVED_FROM", stable_id("n", TENANT, "Episode", t.conv_id, t.msg_id), t.ts, [span]))
             for etype, e in (("AGENT", c.agent), ("PATIENT", c.patient), ("LOCATION", c.place), ("TIME", c.when)):
@@ -360,12 +432,31 @@ class Generator:
         out = []
         for e in self.entities:
             first, last = e.seen or [datetime(2023, 1, 1)] * 2
-            out.append({"id": e.id, "tenant": TENANT, "type": "Entity", "subtype": e.subtype, "title": e.title,
-                        "text": f"{e.title} ({e.subtype})", "keywords": e.keywords, "lang": e.lang,
-                        "time_start": e.time, "first_seen": first, "last_seen": last, "status": "active",
-                        "raw_refs": e.refs, "provenance": PROVENANCE, "aliases": [e.title], "mentions": e.mentions,
-                        "frequency": e.mentions, "importance": 0.5, "confidence": 0.8, "tier": "short",
-                        "category": "fact"})
+            out.append(
+                {
+                    "id": e.id,
+                    "tenant": TENANT,
+                    "type": "Entity",
+                    "subtype": e.subtype,
+                    "title": e.title,
+                    "text": f"{e.title} ({e.subtype})",
+                    "keywords": e.keywords,
+                    "lang": e.lang,
+                    "time_start": e.time,
+                    "first_seen": first,
+                    "last_seen": last,
+                    "status": "active",
+                    "raw_refs": e.refs,
+                    "provenance": PROVENANCE,
+                    "aliases": [e.title],
+                    "mentions": e.mentions,
+                    "frequency": e.mentions,
+                    "importance": 0.5,
+                    "confidence": 0.8,
+                    "tier": "short",
+                    "category": "fact",
+                }
+            )
         return out
 
     def _concept_nodes(self, edges: list[tuple]) -> list[dict]:
@@ -379,11 +470,29 @@ class Generator:
         out = []
         for word, cid in self.concepts.items():
             first, last, refs, n = seen.get(cid, [datetime(2023, 1, 1), datetime(2023, 1, 1), [], 0])
-            out.append({"id": cid, "tenant": TENANT, "type": "Concept", "subtype": "topic", "title": word.capitalize(),
-                        "text": f"Topic: {word.capitalize()}", "keywords": [word], "lang": "en", "first_seen": first,
-                        "last_seen": last, "status": "active", "raw_refs": refs, "provenance": PROVENANCE,
-                        "mentions": n, "frequency": n, "importance": 0.5, "confidence": 0.7, "tier": "short",
-                        "category": "fact"})
+            out.append(
+                {
+                    "id": cid,
+                    "tenant": TENANT,
+                    "type": "Concept",
+                    "subtype": "topic",
+                    "title": word.capitalize(),
+                    "text": f"Topic: {word.capitalize()}",
+                    "keywords": [word],
+                    "lang": "en",
+                    "first_seen": first,
+                    "last_seen": last,
+                    "status": "active",
+                    "raw_refs": refs,
+                    "provenance": PROVENANCE,
+                    "mentions": n,
+                    "frequency": n,
+                    "importance": 0.5,
+                    "confidence": 0.7,
+                    "tier": "short",
+                    "category": "fact",
+                }
+            )
         return out
 
     def corpus(self, turns: list[Turn]) -> Corpus:
@@ -399,15 +508,44 @@ def _span(t: Turn, start: int, end: int) -> dict:
     return {"raw_id": t.ref["raw_id"], "offset": t.ref["offset"] + b0, "length": b1 - b0}
 
 
-def _node(nid: str, ntype: str, subtype: str, title: str, text: str, keywords: list[str], time_start: datetime,
-          refs: list[dict], t: Turn, entities: list[str]) -> dict:
+def _node(
+    nid: str,
+    ntype: str,
+    subtype: str,
+    title: str,
+    text: str,
+    keywords: list[str],
+    time_start: datetime,
+    refs: list[dict],
+    t: Turn,
+    entities: list[str],
+) -> dict:
     """A NODES row of a node drawn from turn `t` (an Episode or a Fact)."""
-    return {"id": nid, "tenant": TENANT, "type": ntype, "subtype": subtype, "title": title, "text": text,
-            "keywords": keywords, "entities": entities, "lang": t.lang, "time_start": time_start,
-            "first_seen": t.ts, "last_seen": t.ts, "status": "active", "raw_refs": refs, "provenance": PROVENANCE,
-            "conv_id": t.conv_id, "msg_id": t.msg_id, "speaker": t.speaker.title, "importance": 0.5,
-            "confidence": 1.0 if ntype == "Episode" else 0.7, "frequency": 1, "tier": "short",
-            "category": "episode" if ntype == "Episode" else "fact"}
+    return {
+        "id": nid,
+        "tenant": TENANT,
+        "type": ntype,
+        "subtype": subtype,
+        "title": title,
+        "text": text,
+        "keywords": keywords,
+        "entities": entities,
+        "lang": t.lang,
+        "time_start": time_start,
+        "first_seen": t.ts,
+        "last_seen": t.ts,
+        "status": "active",
+        "raw_refs": refs,
+        "provenance": PROVENANCE,
+        "conv_id": t.conv_id,
+        "msg_id": t.msg_id,
+        "speaker": t.speaker.title,
+        "importance": 0.5,
+        "confidence": 1.0 if ntype == "Episode" else 0.7,
+        "frequency": 1,
+        "tier": "short",
+        "category": "episode" if ntype == "Episode" else "fact",
+    }
 
 
 def _used(schema: pa.Schema, rows: list[dict]) -> pa.Schema:
@@ -418,13 +556,20 @@ def _used(schema: pa.Schema, rows: list[dict]) -> pa.Schema:
 
 def _edge_table(edges: list[tuple]) -> pa.Table:
     src, etype, dst, ts, refs = (list(col) for col in zip(*edges))
-    return pa.table({
-        "id": edge_ids([(TENANT, s, y, d) for s, y, d in zip(src, etype, dst)]),
-        "tenant": [TENANT] * len(src), "src": src, "dst": dst, "type": etype,
-        "weight": [EDGE_WEIGHT[y] for y in etype], "confidence": [0.8] * len(src),
-        "valid_since": pa.array(ts, pa.timestamp("us")), "raw_refs": pa.array(refs, RAW_REFS),
-        "provenance": [PROVENANCE] * len(src),
-    })
+    return pa.table(
+        {
+            "id": edge_ids([(TENANT, s, y, d) for s, y, d in zip(src, etype, dst)]),
+            "tenant": [TENANT] * len(src),
+            "src": src,
+            "dst": dst,
+            "type": etype,
+            "weight": [EDGE_WEIGHT[y] for y in etype],
+            "confidence": [0.8] * len(src),
+            "valid_since": pa.array(ts, pa.timestamp("us")),
+            "raw_refs": pa.array(refs, RAW_REFS),
+            "provenance": [PROVENANCE] * len(src),
+        }
+    )
 
 
 def generate_tenant(size: Size, seed: int, root: Path) -> Tenant:

@@ -2,6 +2,7 @@
 
 Standard library only: bench/embedders.py's measuring worker processes import it without loading memctl.
 """
+
 from __future__ import annotations
 
 import re

@@ -16,6 +16,7 @@ line is always: `overall R@5 memctl=xx.x baseline=yy.y R@10 memctl=xx.x baseline
 Usage: python bench/locomo_recall.py --data ../shared/eval/locomo_dev.json [--limit-convs N] [--k 5 10]
        [--cv-lambda W ...] [--cv FIELD=[V1,V2] ...] [--set FIELD=VALUE ...] [--keep DIR [--reuse]]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -80,20 +81,33 @@ def build_lake(data: list[dict], root: Path, consolidated: bool = False) -> tupl
     t = time.perf_counter()
     nodes, edges = merge_graph(parts["nodes"], parts["edges"])
     timings["merge"] += time.perf_counter() - t
-    if consolidated:   # what `memctl materialize` serves: versions, topics, rollups, tiers, caps
+    if consolidated:  # what `memctl materialize` serves: versions, topics, rollups, tiers, caps
         from jobs.consolidate import ConsolidationConfig, Previous, consolidate, default_as_of
         from r2g.schema import FEEDBACK
 
         t = time.perf_counter()
         messages = pa.concat_tables(parts["messages"])
-        res = consolidate(nodes, edges, feedback=FEEDBACK.empty_table(), ops=[], previous=Previous(),
-                          as_of=default_as_of(messages), config=ConsolidationConfig.from_env())
+        res = consolidate(
+            nodes,
+            edges,
+            feedback=FEEDBACK.empty_table(),
+            ops=[],
+            previous=Previous(),
+            as_of=default_as_of(messages),
+            config=ConsolidationConfig.from_env(),
+        )
         nodes, edges = res.nodes, res.edges
         timings["consolidate"] = time.perf_counter() - t
-    write_import(lake, {"messages": (pa.concat_tables(parts["messages"]), MESSAGES),
-                        "raw_chunks": (pa.concat_tables(parts["raw_chunks"]), RAW_CHUNKS),
-                        "rejects": (pa.concat_tables(parts["rejects"]), REJECTS),
-                        "nodes": (nodes, NODES), "edges": (edges, EDGES)})
+    write_import(
+        lake,
+        {
+            "messages": (pa.concat_tables(parts["messages"]), MESSAGES),
+            "raw_chunks": (pa.concat_tables(parts["raw_chunks"]), RAW_CHUNKS),
+            "rejects": (pa.concat_tables(parts["rejects"]), REJECTS),
+            "nodes": (nodes, NODES),
+            "edges": (edges, EDGES),
+        },
+    )
     t = time.perf_counter()
     stats = build_indexes(lake)
     timings["index"] += time.perf_counter() - t
@@ -131,7 +145,8 @@ class TurnBaseline:
         if self.chinese:
             query = segment_for_fts(query)
         rows = self.con.execute(
-            f"SELECT doc, fts_main_{self.table}.match_bm25(doc, ?) FROM {self.table}", [query]).fetchall()
+            f"SELECT doc, fts_main_{self.table}.match_bm25(doc, ?) FROM {self.table}", [query]
+        ).fetchall()
         scores = [float("-inf")] * self.n_docs
         for doc, score in rows:
             if score is not None:
@@ -139,12 +154,21 @@ class TurnBaseline:
         return sorted(range(self.n_docs), key=lambda i: -scores[i])
 
 
-def evaluate(data: list[dict], lake: Lake, ks: list[int], expand_depth: int, vectors: bool | None = None,
-             lambda_vector: float | None = None, overrides: dict | None = None) -> dict:
+def evaluate(
+    data: list[dict],
+    lake: Lake,
+    ks: list[int],
+    expand_depth: int,
+    vectors: bool | None = None,
+    lambda_vector: float | None = None,
+    overrides: dict | None = None,
+) -> dict:
     """Recall@k per category for memctl (RecallConfig's defaults; `vectors`/`lambda_vector` override stage B)
     and the baseline; "per_qa": (conversation, {R@k: memctl}) per QA, for cross-validation."""
     per_cat: dict[str, dict[int, dict[str, list[float]]]] = {
-        "memctl": defaultdict(lambda: defaultdict(list)), "baseline": defaultdict(lambda: defaultdict(list))}
+        "memctl": defaultdict(lambda: defaultdict(list)),
+        "baseline": defaultdict(lambda: defaultdict(list)),
+    }
     baseline = TurnBaseline()
     cfg = make_config(overrides)
     if vectors is not None:
@@ -200,8 +224,15 @@ def grid(axes: dict[str, list]) -> list[dict]:
     return [dict(zip(keys, combo)) for combo in itertools.product(*(axes[k] for k in keys))]
 
 
-def cross_validate(data: list[dict], lake: Lake, ks: list[int], expand_depth: int, weights: list[float] | None,
-                   overrides: dict | None = None, axes: dict[str, list] | None = None) -> dict:
+def cross_validate(
+    data: list[dict],
+    lake: Lake,
+    ks: list[int],
+    expand_depth: int,
+    weights: list[float] | None,
+    overrides: dict | None = None,
+    axes: dict[str, list] | None = None,
+) -> dict:
     """Leave-one-conversation-out over candidate settings: each conversation is scored with the setting that
     maximised R@5 + R@10 on the other conversations. Candidates: stage B's λ2 (`weights`; 0 = vectors off), or
     every combination of RecallConfig values in `axes` (`--cv FIELD=[V1,V2]`), on top of `overrides`. Prints each
@@ -210,8 +241,9 @@ def cross_validate(data: list[dict], lake: Lake, ks: list[int], expand_depth: in
     if weights:
         candidates = [(f"λ2={w}", {"vectors": w > 0, "lambda_vector": w if w > 0 else None}) for w in weights]
     else:
-        candidates = [(json.dumps(c, ensure_ascii=False), {"overrides": {**(overrides or {}), **c}})
-                      for c in grid(axes or {})]
+        candidates = [
+            (json.dumps(c, ensure_ascii=False), {"overrides": {**(overrides or {}), **c}}) for c in grid(axes or {})
+        ]
     runs = {}
     for label, kw in candidates:
         kw.setdefault("overrides", overrides)
@@ -223,9 +255,11 @@ def cross_validate(data: list[dict], lake: Lake, ks: list[int], expand_depth: in
     held: list[dict[str, float]] = []
     chosen = []
     for c in convs:
+
         def train(label: str, c: int = c) -> float:
             return sum(m["R@5"] + m["R@10"] for cc, m in runs[label] if cc != c)
-        best = max(labels, key=lambda label: (train(label), -labels.index(label)))   # ties: the earlier candidate
+
+        best = max(labels, key=lambda label: (train(label), -labels.index(label)))  # ties: the earlier candidate
         chosen.append(best)
         held += [m for cc, m in runs[best] if cc == c]
     print(f"cv leave-one-conversation-out: {_figures([(0, m) for m in held])}  per fold {chosen}", flush=True)
@@ -236,8 +270,10 @@ def _figures(per_qa: list[tuple[int, dict]]) -> str:
     """R@5 / R@10 overall and for multi-hop (category 1) questions."""
     qs = [m for _, m in per_qa]
     hop = [m for m in qs if m.get("cat") == 1]
-    return (f"R@5 {_mean([m['R@5'] for m in qs]):.1f} R@10 {_mean([m['R@10'] for m in qs]):.1f}  "
-            f"multi-hop R@5 {_mean([m['R@5'] for m in hop]):.1f} R@10 {_mean([m['R@10'] for m in hop]):.1f}")
+    return (
+        f"R@5 {_mean([m['R@5'] for m in qs]):.1f} R@10 {_mean([m['R@10'] for m in qs]):.1f}  "
+        f"multi-hop R@5 {_mean([m['R@5'] for m in hop]):.1f} R@10 {_mean([m['R@10'] for m in hop]):.1f}"
+    )
 
 
 def _mean(xs: list[float]) -> float:
@@ -259,7 +295,9 @@ def print_tables(result: dict, ks: list[int]) -> dict[str, dict[str, float]]:
             if c not in per_cat:
                 continue
             m = per_cat[c]
-            print(f"{f'{c} {CATEGORY_NAMES[c]}':<18}{len(m[cols[0]]):>6}" + "".join(f"{_mean(m[x]):>9.1f}" for x in cols))
+            print(
+                f"{f'{c} {CATEGORY_NAMES[c]}':<18}{len(m[cols[0]]):>6}" + "".join(f"{_mean(m[x]):>9.1f}" for x in cols)
+            )
             for x in cols:
                 pooled[x] += m[x]
         print("-" * len(head))
@@ -275,22 +313,49 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--k", type=int, nargs="+", default=[5, 10])
     ap.add_argument("--expand-depth", type=int, default=1)
     ap.add_argument("--keep", type=Path, default=None, help="build the lake here and keep it (default: a temp dir)")
-    ap.add_argument("--consolidated", action="store_true",
-                    help="recall over the consolidated graph (as `memctl materialize` builds it), not R2G's alone")
-    ap.add_argument("--vectors", metavar="EMBEDDER", default="",
-                    help="stage B with this embedder ('static', 'hashing', module:callable, or 'off'); default: "
-                         "what `memctl recall` serves ($MEMCTL_VECTORS, else 'static')")
-    ap.add_argument("--lambda-vector", type=float, default=None,
-                    help="λ2 for stage B on the scale of the other λ (default RecallConfig's)")
-    ap.add_argument("--cv-lambda", type=float, nargs="+", default=None, metavar="W",
-                    help="cross-validate λ2 over these weights (0 = vectors off) by conversation, before the default run")
-    ap.add_argument("--cv", nargs="+", default=[], metavar="FIELD=[V1,V2]",
-                    help="cross-validate every combination of these RecallConfig values (JSON lists) by conversation, "
-                         "before the default run; a dotted FIELD sets one entry of a mapping (edge_type_weight.ABOUT)")
+    ap.add_argument(
+        "--consolidated",
+        action="store_true",
+        help="recall over the consolidated graph (as `memctl materialize` builds it), not R2G's alone",
+    )
+    ap.add_argument(
+        "--vectors",
+        metavar="EMBEDDER",
+        default="",
+        help="stage B with this embedder ('static', 'hashing', module:callable, or 'off'); default: "
+        "what `memctl recall` serves ($MEMCTL_VECTORS, else 'static')",
+    )
+    ap.add_argument(
+        "--lambda-vector",
+        type=float,
+        default=None,
+        help="λ2 for stage B on the scale of the other λ (default RecallConfig's)",
+    )
+    ap.add_argument(
+        "--cv-lambda",
+        type=float,
+        nargs="+",
+        default=None,
+        metavar="W",
+        help="cross-validate λ2 over these weights (0 = vectors off) by conversation, before the default run",
+    )
+    ap.add_argument(
+        "--cv",
+        nargs="+",
+        default=[],
+        metavar="FIELD=[V1,V2]",
+        help="cross-validate every combination of these RecallConfig values (JSON lists) by conversation, "
+        "before the default run; a dotted FIELD sets one entry of a mapping (edge_type_weight.ABOUT)",
+    )
     ap.add_argument("--cv-only", action="store_true", help="stop after the cross-validation (no default run)")
     ap.add_argument("--reuse", action="store_true", help="with --keep: recall over the lake kept there, no rebuild")
-    ap.add_argument("--set", nargs="+", default=[], metavar="FIELD=VALUE",
-                    help="RecallConfig fields for every run (JSON values), e.g. vector_seed=0 vector_minmax=true")
+    ap.add_argument(
+        "--set",
+        nargs="+",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="RecallConfig fields for every run (JSON values), e.g. vector_seed=0 vector_minmax=true",
+    )
     args = ap.parse_args(argv)
     overrides = {k: json.loads(v) for k, _, v in (x.partition("=") for x in args.set)}
     if args.vectors:
@@ -306,20 +371,31 @@ def main(argv: list[str] | None = None) -> int:
             print(f"lake reused from {root}")
         else:
             lake, stats = build_lake(data, root, consolidated=args.consolidated)
-            print(f"lake built in {time.perf_counter() - t:.1f}s: {json.dumps(stats['tables'])} "
-                  f"timings={stats['timings']}")
+            print(
+                f"lake built in {time.perf_counter() - t:.1f}s: {json.dumps(stats['tables'])} "
+                f"timings={stats['timings']}"
+            )
         if args.cv_lambda or args.cv:
             axes = {k: json.loads(v) for k, _, v in (x.partition("=") for x in args.cv)}
             cross_validate(data, lake, ks, args.expand_depth, args.cv_lambda, overrides, axes)
             if args.cv_only:
                 return 0
-        result = evaluate(data, lake, ks, args.expand_depth, vectors=(args.vectors.lower() not in OFF) if args.vectors else None,
-                          lambda_vector=args.lambda_vector, overrides=overrides)
+        result = evaluate(
+            data,
+            lake,
+            ks,
+            args.expand_depth,
+            vectors=(args.vectors.lower() not in OFF) if args.vectors else None,
+            lambda_vector=args.lambda_vector,
+            overrides=overrides,
+        )
         print(f"qa={result['n_qa']} (categories 1-4)  recall() mean {result['recall_ms']:.1f} ms")
         overall = print_tables(result, ks)
     m, b = overall["memctl"], overall["baseline"]
-    print(f"overall R@5 memctl={m['R@5']:.1f} baseline={b['R@5']:.1f} "
-          f"R@10 memctl={m['R@10']:.1f} baseline={b['R@10']:.1f}")
+    print(
+        f"overall R@5 memctl={m['R@5']:.1f} baseline={b['R@5']:.1f} "
+        f"R@10 memctl={m['R@10']:.1f} baseline={b['R@10']:.1f}"
+    )
     return 0
 
 

@@ -1,4 +1,5 @@
 """What the benchmark scripts report about the machine they ran on."""
+
 from __future__ import annotations
 
 import os

@@ -43,6 +43,7 @@ bench/latency_tenant.py (the generator).
 Usage: python bench/recall_latency.py [--sizes 10k:100k 30k:300k 100k:1M] [--queries 200] [--seed 7]
                                       [--keep DIR] [--profile N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -92,18 +93,25 @@ from recall.tenant_index import open_tenant_index, recall_dir  # noqa: E402
 
 # ---------------------------------------------------------------- fresh-process measurements
 
+
 def run_fresh(func: str, **kwargs) -> dict:
     """`func(**kwargs)` of this file in a new Python process (caches cold); its JSON result plus import_s."""
-    code = ("import importlib.util, json, sys, time\n"
-            "t = time.perf_counter()\n"
-            "spec = importlib.util.spec_from_file_location('bench_recall_latency_child', sys.argv[1])\n"
-            "mod = importlib.util.module_from_spec(spec); sys.modules[spec.name] = mod; spec.loader.exec_module(mod)\n"
-            "t = time.perf_counter() - t\n"
-            "out = getattr(mod, sys.argv[2])(**json.load(sys.stdin))\n"
-            "out['import_s'] = t\n"
-            "print(json.dumps(out))\n")
-    proc = subprocess.run([sys.executable, "-c", code, str(Path(__file__).resolve()), func],
-                          input=json.dumps(kwargs), capture_output=True, text=True)
+    code = (
+        "import importlib.util, json, sys, time\n"
+        "t = time.perf_counter()\n"
+        "spec = importlib.util.spec_from_file_location('bench_recall_latency_child', sys.argv[1])\n"
+        "mod = importlib.util.module_from_spec(spec); sys.modules[spec.name] = mod; spec.loader.exec_module(mod)\n"
+        "t = time.perf_counter() - t\n"
+        "out = getattr(mod, sys.argv[2])(**json.load(sys.stdin))\n"
+        "out['import_s'] = t\n"
+        "print(json.dumps(out))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(Path(__file__).resolve()), func],
+        input=json.dumps(kwargs),
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"{func} failed in its process:\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -126,7 +134,7 @@ def _peak_rss_mib() -> float:
                 return int(line.split()[1]) / 1024
     except OSError:
         pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # Linux: KiB
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
 def _own_cpu_seconds() -> float:
@@ -166,10 +174,14 @@ PROFILE_KEYS = {
 def _profile_text(prof: cProfile.Profile, top: int, root_func: str, runs: int = 1) -> str:
     """The key functions' share of `root_func`'s cumulative time (and calls per run), then the top N by own time."""
     stats = pstats.Stats(prof)
-    by_key = {(k[0] if k[0].startswith("<") else f"{Path(k[0]).parent.name}/{Path(k[0]).name}", k[2]): v
-              for k, v in stats.stats.items()}  # type: ignore[attr-defined]  # typeshed leaves out Stats.stats
-    total = max((v[3] for (f, name), v in by_key.items() if name == root_func and not f.startswith("<")),
-                default=0.0) or 1.0
+    by_key = {
+        (k[0] if k[0].startswith("<") else f"{Path(k[0]).parent.name}/{Path(k[0]).name}", k[2]): v
+        for k, v in stats.stats.items()  # type: ignore[attr-defined]  # typeshed leaves out Stats.stats
+    }
+    total = (
+        max((v[3] for (f, name), v in by_key.items() if name == root_func and not f.startswith("<")), default=0.0)
+        or 1.0
+    )
     lines = [f"  {'cumulative s':>12} {'share':>6} {'calls/run':>9}  what"]
     for file, name, label in PROFILE_KEYS[root_func]:
         hit = by_key.get((file, name))
@@ -192,11 +204,16 @@ def build(root: str, profile: int = 0) -> dict:
     lake = Lake(Path(root))
     t = time.perf_counter()
     stats = build_indexes(lake)
-    out = {"seconds": time.perf_counter() - t, "graphs": stats["graphs"], "tables": stats["tables"],
-           "rss_mib": _peak_rss_mib(), "duckdb_mib": lake.duckdb_path.stat().st_size / 2**20,
-           "index_mib": _tree_mib(recall_dir(lake.index_dir))}
+    out = {
+        "seconds": time.perf_counter() - t,
+        "graphs": stats["graphs"],
+        "tables": stats["tables"],
+        "rss_mib": _peak_rss_mib(),
+        "duckdb_mib": lake.duckdb_path.stat().st_size / 2**20,
+        "index_mib": _tree_mib(recall_dir(lake.index_dir)),
+    }
     if profile:
-        shutil.rmtree(recall_dir(lake.index_dir))   # a full build again, not an unchanged-tables no-op
+        shutil.rmtree(recall_dir(lake.index_dir))  # a full build again, not an unchanged-tables no-op
         prof = cProfile.Profile()
         prof.runcall(build_indexes, lake)
         out["profile"] = _profile_text(prof, profile, "build_indexes")
@@ -214,21 +231,32 @@ def update(root: str, share: float, seed: int) -> dict:
     episodes = [n for n in nodes if n["type"] == "Episode"]
     entities = [n["id"] for n in nodes if n["type"] == "Entity"]
     added = [dict(n, id=n["id"] + "_u", text=(n["text"] or "") + " again") for n in r.sample(episodes, k // 2)]
-    new_edges = [dict(e, id=f"e_u{i}_{j}", src=n["id"], dst=r.choice(entities), type="MENTIONS")
-                 for i, n in enumerate(added) for j, e in enumerate(r.sample(edges, 2))]
+    new_edges = [
+        dict(e, id=f"e_u{i}_{j}", src=n["id"], dst=r.choice(entities), type="MENTIONS")
+        for i, n in enumerate(added)
+        for j, e in enumerate(r.sample(edges, 2))
+    ]
     for n in r.sample(episodes, k // 4):
         n["text"] = (n["text"] or "") + " (edited)"
     gone = {n["id"] for n in r.sample([n for n in nodes if n["type"] == "Fact"], k // 4)}
     tables = {
         "nodes": pa.Table.from_pylist([n for n in nodes if n["id"] not in gone] + added, schema=NODES),
-        "edges": pa.Table.from_pylist([e for e in edges if e["src"] not in gone and e["dst"] not in gone]
-                                      + new_edges, schema=EDGES),
+        "edges": pa.Table.from_pylist(
+            [e for e in edges if e["src"] not in gone and e["dst"] not in gone] + new_edges, schema=EDGES
+        ),
         "raw_chunks": read_lake_table(lake, "raw_chunks"),
-        "messages": read_lake_table(lake, "messages")}
+        "messages": read_lake_table(lake, "messages"),
+    }
     t = time.perf_counter()
     st = build_recall_indexes(lake.index_dir, tables)[TENANT]
-    return {"seconds": time.perf_counter() - t, "mode": st["mode"], "units": st["units"], "changed_nodes": k,
-            "index_mib": _tree_mib(recall_dir(lake.index_dir)), "rss_mib": _peak_rss_mib()}
+    return {
+        "seconds": time.perf_counter() - t,
+        "mode": st["mode"],
+        "units": st["units"],
+        "changed_nodes": k,
+        "index_mib": _tree_mib(recall_dir(lake.index_dir)),
+        "rss_mib": _peak_rss_mib(),
+    }
 
 
 def load_breakdown(root: str, tenant: str) -> dict:
@@ -274,15 +302,31 @@ def serve(root: str, tenant: str, queries: list[dict], warmup: str, profile: int
         stages = defaultdict(float)
         for s in trace:
             stages[s["stage"]] += s["ms"]
-        rows.append({"kind": q["kind"], "ms": ms, "stages": stages, "results": len(res),
-                     "cited": sum(1 for x in res if x.citations), "expect_hits": q["expect_hits"],
-                     "seeds": next((s["n"] for s in trace if s["stage"] == "seeds"), 0),
-                     "reached": next((s["n"] for s in trace if s["stage"] == "expand"), 0)})
+        rows.append(
+            {
+                "kind": q["kind"],
+                "ms": ms,
+                "stages": stages,
+                "results": len(res),
+                "cited": sum(1 for x in res if x.citations),
+                "expect_hits": q["expect_hits"],
+                "seeds": next((s["n"] for s in trace if s["stage"] == "seeds"), 0),
+                "reached": next((s["n"] for s in trace if s["stage"] == "expand"), 0),
+            }
+        )
     wall, cpu = time.perf_counter() - wall, _own_cpu_seconds() - cpu
     busy = None if busy is None else (cpu_busy_seconds() - busy) / wall
     warm_again = sorted(timed(warmup)[0] for _ in range(5))[2]
-    out = {"cold_ms": cold_ms, "warmup_warm_ms": warm_again, "rows": rows, "rss_mib": _peak_rss_mib(),
-           "loop_s": wall, "loop_cpu_s": cpu, "busy_cores": busy, "code": code}
+    out = {
+        "cold_ms": cold_ms,
+        "warmup_warm_ms": warm_again,
+        "rows": rows,
+        "rss_mib": _peak_rss_mib(),
+        "loop_s": wall,
+        "loop_cpu_s": cpu,
+        "busy_cores": busy,
+        "code": code,
+    }
     if profile:
         prof = cProfile.Profile()
         prof.enable()
@@ -295,6 +339,7 @@ def serve(root: str, tenant: str, queries: list[dict], warmup: str, profile: int
 
 # ---------------------------------------------------------------- report
 
+
 def pct(xs: list[float], p: float) -> float:
     """The p-th percentile (nearest rank, p in 0–100); 0.0 for no values."""
     if not xs:
@@ -306,12 +351,13 @@ def pct(xs: list[float], p: float) -> float:
 @dataclass
 class Measured:
     """One size's figures: generation stats, then what the build, load and serve processes returned."""
+
     size: Size
     stats: dict
     built: dict
     load: dict
     served: dict
-    updated: dict | None = None         # the 1 % update: its delta build, and warm latency over base + delta
+    updated: dict | None = None  # the 1 % update: its delta build, and warm latency over base + delta
     served_delta: dict | None = None
 
     @property
@@ -332,14 +378,16 @@ def measure_size(size: Size, seed: int, n_queries: int, root: Path, profile: int
     queries = make_queries(tenant.corpus, n_queries, seed)
     built = run_fresh("build", root=str(root), profile=profile)
     load = run_fresh("load_breakdown", root=str(root), tenant=TENANT)
-    warmup = f"{tenant.corpus.vocab[0]} {ZH_WORDS[0]}"   # English and Chinese: loads the jieba dictionary too
-    served = run_fresh("serve", root=str(root), tenant=TENANT, queries=[q.__dict__ for q in queries],
-                       warmup=warmup, profile=profile)
+    warmup = f"{tenant.corpus.vocab[0]} {ZH_WORDS[0]}"  # English and Chinese: loads the jieba dictionary too
+    served = run_fresh(
+        "serve", root=str(root), tenant=TENANT, queries=[q.__dict__ for q in queries], warmup=warmup, profile=profile
+    )
     m = Measured(size, tenant.stats, built, load, served)
     if update_share > 0:
         m.updated = run_fresh("update", root=str(root), share=update_share, seed=seed)
-        m.served_delta = run_fresh("serve", root=str(root), tenant=TENANT,
-                                   queries=[q.__dict__ for q in queries[::4]], warmup=warmup)
+        m.served_delta = run_fresh(
+            "serve", root=str(root), tenant=TENANT, queries=[q.__dict__ for q in queries[::4]], warmup=warmup
+        )
     return m
 
 
@@ -352,28 +400,40 @@ def print_size(m: Measured) -> None:
     print(f"\n== {m.size.label}: {m.size.nodes:,} nodes, {m.size.edges:,} edges")
     print(f"nodes: {nodes}")
     print(f"edges: {edges}")
-    print(f"graph index: {g['vertices']:,} vertices, {g['edges']:,} edges (DERIVED_FROM → RawChunk left out); "
-          f"{m.load['hubs']:,} hubs above degree {RecallConfig().hub_degree}")
+    print(
+        f"graph index: {g['vertices']:,} vertices, {g['edges']:,} edges (DERIVED_FROM → RawChunk left out); "
+        f"{m.load['hubs']:,} hubs above degree {RecallConfig().hub_degree}"
+    )
     print(f"raw: {st['messages']:,} messages in {st['raw_chunks']:,} chunks ({st['raw_bytes'] / 2**20:.1f} MiB)")
-    print(f"generate {sec['total']:.1f} s (chat {sec['chat']:.1f}, ingest+CAS {sec['ingest']:.1f}, "
-          f"graph+Parquet {sec['graph']:.1f});  build_indexes {b['seconds']:.1f} s (recall index {g['seconds']:.1f} s), "
-          f"peak RSS {b['rss_mib']:,.0f} MiB; memory.duckdb {b['duckdb_mib']:.0f} MiB, recall index "
-          f"{b['index_mib']:.1f} MiB")
+    print(
+        f"generate {sec['total']:.1f} s (chat {sec['chat']:.1f}, ingest+CAS {sec['ingest']:.1f}, "
+        f"graph+Parquet {sec['graph']:.1f});  build_indexes {b['seconds']:.1f} s (recall index {g['seconds']:.1f} s), "
+        f"peak RSS {b['rss_mib']:,.0f} MiB; memory.duckdb {b['duckdb_mib']:.0f} MiB, recall index "
+        f"{b['index_mib']:.1f} MiB"
+    )
     ld = m.load
-    print(f"cold start {m.cold_start_s:.2f} s: first recall() in a fresh process {s['cold_ms']:.0f} ms − warm "
-          f"{s['warmup_warm_ms']:.0f} ms (imports before it {s['import_s']:.2f} s, not counted)")
-    print(f"  one by one: open the recall index {ld['open_index'] * 1000:.0f} ms, graph arrays "
-          f"{ld['graph'] * 1000:.0f} ms, first BM25 (+ the stemmer's DuckDB) {ld['first_bm25'] * 1000:.0f} ms, "
-          f"jieba (lazy word table) {ld['jieba_init'] * 1000:.0f} ms, first node rows {ld['first_rows'] * 1000:.0f} ms")
+    print(
+        f"cold start {m.cold_start_s:.2f} s: first recall() in a fresh process {s['cold_ms']:.0f} ms − warm "
+        f"{s['warmup_warm_ms']:.0f} ms (imports before it {s['import_s']:.2f} s, not counted)"
+    )
+    print(
+        f"  one by one: open the recall index {ld['open_index'] * 1000:.0f} ms, graph arrays "
+        f"{ld['graph'] * 1000:.0f} ms, first BM25 (+ the stemmer's DuckDB) {ld['first_bm25'] * 1000:.0f} ms, "
+        f"jieba (lazy word table) {ld['jieba_init'] * 1000:.0f} ms, first node rows {ld['first_rows'] * 1000:.0f} ms"
+    )
     rows = s["rows"]
     ms = m.ms
-    print(f"warm recall() over {len(rows)} queries (k=10, expand_depth=1): p50 {pct(ms, 50):.1f} ms  "
-          f"p95 {pct(ms, 95):.1f} ms  p99 {pct(ms, 99):.1f} ms  max {max(ms):.1f} ms  "
-          f"mean {sum(ms) / len(ms):.1f} ms;  "
-          f"peak RSS {s['rss_mib']:,.0f} MiB")
+    print(
+        f"warm recall() over {len(rows)} queries (k=10, expand_depth=1): p50 {pct(ms, 50):.1f} ms  "
+        f"p95 {pct(ms, 95):.1f} ms  p99 {pct(ms, 99):.1f} ms  max {max(ms):.1f} ms  "
+        f"mean {sum(ms) / len(ms):.1f} ms;  "
+        f"peak RSS {s['rss_mib']:,.0f} MiB"
+    )
     busy = "n/a" if s["busy_cores"] is None else f"{s['busy_cores']:.2f}"
-    print(f"  the loop: {s['loop_s']:.1f} s wall, {s['loop_cpu_s']:.1f} s CPU of the recall process "
-          f"(DuckDB runs its own threads); machine busy cores {busy} of {os.cpu_count()}")
+    print(
+        f"  the loop: {s['loop_s']:.1f} s wall, {s['loop_cpu_s']:.1f} s CPU of the recall process "
+        f"(DuckDB runs its own threads); machine busy cores {busy} of {os.cpu_count()}"
+    )
     print(f"  {'stage':<10}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'mean ms':>9}")
     for stage in (*stages_of(rows), "other"):
         xs = [r["ms"] - sum(r["stages"].values()) if stage == "other" else r["stages"].get(stage, 0.0) for r in rows]
@@ -383,23 +443,30 @@ def print_size(m: Measured) -> None:
         kr = [r for r in rows if r["kind"] == kind]
         if kr:
             km = [r["ms"] for r in kr]
+
             def avg(key: str, kr: list[dict] = kr) -> float:
                 return sum(r[key] for r in kr) / len(kr)
 
-            print(f"  {kind:<10}{len(kr):>4}{pct(km, 50):>9.1f}{pct(km, 95):>9.1f}{avg('seeds'):>7.1f}"
-                  f"{avg('reached'):>9.0f}{avg('results'):>9.1f}{avg('cited'):>7.1f}")
+            print(
+                f"  {kind:<10}{len(kr):>4}{pct(km, 50):>9.1f}{pct(km, 95):>9.1f}{avg('seeds'):>7.1f}"
+                f"{avg('reached'):>9.0f}{avg('results'):>9.1f}{avg('cited'):>7.1f}"
+            )
     hit = [r for r in rows if r["expect_hits"]]
     nohit = [r for r in rows if not r["expect_hits"]]
-    print(f"hits: {sum(1 for r in hit if r['results'])}/{len(hit)} queries with hits returned results "
-          f"({sum(1 for r in hit if r['cited'])} with citations); "
-          f"{sum(1 for r in nohit if not r['results'])}/{len(nohit)} no-hit queries returned nothing")
+    print(
+        f"hits: {sum(1 for r in hit if r['results'])}/{len(hit)} queries with hits returned results "
+        f"({sum(1 for r in hit if r['cited'])} with citations); "
+        f"{sum(1 for r in nohit if not r['results'])}/{len(nohit)} no-hit queries returned nothing"
+    )
     if m.updated:
         u, d = m.updated, m.served_delta
         dm = [r["ms"] for r in d["rows"]]
-        print(f"{u['changed_nodes']:,}-node update ({u['mode']}, {u['units']:,} units): {u['seconds']:.1f} s "
-              f"(the recall index's full build: {g['seconds']:.1f} s), index {u['index_mib']:.1f} MiB; warm recall() "
-              f"over base + delta, {len(dm)} queries: p50 {pct(dm, 50):.1f} ms  p95 {pct(dm, 95):.1f} ms; "
-              f"cold start {max(0.0, (d['cold_ms'] - d['warmup_warm_ms']) / 1000):.2f} s")
+        print(
+            f"{u['changed_nodes']:,}-node update ({u['mode']}, {u['units']:,} units): {u['seconds']:.1f} s "
+            f"(the recall index's full build: {g['seconds']:.1f} s), index {u['index_mib']:.1f} MiB; warm recall() "
+            f"over base + delta, {len(dm)} queries: p50 {pct(dm, 50):.1f} ms  p95 {pct(dm, 95):.1f} ms; "
+            f"cold start {max(0.0, (d['cold_ms'] - d['warmup_warm_ms']) / 1000):.2f} s"
+        )
     for name, key in (("build_indexes", b), ("warm recall() loop", s)):
         if key.get("profile"):
             print(f"\nprofile of {name} (cProfile, by own time):\n{key['profile']}")
@@ -412,30 +479,55 @@ def stages_of(rows: list[dict]) -> list[str]:
 
 def print_summary(done: list[Measured]) -> None:
     codes = {m.served["code"] for m in done}
-    print("\n== summary" + (f" (recall sources {codes.pop()})" if len(codes) == 1 else
-                            f" — WARNING: recall sources changed during the run: {sorted(codes)}"))
-    print(f"{'size':<12}{'build s':>9}{'cold s':>8}{'p50 ms':>8}{'p95 ms':>8}{'p99 ms':>8}{'RSS MiB':>9}"
-          f"{'seeds p95':>10}{'expand p95':>11}{'cite p95':>9}")
+    print(
+        "\n== summary"
+        + (
+            f" (recall sources {codes.pop()})"
+            if len(codes) == 1
+            else f" — WARNING: recall sources changed during the run: {sorted(codes)}"
+        )
+    )
+    print(
+        f"{'size':<12}{'build s':>9}{'cold s':>8}{'p50 ms':>8}{'p95 ms':>8}{'p99 ms':>8}{'RSS MiB':>9}"
+        f"{'seeds p95':>10}{'expand p95':>11}{'cite p95':>9}"
+    )
     for m in done:
         rows = m.served["rows"]
         sp = {k: pct([r["stages"].get(k, 0.0) for r in rows], 95) for k in ("seeds", "expand", "cite")}
-        print(f"{m.size.label:<12}{m.built['seconds']:>9.1f}{m.cold_start_s:>8.2f}{pct(m.ms, 50):>8.1f}"
-              f"{pct(m.ms, 95):>8.1f}{pct(m.ms, 99):>8.1f}{m.served['rss_mib']:>9,.0f}{sp['seeds']:>10.1f}"
-              f"{sp['expand']:>11.1f}{sp['cite']:>9.1f}")
+        print(
+            f"{m.size.label:<12}{m.built['seconds']:>9.1f}{m.cold_start_s:>8.2f}{pct(m.ms, 50):>8.1f}"
+            f"{pct(m.ms, 95):>8.1f}{pct(m.ms, 99):>8.1f}{m.served['rss_mib']:>9,.0f}{sp['seeds']:>10.1f}"
+            f"{sp['expand']:>11.1f}{sp['cite']:>9.1f}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=parse_size, nargs="+", default=[parse_size(s) for s in DEFAULT_SIZES],
-                    help=f"NODES:EDGES per tenant, e.g. 10k:100k 100k:1M (default: {' '.join(DEFAULT_SIZES)})")
+    ap.add_argument(
+        "--sizes",
+        type=parse_size,
+        nargs="+",
+        default=[parse_size(s) for s in DEFAULT_SIZES],
+        help=f"NODES:EDGES per tenant, e.g. 10k:100k 100k:1M (default: {' '.join(DEFAULT_SIZES)})",
+    )
     ap.add_argument("--queries", type=int, default=200, help="queries per size (default 200)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--keep", type=Path, help="build the lakes here and keep them (default: a temp dir)")
-    ap.add_argument("--update", type=float, default=0.01, metavar="SHARE",
-                    help="then change this share of the nodes and time the delta segment (default 0.01; 0: skip)")
-    ap.add_argument("--profile", type=int, default=0, metavar="N",
-                    help="also profile (cProfile) a second build and a second pass over the queries, after "
-                         "the measured ones, and print where the time goes plus the top N functions")
+    ap.add_argument(
+        "--update",
+        type=float,
+        default=0.01,
+        metavar="SHARE",
+        help="then change this share of the nodes and time the delta segment (default 0.01; 0: skip)",
+    )
+    ap.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also profile (cProfile) a second build and a second pass over the queries, after "
+        "the measured ones, and print where the time goes plus the top N functions",
+    )
     args = ap.parse_args(argv)
     if args.queries < 1:
         ap.error("--queries must be at least 1")
@@ -455,8 +547,10 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
     print_summary(done)
     last = done[-1]
-    print(f"p95_ms={pct(last.ms, 95):.1f} p50_ms={pct(last.ms, 50):.1f} cold_start_s={last.cold_start_s:.2f} "
-          f"nodes={last.size.nodes} edges={last.size.edges}")
+    print(
+        f"p95_ms={pct(last.ms, 95):.1f} p50_ms={pct(last.ms, 50):.1f} cold_start_s={last.cold_start_s:.2f} "
+        f"nodes={last.size.nodes} edges={last.size.edges}"
+    )
     return 0
 
 

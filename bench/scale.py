@@ -24,6 +24,7 @@ after the append; busy_cores: of the full build).
 
 Usage: python bench/scale.py [--messages 100000] [--seed 7] [--keep DIR] [--executor auto]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,10 +59,10 @@ QUESTION = "What is my locker combination at the climbing gym?"
 class Run:
     label: str
     wall: float
-    cpu: float                   # CPU seconds of the command's whole process tree
-    machine_busy: float | None   # busy cores of the machine over the run (others' work included)
-    peak_tree_rss: int           # bytes: the largest sum of RSS over the tree's live processes
-    peak_proc_rss: int           # bytes: the largest single process
+    cpu: float  # CPU seconds of the command's whole process tree
+    machine_busy: float | None  # busy cores of the machine over the run (others' work included)
+    peak_tree_rss: int  # bytes: the largest sum of RSS over the tree's live processes
+    peak_proc_rss: int  # bytes: the largest single process
     stdout: str
     steps: dict[str, float] = field(default_factory=dict)
 
@@ -146,9 +147,14 @@ def disk_usage(root: Path) -> dict[str, int]:
     """Bytes per artefact of a data directory (the inbox excluded: it is the input)."""
     groups = {
         "raw store (zstd blobs)": ["raw"],
-        "partitions: messages, raw_chunks, rejects": ["lake/parts/*/messages.parquet", "lake/parts/*/raw_chunks.parquet",
-                                                     "lake/parts/*/rejects.parquet", "lake/parts/*/forgotten.parquet",
-                                                     "lake/parts/*/feedback.parquet", "lake/parts/*/manifest.json"],
+        "partitions: messages, raw_chunks, rejects": [
+            "lake/parts/*/messages.parquet",
+            "lake/parts/*/raw_chunks.parquet",
+            "lake/parts/*/rejects.parquet",
+            "lake/parts/*/forgotten.parquet",
+            "lake/parts/*/feedback.parquet",
+            "lake/parts/*/manifest.json",
+        ],
         "partitions: annotations": ["lake/parts/*/annotations.parquet"],
         "partitions: graph (nodes, edges)": ["lake/parts/*/nodes.parquet", "lake/parts/*/edges.parquet"],
         "partitions: FTS documents": ["lake/parts/*/docs.parquet", "lake/parts/*/raw_docs.parquet"],
@@ -172,8 +178,11 @@ def disk_usage(root: Path) -> dict[str, int]:
                         seen.add(f)
                         total += f.stat().st_size
         out[name] = total
-    rest = sum(f.stat().st_size for f in root.rglob("*") if f.is_file() and f not in seen
-               and not f.is_relative_to(root / "inbox"))
+    rest = sum(
+        f.stat().st_size
+        for f in root.rglob("*")
+        if f.is_file() and f not in seen and not f.is_relative_to(root / "inbox")
+    )
     out["other"] = rest
     return out
 
@@ -181,7 +190,7 @@ def disk_usage(root: Path) -> dict[str, int]:
 def append_file(inbox: Path, n: int, seed: int) -> Path:
     """One new inbox file of `n` generated turns with NEEDLE said halfway through."""
     corpus = generate_corpus(n, seed=seed, zh_share=ZH_SHARE, convs_per_file=10**9)
-    (_, data), = corpus.files
+    ((_, data),) = corpus.files
     lines = data.decode("utf-8").splitlines()
     mid = json.loads(lines[len(lines) // 2])
     needle = {**mid, "msg_id": "needle", "text": NEEDLE}
@@ -197,9 +206,11 @@ def _gb(n: int) -> float:
 
 def report(run: Run, messages: int) -> None:
     machine = f"; machine {run.machine_busy:.2f}" if run.machine_busy is not None else ""
-    print(f"\n== {run.label}: {run.wall:.1f} s wall, {messages / run.wall:,.0f} msg/s, {run.cpu:.1f} CPU-s "
-          f"(busy cores {run.busy_cores:.2f}{machine}), peak RSS {_gb(run.peak_tree_rss):.2f} GB "
-          f"(largest process {_gb(run.peak_proc_rss):.2f} GB)")
+    print(
+        f"\n== {run.label}: {run.wall:.1f} s wall, {messages / run.wall:,.0f} msg/s, {run.cpu:.1f} CPU-s "
+        f"(busy cores {run.busy_cores:.2f}{machine}), peak RSS {_gb(run.peak_tree_rss):.2f} GB "
+        f"(largest process {_gb(run.peak_proc_rss):.2f} GB)"
+    )
     if run.steps:
         print(f"{'step':<44} {'seconds':>8}")
         for key, sec in sorted(run.steps.items(), key=lambda kv: (kv[0].split(":")[0], -kv[1])):
@@ -218,16 +229,21 @@ def main(argv: list[str] | None = None) -> int:
     data = work / "data"
     shutil.rmtree(data, ignore_errors=True)
     memctl = str(Path(sys.executable).with_name("memctl"))
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("MEMCTL_", "DAGSTER_"))},
-           "MEMCTL_DATA": str(data), "PYTHONHASHSEED": "0"}
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("MEMCTL_", "DAGSTER_"))},
+        "MEMCTL_DATA": str(data),
+        "PYTHONHASHSEED": "0",
+    }
     if args.executor:
         env["MEMCTL_EXECUTOR"] = args.executor
     try:
         corpus = generate_corpus(args.messages, seed=args.seed, zh_share=ZH_SHARE)
         write_inbox(corpus, data / "inbox")
         n_append = max(1, args.messages // 100)
-        print(f"corpus: {corpus.n_messages:,} messages in {len(corpus.files)} inbox files (seed {args.seed}, "
-              f"{ZH_SHARE:.0%} Chinese), append {n_append:,} + 1; {os.cpu_count()} cores")
+        print(
+            f"corpus: {corpus.n_messages:,} messages in {len(corpus.files)} inbox files (seed {args.seed}, "
+            f"{ZH_SHARE:.0%} Chinese), append {n_append:,} + 1; {os.cpu_count()} cores"
+        )
 
         t = time.time()
         full = run_command("full build", [memctl, "materialize", "--quiet"], env)
@@ -242,10 +258,15 @@ def main(argv: list[str] | None = None) -> int:
 
         recall = run_command("cold recall", [memctl, "recall", QUESTION, "--tenant", TENANT, "--json", "--no-log"], env)
         results = json.loads(recall.stdout)
-        cited = any(c.get("msg_id") == "needle" and NEEDLE in (c.get("excerpt") or "")
-                    for r in results for c in r.get("citations", []))
-        print(f"\n== cold recall: {recall.wall:.2f} s, peak RSS {_gb(recall.peak_tree_rss):.2f} GB, "
-              f"{len(results)} results, cites the appended line: {'yes' if cited else 'NO'}")
+        cited = any(
+            c.get("msg_id") == "needle" and NEEDLE in (c.get("excerpt") or "")
+            for r in results
+            for c in r.get("citations", [])
+        )
+        print(
+            f"\n== cold recall: {recall.wall:.2f} s, peak RSS {_gb(recall.peak_tree_rss):.2f} GB, "
+            f"{len(results)} results, cites the appended line: {'yes' if cited else 'NO'}"
+        )
         if not cited:
             raise SystemExit("the cold recall did not cite the appended line")
 
@@ -260,9 +281,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'total':<44} {total / 1e6:>9.1f} {total / n_total:>10,.0f}")
 
         peak = max(full.peak_tree_rss, incr.peak_tree_rss)
-        print(f"messages={corpus.n_messages} full_s={full.wall:.1f} incr_s={incr.wall:.1f} "
-              f"incr_ratio={incr.wall / full.wall:.3f} peak_rss_gb={_gb(peak):.2f} bytes_per_msg={total / n_total:.0f} "
-              f"recall_cold_s={recall.wall:.2f} busy_cores={full.busy_cores:.2f}")
+        print(
+            f"messages={corpus.n_messages} full_s={full.wall:.1f} incr_s={incr.wall:.1f} "
+            f"incr_ratio={incr.wall / full.wall:.3f} peak_rss_gb={_gb(peak):.2f} bytes_per_msg={total / n_total:.0f} "
+            f"recall_cold_s={recall.wall:.2f} busy_cores={full.busy_cores:.2f}"
+        )
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -43,6 +43,7 @@ A batch whose rows change an old context (a merged Fact gaining a link) must rec
 Tested in tests/test_consolidation_contracts.py::test_communities_are_per_tenant_and_pairs_add_over_batches_of_contexts
 and ::test_context_items_of_a_file_batch_are_its_contexts_rows.
 """
+
 from __future__ import annotations
 
 import random
@@ -70,13 +71,13 @@ from raw_store.frames import as_frame
 from raw_store.lake import conform
 
 LEVEL = 0
-E_COMMUNITY_CONFIG = "E_COMMUNITY_CONFIG"   # a CommunityConfig value outside its documented range
+E_COMMUNITY_CONFIG = "E_COMMUNITY_CONFIG"  # a CommunityConfig value outside its documented range
 
 MEMBER_TYPES = ("Entity", "Fact", "Preference", "Task", "Concept")
-_CARRIER_TYPES = ("Fact", "Preference", "Task")          # attach to the Episode they derive from
+_CARRIER_TYPES = ("Fact", "Preference", "Task")  # attach to the Episode they derive from
 _LINK_EDGES = frozenset({"MENTIONS", "ABOUT"}) | ROLE_EDGES  # context → item
-_DERIVE_DEPTH = 3                                         # Task → Fact → Episode is the longest R2G chain
-_RNG_LOCK = threading.Lock()                              # igraph's RNG is process-global
+_DERIVE_DEPTH = 3  # Task → Fact → Episode is the longest R2G chain
+_RNG_LOCK = threading.Lock()  # igraph's RNG is process-global
 
 
 @dataclass(frozen=True)
@@ -112,13 +113,14 @@ class CommunityConfig:
     def __post_init__(self) -> None:
         bad = [t for t in self.member_types if t not in MEMBER_TYPES]
         if bad or not self.member_types:
-            raise ValueError(f"{E_COMMUNITY_CONFIG}: member_types must be a non-empty subset of {MEMBER_TYPES}, "
-                             f"got {self.member_types}")
+            raise ValueError(
+                f"{E_COMMUNITY_CONFIG}: member_types must be a non-empty subset of {MEMBER_TYPES}, "
+                f"got {self.member_types}"
+            )
         if not 0.0 < self.hub_share <= 1.0 or not 0.0 < self.keep_jaccard <= 1.0:
             raise ValueError(f"{E_COMMUNITY_CONFIG}: hub_share and keep_jaccard must lie in (0, 1]")
         if self.min_size < 2 or self.label_terms < 1 or self.keyword_count < 1 or self.resolution <= 0:
-            raise ValueError(f"{E_COMMUNITY_CONFIG}: min_size ≥ 2, label_terms ≥ 1, keyword_count ≥ 1, "
-                             "resolution > 0")
+            raise ValueError(f"{E_COMMUNITY_CONFIG}: min_size ≥ 2, label_terms ≥ 1, keyword_count ≥ 1, resolution > 0")
 
 
 @dataclass
@@ -170,50 +172,69 @@ def context_items(nodes: pa.Table, edges: pa.Table, config: CommunityConfig = Co
     n = as_frame(conform(nodes, NODES).select(["tenant", "id", "type", "subtype"]))
     # every node but this job's Concepts, one row per (tenant, id) (the last), numbered: the joins below run on
     # these integer codes, not on (tenant, id) strings
-    kind = (n.filter(~((pl.col("type") == "Concept") & (pl.col("subtype") == CONCEPT_SUBTYPE)).fill_null(False))
-            .unique(subset=["tenant", "id"], keep="last", maintain_order=True).with_row_index("_k"))
+    kind = (
+        n.filter(~((pl.col("type") == "Concept") & (pl.col("subtype") == CONCEPT_SUBTYPE)).fill_null(False))
+        .unique(subset=["tenant", "id"], keep="last", maintain_order=True)
+        .with_row_index("_k")
+    )
     skipped = ((pl.col("type") == "Entity") & pl.col("subtype").is_in(list(config.skip_subtypes))).fill_null(False)
     flags = kind.select(
         (pl.col("type").is_in(list(config.member_types)) & ~skipped).fill_null(False).alias("member"),
         (pl.col("type") == "Episode").fill_null(False).alias("episode"),
-        pl.col("type").is_in(list(_CARRIER_TYPES)).fill_null(False).alias("carrier_type"))
+        pl.col("type").is_in(list(_CARRIER_TYPES)).fill_null(False).alias("carrier_type"),
+    )
     member, episode = flags.get_column("member"), flags.get_column("episode")
     code = kind.select("tenant", "id", "_k")
-    e = (as_frame(conform(edges, EDGES).select(["tenant", "src", "dst", "type"]))
-         .filter((pl.col("src") != pl.col("dst")) & pl.col("type").is_in(sorted(_LINK_EDGES | {"DERIVED_FROM"})))
-         .join(code.rename({"id": "src", "_k": "s"}), on=["tenant", "src"], nulls_equal=True)
-         .join(code.rename({"id": "dst", "_k": "d"}), on=["tenant", "dst"], nulls_equal=True)
-         .select("s", "d", pl.col("type") == "DERIVED_FROM"))
+    e = (
+        as_frame(conform(edges, EDGES).select(["tenant", "src", "dst", "type"]))
+        .filter((pl.col("src") != pl.col("dst")) & pl.col("type").is_in(sorted(_LINK_EDGES | {"DERIVED_FROM"})))
+        .join(code.rename({"id": "src", "_k": "s"}), on=["tenant", "src"], nulls_equal=True)
+        .join(code.rename({"id": "dst", "_k": "d"}), on=["tenant", "dst"], nulls_equal=True)
+        .select("s", "d", pl.col("type") == "DERIVED_FROM")
+    )
     derived = e.filter(pl.col("type")).select("s", "d").unique()
     links = e.filter(~pl.col("type"))
-    links = (links.filter(member.gather(links.get_column("d"))).select(pl.col("s").alias("carrier"),
-                                                                      pl.col("d").alias("item")).unique())
+    links = (
+        links.filter(member.gather(links.get_column("d")))
+        .select(pl.col("s").alias("carrier"), pl.col("d").alias("item"))
+        .unique()
+    )
     # a member carrier also attaches itself (wherever it sits), a carrier with links attaches what it points to
     own = kind.filter(flags.get_column("member") & flags.get_column("carrier_type")).select(
-        pl.col("_k").alias("carrier"), pl.col("_k").alias("item"))
+        pl.col("_k").alias("carrier"), pl.col("_k").alias("item")
+    )
     linking = links.select("carrier").unique()
     linking = linking.filter(member.gather(linking.get_column("carrier"))).select(
-        "carrier", pl.col("carrier").alias("item"))
+        "carrier", pl.col("carrier").alias("item")
+    )
     attached = pl.concat([links, own, linking]).unique()
     carriers = attached.select("carrier").unique()
     is_episode = episode.gather(carriers.get_column("carrier"))
     found = [carriers.filter(is_episode).select("carrier", pl.col("carrier").alias("context"))]
     frontier = carriers.filter(~is_episode).select("carrier", pl.col("carrier").alias("node"))
     reached_parts = []
-    for _ in range(_DERIVE_DEPTH):   # walks through non-Episodes reach exactly what the BFS reached
-        step = (frontier.join(derived, left_on="node", right_on="s").select("carrier", pl.col("d").alias("node"))
-                .unique())
+    for _ in range(_DERIVE_DEPTH):  # walks through non-Episodes reach exactly what the BFS reached
+        step = (
+            frontier.join(derived, left_on="node", right_on="s").select("carrier", pl.col("d").alias("node")).unique()
+        )
         at_episode = episode.gather(step.get_column("node"))
         reached_parts.append(step.filter(at_episode).select("carrier", pl.col("node").alias("context")))
         frontier = step.filter(~at_episode)
     reached = pl.concat(reached_parts).unique()
-    alone = (carriers.filter(~is_episode).join(reached, on="carrier", how="anti")
-             .select("carrier", pl.col("carrier").alias("context")))
-    pairs = (pl.concat([*found, reached, alone]).join(attached, on="carrier").select("context", "item").unique())
+    alone = (
+        carriers.filter(~is_episode)
+        .join(reached, on="carrier", how="anti")
+        .select("carrier", pl.col("carrier").alias("context"))
+    )
+    pairs = pl.concat([*found, reached, alone]).join(attached, on="carrier").select("context", "item").unique()
     tenant, ids = kind.get_column("tenant"), kind.get_column("id")
-    items = pl.DataFrame({"tenant": tenant.gather(pairs.get_column("context")),
-                          "context": ids.gather(pairs.get_column("context")),
-                          "item": ids.gather(pairs.get_column("item"))})
+    items = pl.DataFrame(
+        {
+            "tenant": tenant.gather(pairs.get_column("context")),
+            "context": ids.gather(pairs.get_column("context")),
+            "item": ids.gather(pairs.get_column("item")),
+        }
+    )
     return items.sort(["tenant", "context", "item"]).to_arrow()
 
 
@@ -223,10 +244,14 @@ def context_pairs(items: pa.Table) -> pa.Table:
     Weights add over disjoint sets of contexts: the pairs of a lake are the sum of its batches' pairs
     (aggregate_pairs), so communities_from_pairs can run from an incrementally kept pair table."""
     i = as_frame(items.select(["tenant", "context", "item"]))
-    pairs = (i.join(i, on=["tenant", "context"], suffix="_b", nulls_equal=True)
-             .filter(pl.col("item") < pl.col("item_b"))
-             .group_by(["tenant", "item", "item_b"]).agg(pl.len().cast(pl.Int64).alias("weight"))
-             .rename({"item": "a", "item_b": "b"}).sort(["tenant", "a", "b"]))
+    pairs = (
+        i.join(i, on=["tenant", "context"], suffix="_b", nulls_equal=True)
+        .filter(pl.col("item") < pl.col("item_b"))
+        .group_by(["tenant", "item", "item_b"])
+        .agg(pl.len().cast(pl.Int64).alias("weight"))
+        .rename({"item": "a", "item_b": "b"})
+        .sort(["tenant", "a", "b"])
+    )
     return pairs.to_arrow()
 
 
@@ -234,10 +259,14 @@ def aggregate_pairs(*batches: pa.Table) -> pa.Table:
     """The pair tables of several batches of contexts, summed per (tenant, a, b)."""
     parts = [as_frame(b.select(["tenant", "a", "b", "weight"])) for b in batches if b.num_rows]
     if not parts:
-        return pl.DataFrame(schema={"tenant": pl.String, "a": pl.String, "b": pl.String,
-                                    "weight": pl.Int64}).to_arrow()
-    return (pl.concat(parts).group_by(["tenant", "a", "b"]).agg(pl.col("weight").sum())
-            .sort(["tenant", "a", "b"]).to_arrow())
+        return pl.DataFrame(schema={"tenant": pl.String, "a": pl.String, "b": pl.String, "weight": pl.Int64}).to_arrow()
+    return (
+        pl.concat(parts)
+        .group_by(["tenant", "a", "b"])
+        .agg(pl.col("weight").sum())
+        .sort(["tenant", "a", "b"])
+        .to_arrow()
+    )
 
 
 @dataclass
@@ -252,34 +281,42 @@ class _TenantGraph:
 
 def _tenant_graph(pairs: pl.DataFrame, config: CommunityConfig) -> _TenantGraph:
     """Step 4 on one tenant's pairs (a < b, unique): hubs out, vertices sorted, edges by (i, j)."""
-    degree = pl.concat([pairs.select(pl.col("a").alias("v")), pairs.select(pl.col("b").alias("v"))]
-                       ).group_by("v").len()
+    degree = pl.concat([pairs.select(pl.col("a").alias("v")), pairs.select(pl.col("b").alias("v"))]).group_by("v").len()
     cap = max(config.hub_min_degree, config.hub_share * (degree.height - 1))
     hubs = tuple(sorted(degree.filter(pl.col("len") > cap).get_column("v").to_list()))
     kept = pairs.filter(~pl.col("a").is_in(list(hubs)) & ~pl.col("b").is_in(list(hubs)))
     vertices = pl.concat([kept.get_column("a"), kept.get_column("b")]).unique().sort()
     index = pl.DataFrame({"v": vertices, "i": pl.int_range(vertices.len(), eager=True, dtype=pl.Int64)})
-    ij = (kept.join(index.rename({"v": "a"}), on="a").join(index.rename({"v": "b", "i": "j"}), on="b")
-          .sort(["i", "j"]))
-    return _TenantGraph(vertices.to_list(), list(zip(ij.get_column("i").to_list(), ij.get_column("j").to_list())),
-                        ij.get_column("weight").to_list(), hubs)
+    ij = kept.join(index.rename({"v": "a"}), on="a").join(index.rename({"v": "b", "i": "j"}), on="b").sort(["i", "j"])
+    return _TenantGraph(
+        vertices.to_list(),
+        list(zip(ij.get_column("i").to_list(), ij.get_column("j").to_list())),
+        ij.get_column("weight").to_list(),
+        hubs,
+    )
 
 
-def cooccurrence_graph(tenant: str, nodes: list[dict], edges: list[dict],
-                       config: CommunityConfig = CommunityConfig()) -> CooccurrenceGraph:
+def cooccurrence_graph(
+    tenant: str, nodes: list[dict], edges: list[dict], config: CommunityConfig = CommunityConfig()
+) -> CooccurrenceGraph:
     """Build one tenant's co-occurrence graph from its node rows (id, type, subtype, …) and edge rows
     (src, dst, type); rows of other tenants must already be filtered out."""
-    n = pa.Table.from_pylist([{"tenant": tenant, **{k: r.get(k) for k in ("id", "type", "subtype")}} for r in nodes],
-                             schema=NODES.empty_table().select(["tenant", "id", "type", "subtype"]).schema)
-    e = pa.Table.from_pylist([{"tenant": tenant, **{k: r.get(k) for k in ("src", "dst", "type")}} for r in edges],
-                             schema=EDGES.empty_table().select(["tenant", "src", "dst", "type"]).schema)
+    n = pa.Table.from_pylist(
+        [{"tenant": tenant, **{k: r.get(k) for k in ("id", "type", "subtype")}} for r in nodes],
+        schema=NODES.empty_table().select(["tenant", "id", "type", "subtype"]).schema,
+    )
+    e = pa.Table.from_pylist(
+        [{"tenant": tenant, **{k: r.get(k) for k in ("src", "dst", "type")}} for r in edges],
+        schema=EDGES.empty_table().select(["tenant", "src", "dst", "type"]).schema,
+    )
     items = context_items(n, e, config)
     g = _tenant_graph(as_frame(context_pairs(items)), config)
     seen_in: dict[str, set[str]] = defaultdict(set)
     for c, x in as_frame(items).select("context", "item").iter_rows():
         seen_in[x].add(c)
-    return CooccurrenceGraph(tenant, g.vertices, dict(zip(g.edges, g.weights)),
-                             {v: frozenset(seen_in[v]) for v in g.vertices}, g.hubs)
+    return CooccurrenceGraph(
+        tenant, g.vertices, dict(zip(g.edges, g.weights)), {v: frozenset(seen_in[v]) for v in g.vertices}, g.hubs
+    )
 
 
 def leiden(graph: CooccurrenceGraph, config: CommunityConfig = CommunityConfig()) -> tuple[list[int], float]:
@@ -288,8 +325,9 @@ def leiden(graph: CooccurrenceGraph, config: CommunityConfig = CommunityConfig()
     return _leiden(len(graph.vertices), list(graph.weights), list(graph.weights.values()), config)
 
 
-def _leiden(n: int, edges: list[tuple[int, int]], weights: list[int], config: CommunityConfig
-            ) -> tuple[list[int], float]:
+def _leiden(
+    n: int, edges: list[tuple[int, int]], weights: list[int], config: CommunityConfig
+) -> tuple[list[int], float]:
     if not n:
         return [], 0.0
     g = igraph.Graph(n=n, edges=edges, directed=False)
@@ -297,11 +335,15 @@ def _leiden(n: int, edges: list[tuple[int, int]], weights: list[int], config: Co
     with _RNG_LOCK:
         igraph.set_random_number_generator(random.Random(config.seed))
         try:
-            part = g.community_leiden(objective_function="modularity", weights="weight",
-                                      resolution=config.resolution, beta=config.beta,
-                                      n_iterations=config.n_iterations)
+            part = g.community_leiden(
+                objective_function="modularity",
+                weights="weight",
+                resolution=config.resolution,
+                beta=config.beta,
+                n_iterations=config.n_iterations,
+            )
         finally:
-            igraph.set_random_number_generator(random)   # igraph's default generator
+            igraph.set_random_number_generator(random)  # igraph's default generator
     renumber: dict[int, int] = {}
     membership = [renumber.setdefault(m, len(renumber)) for m in part.membership]
     return membership, float(g.modularity(membership, weights="weight", resolution=config.resolution))
@@ -320,20 +362,37 @@ def label_of(ranked: list[dict], config: CommunityConfig = CommunityConfig()) ->
         if t and t.casefold() not in seen:
             seen.add(t.casefold())
             titles.append(t)
-    keywords = list(dict.fromkeys([t.casefold() for t in titles]
-                                  + [k.casefold() for r in ranked for k in (r.get("keywords") or []) if k]))
-    return ", ".join(titles[:config.label_terms]), keywords[:config.keyword_count]
+    keywords = list(
+        dict.fromkeys(
+            [t.casefold() for t in titles] + [k.casefold() for r in ranked for k in (r.get("keywords") or []) if k]
+        )
+    )
+    return ", ".join(titles[: config.label_terms]), keywords[: config.keyword_count]
 
 
 # ------------------------------------------------------------------------------------------ the job
 
 
-_NODE_COLS = ("id", "tenant", "type", "subtype", "title", "keywords", "lang", "mentions", "frequency",
-              "first_seen", "last_seen", "time_start", "time_end")
+_NODE_COLS = (
+    "id",
+    "tenant",
+    "type",
+    "subtype",
+    "title",
+    "keywords",
+    "lang",
+    "mentions",
+    "frequency",
+    "first_seen",
+    "last_seen",
+    "time_start",
+    "time_end",
+)
 
 
-def detect_communities(nodes: pa.Table, edges: pa.Table, previous: pa.Table | None = None,
-                       config: CommunityConfig = CommunityConfig()) -> CommunityResult:
+def detect_communities(
+    nodes: pa.Table, edges: pa.Table, previous: pa.Table | None = None, config: CommunityConfig = CommunityConfig()
+) -> CommunityResult:
     """Communities of every tenant in `nodes`/`edges` (NODES/EDGES schemas, tenants mixed), their Concept
     nodes and ABOUT edges; `previous` is the last run's COMMUNITIES table (ids are carried over from it).
 
@@ -343,8 +402,13 @@ def detect_communities(nodes: pa.Table, edges: pa.Table, previous: pa.Table | No
     return communities_from_pairs(context_pairs(items), items, nodes, previous, config)
 
 
-def communities_from_pairs(pairs: pa.Table, items: pa.Table, nodes: pa.Table, previous: pa.Table | None = None,
-                           config: CommunityConfig = CommunityConfig()) -> CommunityResult:
+def communities_from_pairs(
+    pairs: pa.Table,
+    items: pa.Table,
+    nodes: pa.Table,
+    previous: pa.Table | None = None,
+    config: CommunityConfig = CommunityConfig(),
+) -> CommunityResult:
     """Steps 4–7 from an aggregated pair table (context_pairs / aggregate_pairs) and the context items
     (context_items: each community's frequency is the number of distinct contexts of its members). `nodes`
     gives the tenants, the member rows (labels, Concept times) and nothing else; per tenant, independent."""
@@ -363,9 +427,10 @@ def communities_from_pairs(pairs: pa.Table, items: pa.Table, nodes: pa.Table, pr
     abouts: list[dict] = []
     hubs: dict[str | None, tuple[str, ...]] = {}
     for tenant in sorted(tenants, key=lambda t: (t is None, t or "")):
-        mine = (pl.col("tenant").is_null() if tenant is None else pl.col("tenant") == tenant)
-        c, n, e, h = _tenant(tenant, p.filter(mine), inc.filter(mine), info_cols.filter(mine),
-                             prev_rows.get(tenant, []), config)
+        mine = pl.col("tenant").is_null() if tenant is None else pl.col("tenant") == tenant
+        c, n, e, h = _tenant(
+            tenant, p.filter(mine), inc.filter(mine), info_cols.filter(mine), prev_rows.get(tenant, []), config
+        )
         communities += c
         concepts += n
         abouts += e
@@ -378,7 +443,8 @@ def communities_from_pairs(pairs: pa.Table, items: pa.Table, nodes: pa.Table, pr
         communities=pa.Table.from_pylist(communities, schema=COMMUNITIES),
         nodes=pa.Table.from_pylist(concepts, schema=NODES),
         edges=pa.Table.from_pylist(abouts, schema=EDGES),
-        hubs=hubs)
+        hubs=hubs,
+    )
 
 
 def _contexts_per_group(inc: pl.DataFrame, groups: dict[int, list[str]]) -> dict[int, int]:
@@ -391,9 +457,14 @@ def _contexts_per_group(inc: pl.DataFrame, groups: dict[int, list[str]]) -> dict
     return dict(counts.iter_rows())
 
 
-def _tenant(tenant: str | None, pairs: pl.DataFrame, inc: pl.DataFrame, node_info: pl.DataFrame,
-            previous: list[dict], config: CommunityConfig
-            ) -> tuple[list[dict], list[dict], list[dict], tuple[str, ...]]:
+def _tenant(
+    tenant: str | None,
+    pairs: pl.DataFrame,
+    inc: pl.DataFrame,
+    node_info: pl.DataFrame,
+    previous: list[dict],
+    config: CommunityConfig,
+) -> tuple[list[dict], list[dict], list[dict], tuple[str, ...]]:
     graph = _tenant_graph(pairs, config)
     membership, modularity = _leiden(len(graph.vertices), graph.edges, graph.weights, config)
     groups: dict[int, list[int]] = defaultdict(list)
@@ -408,7 +479,7 @@ def _tenant(tenant: str | None, pairs: pl.DataFrame, inc: pl.DataFrame, node_inf
     used_ids = set(prev_by_id)
 
     wanted = sorted(set().union(*current, *(m for _, m in prev)))
-    info = {r["id"]: r for r in node_info.filter(pl.col("id").is_in(wanted)).to_dicts()}   # the last row wins
+    info = {r["id"]: r for r in node_info.filter(pl.col("id").is_in(wanted)).to_dicts()}  # the last row wins
     strength = [0.0] * len(graph.vertices)
     weights_of: dict[int, list[tuple[int, int]]] = defaultdict(list)
     in_community = {v: k for k, g in enumerate(kept) for v in g}
@@ -419,10 +490,13 @@ def _tenant(tenant: str | None, pairs: pl.DataFrame, inc: pl.DataFrame, node_inf
             weights_of[i].append((j, w))
             weights_of[j].append((i, w))
     vertex_set = set(graph.vertices)
-    freq = _contexts_per_group(inc.filter(pl.col("item").is_in(graph.vertices)),
-                               {k: sorted(mem) for k, mem in enumerate(current)})
-    prev_freq = _contexts_per_group(inc.filter(pl.col("item").is_in(graph.vertices)),
-                                    {k: sorted(m for m in mem if m in vertex_set) for k, (_, mem) in enumerate(prev)})
+    freq = _contexts_per_group(
+        inc.filter(pl.col("item").is_in(graph.vertices)), {k: sorted(mem) for k, mem in enumerate(current)}
+    )
+    prev_freq = _contexts_per_group(
+        inc.filter(pl.col("item").is_in(graph.vertices)),
+        {k: sorted(m for m in mem if m in vertex_set) for k, (_, mem) in enumerate(prev)},
+    )
 
     communities: list[dict] = []
     concepts: list[dict] = []
@@ -434,7 +508,7 @@ def _tenant(tenant: str | None, pairs: pl.DataFrame, inc: pl.DataFrame, node_inf
             nid = prev_by_id[cid].get("concept_id") or concept_id(tenant, cid)
         else:
             cid, salt = community_id(tenant, LEVEL, mem), 0
-            while cid in used_ids:   # a retired community once had exactly these members: never reuse its id
+            while cid in used_ids:  # a retired community once had exactly these members: never reuse its id
                 salt += 1
                 cid = community_id(tenant, LEVEL, [*mem, f"#{salt}"])
             used_ids.add(cid)
@@ -444,15 +518,35 @@ def _tenant(tenant: str | None, pairs: pl.DataFrame, inc: pl.DataFrame, node_inf
         cohesion = round(sum(inside.values()) / total, 6) if total else 0.0
         ranked = ranked_members(mem, info)
         label, keywords = label_of(ranked, config)
-        communities.append({"id": cid, "tenant": tenant, "level": LEVEL, "members": sorted(mem), "label": label,
-                            "size": len(mem), "modularity": round(modularity, 6), "concept_id": nid})
+        communities.append(
+            {
+                "id": cid,
+                "tenant": tenant,
+                "level": LEVEL,
+                "members": sorted(mem),
+                "label": label,
+                "size": len(mem),
+                "modularity": round(modularity, 6),
+                "concept_id": nid,
+            }
+        )
         concepts.append(concept_row(tenant, nid, label, keywords, ranked, freq.get(k, 0), cohesion, "active"))
         for v in sorted(verts):
             share = round(inside[v] / strength[v], 6) if strength[v] else 0.0
             src = graph.vertices[v]
-            abouts.append({"id": edge_id(tenant, src, "ABOUT", nid), "tenant": tenant, "src": src, "dst": nid,
-                           "type": "ABOUT", "weight": share, "confidence": share, "raw_refs": [],
-                           "provenance": PROVENANCE})
+            abouts.append(
+                {
+                    "id": edge_id(tenant, src, "ABOUT", nid),
+                    "tenant": tenant,
+                    "src": src,
+                    "dst": nid,
+                    "type": "ABOUT",
+                    "weight": share,
+                    "confidence": share,
+                    "raw_refs": [],
+                    "provenance": PROVENANCE,
+                }
+            )
 
     taken = set(matched.values())
     for k, (pid, mem) in enumerate(prev):
@@ -462,8 +556,18 @@ def _tenant(tenant: str | None, pairs: pl.DataFrame, inc: pl.DataFrame, node_inf
         ranked = ranked_members(mem, info)
         fresh_label, keywords = label_of(ranked, config)
         label = r.get("label") or fresh_label
-        concepts.append(concept_row(tenant, r.get("concept_id") or concept_id(tenant, pid), label, keywords,
-                                    ranked, prev_freq.get(k, 0), None, "archived"))
+        concepts.append(
+            concept_row(
+                tenant,
+                r.get("concept_id") or concept_id(tenant, pid),
+                label,
+                keywords,
+                ranked,
+                prev_freq.get(k, 0),
+                None,
+                "archived",
+            )
+        )
     return communities, concepts, abouts, graph.hubs
 
 

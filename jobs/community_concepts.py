@@ -1,5 +1,6 @@
 """The Concepts of communities (jobs.communities, steps 6–7 of its module doc): stable community and Concept ids
 across runs (a previous community matched by Jaccard keeps its id) and the Concept node row of a community."""
+
 from __future__ import annotations
 
 import math
@@ -28,8 +29,9 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b) if a or b else 0.0
 
 
-def match_previous(current: list[frozenset[str]], previous: list[tuple[str, frozenset[str]]],
-                   threshold: float) -> dict[int, str]:
+def match_previous(
+    current: list[frozenset[str]], previous: list[tuple[str, frozenset[str]]], threshold: float
+) -> dict[int, str]:
     """One-to-one matching current community index → previous id: pairs with Jaccard ≥ threshold taken
     best first (ties: previous id, then current index)."""
     by_member: dict[str, list[int]] = defaultdict(list)
@@ -79,18 +81,40 @@ def _ts(values: Iterable[datetime | None], pick: Callable[[list[datetime]], date
     return pick(vals) if vals else None
 
 
-def concept_row(tenant: str | None, nid: str, label: str, keywords: list[str], ranked: list[dict], frequency: int,
-                confidence: float | None, status: str) -> dict:
+def concept_row(
+    tenant: str | None,
+    nid: str,
+    label: str,
+    keywords: list[str],
+    ranked: list[dict],
+    frequency: int,
+    confidence: float | None,
+    status: str,
+) -> dict:
     """A NODES row for the Concept of a community (members given ranked, as rows)."""
     titles = [r.get("title") for r in ranked if r.get("type") == "Entity" and r.get("title")]
     first = _ts((r.get("first_seen") or r.get("time_start") for r in ranked), min)
     last = _ts((r.get("last_seen") or r.get("time_end") or r.get("time_start") for r in ranked), max)
     return {
-        "id": nid, "tenant": tenant, "type": "Concept", "subtype": CONCEPT_SUBTYPE, "title": label,
-        "text": f"Topic: {label} ({len(ranked)} members)", "keywords": keywords,
-        "entities": list(dict.fromkeys(titles)), "lang": _most_common(r.get("lang") for r in ranked),
-        "time_start": first, "time_end": last, "time_granularity": "unspecified",
+        "id": nid,
+        "tenant": tenant,
+        "type": "Concept",
+        "subtype": CONCEPT_SUBTYPE,
+        "title": label,
+        "text": f"Topic: {label} ({len(ranked)} members)",
+        "keywords": keywords,
+        "entities": list(dict.fromkeys(titles)),
+        "lang": _most_common(r.get("lang") for r in ranked),
+        "time_start": first,
+        "time_end": last,
+        "time_granularity": "unspecified",
         "importance": _importance(sum(r.get("mentions") or r.get("frequency") or 1 for r in ranked)),
-        "confidence": confidence, "frequency": frequency, "first_seen": first, "last_seen": last,
-        "status": status, "raw_refs": [], "provenance": PROVENANCE, "aliases": [],
+        "confidence": confidence,
+        "frequency": frequency,
+        "first_seen": first,
+        "last_seen": last,
+        "status": status,
+        "raw_refs": [],
+        "provenance": PROVENANCE,
+        "aliases": [],
     }

@@ -12,6 +12,7 @@
 Deterministic: the same graph, feedback, ops, previous state and `as_of` give the same tables. Nothing
 is lost: capped edges go to `cold_edges`, decayed memories are archived (still citable), not dropped.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,7 +47,7 @@ class ConsolidationConfig:
     rollup: RollupConfig = field(default_factory=RollupConfig)
     tiers: TierConfig = field(default_factory=TierConfig)
     sparsify: SparsifyConfig = field(default_factory=SparsifyConfig)
-    redact_pii: bool = False      # $MEMCTL_REDACT_PII=1: PII replaced in the graph text (the raw store keeps its bytes)
+    redact_pii: bool = False  # $MEMCTL_REDACT_PII=1: PII replaced in the graph text (the raw store keeps its bytes)
 
     @classmethod
     def from_env(cls) -> ConsolidationConfig:
@@ -80,6 +81,7 @@ class ConsolidationConfig:
 @dataclass
 class Previous:
     """The last run's outputs: stable community ids, sticky tiers, accumulated promotions and review items."""
+
     nodes: pa.Table | None = None
     communities: pa.Table | None = None
     promotions: pa.Table | None = None
@@ -88,14 +90,14 @@ class Previous:
 
 @dataclass
 class ConsolidationResult:
-    nodes: pa.Table          # NODES
-    edges: pa.Table          # EDGES
-    communities: pa.Table    # COMMUNITIES
-    promotions: pa.Table     # PROMOTIONS (this run's rows appended to the previous ones)
-    review_queue: pa.Table   # REVIEW_QUEUE
-    cold_edges: pa.Table     # COLD_EDGES
-    ops_applied: pa.Table    # OPS_APPLIED
-    ops_rejected: pa.Table   # OPS_REJECTED
+    nodes: pa.Table  # NODES
+    edges: pa.Table  # EDGES
+    communities: pa.Table  # COMMUNITIES
+    promotions: pa.Table  # PROMOTIONS (this run's rows appended to the previous ones)
+    review_queue: pa.Table  # REVIEW_QUEUE
+    cold_edges: pa.Table  # COLD_EDGES
+    ops_applied: pa.Table  # OPS_APPLIED
+    ops_rejected: pa.Table  # OPS_REJECTED
     stats: dict = field(default_factory=dict)
 
 
@@ -106,8 +108,10 @@ def default_as_of(messages: pa.Table, promotions: pa.Table | None = None) -> dat
     env = os.environ.get("MEMCTL_AS_OF", "").strip()
     if env:
         return datetime.fromisoformat(env).replace(tzinfo=None)
-    stamps = [pc.max(messages.column("ts")).as_py() if messages.num_rows else None,
-              pc.max(promotions.column("at")).as_py() if promotions is not None and promotions.num_rows else None]
+    stamps = [
+        pc.max(messages.column("ts")).as_py() if messages.num_rows else None,
+        pc.max(promotions.column("at")).as_py() if promotions is not None and promotions.num_rows else None,
+    ]
     return max((t for t in stamps if t is not None), default=datetime(1970, 1, 1))
 
 
@@ -115,41 +119,54 @@ def default_as_of(messages: pa.Table, promotions: pa.Table | None = None) -> dat
 class GraphStage:
     """What the steps that do not depend on the date make (ops → versions → topics → rollups → PII): per tenant,
     a function of that tenant's R2G rows, ops and previous communities alone (jobs.dirty reuses it per tenant)."""
-    nodes: pa.Table          # NODES
-    edges: pa.Table          # EDGES
-    communities: pa.Table    # COMMUNITIES
+
+    nodes: pa.Table  # NODES
+    edges: pa.Table  # EDGES
+    communities: pa.Table  # COMMUNITIES
     version_review: pa.Table  # REVIEW_QUEUE (near-tie contradictions)
     deleted_links: pa.Table  # COLD_EDGES (link_delete ops)
-    ops_applied: pa.Table    # OPS_APPLIED
-    ops_rejected: pa.Table   # OPS_REJECTED
+    ops_applied: pa.Table  # OPS_APPLIED
+    ops_rejected: pa.Table  # OPS_REJECTED
 
 
-def consolidate(nodes: pa.Table, edges: pa.Table, *, feedback: pa.Table, ops: Sequence[OpsBatch],
-                previous: Previous, as_of: datetime, forget: ForgetRules | None = None,
-                resolve: Callable[[str, str], str | None] | None = None,
-                config: ConsolidationConfig | None = None) -> ConsolidationResult:
+def consolidate(
+    nodes: pa.Table,
+    edges: pa.Table,
+    *,
+    feedback: pa.Table,
+    ops: Sequence[OpsBatch],
+    previous: Previous,
+    as_of: datetime,
+    forget: ForgetRules | None = None,
+    resolve: Callable[[str, str], str | None] | None = None,
+    config: ConsolidationConfig | None = None,
+) -> ConsolidationResult:
     """The consolidated graph and its side tables (see the module doc for the order of the steps)."""
     cfg = config or ConsolidationConfig()
-    stage = graph_steps(nodes, edges, ops=ops, previous_communities=previous.communities, resolve=resolve,
-                        config=cfg)
+    stage = graph_steps(nodes, edges, ops=ops, previous_communities=previous.communities, resolve=resolve, config=cfg)
     return time_steps(stage, feedback=feedback, previous=previous, as_of=as_of, forget=forget, config=cfg)
 
 
-def graph_steps(nodes: pa.Table, edges: pa.Table, *, ops: Sequence[OpsBatch], previous_communities: pa.Table | None,
-                resolve: Callable[[str, str], str | None] | None = None,
-                config: ConsolidationConfig | None = None,
-                rollup: Callable[[pa.Table, pa.Table, RollupConfig], RollupResult] = rollup_episodes) -> GraphStage:
+def graph_steps(
+    nodes: pa.Table,
+    edges: pa.Table,
+    *,
+    ops: Sequence[OpsBatch],
+    previous_communities: pa.Table | None,
+    resolve: Callable[[str, str], str | None] | None = None,
+    config: ConsolidationConfig | None = None,
+    rollup: Callable[[pa.Table, pa.Table, RollupConfig], RollupResult] = rollup_episodes,
+) -> GraphStage:
     """Ops, versions, communities, rollups and PII flags over the R2G graph (no date involved). `rollup` stands in
     for rollup_episodes (jobs.dirty's reuses the unchanged conversations' parents)."""
     cfg = config or ConsolidationConfig()
     nodes, edges = conform(nodes, NODES), conform(edges, EDGES)
 
     applied, rejected = [], []
-    deleted_links = COLD_EDGES.empty_table()   # link_delete moves an edge here: kept, never lost
+    deleted_links = COLD_EDGES.empty_table()  # link_delete moves an edge here: kept, never lost
     resolve = resolve or (keyword_resolver(nodes) if ops else None)
     for batch in sorted(ops, key=lambda b: (b.tenant, b.source_file, b.batch_id)):
-        res = apply_ops(nodes, edges, batch.ops, batch.batch_id, batch.at, resolve,
-                        cold_edges=deleted_links)
+        res = apply_ops(nodes, edges, batch.ops, batch.batch_id, batch.at, resolve, cold_edges=deleted_links)
         nodes, edges, deleted_links = res.nodes, res.edges, conform(res.cold_edges, COLD_EDGES)
         applied.append(res.applied)
         rejected.append(res.rejected)
@@ -165,14 +182,26 @@ def graph_steps(nodes: pa.Table, edges: pa.Table, *, ops: Sequence[OpsBatch], pr
     nodes, edges = concat([nodes, roll.nodes], NODES), concat([edges, roll.edges], EDGES)
 
     nodes = flag_nodes(nodes, redact_text=cfg.redact_pii)
-    return GraphStage(nodes=nodes, edges=edges, communities=conform(comm.communities, COMMUNITIES),
-                      version_review=conform(versions.review_queue, REVIEW_QUEUE), deleted_links=deleted_links,
-                      ops_applied=concat(applied, OPS_APPLIED),
-                      ops_rejected=concat(rejected + [b.parse_rejects for b in ops], OPS_REJECTED))
+    return GraphStage(
+        nodes=nodes,
+        edges=edges,
+        communities=conform(comm.communities, COMMUNITIES),
+        version_review=conform(versions.review_queue, REVIEW_QUEUE),
+        deleted_links=deleted_links,
+        ops_applied=concat(applied, OPS_APPLIED),
+        ops_rejected=concat(rejected + [b.parse_rejects for b in ops], OPS_REJECTED),
+    )
 
 
-def time_steps(stage: GraphStage, *, feedback: pa.Table, previous: Previous, as_of: datetime,
-               forget: ForgetRules | None = None, config: ConsolidationConfig | None = None) -> ConsolidationResult:
+def time_steps(
+    stage: GraphStage,
+    *,
+    feedback: pa.Table,
+    previous: Previous,
+    as_of: datetime,
+    forget: ForgetRules | None = None,
+    config: ConsolidationConfig | None = None,
+) -> ConsolidationResult:
     """Tiers, degree caps and forgetting as of `as_of` over the whole stage graph (vectorised sweeps: the date
     moves every node), and the accumulated side tables."""
     cfg = config or ConsolidationConfig()
@@ -189,21 +218,34 @@ def time_steps(stage: GraphStage, *, feedback: pa.Table, previous: Previous, as_
         nodes, edges = forget.drop_nodes(nodes, edges)
 
     # the history in the order it happened: earlier runs' rows first (several runs may share an as_of)
-    promotions = _first_of_each(concat([previous.promotions, tiers.promotions], PROMOTIONS),
-                                ["tenant", "node_id", "at", "from_tier", "to_tier", "from_category", "to_category",
-                                 "from_status", "to_status"])
+    promotions = _first_of_each(
+        concat([previous.promotions, tiers.promotions], PROMOTIONS),
+        ["tenant", "node_id", "at", "from_tier", "to_tier", "from_category", "to_category", "from_status", "to_status"],
+    )
     review = _dedup_sorted(concat([stage.version_review, tiers.review], REVIEW_QUEUE), ["tenant", "id"])
 
-    stats.update({"ops_applied": stage.ops_applied.num_rows, "ops_rejected": stage.ops_rejected.num_rows,
-                  "communities": stage.communities.num_rows,
-                  "rollups": pc.sum(pc.equal(stage.nodes.column("provenance"), ROLLUP_PROVENANCE)).as_py() or 0,
-                  "promotions": tiers.promotions.num_rows, "review": review.num_rows,
-                  "cold_edges": sparse.cold.num_rows})
+    stats.update(
+        {
+            "ops_applied": stage.ops_applied.num_rows,
+            "ops_rejected": stage.ops_rejected.num_rows,
+            "communities": stage.communities.num_rows,
+            "rollups": pc.sum(pc.equal(stage.nodes.column("provenance"), ROLLUP_PROVENANCE)).as_py() or 0,
+            "promotions": tiers.promotions.num_rows,
+            "review": review.num_rows,
+            "cold_edges": sparse.cold.num_rows,
+        }
+    )
     return ConsolidationResult(
-        nodes=_sorted(nodes, NODES), edges=_sorted(edges, EDGES),
-        communities=stage.communities, promotions=promotions, review_queue=review,
+        nodes=_sorted(nodes, NODES),
+        edges=_sorted(edges, EDGES),
+        communities=stage.communities,
+        promotions=promotions,
+        review_queue=review,
         cold_edges=_sorted(concat([stage.deleted_links, sparse.cold], COLD_EDGES), COLD_EDGES),
-        ops_applied=stage.ops_applied, ops_rejected=stage.ops_rejected, stats=stats)
+        ops_applied=stage.ops_applied,
+        ops_rejected=stage.ops_rejected,
+        stats=stats,
+    )
 
 
 def _like(current: object, value: object) -> object:
@@ -221,10 +263,19 @@ def _without_orphaned_topics(concepts: pa.Table, nodes: pa.Table, previous: pa.T
     if previous is None or previous.num_rows == 0 or concepts.num_rows == 0:
         return concepts
     live = set(zip(nodes.column("tenant").to_pylist(), nodes.column("id").to_pylist()))
-    orphaned = {(r["tenant"], r["concept_id"]) for r in previous.select(["tenant", "concept_id", "members"]).to_pylist()
-                if any((r["tenant"], m) not in live for m in r["members"] or ())}
-    keep = [(t, i) not in orphaned or s != "archived" for t, i, s in zip(
-        concepts.column("tenant").to_pylist(), concepts.column("id").to_pylist(), concepts.column("status").to_pylist())]
+    orphaned = {
+        (r["tenant"], r["concept_id"])
+        for r in previous.select(["tenant", "concept_id", "members"]).to_pylist()
+        if any((r["tenant"], m) not in live for m in r["members"] or ())
+    }
+    keep = [
+        (t, i) not in orphaned or s != "archived"
+        for t, i, s in zip(
+            concepts.column("tenant").to_pylist(),
+            concepts.column("id").to_pylist(),
+            concepts.column("status").to_pylist(),
+        )
+    ]
     return concepts.filter(pa.array(keep, pa.bool_()))
 
 
@@ -247,8 +298,10 @@ def keyword_resolver(nodes: pa.Table, min_share: float = 0.5) -> Callable[[str, 
         wanted = set(query_keywords(text))
         if not wanted:
             return None
-        best = min(((-len(wanted & words) / len(wanted), -imp, nid) for nid, imp, words in by_tenant.get(tenant, ())),
-                   default=None)
+        best = min(
+            ((-len(wanted & words) / len(wanted), -imp, nid) for nid, imp, words in by_tenant.get(tenant, ())),
+            default=None,
+        )
         return best[2] if best and -best[0] >= min_share else None
 
     return resolve
@@ -264,8 +317,9 @@ def _sorted(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """`table` by (tenant, id), ties in table order (polars' stable sort on all cores: Arrow's string sort is
     single-threaded and was ~15 % of a 100k-message consolidation)."""
     table = conform(table, schema)
-    order = sort_stable(as_frame(table.select(["tenant", "id"])).with_row_index("_row"), ["tenant", "id"],
-                        nulls_last=True).get_column("_row")
+    order = sort_stable(
+        as_frame(table.select(["tenant", "id"])).with_row_index("_row"), ["tenant", "id"], nulls_last=True
+    ).get_column("_row")
     return table.take(order.to_arrow())
 
 

@@ -16,6 +16,7 @@ A full run instead when the snapshot is missing or was made by another configura
 agent ops batches (their `at` included), or when a changed tenant has ops batches (an op's free-text target is
 resolved against its whole tenant's graph). `DirtyRun.mode` and `.reason` say which ran and why.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -59,13 +60,19 @@ from raw_store.lake import conform, read_table, write_bytes_atomic, write_table
 from raw_store.tables import diff_overlay, layered_table, read_overlay, write_overlay
 
 # (tenant, conv_id, bucket, rows, h) per rollup group: its Episodes' count and row hashes (see rollup_group_hashes)
-ROLLUP_GROUPS = pa.schema([("tenant", pa.string()), ("conv_id", pa.string()), ("bucket", pa.string()),
-                           ("rows", pa.int64()), ("h", pa.uint64())])
+ROLLUP_GROUPS = pa.schema(
+    [
+        ("tenant", pa.string()),
+        ("conv_id", pa.string()),
+        ("bucket", pa.string()),
+        ("rows", pa.int64()),
+        ("h", pa.uint64()),
+    ]
+)
 _GROUP = ["tenant", "conv_id", "bucket"]
 # (tenant, rows, h) per tenant and table: rows and an order-sensitive sum of row hashes (see tenant_hashes)
-INPUT_HASHES = pa.schema([("tenant", pa.string()), ("table", pa.string()), ("rows", pa.int64()),
-                          ("h", pa.uint64())])
-_CODE = ("jobs", "r2g", "raw_store")   # packages whose source the graph steps run (any edit: a full run)
+INPUT_HASHES = pa.schema([("tenant", pa.string()), ("table", pa.string()), ("rows", pa.int64()), ("h", pa.uint64())])
+_CODE = ("jobs", "r2g", "raw_store")  # packages whose source the graph steps run (any edit: a full run)
 
 
 @dataclass
@@ -73,9 +80,10 @@ class Snapshot:
     """What the last run's graph steps consumed (`inputs`: INPUT_HASHES) and made (`stage`, or `load` to read it
     when first needed: a run whose every tenant is dirty never reads it), and under which configuration, code and
     ops batches (`fingerprint`)."""
+
     fingerprint: str
     inputs: pa.Table
-    rollup_groups: pa.Table   # ROLLUP_GROUPS of the stage's input (see rollup_group_hashes)
+    rollup_groups: pa.Table  # ROLLUP_GROUPS of the stage's input (see rollup_group_hashes)
     held: GraphStage | None = None
     load: Callable[[], GraphStage] | None = None
     load_rollups: Callable[[], tuple[pa.Table, pa.Table]] | None = None
@@ -97,23 +105,38 @@ class Snapshot:
 @dataclass
 class DirtyRun:
     result: ConsolidationResult
-    snapshot: Snapshot       # this run's, for the next
-    mode: str                # "incremental" | "full"
-    reason: str              # why a full run ("" for an incremental one)
-    tenants: int             # tenants in the input
-    dirty_tenants: int       # tenants whose graph steps ran
-    dirty_nodes: int         # input node rows of those tenants
-    dirty_edges: int         # input edge rows of those tenants
-    stage_reused: bool = False   # no tenant changed (nor went): the snapshot's stage as it was
+    snapshot: Snapshot  # this run's, for the next
+    mode: str  # "incremental" | "full"
+    reason: str  # why a full run ("" for an incremental one)
+    tenants: int  # tenants in the input
+    dirty_tenants: int  # tenants whose graph steps ran
+    dirty_nodes: int  # input node rows of those tenants
+    dirty_edges: int  # input edge rows of those tenants
+    stage_reused: bool = False  # no tenant changed (nor went): the snapshot's stage as it was
 
     def metadata(self) -> dict:
-        return {"consolidation_mode": self.mode, "full_reason": self.reason, "tenants": self.tenants,
-                "dirty_tenants": self.dirty_tenants, "dirty_nodes": self.dirty_nodes, "dirty_edges": self.dirty_edges}
+        return {
+            "consolidation_mode": self.mode,
+            "full_reason": self.reason,
+            "tenants": self.tenants,
+            "dirty_tenants": self.dirty_tenants,
+            "dirty_nodes": self.dirty_nodes,
+            "dirty_edges": self.dirty_edges,
+        }
 
 
-def consolidate_dirty(nodes: pa.Table, edges: pa.Table, *, feedback: pa.Table, ops: Sequence[OpsBatch],
-                      previous: Previous, as_of: datetime, snapshot: Snapshot | None,
-                      forget: ForgetRules | None = None, config: ConsolidationConfig | None = None) -> DirtyRun:
+def consolidate_dirty(
+    nodes: pa.Table,
+    edges: pa.Table,
+    *,
+    feedback: pa.Table,
+    ops: Sequence[OpsBatch],
+    previous: Previous,
+    as_of: datetime,
+    snapshot: Snapshot | None,
+    forget: ForgetRules | None = None,
+    config: ConsolidationConfig | None = None,
+) -> DirtyRun:
     """consolidate() of the same arguments, with the graph steps redone only for the tenants whose R2G rows
     changed since `snapshot` (see the module doc); falls back to a full run where that would not be exact."""
     cfg = config or ConsolidationConfig()
@@ -128,27 +151,44 @@ def consolidate_dirty(nodes: pa.Table, edges: pa.Table, *, feedback: pa.Table, o
             reason = "a tenant with agent ops changed"
     groups: list[pa.Table] = []
     if reason or snapshot is None:
-        stage = graph_steps(nodes, edges, ops=ops, previous_communities=previous.communities, config=cfg,
-                            rollup=RollupOverDirtyGroups(None, groups, cfg))
+        stage = graph_steps(
+            nodes,
+            edges,
+            ops=ops,
+            previous_communities=previous.communities,
+            config=cfg,
+            rollup=RollupOverDirtyGroups(None, groups, cfg),
+        )
         dirty = tenants
         rollup_groups = groups[0]
     else:
-        if not dirty:   # the input as last time (a daily run): only the time steps
+        if not dirty:  # the input as last time (a daily run): only the time steps
             stage, rollup_groups = snapshot.stage, snapshot.rollup_groups
         else:
-            part = graph_steps(of_tenants(nodes, dirty), of_tenants(edges, dirty), ops=[],
-                               previous_communities=_of_tenants_or_none(previous.communities, dirty), config=cfg,
-                               rollup=RollupOverDirtyGroups(snapshot, groups, cfg))
+            part = graph_steps(
+                of_tenants(nodes, dirty),
+                of_tenants(edges, dirty),
+                ops=[],
+                previous_communities=_of_tenants_or_none(previous.communities, dirty),
+                config=cfg,
+                rollup=RollupOverDirtyGroups(snapshot, groups, cfg),
+            )
             # every tenant of the snapshot dirty: nothing of it to keep (and its stage need not be read)
             stage = splice(snapshot.stage, part, dirty) if _tenants(snapshot.inputs) - dirty else part
             rollup_groups = concat([of_tenants(snapshot.rollup_groups, dirty, keep=False), groups[0]], ROLLUP_GROUPS)
     result = time_steps(stage, feedback=feedback, previous=previous, as_of=as_of, forget=forget, config=cfg)
     counts = {t: r for t, r in _rows_by_tenant(inputs).items() if t in dirty}
-    return DirtyRun(result=result, snapshot=Snapshot(fingerprint, inputs, rollup_groups, stage),
-                    mode="full" if reason or snapshot is None else "incremental",
-                    reason=reason, tenants=len(tenants), dirty_tenants=len(dirty & tenants),
-                    dirty_nodes=sum(n for n, _ in counts.values()), dirty_edges=sum(e for _, e in counts.values()),
-                    stage_reused=not reason and snapshot is not None and not dirty)
+    return DirtyRun(
+        result=result,
+        snapshot=Snapshot(fingerprint, inputs, rollup_groups, stage),
+        mode="full" if reason or snapshot is None else "incremental",
+        reason=reason,
+        tenants=len(tenants),
+        dirty_tenants=len(dirty & tenants),
+        dirty_nodes=sum(n for n, _ in counts.values()),
+        dirty_edges=sum(e for _, e in counts.values()),
+        stage_reused=not reason and snapshot is not None and not dirty,
+    )
 
 
 def _why_full(snapshot: Snapshot | None, fingerprint: str, previous: Previous) -> str:
@@ -199,21 +239,27 @@ def tenant_hashes(nodes: pa.Table, edges: pa.Table) -> pa.Table:
         f = as_frame(table)
         row = pl.struct(f.columns).hash(seed=7)
         rows = f.select("tenant", row.alias("_h")).with_columns(pl.int_range(pl.len()).over("tenant").alias("_i"))
-        parts.append(rows.group_by("tenant").agg(
-            pl.lit(name).alias("table"), pl.len().cast(pl.Int64).alias("rows"),
-            # 40-bit terms: a tenant of < 2^24 rows sums without overflow
-            (pl.struct("_h", "_i").hash(seed=11) // (1 << 24)).sum().cast(pl.UInt64).alias("h")))
+        parts.append(
+            rows.group_by("tenant").agg(
+                pl.lit(name).alias("table"),
+                pl.len().cast(pl.Int64).alias("rows"),
+                # 40-bit terms: a tenant of < 2^24 rows sums without overflow
+                (pl.struct("_h", "_i").hash(seed=11) // (1 << 24)).sum().cast(pl.UInt64).alias("h"),
+            )
+        )
     out = pl.concat(parts).sort(["tenant", "table"], nulls_last=True)
     return conform(out.to_arrow(), INPUT_HASHES)
 
 
 def changed_tenants(before: pa.Table, after: pa.Table) -> set[str | None]:
     """Tenants whose INPUT_HASHES rows differ between two runs (new and gone tenants included)."""
+
     def by_tenant(table: pa.Table) -> dict[str | None, set[tuple]]:
         out: dict[str | None, set[tuple]] = {}
         for r in table.to_pylist():
             out.setdefault(r["tenant"], set()).add((r["table"], r["rows"], r["h"]))
         return out
+
     a, b = by_tenant(before), by_tenant(after)
     return {t for t in a.keys() | b.keys() if a.get(t) != b.get(t)}
 
@@ -250,12 +296,14 @@ def _of_tenants_or_none(table: pa.Table | None, tenants: set[str | None]) -> pa.
 def rollup_group_hashes(nodes: pa.Table, config: RollupConfig) -> pa.Table:
     """ROLLUP_GROUPS of `nodes`: per (tenant, conversation, bucket), the count of its Episodes and the sum of a hash
     of (row, position in the group) over their rows: all a group's parents depend on (rollup_group_keys)."""
-    keys = as_frame(rollup_group_keys(nodes, config))   # the Episodes, in table order
+    keys = as_frame(rollup_group_keys(nodes, config))  # the Episodes, in table order
     eps = as_frame(nodes.select(EPISODE_COLUMNS)).filter(pl.col("type") == EPISODE)
     rows = keys.with_columns(eps.select(pl.struct(EPISODE_COLUMNS).hash(seed=7).alias("_h")).to_series())
     rows = rows.filter(pl.col("conv_id").is_not_null()).with_columns(pl.int_range(pl.len()).over(_GROUP).alias("_i"))
-    out = rows.group_by(_GROUP).agg(pl.len().cast(pl.Int64).alias("rows"),
-                                    (pl.struct("_h", "_i").hash(seed=11) // (1 << 24)).sum().cast(pl.UInt64).alias("h"))
+    out = rows.group_by(_GROUP).agg(
+        pl.len().cast(pl.Int64).alias("rows"),
+        (pl.struct("_h", "_i").hash(seed=11) // (1 << 24)).sum().cast(pl.UInt64).alias("h"),
+    )
     return conform(out.sort(_GROUP, nulls_last=True).to_arrow(), ROLLUP_GROUPS)
 
 
@@ -276,24 +324,29 @@ class RollupOverDirtyGroups:
         now, before = as_frame(groups), as_frame(conform(self.snapshot.rollup_groups, ROLLUP_GROUPS))
         clean = now.join(before, on=[*_GROUP, "rows", "h"], how="semi", nulls_equal=True).select(_GROUP)
         keys = as_frame(rollup_group_keys(nodes, config)).join(clean, on=_GROUP, how="anti", nulls_equal=True)
-        part = rollup_episodes(*rollup_input(nodes, edges, keys.filter(pl.col("conv_id").is_not_null()).to_arrow(),
-                                             config), config)
+        part = rollup_episodes(
+            *rollup_input(nodes, edges, keys.filter(pl.col("conv_id").is_not_null()).to_arrow(), config), config
+        )
         parents, contains = self.snapshot.rollups()
         kept = as_frame(rollup_group_keys(parents, config)).join(clean, on=_GROUP, how="semi", nulls_equal=True)
         kept_ids = kept.select("tenant", "id")
         kept_nodes = _rows_with(parents, kept_ids, "id")
         kept_edges = _rows_with(contains, kept_ids, "src")
-        return RollupResult(nodes=_by_key(concat([kept_nodes, part.nodes], NODES)),
-                            edges=_by_key(concat([kept_edges, part.edges], EDGES)))
+        return RollupResult(
+            nodes=_by_key(concat([kept_nodes, part.nodes], NODES)),
+            edges=_by_key(concat([kept_edges, part.edges], EDGES)),
+        )
 
     def _applies(self, nodes: pa.Table, edges: pa.Table, config: RollupConfig) -> bool:
         if config.group_by != "conversation" or self.redact:
             return False
         n = as_frame(nodes.select(["tenant", "id", "type", "subtype"]))
         eps = n.filter(pl.col("type") == EPISODE)
-        return (n.filter(pl.col("subtype") == ROLLUP_SUBTYPE).height == 0
-                and as_frame(edges.select(["type"])).filter(pl.col("type") == SEMANTIC_CONTAINS).height == 0
-                and eps.select("tenant", "id").is_unique().all())
+        return (
+            n.filter(pl.col("subtype") == ROLLUP_SUBTYPE).height == 0
+            and as_frame(edges.select(["type"])).filter(pl.col("type") == SEMANTIC_CONTAINS).height == 0
+            and eps.select("tenant", "id").is_unique().all()
+        )
 
 
 def _made_by_rollup(table: pa.Table) -> pa.Table:
@@ -309,32 +362,50 @@ def _rows_with(table: pa.Table, ids: pl.DataFrame, column: str) -> pa.Table:
 
 def _by_key(table: pa.Table) -> pa.Table:
     """`table` sorted by (tenant, id), as rollup_episodes returns its rows."""
-    return table.take(as_frame(table.select(["tenant", "id"])).with_row_index("_row")
-                      .sort(["tenant", "id"], nulls_last=True, maintain_order=True).get_column("_row").to_arrow())
+    return table.take(
+        as_frame(table.select(["tenant", "id"]))
+        .with_row_index("_row")
+        .sort(["tenant", "id"], nulls_last=True, maintain_order=True)
+        .get_column("_row")
+        .to_arrow()
+    )
 
 
 def splice(before: GraphStage, part: GraphStage, dirty: set[str | None]) -> GraphStage:
     """The graph stage of every tenant: `before`'s rows of the clean tenants, `part`'s of the dirty ones. Agent
     ops never belong to a dirty tenant here (else a full run), so their tables are `before`'s."""
+
     def both(name: str, schema: pa.Schema) -> pa.Table:
         return concat([of_tenants(getattr(before, name), dirty, keep=False), getattr(part, name)], schema)
 
-    communities = as_frame(both("communities", COMMUNITIES)).with_row_index("_row").sort(
-        ["tenant", "level", "id"], nulls_last=True, maintain_order=True).get_column("_row")
-    return GraphStage(nodes=both("nodes", NODES), edges=both("edges", EDGES),
-                      communities=both("communities", COMMUNITIES).take(communities.to_arrow()),
-                      version_review=both("version_review", REVIEW_QUEUE),
-                      deleted_links=conform(before.deleted_links, COLD_EDGES),
-                      ops_applied=conform(before.ops_applied, OPS_APPLIED),
-                      ops_rejected=conform(before.ops_rejected, OPS_REJECTED))
+    communities = (
+        as_frame(both("communities", COMMUNITIES))
+        .with_row_index("_row")
+        .sort(["tenant", "level", "id"], nulls_last=True, maintain_order=True)
+        .get_column("_row")
+    )
+    return GraphStage(
+        nodes=both("nodes", NODES),
+        edges=both("edges", EDGES),
+        communities=both("communities", COMMUNITIES).take(communities.to_arrow()),
+        version_review=both("version_review", REVIEW_QUEUE),
+        deleted_links=conform(before.deleted_links, COLD_EDGES),
+        ops_applied=conform(before.ops_applied, OPS_APPLIED),
+        ops_rejected=conform(before.ops_rejected, OPS_REJECTED),
+    )
 
 
 # -- the snapshot in the lake: lake/consolidated/steps/ -------------------------------------------------------------
 # The stage graph is kept as an overlay over the R2G graph it was made from (a clean tenant's R2G rows are the same
 # next time, so the overlay applies to them as it did); the small side tables whole. snapshot.json, naming the
 # fingerprint, is written last and removed first: a run that stops halfway leaves no snapshot, and the next is full.
-_SIDE = {"communities": COMMUNITIES, "version_review": REVIEW_QUEUE, "deleted_links": COLD_EDGES,
-         "ops_applied": OPS_APPLIED, "ops_rejected": OPS_REJECTED}
+_SIDE = {
+    "communities": COMMUNITIES,
+    "version_review": REVIEW_QUEUE,
+    "deleted_links": COLD_EDGES,
+    "ops_applied": OPS_APPLIED,
+    "ops_rejected": OPS_REJECTED,
+}
 
 
 def drop_snapshot(folder: Any) -> None:
@@ -365,8 +436,13 @@ def read_snapshot(folder: Any, r2g_nodes: pa.Table, r2g_edges: pa.Table) -> Snap
     """The snapshot under `folder` (None when there is none); its stage is read when first asked for, over the
     R2G graph of this run (right for the tenants whose input hash is unchanged: the only ones it is used for)."""
     marker = folder / "snapshot.json"
-    files = [marker, *(folder / f"{n}.parquet" for n in ("inputs", "rollup_groups", "nodes", "nodes_removed", "edges",
-                                                           "edges_removed", *_SIDE))]
+    files = [
+        marker,
+        *(
+            folder / f"{n}.parquet"
+            for n in ("inputs", "rollup_groups", "nodes", "nodes_removed", "edges", "edges_removed", *_SIDE)
+        ),
+    ]
     if not all(f.exists() for f in files):
         return None
 
@@ -378,8 +454,15 @@ def read_snapshot(folder: Any, r2g_nodes: pa.Table, r2g_edges: pa.Table) -> Snap
 
     def load_rollups() -> tuple[pa.Table, pa.Table]:
         # rollup rows are never R2G's: the overlay's upserts hold them all
-        return (_made_by_rollup(read_table(folder / "nodes.parquet", NODES)),
-                _made_by_rollup(read_table(folder / "edges.parquet", EDGES)))
+        return (
+            _made_by_rollup(read_table(folder / "nodes.parquet", NODES)),
+            _made_by_rollup(read_table(folder / "edges.parquet", EDGES)),
+        )
 
-    return Snapshot(json.loads(marker.read_text())["fingerprint"], read_table(folder / "inputs.parquet", INPUT_HASHES),
-                    read_table(folder / "rollup_groups.parquet", ROLLUP_GROUPS), load=load, load_rollups=load_rollups)
+    return Snapshot(
+        json.loads(marker.read_text())["fingerprint"],
+        read_table(folder / "inputs.parquet", INPUT_HASHES),
+        read_table(folder / "rollup_groups.parquet", ROLLUP_GROUPS),
+        load=load,
+        load_rollups=load_rollups,
+    )

@@ -7,6 +7,7 @@ one — a feedback event needs a time for the cooldown and daily cap). Such a fi
 table instead of the chat readers; a line that is not a valid record is a coded reject, like any input.
 The anti-abuse rules (2 h cooldown, +1.0 a day) belong to jobs.tiers, which reads this table.
 """
+
 from __future__ import annotations
 
 import json
@@ -79,8 +80,16 @@ def _record(line: bytes, source_file: str, tenant: str, no: int) -> tuple[tuple[
         return (E.E_TS_PARSE, str(exc)[:200]), None
     if at is None:
         return (E.E_TS_MISSING, "a feedback record needs `at`"), None
-    return None, {"tenant": tenant, "node_id": node_id.strip(), "kind": kind, "at": at, "source": "inbox",
-                  "source_file": source_file, "line": no, "query": None}
+    return None, {
+        "tenant": tenant,
+        "node_id": node_id.strip(),
+        "kind": kind,
+        "at": at,
+        "source": "inbox",
+        "source_file": source_file,
+        "line": no,
+        "query": None,
+    }
 
 
 def read_hits(lake: Lake) -> pa.Table:
@@ -96,7 +105,16 @@ def read_hits(lake: Lake) -> pa.Table:
                 continue
             if not isinstance(obj, dict) or at is None or path.parent.name != tenant_dir(str(obj.get("tenant"))):
                 continue
-            rows.append({"tenant": obj["tenant"], "node_id": str(obj.get("node_id")), "kind": "hit", "at": at,
-                         "source": "recall", "source_file": path.relative_to(lake.root).as_posix(),
-                         "line": no, "query": obj.get("query")})
+            rows.append(
+                {
+                    "tenant": obj["tenant"],
+                    "node_id": str(obj.get("node_id")),
+                    "kind": "hit",
+                    "at": at,
+                    "source": "recall",
+                    "source_file": path.relative_to(lake.root).as_posix(),
+                    "line": no,
+                    "query": obj.get("query"),
+                }
+            )
     return pa.Table.from_pylist(rows, schema=FEEDBACK)

@@ -16,6 +16,7 @@ materialization applies it, so nothing forgotten comes back from the inbox.
 Pure functions over tables except `save_request`, `load_requests` and `collect`, which touch the data
 directory; times are the request's own `requested_at`, never the wall clock of a later run.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -45,16 +46,16 @@ _SNAPSHOT = ".snapshot.parquet"
 @dataclass(frozen=True)
 class ForgetRequest:
     tenant: str
-    scope: str                        # SCOPES
-    value: str | None                 # node id / conv id / speaker / Concept id; None for window and all
-    start: datetime | None = None     # window (naive UTC, inclusive)
+    scope: str  # SCOPES
+    value: str | None  # node id / conv id / speaker / Concept id; None for window and all
+    start: datetime | None = None  # window (naive UTC, inclusive)
     end: datetime | None = None
     reason: str = ""
     requested_at: datetime | None = None
     # resolved when the request is made, against the lake as it was then:
-    nodes: tuple[str, ...] = ()                   # node / topic: the node ids to drop
-    turns: tuple[tuple[str, str], ...] = ()       # (conv_id, msg_id) of Episodes among them: their turns go too
-    blobs: tuple[str, ...] = field(default=())    # raw ids that held forgotten content then (deletion candidates)
+    nodes: tuple[str, ...] = ()  # node / topic: the node ids to drop
+    turns: tuple[tuple[str, str], ...] = ()  # (conv_id, msg_id) of Episodes among them: their turns go too
+    blobs: tuple[str, ...] = field(default=())  # raw ids that held forgotten content then (deletion candidates)
 
     @property
     def id(self) -> str:
@@ -62,16 +63,31 @@ class ForgetRequest:
 
     def to_json(self) -> dict:
         d = asdict(self)
-        d.update(id=self.id, start=_iso(self.start), end=_iso(self.end), requested_at=_iso(self.requested_at),
-                 nodes=list(self.nodes), turns=[list(t) for t in self.turns], blobs=list(self.blobs))
+        d.update(
+            id=self.id,
+            start=_iso(self.start),
+            end=_iso(self.end),
+            requested_at=_iso(self.requested_at),
+            nodes=list(self.nodes),
+            turns=[list(t) for t in self.turns],
+            blobs=list(self.blobs),
+        )
         return d
 
     @classmethod
     def from_json(cls, d: dict) -> ForgetRequest:
-        return cls(tenant=d["tenant"], scope=d["scope"], value=d.get("value"), start=_dt(d.get("start")),
-                   end=_dt(d.get("end")), reason=d.get("reason") or "", requested_at=_dt(d.get("requested_at")),
-                   nodes=tuple(d.get("nodes") or ()), turns=tuple(tuple(t) for t in d.get("turns") or ()),
-                   blobs=tuple(d.get("blobs") or ()))
+        return cls(
+            tenant=d["tenant"],
+            scope=d["scope"],
+            value=d.get("value"),
+            start=_dt(d.get("start")),
+            end=_dt(d.get("end")),
+            reason=d.get("reason") or "",
+            requested_at=_dt(d.get("requested_at")),
+            nodes=tuple(d.get("nodes") or ()),
+            turns=tuple(tuple(t) for t in d.get("turns") or ()),
+            blobs=tuple(d.get("blobs") or ()),
+        )
 
 
 def _iso(t: datetime | None) -> str | None:
@@ -83,6 +99,7 @@ def _dt(s: str | None) -> datetime | None:
 
 
 # -- the durable request set -------------------------------------------------------------------
+
 
 def forget_dir(lake: Lake) -> Path:
     return lake.root / FORGET_DIR
@@ -128,8 +145,17 @@ def _ids_of(table: pa.Table, tenant: str, column: str) -> list[str]:
 
 # -- resolving a request against the lake as it is ---------------------------------------------
 
-def resolve(lake: Lake, tenant: str, scope: str, value: str | None = None, start: datetime | None = None,
-            end: datetime | None = None, reason: str = "", requested_at: datetime | None = None) -> ForgetRequest:
+
+def resolve(
+    lake: Lake,
+    tenant: str,
+    scope: str,
+    value: str | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    reason: str = "",
+    requested_at: datetime | None = None,
+) -> ForgetRequest:
     """The request with what it covers now: the node ids (node / topic), the Episode turns among them, and the
     raw ids holding forgotten content. ValueError when the scope's argument is missing or names nothing."""
     if scope not in SCOPES:
@@ -149,13 +175,21 @@ def resolve(lake: Lake, tenant: str, scope: str, value: str | None = None, start
             raise ValueError(f"no node {value!r} in tenant {tenant!r}")
         node_ids = [value]
         if scope == "topic":
-            e = edges.filter(pc.and_(pc.equal(edges.column("tenant"), tenant),
-                                     pc.and_(pc.equal(edges.column("type"), "ABOUT"),
-                                             pc.equal(edges.column("dst"), value))))
+            e = edges.filter(
+                pc.and_(
+                    pc.equal(edges.column("tenant"), tenant),
+                    pc.and_(pc.equal(edges.column("type"), "ABOUT"), pc.equal(edges.column("dst"), value)),
+                )
+            )
             node_ids += sorted(set(e.column("src").to_pylist()) & known)
     chosen = set(node_ids)
-    turns = sorted({(r["conv_id"], r["msg_id"]) for r in nodes.select(["id", "type", "conv_id", "msg_id"]).to_pylist()
-                    if r["id"] in chosen and r["type"] == "Episode" and r["conv_id"] and r["msg_id"]})
+    turns = sorted(
+        {
+            (r["conv_id"], r["msg_id"])
+            for r in nodes.select(["id", "type", "conv_id", "msg_id"]).to_pylist()
+            if r["id"] in chosen and r["type"] == "Episode" and r["conv_id"] and r["msg_id"]
+        }
+    )
     request = ForgetRequest(tenant, scope, value, start, end, reason, requested_at, tuple(node_ids), tuple(turns))
     rules = ForgetRules([request])
     blobs: set[str] = set()
@@ -173,11 +207,13 @@ def resolve(lake: Lake, tenant: str, scope: str, value: str | None = None, start
     if scope == "all":
         for name, col in (("raw_chunks", "id"), ("rejects", "raw_id")):
             blobs.update(_ids_of(read_lake_table(lake, name, ["tenant", col]), tenant, col))
-    return ForgetRequest(tenant, scope, value, start, end, reason, requested_at, tuple(node_ids), tuple(turns),
-                         tuple(sorted(blobs)))
+    return ForgetRequest(
+        tenant, scope, value, start, end, reason, requested_at, tuple(node_ids), tuple(turns), tuple(sorted(blobs))
+    )
 
 
 # -- applying the rules --------------------------------------------------------------------------
+
 
 class ForgetRules:
     """The request set as filters: which messages and rejects ingest drops, which nodes the merge drops."""
@@ -192,19 +228,26 @@ class ForgetRules:
     def __bool__(self) -> bool:
         return bool(self.requests)
 
-    def covering(self, tenant: str, conv_id: str, msg_id: str, speaker: str | None,
-                 ts: datetime | None) -> str | None:
+    def covering(self, tenant: str, conv_id: str, msg_id: str, speaker: str | None, ts: datetime | None) -> str | None:
         """The id of the first request (by id) that covers this message, or None."""
         for r in self._by_tenant.get(tenant, ()):
             if r.scope == "all" or (conv_id, msg_id) in r.turns:
                 return r.id
             if r.scope == "conv" and conv_id == r.value:
                 return r.id
-            if (r.scope == "speaker" and speaker is not None and r.value is not None
-                    and speaker.strip().casefold() == r.value.strip().casefold()):
+            if (
+                r.scope == "speaker"
+                and speaker is not None
+                and r.value is not None
+                and speaker.strip().casefold() == r.value.strip().casefold()
+            ):
                 return r.id
-            if r.scope == "window" and ts is not None and (r.start is None or ts >= r.start) \
-                    and (r.end is None or ts <= r.end):
+            if (
+                r.scope == "window"
+                and ts is not None
+                and (r.start is None or ts >= r.start)
+                and (r.end is None or ts <= r.end)
+            ):
                 return r.id
         return None
 
@@ -233,6 +276,7 @@ class ForgetRules:
 
 # -- after the rebuild: physical deletion, tombstones, audit ----------------------------------------
 
+
 def collect(lake: Lake, requests: Iterable[ForgetRequest]) -> pa.Table:
     """Delete the requests' raw blobs nothing still cites (tombstoned), purge forgotten texts from the NLP
     cache, and return the AUDIT table (one row per request, the proof of what went). Idempotent: a request
@@ -249,7 +293,7 @@ def collect(lake: Lake, requests: Iterable[ForgetRequest]) -> pa.Table:
     messages = read_lake_table(lake, "messages", ["text_sha"])
     forgotten = _forgotten_rows(lake)
     audited = {r["request_id"]: r for r in read_table(lake.table("audit"), AUDIT).to_pylist()}
-    cited: dict[str, set[str]] = {}                      # per tenant, read once for all its requests
+    cited: dict[str, set[str]] = {}  # per tenant, read once for all its requests
     paths: dict[str, dict[str, list[tuple[str, str]]]] = {}
     rows = []
     for req in sorted(requests, key=lambda r: r.id):
@@ -261,8 +305,9 @@ def collect(lake: Lake, requests: Iterable[ForgetRequest]) -> pa.Table:
             if raw_id in cited[req.tenant]:
                 continue
             for path, sha in paths[req.tenant].pop(raw_id, ()):
-                store.delete(req.tenant, path, sha, reason=f"forget {req.id}: {req.reason}".strip(),
-                             at=req.requested_at)
+                store.delete(
+                    req.tenant, path, sha, reason=f"forget {req.id}: {req.reason}".strip(), at=req.requested_at
+                )
                 deleted.append(raw_id)
         if deleted:
             _purge_nlp_cache(lake, req, messages, forgotten)
@@ -272,15 +317,25 @@ def collect(lake: Lake, requests: Iterable[ForgetRequest]) -> pa.Table:
         gone_nodes = sorted(before.get("node", set()) - now_nodes)
         gone_edges = before.get("edge", set()) - now_edges
         previous = audited.get(req.id)
-        rows.append({
-            "request_id": req.id, "tenant": req.tenant, "scope": req.scope, "value": req.value,
-            "window_start": req.start, "window_end": req.end, "reason": req.reason, "requested_at": req.requested_at,
-            "messages": previous["messages"] if previous and not before else _forgotten_messages(forgotten, req),
-            "nodes": previous["nodes"] if previous and not before else gone_nodes,
-            "edges": previous["edges"] if previous and not before else len(gone_edges),
-            "blobs": sorted(set(deleted) | set(previous["blobs"] if previous else ())),
-            "index_entries": previous["index_entries"] if previous and not before else len(gone_nodes) + len(deleted),
-        })
+        rows.append(
+            {
+                "request_id": req.id,
+                "tenant": req.tenant,
+                "scope": req.scope,
+                "value": req.value,
+                "window_start": req.start,
+                "window_end": req.end,
+                "reason": req.reason,
+                "requested_at": req.requested_at,
+                "messages": previous["messages"] if previous and not before else _forgotten_messages(forgotten, req),
+                "nodes": previous["nodes"] if previous and not before else gone_nodes,
+                "edges": previous["edges"] if previous and not before else len(gone_edges),
+                "blobs": sorted(set(deleted) | set(previous["blobs"] if previous else ())),
+                "index_entries": previous["index_entries"]
+                if previous and not before
+                else len(gone_nodes) + len(deleted),
+            }
+        )
         if before:
             # the proof is now in the audit row; the id snapshot has done its job
             (forget_dir(lake) / f"{req.id}{_SNAPSHOT}").unlink(missing_ok=True)
@@ -325,8 +380,11 @@ def _forgotten_rows(lake: Lake) -> pa.Table:
 
 
 def _forgotten_messages(t: pa.Table, req: ForgetRequest) -> int:
-    return int(pc.sum(pc.and_(pc.equal(t.column("request_id"), req.id), pc.is_valid(t.column("text_sha")))).as_py()
-               or 0) if t.num_rows else 0
+    return (
+        int(pc.sum(pc.and_(pc.equal(t.column("request_id"), req.id), pc.is_valid(t.column("text_sha")))).as_py() or 0)
+        if t.num_rows
+        else 0
+    )
 
 
 def _purge_nlp_cache(lake: Lake, req: ForgetRequest, messages: pa.Table, t: pa.Table) -> None:
@@ -338,8 +396,11 @@ def _purge_nlp_cache(lake: Lake, req: ForgetRequest, messages: pa.Table, t: pa.T
     if not path.exists():
         return
     kept = set(messages.column("text_sha").to_pylist()) if messages.num_rows else set()
-    forgotten = {sha for rid, sha in zip(t.column("request_id").to_pylist(), t.column("text_sha").to_pylist())
-                 if rid == req.id and sha}
+    forgotten = {
+        sha
+        for rid, sha in zip(t.column("request_id").to_pylist(), t.column("text_sha").to_pylist())
+        if rid == req.id and sha
+    }
     doomed = sorted(forgotten - kept)
     if doomed:
         PartAnnotations(path, lake.parts).drop(doomed)

@@ -3,6 +3,7 @@
 Each returns a `CheckOutcome`: passed, a count of offending rows and a few examples,
 so a failing check says exactly what is wrong.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -17,8 +18,10 @@ from raw_store.lake import Lake, part_dirs, read_manifest, read_parquet, write_m
 
 # every character str.isspace() accepts (str.strip's and str.split's set; Rust's \s differs on \x1c-\x1f);
 # tests/test_consolidation_golden.py checks the list
-PY_WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
-                  "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+PY_WHITESPACE = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
 
 
 @dataclass
@@ -34,12 +37,17 @@ class CheckOutcome:
 
 
 def _outcome(checked: int, bad: pl.DataFrame) -> CheckOutcome:
-    return CheckOutcome(passed=bad.height == 0, checked=checked, failures=bad.height,
-                        examples=bad.head(5).to_dicts())
+    return CheckOutcome(passed=bad.height == 0, checked=checked, failures=bad.height, examples=bad.head(5).to_dicts())
 
 
-def conservation(n_input: int, messages: pa.Table, rejects: pa.Table, store: RawStore | None = None,
-                 forgotten: int = 0, routed: int = 0) -> CheckOutcome:
+def conservation(
+    n_input: int,
+    messages: pa.Table,
+    rejects: pa.Table,
+    store: RawStore | None = None,
+    forgotten: int = 0,
+    routed: int = 0,
+) -> CheckOutcome:
     """Every input record is an accepted message, a kept reject or forgotten on request: n_input == messages +
     rejects + forgotten, every message has text and, given the `store`, every reject's bytes read back whole.
 
@@ -47,8 +55,15 @@ def conservation(n_input: int, messages: pa.Table, rejects: pa.Table, store: Raw
     """
     bad: list[dict] = []
     if n_input != messages.num_rows + rejects.num_rows + forgotten + routed:
-        bad.append({"input": n_input, "accepted": messages.num_rows, "rejected": rejects.num_rows,
-                    "forgotten": forgotten, "routed": routed})
+        bad.append(
+            {
+                "input": n_input,
+                "accepted": messages.num_rows,
+                "rejected": rejects.num_rows,
+                "forgotten": forgotten,
+                "routed": routed,
+            }
+        )
     # Python's whitespace (str.strip), not Rust's: they differ on a few control characters
     texts = as_frame(messages.select(["text"])).with_row_index("i")
     empty = texts.filter(pl.col("text").fill_null("").str.strip_chars(PY_WHITESPACE) == "")
@@ -71,10 +86,21 @@ def lake_conservation(lake: Lake, messages: pa.Table, rejects: pa.Table) -> Chec
     manifests = [read_manifest(d) for d in part_dirs(lake)]
     n_input = sum(m.get("n_input") or 0 for m in manifests)
     forgotten = sum(m.get("forgotten") or 0 for m in manifests)
-    routed = sum(m.get("routed") or 0 for m in manifests)   # agent ops and feedback records: their own tables
-    bad = [] if n_input == messages.num_rows + rejects.num_rows + forgotten + routed else [
-        {"input": n_input, "files": len(manifests), "accepted": messages.num_rows, "rejected": rejects.num_rows,
-         "forgotten": forgotten, "routed": routed}]
+    routed = sum(m.get("routed") or 0 for m in manifests)  # agent ops and feedback records: their own tables
+    bad = (
+        []
+        if n_input == messages.num_rows + rejects.num_rows + forgotten + routed
+        else [
+            {
+                "input": n_input,
+                "files": len(manifests),
+                "accepted": messages.num_rows,
+                "rejected": rejects.num_rows,
+                "forgotten": forgotten,
+                "routed": routed,
+            }
+        ]
+    )
     return CheckOutcome(passed=not bad, checked=n_input, failures=len(bad), examples=bad)
 
 
@@ -91,18 +117,21 @@ def orphan_edges(nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table) -> Chec
 
 def unresolved_raw_refs(table: pa.Table, raw_chunks: pa.Table) -> CheckOutcome:
     """Every raw_ref (raw_id, offset, length) of `table` lies inside a RawChunk of the row's tenant."""
-    refs = (as_frame(table.select(["tenant", "raw_refs"]))
-            .with_row_index("row")
-            .explode("raw_refs")
-            .drop_nulls("raw_refs")
-            .unnest("raw_refs"))
+    refs = (
+        as_frame(table.select(["tenant", "raw_refs"]))
+        .with_row_index("row")
+        .explode("raw_refs")
+        .drop_nulls("raw_refs")
+        .unnest("raw_refs")
+    )
     if refs.height == 0:
         return CheckOutcome(True, 0, 0)
     chunks = as_frame(raw_chunks.select(["tenant", "id", "len_bytes"])).unique(subset=["tenant", "id"])
     joined = refs.join(chunks, left_on=["tenant", "raw_id"], right_on=["tenant", "id"], how="left")
     bad = joined.filter(
         pl.col("len_bytes").is_null()
-        | (pl.col("offset") < 0) | (pl.col("length") < 0)
+        | (pl.col("offset") < 0)
+        | (pl.col("length") < 0)
         | (pl.col("offset") + pl.col("length") > pl.col("len_bytes"))
     )
     return _outcome(refs.height, bad)
@@ -111,8 +140,8 @@ def unresolved_raw_refs(table: pa.Table, raw_chunks: pa.Table) -> CheckOutcome:
 @dataclass
 class StoreVerification:
     report: VerifyReport
-    invalidated: list[str]   # partitions whose chunks were quarantined: the next materialize re-ingests them
-    leftovers: list[str]     # temp files a killed run left in lake/ (tables and indexes are swapped in whole)
+    invalidated: list[str]  # partitions whose chunks were quarantined: the next materialize re-ingests them
+    leftovers: list[str]  # temp files a killed run left in lake/ (tables and indexes are swapped in whole)
 
     @property
     def summary(self) -> str:
@@ -125,8 +154,9 @@ class StoreVerification:
         return text
 
 
-def verify_store(lake: Lake, tenant: str | None = None, *, sample: int | None = None, seed: int = 0,
-                 quarantine: bool = True) -> StoreVerification:
+def verify_store(
+    lake: Lake, tenant: str | None = None, *, sample: int | None = None, seed: int = 0, quarantine: bool = True
+) -> StoreVerification:
     """Re-hash the raw store (all blobs or a sample); quarantine corrupt ones and mark the partitions
     that stored them stale, so the next materialization re-puts their bytes from the inbox (repair)."""
     report = RawStore(lake.root).verify(tenant, sample=sample, seed=seed, quarantine=quarantine)
@@ -162,11 +192,17 @@ def forgotten_stay_forgotten(audit: pa.Table, nodes: pa.Table, edges: pa.Table) 
     n = as_frame(nodes.select(["tenant", "id"]))
     e = as_frame(edges.select(["tenant", "id", "src", "dst"]))
     back = gone.join(n, on=["tenant", "id"], how="semi").with_columns(pl.lit("node back").alias("problem"))
-    touching = pl.concat([
-        e.join(gone, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi"),
-        e.join(gone, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi"),
-    ]).unique(subset=["id"], maintain_order=True).select(["tenant", "id"]).with_columns(
-        pl.lit("edge to a forgotten node").alias("problem"))
+    touching = (
+        pl.concat(
+            [
+                e.join(gone, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi"),
+                e.join(gone, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi"),
+            ]
+        )
+        .unique(subset=["id"], maintain_order=True)
+        .select(["tenant", "id"])
+        .with_columns(pl.lit("edge to a forgotten node").alias("problem"))
+    )
     bad = pl.concat([back.select(["tenant", "id", "problem"]), touching])
     return _outcome(gone.height, bad)
 
@@ -178,10 +214,14 @@ def agent_coverage(messages: pa.Table, nodes: pa.Table, edges: pa.Table) -> tupl
     least one "who did what" Fact. Turns are matched by (tenant, conv_id, msg_id).
     """
     m = as_frame(messages.select(["tenant", "conv_id", "msg_id", "text"]))
-    m = m.filter(~pl.col("text").str.strip_chars().str.ends_with("?")
-                 & ~pl.col("text").str.strip_chars().str.ends_with("？")
-                 & ((pl.col("text").str.split(" ").list.len() >= 3)
-                    | (~pl.col("text").str.contains(" ") & (pl.col("text").str.len_chars() >= 4))))
+    m = m.filter(
+        ~pl.col("text").str.strip_chars().str.ends_with("?")
+        & ~pl.col("text").str.strip_chars().str.ends_with("？")
+        & (
+            (pl.col("text").str.split(" ").list.len() >= 3)
+            | (~pl.col("text").str.contains(" ") & (pl.col("text").str.len_chars() >= 4))
+        )
+    )
     if m.height == 0:
         return 0.0, 0
     facts = as_frame(nodes.select(["id", "type", "raw_refs", "tenant"])).filter(pl.col("type") == "Fact")
@@ -190,7 +230,11 @@ def agent_coverage(messages: pa.Table, nodes: pa.Table, edges: pa.Table) -> tupl
     # a Fact's raw_refs name its message's bytes; Facts merged by fingerprint cover every message they came from
     ep = as_frame(nodes.select(["id", "type", "conv_id", "msg_id", "tenant"])).filter(pl.col("type") == "Episode")
     derived = as_frame(edges.select(["src", "dst", "type"])).filter(pl.col("type") == "DERIVED_FROM")
-    turns = (derived.join(with_agent.select("id"), left_on="src", right_on="id", how="semi")
-             .join(ep, left_on="dst", right_on="id").select(["tenant", "conv_id", "msg_id"]).unique())
+    turns = (
+        derived.join(with_agent.select("id"), left_on="src", right_on="id", how="semi")
+        .join(ep, left_on="dst", right_on="id")
+        .select(["tenant", "conv_id", "msg_id"])
+        .unique()
+    )
     covered = m.join(turns, on=["tenant", "conv_id", "msg_id"], how="semi").height
     return covered / m.height, m.height

@@ -23,6 +23,7 @@ citations still verify against the original lines.
 Per row: a node's `pii` (and redacted text) depends on its own title/text/keywords/aliases/entities only
 (`pii_group_keys`; tests/test_consolidation_contracts.py::test_pii_flags_are_per_row).
 """
+
 from __future__ import annotations
 
 import re
@@ -45,12 +46,14 @@ _PRIORITY = {EMAIL: 0, ID_CARD: 1, CARD: 2, PHONE: 3}
 TEXT_COLUMNS = ("title", "text")
 LIST_COLUMNS = ("keywords", "aliases", "entities")
 
-_L = r"(?<![0-9A-Za-z])"      # not inside an ASCII word/number (Chinese may touch it)
+_L = r"(?<![0-9A-Za-z])"  # not inside an ASCII word/number (Chinese may touch it)
 _R = r"(?![0-9A-Za-z])"
 
-_EMAIL_RE = re.compile(r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9](?:[A-Za-z0-9._%+-]*[A-Za-z0-9_%+-])?"
-                       r"@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
-                       r"\.[A-Za-z]{2,24}" + _R)
+_EMAIL_RE = re.compile(
+    r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9](?:[A-Za-z0-9._%+-]*[A-Za-z0-9_%+-])?"
+    r"@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
+    r"\.[A-Za-z]{2,24}" + _R
+)
 _PHONE_RES = (
     # Chinese mobile, optional +86 / 0086 / 86 prefix, groups 3-4-4 with optional single separators.
     re.compile(_L + r"(?:(?:\+|00)86[ -]?)?(?<!\+)1[3-9]\d(?:[ -]?\d{4}){2}" + _R),
@@ -59,8 +62,10 @@ _PHONE_RES = (
     # International: leading +, country code, then digit groups (checked for 8–15 digits below).
     re.compile(r"(?<![\w+])\+[1-9]\d{0,2}(?:[ .-]?(?:\(\d{1,4}\)|\d{1,4})){2,6}" + _R),
     # US: (NXX) NXX-XXXX, NXX-NXX-XXXX, NXX.NXX.XXXX, NXX NXX XXXX, optional 1- prefix; separators required.
-    re.compile(_L + r"(?:1[ .-])?(?:\([2-9]\d{2}\) ?|[2-9]\d{2}(?P<sep>[ .-]))"
-               r"[2-9]\d{2}(?(sep)(?P=sep)|[ .-])\d{4}" + _R),
+    re.compile(
+        _L + r"(?:1[ .-])?(?:\([2-9]\d{2}\) ?|[2-9]\d{2}(?P<sep>[ .-]))"
+        r"[2-9]\d{2}(?(sep)(?P=sep)|[ .-])\d{4}" + _R
+    ),
 )
 _ID_CARD_RE = re.compile(_L + r"[1-9]\d{5}(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\d{3}[\dXx]" + _R)
 _CARD_RE = re.compile(_L + r"[2-6](?:[ -]?\d){12,18}" + _R)
@@ -71,8 +76,8 @@ _ID_CHECK = "10X98765432"
 
 @dataclass(frozen=True)
 class PiiHit:
-    kind: str       # one of KINDS
-    start: int      # character offsets into the text, end exclusive
+    kind: str  # one of KINDS
+    start: int  # character offsets into the text, end exclusive
     end: int
 
 
@@ -110,8 +115,11 @@ def _card_valid(s: str) -> bool:
     if not 13 <= len(digits) <= 19:
         return False
     groups = [len(g) for g in re.split(r"[ -]", s)]
-    grouped = (len(groups) == 1 or groups in ([4, 6, 5], [4, 6, 4])
-               or (all(g == 4 for g in groups[:-1]) and 1 <= groups[-1] <= 4))
+    grouped = (
+        len(groups) == 1
+        or groups in ([4, 6, 5], [4, 6, 4])
+        or (all(g == 4 for g in groups[:-1]) and 1 <= groups[-1] <= 4)
+    )
     return grouped and luhn_valid(digits)
 
 
@@ -145,7 +153,7 @@ def redact(text: str) -> tuple[str, list[str]]:
         return text, []
     parts, pos = [], 0
     for h in hits:
-        parts += [text[pos:h.start], PLACEHOLDERS[h.kind]]
+        parts += [text[pos : h.start], PLACEHOLDERS[h.kind]]
         pos = h.end
     parts.append(text[pos:])
     return "".join(parts), sorted({h.kind for h in hits})
@@ -167,21 +175,33 @@ def _kinds(text: str | None) -> set[str]:
 def _maybe_pii(value: pl.Expr) -> pl.Expr:
     """True where `value` could hold PII or a placeholder (cheap, vectorised; exact check in Python after)."""
     digits = value.str.count_matches(r"\d")
-    return (value.str.contains("@", literal=True) | value.str.contains("[", literal=True) | (digits >= 10)
-            | (value.str.contains("+", literal=True) & (digits >= 8))).fill_null(False)
+    return (
+        value.str.contains("@", literal=True)
+        | value.str.contains("[", literal=True)
+        | (digits >= 10)
+        | (value.str.contains("+", literal=True) & (digits >= 8))
+    ).fill_null(False)
 
 
 def _candidates_of(nodes: pa.Table) -> pl.DataFrame:
     """(row, col, pos, value) of every title/text string and keywords/aliases/entities element that may hold PII;
     pos is the element's index in its list (0 for the text columns)."""
     df = as_frame(nodes.select([*TEXT_COLUMNS, *LIST_COLUMNS])).with_row_index("row")
-    parts = [df.select("row", pl.lit(c).alias("col"), pl.lit(0, pl.Int64).alias("pos"), pl.col(c).alias("value"))
-             .filter(_maybe_pii(pl.col("value"))) for c in TEXT_COLUMNS]
+    parts = [
+        df.select("row", pl.lit(c).alias("col"), pl.lit(0, pl.Int64).alias("pos"), pl.col(c).alias("value")).filter(
+            _maybe_pii(pl.col("value"))
+        )
+        for c in TEXT_COLUMNS
+    ]
     for c in LIST_COLUMNS:
-        parts.append(df.select("row", pl.col(c).alias("value")).filter(pl.col("value").list.len() > 0)
-                     .with_columns(pl.int_ranges(pl.col("value").list.len()).alias("pos"))
-                     .explode("value", "pos").filter(_maybe_pii(pl.col("value")))
-                     .select("row", pl.lit(c).alias("col"), pl.col("pos").cast(pl.Int64), "value"))
+        parts.append(
+            df.select("row", pl.col(c).alias("value"))
+            .filter(pl.col("value").list.len() > 0)
+            .with_columns(pl.int_ranges(pl.col("value").list.len()).alias("pos"))
+            .explode("value", "pos")
+            .filter(_maybe_pii(pl.col("value")))
+            .select("row", pl.lit(c).alias("col"), pl.col("pos").cast(pl.Int64), "value")
+        )
     return pl.concat(parts)
 
 
@@ -196,14 +216,20 @@ def flag_nodes(nodes: pa.Table, redact_text: bool = False) -> pa.Table:
     """
     nodes = conform(nodes, NODES)
     cand = _candidates_of(nodes)
-    distinct = cand.select("value").unique()          # the same string (an entity title, a date) recurs a lot
+    distinct = cand.select("value").unique()  # the same string (an entity title, a date) recurs a lot
     values = distinct.get_column("value").to_list()
     found = {"kinds": pl.Series([sorted(_kinds(v)) for v in values], dtype=pl.List(pl.String))}
     if redact_text:
         found["redacted"] = pl.Series([redact(v)[0] for v in values], dtype=pl.String)
     cand = cand.join(distinct.with_columns(**found), on="value", how="left")
-    flags = (cand.select("row", "kinds").explode("kinds").drop_nulls("kinds").unique()
-             .group_by("row").agg(pl.col("kinds").sort()))
+    flags = (
+        cand.select("row", "kinds")
+        .explode("kinds")
+        .drop_nulls("kinds")
+        .unique()
+        .group_by("row")
+        .agg(pl.col("kinds").sort())
+    )
     rows = pl.DataFrame({"row": pl.int_range(0, nodes.num_rows, dtype=pl.UInt32, eager=True)})
     pii = rows.join(flags, on="row", how="left").sort("row").get_column("kinds")
     field = NODES.field("pii")
@@ -222,18 +248,24 @@ def _redacted(nodes: pa.Table, cand: pl.DataFrame) -> pa.Table:
             continue
         col = as_frame(nodes.select([c])).with_row_index("row")
         if c in TEXT_COLUMNS:
-            new = col.join(mine.select("row", "redacted"), on="row", how="left").sort("row").select(
-                pl.coalesce("redacted", c)).to_series()
+            new = (
+                col.join(mine.select("row", "redacted"), on="row", how="left")
+                .sort("row")
+                .select(pl.coalesce("redacted", c))
+                .to_series()
+            )
         else:
             touched = mine.select("row").unique()
-            rebuilt = (col.join(touched, on="row", how="semi")
-                       .with_columns(pl.int_ranges(pl.col(c).list.len()).alias("pos"))
-                       .explode(c, "pos").with_columns(pl.col("pos").cast(pl.Int64))
-                       .join(mine.select("row", "pos", "redacted"), on=["row", "pos"], how="left")
-                       .group_by("row", maintain_order=True)
-                       .agg(pl.coalesce("redacted", c).alias("rebuilt")))
-            new = col.join(rebuilt, on="row", how="left").sort("row").select(
-                pl.coalesce("rebuilt", c)).to_series()
+            rebuilt = (
+                col.join(touched, on="row", how="semi")
+                .with_columns(pl.int_ranges(pl.col(c).list.len()).alias("pos"))
+                .explode(c, "pos")
+                .with_columns(pl.col("pos").cast(pl.Int64))
+                .join(mine.select("row", "pos", "redacted"), on=["row", "pos"], how="left")
+                .group_by("row", maintain_order=True)
+                .agg(pl.coalesce("redacted", c).alias("rebuilt"))
+            )
+            new = col.join(rebuilt, on="row", how="left").sort("row").select(pl.coalesce("rebuilt", c)).to_series()
         field = NODES.field(c)
         nodes = nodes.set_column(nodes.schema.get_field_index(c), field, new.to_arrow().cast(field.type))
     return nodes

@@ -30,6 +30,7 @@ edge's side depends on its group's edges and their other endpoints' type and tim
 its groups (`sparsify_input` adds the second). Depends on `as_of`. Tested in tests/test_consolidation_contracts.py::
 test_sparsify_of_some_groups_places_their_edges_as_the_full_run.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -46,7 +47,7 @@ from r2g.schema import EDGES, NODES
 from raw_store.frames import as_frame
 from raw_store.lake import conform
 
-PROVENANCE = "jobs.sparsify.degree_cap.v1"   # the rule set; cold rows keep each edge's own provenance
+PROVENANCE = "jobs.sparsify.degree_cap.v1"  # the rule set; cold rows keep each edge's own provenance
 STRUCTURAL_EDGE_TYPES = frozenset({"DERIVED_FROM", "VERSION_NEXT", "ACTIVE_OF", "SEMANTIC_CONTAINS", "TEMPORAL_NEXT"})
 
 # seed 004 §22.1.1 gives ABOUT=256 and SIMILAR_TO=64 as examples of k_type.
@@ -87,16 +88,20 @@ class SparsifyConfig:
 
 @dataclass(frozen=True)
 class SparsifyResult:
-    edges: pa.Table   # EDGES: the hot edges kept, sorted by (tenant, id)
-    cold: pa.Table    # COLD_EDGES: the rest, each with reason and capped_at = as_of, sorted by (tenant, id)
+    edges: pa.Table  # EDGES: the hot edges kept, sorted by (tenant, id)
+    cold: pa.Table  # COLD_EDGES: the rest, each with reason and capped_at = as_of, sorted by (tenant, id)
 
 
 def _node_times(nodes: pa.Table) -> pl.DataFrame:
-    n = as_frame(conform(nodes, NODES).select(["tenant", "id", "type", "last_seen", "time_end", "time_start",
-                                                     "first_seen"]))
-    return n.select("tenant", pl.col("id").alias("other"), pl.col("type").alias("other_type"),
-                    pl.coalesce("last_seen", "time_end", "time_start", "first_seen").alias("other_t")
-                    ).unique(subset=["tenant", "other"], keep="first", maintain_order=True)
+    n = as_frame(
+        conform(nodes, NODES).select(["tenant", "id", "type", "last_seen", "time_end", "time_start", "first_seen"])
+    )
+    return n.select(
+        "tenant",
+        pl.col("id").alias("other"),
+        pl.col("type").alias("other_type"),
+        pl.coalesce("last_seen", "time_end", "time_start", "first_seen").alias("other_t"),
+    ).unique(subset=["tenant", "other"], keep="first", maintain_order=True)
 
 
 def _over_cap(e: pl.DataFrame, nodes: pl.DataFrame, as_of: datetime, config: SparsifyConfig) -> pl.DataFrame:
@@ -106,12 +111,24 @@ def _over_cap(e: pl.DataFrame, nodes: pl.DataFrame, as_of: datetime, config: Spa
     if not caps or e.height == 0:
         return pl.DataFrame(schema={"row": pl.UInt32, "reason": pl.String})
     capped = e.filter(pl.col("type").is_in(list(caps)))
-    sides = [capped.select("row", "tenant", "type", "weight", "valid_since",
-                           pl.col("src").alias("node"), pl.col("dst").alias("other"))]
+    sides = [
+        capped.select(
+            "row", "tenant", "type", "weight", "valid_since", pl.col("src").alias("node"), pl.col("dst").alias("other")
+        )
+    ]
     sym = capped.filter(pl.col("type").is_in(list(config.symmetric)))
     if sym.height:
-        sides.append(sym.select("row", "tenant", "type", "weight", "valid_since",
-                                pl.col("dst").alias("node"), pl.col("src").alias("other")))
+        sides.append(
+            sym.select(
+                "row",
+                "tenant",
+                "type",
+                "weight",
+                "valid_since",
+                pl.col("dst").alias("node"),
+                pl.col("src").alias("other"),
+            )
+        )
     group = ["tenant", "node", "type"]
     # only a group over its cap has edges to rank: most nodes hold a handful of each type
     inc = pl.concat(sides).with_columns(pl.col("type").replace_strict(caps, return_dtype=pl.Int64).alias("cap"))
@@ -119,44 +136,51 @@ def _over_cap(e: pl.DataFrame, nodes: pl.DataFrame, as_of: datetime, config: Spa
     if inc.height == 0:
         return pl.DataFrame(schema={"row": pl.UInt32, "reason": pl.String})
     inc = inc.join(nodes, on=["tenant", "other"], how="left")
-    tau = pl.col("other_type").replace_strict(dict(config.tau_days), default=config.default_tau_days,
-                                              return_dtype=pl.Float64)
+    tau = pl.col("other_type").replace_strict(
+        dict(config.tau_days), default=config.default_tau_days, return_dtype=pl.Float64
+    )
     t = pl.coalesce("valid_since", "other_t")
     age = ((pl.lit(as_of, dtype=pl.Datetime("us")) - t).dt.total_microseconds() / 86_400e6).clip(lower_bound=0.0)
     w = pl.col("weight").fill_null(0.0)
     inc = inc.with_columns(t.alias("t"), (w * (-age / tau).exp()).fill_null(0.0).alias("score"), w.alias("w"))
     inc = inc.join(e.select("row", pl.col("id").alias("id_key")), on="row").sort(
         ["tenant", "node", "type", "score", "w", "t", "id_key"],
-        descending=[False, False, False, True, True, True, False], nulls_last=True)
+        descending=[False, False, False, True, True, True, False],
+        nulls_last=True,
+    )
     inc = inc.with_columns(pl.int_range(pl.len()).over(group).alias("rank"))
     over = inc.filter(pl.col("rank") >= pl.col("cap"))
-    return over.group_by("row").agg(pl.col("type").first(), pl.col("cap").first()).select(
-        "row", pl.format("degree_cap:{}>{}", "type", "cap").alias("reason"))
+    return (
+        over.group_by("row")
+        .agg(pl.col("type").first(), pl.col("cap").first())
+        .select("row", pl.format("degree_cap:{}>{}", "type", "cap").alias("reason"))
+    )
 
 
-def sparsify(nodes: pa.Table, edges: pa.Table, as_of: datetime, config: SparsifyConfig = SparsifyConfig()
-             ) -> SparsifyResult:
+def sparsify(
+    nodes: pa.Table, edges: pa.Table, as_of: datetime, config: SparsifyConfig = SparsifyConfig()
+) -> SparsifyResult:
     """Split `edges` into the hot edges kept and the cold ones (seed 004 §22.1); per tenant, nothing lost.
 
     `nodes` supply the other endpoint's time and type for recency; `as_of` (naive UTC) is the
     reference time and the cold rows' capped_at. Input rows are returned unchanged.
     """
     edges = conform(edges, EDGES)
-    e = as_frame(edges.select(["id", "tenant", "src", "dst", "type", "weight", "valid_since"])
-                      ).with_row_index("row")
-    below = e.filter((pl.col("type") == "SIMILAR_TO")
-                     & (pl.col("weight").fill_null(0.0) < config.similar_threshold)).select(
-        "row", pl.lit(f"similar_to<{config.similar_threshold:g}").alias("reason"))
+    e = as_frame(edges.select(["id", "tenant", "src", "dst", "type", "weight", "valid_since"])).with_row_index("row")
+    below = e.filter(
+        (pl.col("type") == "SIMILAR_TO") & (pl.col("weight").fill_null(0.0) < config.similar_threshold)
+    ).select("row", pl.lit(f"similar_to<{config.similar_threshold:g}").alias("reason"))
     over = _over_cap(e.join(below, on="row", how="anti"), _node_times(nodes), as_of, config)
     cold_rows = pl.concat([below, over]).sort("row")
     cold_mask = e.select(pl.col("row").is_in(cold_rows.get_column("row"))).to_series().to_arrow()
     # one copy of the hot edges: the sorted order of all edges, without the cold rows, taken once
     order = pc.sort_indices(edges, sort_keys=_ORDER)
     if cold_rows.height:
-        order = order.filter(pc.invert(pc.is_in(order, value_set=cold_rows.get_column("row").cast(pl.UInt64)
-                                                .to_arrow())))
+        order = order.filter(
+            pc.invert(pc.is_in(order, value_set=cold_rows.get_column("row").cast(pl.UInt64).to_arrow()))
+        )
     kept = edges.take(order)
-    cold = edges.filter(cold_mask)   # row order, as cold_rows
+    cold = edges.filter(cold_mask)  # row order, as cold_rows
     cold = cold.append_column("reason", cold_rows.get_column("reason").to_arrow().cast(pa.string()))
     cold = cold.append_column("capped_at", pa.array([as_of] * cold.num_rows, COLD_EDGES.field("capped_at").type))
     return SparsifyResult(edges=kept, cold=_sorted(conform(cold, COLD_EDGES)))
@@ -178,29 +202,43 @@ def sparsify_group_keys(edges: pa.Table, config: SparsifyConfig = SparsifyConfig
     group's edges and their other endpoints' types and times — for a symmetric edge, on both its groups."""
     e = as_frame(conform(edges, EDGES).select(["id", "tenant", "src", "dst", "type"]))
     sym = pl.col("type").is_in(sorted(config.symmetric))
-    keys = pl.concat([e.select("tenant", pl.col("src").alias("node"), "type", "id"),
-                      e.filter(sym).select("tenant", pl.col("dst").alias("node"), "type", "id")])
+    keys = pl.concat(
+        [
+            e.select("tenant", pl.col("src").alias("node"), "type", "id"),
+            e.filter(sym).select("tenant", pl.col("dst").alias("node"), "type", "id"),
+        ]
+    )
     return keys.to_arrow()
 
 
-def sparsify_input(nodes: pa.Table, edges: pa.Table, keys: pa.Table, config: SparsifyConfig = SparsifyConfig()
-                   ) -> tuple[pa.Table, pa.Table]:
+def sparsify_input(
+    nodes: pa.Table, edges: pa.Table, keys: pa.Table, config: SparsifyConfig = SparsifyConfig()
+) -> tuple[pa.Table, pa.Table]:
     """The rows sparsify needs to place the edges of the groups in `keys` (tenant, node, type): those groups'
     edges, every edge of the other group of their symmetric edges, and the nodes at both ends of all of them."""
     nodes, edges = conform(nodes, NODES), conform(edges, EDGES)
     k = as_frame(keys.select(["tenant", "node", "type"])).unique()
     all_keys = as_frame(sparsify_group_keys(edges, config)).join(
-        as_frame(edges.select(["id", "tenant"])).with_row_index("_row"), on=["tenant", "id"])
+        as_frame(edges.select(["id", "tenant"])).with_row_index("_row"), on=["tenant", "id"]
+    )
     mine = all_keys.join(k, on=["tenant", "node", "type"], how="semi", nulls_equal=True)
     sym = mine.filter(pl.col("type").is_in(sorted(config.symmetric))).select("tenant", "id")
     # the other end of each symmetric edge: its whole group counts towards the edge's fate
     other = all_keys.join(sym, on=["tenant", "id"], how="semi").select("tenant", "node", "type").unique()
-    rows = pl.concat([mine, all_keys.join(other, on=["tenant", "node", "type"], how="semi", nulls_equal=True)]
-                     ).get_column("_row").unique().sort()
+    rows = (
+        pl.concat([mine, all_keys.join(other, on=["tenant", "node", "type"], how="semi", nulls_equal=True)])
+        .get_column("_row")
+        .unique()
+        .sort()
+    )
     chosen = edges.take(rows.to_arrow())
     ends = as_frame(chosen.select(["tenant", "src", "dst"]))
-    ends = pl.concat([ends.select("tenant", pl.col("src").alias("id")),
-                      ends.select("tenant", pl.col("dst").alias("id"))])
-    n = as_frame(nodes.select(["tenant", "id"])).with_row_index("_row").join(ends.unique(), on=["tenant", "id"],
-                                                                                   how="semi", nulls_equal=True)
+    ends = pl.concat(
+        [ends.select("tenant", pl.col("src").alias("id")), ends.select("tenant", pl.col("dst").alias("id"))]
+    )
+    n = (
+        as_frame(nodes.select(["tenant", "id"]))
+        .with_row_index("_row")
+        .join(ends.unique(), on=["tenant", "id"], how="semi", nulls_equal=True)
+    )
     return nodes.take(n.get_column("_row").to_arrow()), chosen

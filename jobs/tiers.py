@@ -70,6 +70,7 @@ number of nodes ABOUT each topic it takes part in (all ABOUT edges into those Co
 a tenant passes the full count (`tenant_mid_counts`, as TierResult.mid_counts reports it). Tested in
 tests/test_consolidation_contracts.py::test_promote_of_some_nodes_with_the_tenants_mid_count_is_the_full_run.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -92,8 +93,21 @@ from raw_store.lake import conform
 TIERS = ("short", "mid", "long")
 _RANK = {t: i for i, t in enumerate(TIERS)}
 # the node columns the rules read, and the ones promote() sets
-_RULE_COLUMNS = ["id", "tenant", "type", "importance", "confidence", "frequency", "first_seen", "last_seen",
-                 "time_start", "status", "pinned", "raw_refs", "conv_id"]
+_RULE_COLUMNS = [
+    "id",
+    "tenant",
+    "type",
+    "importance",
+    "confidence",
+    "frequency",
+    "first_seen",
+    "last_seen",
+    "time_start",
+    "status",
+    "pinned",
+    "raw_refs",
+    "conv_id",
+]
 _OUTPUT_COLUMNS = ("tier", "category", "weight", "activation", "feedback", "pinned", "status")
 
 # Versioned rule id: the provenance of the review rows (REVIEW_QUEUE carries it once its schema has a provenance
@@ -103,9 +117,9 @@ RULE_REVIEW = "jobs.tiers.review.v1"
 
 @dataclass(frozen=True)
 class TierResult:
-    nodes: pa.Table        # NODES, every node with tier, category, weight, activation, feedback, pinned, status
-    promotions: pa.Table   # PROMOTIONS, the changes against `previous`
-    review: pa.Table       # REVIEW_QUEUE, kind fact_low_weight
+    nodes: pa.Table  # NODES, every node with tier, category, weight, activation, feedback, pinned, status
+    promotions: pa.Table  # PROMOTIONS, the changes against `previous`
+    review: pa.Table  # REVIEW_QUEUE, kind fact_low_weight
     # tenant → mid-tier Fact/Preference/Task nodes before the capacity rule: what a run over part of a tenant's
     # nodes passes as `tenant_mid_counts` to decide exactly as this run did
     mid_counts: Mapping[str | None, int] = field(default_factory=dict)
@@ -128,44 +142,74 @@ def _about_counts(edges: pa.Table | None) -> pl.DataFrame:
     schema = {"tenant": pl.String, "id": pl.String, "about": pl.Int64}
     if edges is None or not edges.num_rows:
         return pl.DataFrame(schema=schema)
-    pairs = (as_frame(edges.select(["tenant", "src", "dst", "type"])).filter(pl.col("type") == "ABOUT")
-             .select("tenant", "src", "dst").unique())
+    pairs = (
+        as_frame(edges.select(["tenant", "src", "dst", "type"]))
+        .filter(pl.col("type") == "ABOUT")
+        .select("tenant", "src", "dst")
+        .unique()
+    )
     per_topic = pairs.group_by(["tenant", "dst"]).agg(pl.len().cast(pl.Int64).alias("about"))
     members = pairs.join(per_topic, on=["tenant", "dst"], nulls_equal=True).select(
-        "tenant", pl.col("src").alias("id"), "about")
-    return (pl.concat([per_topic.rename({"dst": "id"}), members])
-            .group_by(["tenant", "id"]).agg(pl.col("about").max()))
+        "tenant", pl.col("src").alias("id"), "about"
+    )
+    return pl.concat([per_topic.rename({"dst": "id"}), members]).group_by(["tenant", "id"]).agg(pl.col("about").max())
 
 
 def _previous_columns(previous: pa.Table | None) -> pl.DataFrame:
-    schema = {"tenant": pl.String, "id": pl.String, "prev_tier": pl.String, "prev_category": pl.String,
-              "prev_status": pl.String}
+    schema = {
+        "tenant": pl.String,
+        "id": pl.String,
+        "prev_tier": pl.String,
+        "prev_category": pl.String,
+        "prev_status": pl.String,
+    }
     if previous is None or not previous.num_rows:
         return pl.DataFrame(schema=schema)
     prev = as_frame(conform(previous, NODES).select(["tenant", "id", "tier", "category", "status"]))
     # one row per node, the last one (as a dict keyed by node would keep it)
-    return (prev.unique(subset=["tenant", "id"], keep="last", maintain_order=True)
-            .rename({"tier": "prev_tier", "category": "prev_category", "status": "prev_status"}))
+    return prev.unique(subset=["tenant", "id"], keep="last", maintain_order=True).rename(
+        {"tier": "prev_tier", "category": "prev_category", "status": "prev_status"}
+    )
 
 
 def _sessions_sources(n: pl.DataFrame) -> pl.DataFrame:
     """(_row, sessions, sources): distinct raw_ids in raw_refs (else 1 with a conversation), and max(frequency,
     distinct raw_refs)."""
-    refs = (n.select("_row", "raw_refs").filter(pl.col("raw_refs").list.len() > 0).explode("raw_refs")
-            .unnest("raw_refs")
-            .group_by("_row").agg(pl.col("raw_id").n_unique().alias("s"),
-                                  pl.struct("raw_id", "offset", "length").n_unique().alias("r")))
-    return (n.select("_row", "conv_id", "frequency").join(refs, on="_row", how="left", maintain_order="left")
-            .select("_row",
-                    pl.when(pl.col("s").fill_null(0) > 0).then(pl.col("s"))
-                    .otherwise((pl.col("conv_id").fill_null("") != "").cast(pl.Int64)).cast(pl.Int64).alias("sessions"),
-                    pl.max_horizontal(pl.col("frequency").fill_null(0), pl.col("r").fill_null(0).cast(pl.Int64))
-                    .alias("sources")))
+    refs = (
+        n.select("_row", "raw_refs")
+        .filter(pl.col("raw_refs").list.len() > 0)
+        .explode("raw_refs")
+        .unnest("raw_refs")
+        .group_by("_row")
+        .agg(pl.col("raw_id").n_unique().alias("s"), pl.struct("raw_id", "offset", "length").n_unique().alias("r"))
+    )
+    return (
+        n.select("_row", "conv_id", "frequency")
+        .join(refs, on="_row", how="left", maintain_order="left")
+        .select(
+            "_row",
+            pl.when(pl.col("s").fill_null(0) > 0)
+            .then(pl.col("s"))
+            .otherwise((pl.col("conv_id").fill_null("") != "").cast(pl.Int64))
+            .cast(pl.Int64)
+            .alias("sessions"),
+            pl.max_horizontal(pl.col("frequency").fill_null(0), pl.col("r").fill_null(0).cast(pl.Int64)).alias(
+                "sources"
+            ),
+        )
+    )
 
 
-def promote(nodes: pa.Table, feedback: pa.Table | None, previous: pa.Table | None, as_of: datetime,
-            config: TierConfig | None = None, *, edges: pa.Table | None = None,
-            tenant_mid_counts: Mapping[str | None, int] | None = None) -> TierResult:
+def promote(
+    nodes: pa.Table,
+    feedback: pa.Table | None,
+    previous: pa.Table | None,
+    as_of: datetime,
+    config: TierConfig | None = None,
+    *,
+    edges: pa.Table | None = None,
+    tenant_mid_counts: Mapping[str | None, int] | None = None,
+) -> TierResult:
     """Tier, category, weight, activation, feedback, pinned and status of every node as of `as_of`.
 
     `feedback` is FEEDBACK (rows after `as_of` are ignored), `previous` the last run's output NODES (or None),
@@ -176,14 +220,26 @@ def promote(nodes: pa.Table, feedback: pa.Table | None, previous: pa.Table | Non
     cfg, as_of = config or TierConfig(), _naive_utc(as_of)
     table = conform(nodes, NODES)
     table = table.take(pc.sort_indices(table, sort_keys=[("tenant", "ascending"), ("id", "ascending")]))
-    n = as_frame(table.select(_RULE_COLUMNS)).with_row_index("_row").with_columns(
-        pl.when(pl.col("type") == "Episode").then(pl.lit("episode")).otherwise(pl.lit("fact")).alias("_cat"))
-    n = (n.join(plain_weights(n, as_of, cfg), on="_row", how="left", maintain_order="left")
-         .join(feedback_columns(n, feedback, as_of, cfg), on="_row", how="left", maintain_order="left")
-         .join(_sessions_sources(n), on="_row", how="left", maintain_order="left")
-         .join(_about_counts(edges), on=["tenant", "id"], how="left", maintain_order="left", nulls_equal=True)
-         .join(_previous_columns(previous).with_columns(pl.lit(True).alias("has_prev")), on=["tenant", "id"],
-               how="left", maintain_order="left", nulls_equal=True))
+    n = (
+        as_frame(table.select(_RULE_COLUMNS))
+        .with_row_index("_row")
+        .with_columns(
+            pl.when(pl.col("type") == "Episode").then(pl.lit("episode")).otherwise(pl.lit("fact")).alias("_cat")
+        )
+    )
+    n = (
+        n.join(plain_weights(n, as_of, cfg), on="_row", how="left", maintain_order="left")
+        .join(feedback_columns(n, feedback, as_of, cfg), on="_row", how="left", maintain_order="left")
+        .join(_sessions_sources(n), on="_row", how="left", maintain_order="left")
+        .join(_about_counts(edges), on=["tenant", "id"], how="left", maintain_order="left", nulls_equal=True)
+        .join(
+            _previous_columns(previous).with_columns(pl.lit(True).alias("has_prev")),
+            on=["tenant", "id"],
+            how="left",
+            maintain_order="left",
+            nulls_equal=True,
+        )
+    )
     ev = pl.col("f_activation").is_not_null()
     n = n.with_columns(
         pl.when(ev).then("f_pinned").otherwise(pl.col("pinned").fill_null(False)).alias("pinned"),
@@ -202,17 +258,30 @@ def promote(nodes: pa.Table, feedback: pa.Table | None, previous: pa.Table | Non
     mid_counts = _mid_counts(n, cfg)
     n = _capacity(n, cfg, tenant_mid_counts)
     n = n.with_columns(
-        pl.when(pl.col("archived")).then(pl.lit("archived"))
-        .when(pl.col("status").is_null() | (pl.col("status") == "archived")).then(pl.lit("active"))
-        .otherwise(pl.col("status")).alias("new_status"))
+        pl.when(pl.col("archived"))
+        .then(pl.lit("archived"))
+        .when(pl.col("status").is_null() | (pl.col("status") == "archived"))
+        .then(pl.lit("active"))
+        .otherwise(pl.col("status"))
+        .alias("new_status")
+    )
 
-    for col, src in (("tier", "tier"), ("category", "category"), ("weight", "weight"), ("activation", "activation"),
-                     ("feedback", "feedback"), ("pinned", "pinned"), ("status", "new_status")):
+    for col, src in (
+        ("tier", "tier"),
+        ("category", "category"),
+        ("weight", "weight"),
+        ("activation", "activation"),
+        ("feedback", "feedback"),
+        ("pinned", "pinned"),
+        ("status", "new_status"),
+    ):
         field = NODES.field(col)
-        table = table.set_column(table.schema.get_field_index(col), field,
-                                 n.get_column(src).to_arrow().cast(field.type))
-    return TierResult(nodes=table, promotions=promotions(n, as_of, cfg), review=_review(n, as_of, cfg),
-                      mid_counts=mid_counts)
+        table = table.set_column(
+            table.schema.get_field_index(col), field, n.get_column(src).to_arrow().cast(field.type)
+        )
+    return TierResult(
+        nodes=table, promotions=promotions(n, as_of, cfg), review=_review(n, as_of, cfg), mid_counts=mid_counts
+    )
 
 
 def _decide_category(n: pl.DataFrame, cfg: TierConfig) -> pl.DataFrame:
@@ -221,21 +290,39 @@ def _decide_category(n: pl.DataFrame, cfg: TierConfig) -> pl.DataFrame:
     no_rule = pl.col("_cat").replace_strict(rule_none, return_dtype=pl.Boolean)
     structural = pl.col("type").is_in(sorted(cfg.structural_types)).fill_null(False)
     n = n.with_columns(
-        pl.when(pl.col("pinned") | no_rule).then("w_none")
-        .when(structural).then(pl.max_horizontal("w_decay", pl.min_horizontal(pl.lit(cfg.structural_floor),
-                                                                              "w_none")))
-        .otherwise("w_decay").alias("w_base"))
+        pl.when(pl.col("pinned") | no_rule)
+        .then("w_none")
+        .when(structural)
+        .then(pl.max_horizontal("w_decay", pl.min_horizontal(pl.lit(cfg.structural_floor), "w_none")))
+        .otherwise("w_decay")
+        .alias("w_base")
+    )
     prev_core = (pl.col("prev_category") == "core").fill_null(False)
     c_pin, c_down = pl.col("pinned"), pl.col("feedback") < 0
-    c_weight = ((pl.col("type") != "Episode").fill_null(True) & (pl.col("w_base") >= cfg.core_weight)
-                & (pl.col("activation") >= cfg.core_activation))
+    c_weight = (
+        (pl.col("type") != "Episode").fill_null(True)
+        & (pl.col("w_base") >= cfg.core_weight)
+        & (pl.col("activation") >= cfg.core_activation)
+    )
     c_pref = (pl.col("type") == "Preference").fill_null(False) & (pl.col("sessions") >= cfg.core_preference_sessions)
     c_sticky = prev_core & ~pl.col("unpinned")
     core = pl.lit("core")
     return n.with_columns(
-        pl.when(c_pin).then(core).when(c_down).then("_cat").when(c_weight).then(core).when(c_pref).then(core)
-        .when(c_sticky).then(core).otherwise("_cat").alias("category"),
-        c_pin.alias("c_pin"), (~c_pin & c_down).alias("c_down"), (~c_pin & ~c_down & c_weight).alias("c_weight"),
+        pl.when(c_pin)
+        .then(core)
+        .when(c_down)
+        .then("_cat")
+        .when(c_weight)
+        .then(core)
+        .when(c_pref)
+        .then(core)
+        .when(c_sticky)
+        .then(core)
+        .otherwise("_cat")
+        .alias("category"),
+        c_pin.alias("c_pin"),
+        (~c_pin & c_down).alias("c_down"),
+        (~c_pin & ~c_down & c_weight).alias("c_weight"),
         (~c_pin & ~c_down & ~c_weight & c_pref).alias("c_preference"),
         (~(c_pin | c_down | c_weight | c_pref | c_sticky) & prev_core).alias("c_unpin"),
     ).with_columns(pl.when(pl.col("category") == pl.col("_cat")).then("w_base").otherwise("w_none").alias("weight"))
@@ -249,23 +336,39 @@ def _decide_tier(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pl.DataFr
     m_act = pl.col("activation") >= cfg.activation_threshold
     to_mid = m_age | m_topic | m_act
     l_age = to_mid & (age >= cfg.long_days).fill_null(False)
-    l_consistent = (to_mid & (pl.col("sessions") >= cfg.min_sessions) & (pl.col("sources") >= cfg.min_sources)
-                    & (pl.col("confidence").fill_null(0.0) >= cfg.confidence_threshold))
+    l_consistent = (
+        to_mid
+        & (pl.col("sessions") >= cfg.min_sessions)
+        & (pl.col("sources") >= cfg.min_sources)
+        & (pl.col("confidence").fill_null(0.0) >= cfg.confidence_threshold)
+    )
     computed = pl.when(l_age | l_consistent).then(2).when(to_mid).then(1).otherwise(0)
     prev_rank = pl.col("prev_tier").replace_strict(_RANK, default=None, return_dtype=pl.Int64)
     start = prev_rank.fill_null(0)
     pinned = pl.col("pinned")
     down = ~pinned & (pl.col("feedback") < 0)
     sticky = prev_rank.is_not_null() & (prev_rank >= computed)
-    crossed = ~pinned & ~down & ~sticky        # the steps crossed since the previous tier name the reasons
-    rank = (pl.when(pinned).then(2).when(down).then(pl.max_horizontal(computed - 1, 0))
-            .when(sticky).then(prev_rank).otherwise(computed))
+    crossed = ~pinned & ~down & ~sticky  # the steps crossed since the previous tier name the reasons
+    rank = (
+        pl.when(pinned)
+        .then(2)
+        .when(down)
+        .then(pl.max_horizontal(computed - 1, 0))
+        .when(sticky)
+        .then(prev_rank)
+        .otherwise(computed)
+    )
     return n.with_columns(
         rank.replace_strict(dict(enumerate(TIERS)), return_dtype=pl.String).alias("tier"),
-        down.alias("downvoted"), pinned.alias("r_pin"), down.alias("r_down"),
-        (crossed & m_age & (start < 1)).alias("r_age_mid"), (crossed & m_topic & (start < 1)).alias("r_topic"),
-        (crossed & m_act & (start < 1)).alias("r_activation"), (crossed & l_age & (computed == 2)).alias("r_age_long"),
-        (crossed & l_consistent & (computed == 2)).alias("r_consistent"))
+        down.alias("downvoted"),
+        pinned.alias("r_pin"),
+        down.alias("r_down"),
+        (crossed & m_age & (start < 1)).alias("r_age_mid"),
+        (crossed & m_topic & (start < 1)).alias("r_topic"),
+        (crossed & m_act & (start < 1)).alias("r_activation"),
+        (crossed & l_age & (computed == 2)).alias("r_age_long"),
+        (crossed & l_consistent & (computed == 2)).alias("r_consistent"),
+    )
 
 
 def _pre_archive(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pl.DataFrame:
@@ -276,19 +379,34 @@ def _pre_archive(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pl.DataFr
     restore = prev_archived & (keep | pl.col("recent"))
     stays = prev_archived & ~(keep | pl.col("recent"))
     seen = pl.coalesce("last_seen", "first_seen", "time_start")
-    aged = (~given & ~stays & (pl.col("type") == "Episode").fill_null(False) & ~keep & seen.is_not_null()
-            & (age_us(seen, as_of) >= days_us(cfg.episode_archive_days)).fill_null(False) & ~pl.col("recent"))
+    aged = (
+        ~given
+        & ~stays
+        & (pl.col("type") == "Episode").fill_null(False)
+        & ~keep
+        & seen.is_not_null()
+        & (age_us(seen, as_of) >= days_us(cfg.episode_archive_days)).fill_null(False)
+        & ~pl.col("recent")
+    )
     core = pl.col("category") == "core"
     return n.with_columns(
         (given | stays | aged).alias("archived"),
-        (restore & pl.col("pinned")).alias("s_restore_pin"), (restore & ~pl.col("pinned") & core).alias("s_restore_core"),
-        (restore & ~pl.col("pinned") & ~core).alias("s_restore_access"), aged.alias("s_aged"))
+        (restore & pl.col("pinned")).alias("s_restore_pin"),
+        (restore & ~pl.col("pinned") & core).alias("s_restore_core"),
+        (restore & ~pl.col("pinned") & ~core).alias("s_restore_access"),
+        aged.alias("s_aged"),
+    )
 
 
 def _mid(cfg: TierConfig) -> pl.Expr:
     """The nodes the capacity rule counts: mid tier, live, neither downvoted nor pinned, of a capacity type."""
-    return ((pl.col("tier") == "mid") & ~pl.col("archived") & ~pl.col("downvoted") & ~pl.col("pinned")
-            & pl.col("type").is_in(sorted(cfg.capacity_types)).fill_null(False))
+    return (
+        (pl.col("tier") == "mid")
+        & ~pl.col("archived")
+        & ~pl.col("downvoted")
+        & ~pl.col("pinned")
+        & pl.col("type").is_in(sorted(cfg.capacity_types)).fill_null(False)
+    )
 
 
 def _mid_counts(n: pl.DataFrame, cfg: TierConfig) -> dict[str | None, int]:
@@ -299,16 +417,19 @@ def _capacity(n: pl.DataFrame, cfg: TierConfig, counts: Mapping[str | None, int]
     """seed 002 short-term capacity over each tenant's mid-tier Fact/Preference/Task nodes (the one rule that
     couples the nodes of a tenant: how many of them are mid decides what happens to each)."""
     if cfg.overflow_strategy is None:
-        return n.with_columns(pl.lit(False).alias("r_overflow"), pl.lit(False).alias("r_occupancy"),
-                              pl.lit(False).alias("s_overflow"))
+        return n.with_columns(
+            pl.lit(False).alias("r_overflow"), pl.lit(False).alias("r_occupancy"), pl.lit(False).alias("s_overflow")
+        )
     n = n.with_columns(_mid(cfg).alias("_mid"))
     if counts is None:
         n = n.with_columns(pl.col("_mid").cast(pl.Int64).sum().over("tenant").alias("_count"))
     else:
-        given = pl.DataFrame({"tenant": list(counts), "_count": list(counts.values())},
-                             schema={"tenant": pl.String, "_count": pl.Int64})
+        given = pl.DataFrame(
+            {"tenant": list(counts), "_count": list(counts.values())}, schema={"tenant": pl.String, "_count": pl.Int64}
+        )
         n = n.join(given, on="tenant", how="left", maintain_order="left", nulls_equal=True).with_columns(
-            pl.col("_count").fill_null(0))
+            pl.col("_count").fill_null(0)
+        )
     cap = cfg.short_term_max_memories
     high = pl.col("importance").fill_null(cfg.default_importance) >= cfg.transfer_threshold
     overflow = pl.col("_mid") & (pl.col("_count") >= cap)
@@ -319,8 +440,10 @@ def _capacity(n: pl.DataFrame, cfg: TierConfig, counts: Mapping[str | None, int]
     # an overflow archive's reason replaces the status reasons before it
     return n.with_columns(
         pl.when(to_long).then(pl.lit("long")).otherwise("tier").alias("tier"),
-        (overflow & move).alias("r_overflow"), (occupied & high).alias("r_occupancy"),
-        (pl.col("archived") | to_archive).alias("archived"), to_archive.alias("s_overflow"),
+        (overflow & move).alias("r_overflow"),
+        (occupied & high).alias("r_occupancy"),
+        (pl.col("archived") | to_archive).alias("archived"),
+        to_archive.alias("s_overflow"),
         *(pl.col(c) & ~to_archive for c in ("s_restore_pin", "s_restore_core", "s_restore_access", "s_aged")),
     ).drop("_mid", "_count")
 
@@ -330,8 +453,10 @@ def review_ids(tenants: list[str | None], ids: list[str | None]) -> list[str]:
     decayed fact: hundreds of thousands on a large lake)."""
     sha = hashlib.sha256
     kind = f"{len(_LOW_WEIGHT)}:{_LOW_WEIGHT}"
-    return [f"rq_{sha(f'{_frame(t)}{kind}{_frame(i)}'.encode('utf-8', 'surrogatepass')).hexdigest()[:24]}"
-            for t, i in zip(tenants, ids)]
+    return [
+        f"rq_{sha(f'{_frame(t)}{kind}{_frame(i)}'.encode('utf-8', 'surrogatepass')).hexdigest()[:24]}"
+        for t, i in zip(tenants, ids)
+    ]
 
 
 def _frame(part: str | None) -> str:
@@ -343,22 +468,33 @@ _LOW_WEIGHT = "fact_low_weight"
 
 def _review(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pa.Table:
     """REVIEW_QUEUE kind fact_low_weight: live, non-core, unpinned, unused Facts whose weight fell below the mark."""
-    due = n.filter(pl.col("type").is_in(sorted(cfg.review_types)).fill_null(False)
-                   & (pl.col("new_status") != "archived") & (pl.col("category") != "core") & ~pl.col("pinned")
-                   & ~pl.col("recent") & (pl.col("weight") < cfg.review_threshold))
+    due = n.filter(
+        pl.col("type").is_in(sorted(cfg.review_types)).fill_null(False)
+        & (pl.col("new_status") != "archived")
+        & (pl.col("category") != "core")
+        & ~pl.col("pinned")
+        & ~pl.col("recent")
+        & (pl.col("weight") < cfg.review_threshold)
+    )
     if due.height == 0:
         return REVIEW_QUEUE.empty_table()
     ids = review_ids(due.get_column("tenant").to_list(), due.get_column("id").to_list())
     rows = due.select(
-        pl.Series("id", ids, dtype=pl.String), "tenant", pl.lit("fact_low_weight").alias("kind"),
-        pl.concat_list("id").alias("node_ids"), pl.concat_list("weight").alias("scores"),
+        pl.Series("id", ids, dtype=pl.String),
+        "tenant",
+        pl.lit("fact_low_weight").alias("kind"),
+        pl.concat_list("id").alias("node_ids"),
+        pl.concat_list("weight").alias("scores"),
         pl.lit(f"weight<{cfg.review_threshold:g}").alias("reason"),
-        pl.lit(as_of, dtype=pl.Datetime("us")).alias("created_at"), pl.lit(RULE_REVIEW).alias("provenance"))
+        pl.lit(as_of, dtype=pl.Datetime("us")).alias("created_at"),
+        pl.lit(RULE_REVIEW).alias("provenance"),
+    )
     return conform(rows.to_arrow(), REVIEW_QUEUE)
 
 
-def tier_input(nodes: pa.Table, feedback: pa.Table | None, previous: pa.Table | None, edges: pa.Table | None,
-               keys: pa.Table) -> tuple[pa.Table, pa.Table | None, pa.Table | None, pa.Table | None]:
+def tier_input(
+    nodes: pa.Table, feedback: pa.Table | None, previous: pa.Table | None, edges: pa.Table | None, keys: pa.Table
+) -> tuple[pa.Table, pa.Table | None, pa.Table | None, pa.Table | None]:
     """The rows promote needs to redo the nodes in `keys` (tenant, id): those nodes, their FEEDBACK rows, their
     previous rows, and the ABOUT edges into every topic they take part in (the topic-repetition count).
 
@@ -370,21 +506,45 @@ def tier_input(nodes: pa.Table, feedback: pa.Table | None, previous: pa.Table | 
     def rows(table: pa.Table | None, id_col: str) -> pa.Table | None:
         if table is None:
             return None
-        t = as_frame(table.select(["tenant", id_col])).with_row_index("_row").join(
-            k, left_on=["tenant", id_col], right_on=["tenant", "id"], how="semi", nulls_equal=True)
+        t = (
+            as_frame(table.select(["tenant", id_col]))
+            .with_row_index("_row")
+            .join(k, left_on=["tenant", id_col], right_on=["tenant", "id"], how="semi", nulls_equal=True)
+        )
         return table.take(t.get_column("_row").to_arrow())
 
     about = None
     if edges is not None:
-        e = (as_frame(edges.select(["tenant", "src", "dst", "type"])).with_row_index("_row")
-             .filter(pl.col("type") == "ABOUT"))
-        topics = pl.concat([k, e.join(k, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi",
-                                      nulls_equal=True).select("tenant", pl.col("dst").alias("id"))]).unique()
-        about = edges.take(e.join(topics, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi",
-                                  nulls_equal=True).get_column("_row").to_arrow())
+        e = (
+            as_frame(edges.select(["tenant", "src", "dst", "type"]))
+            .with_row_index("_row")
+            .filter(pl.col("type") == "ABOUT")
+        )
+        topics = pl.concat(
+            [
+                k,
+                e.join(k, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi", nulls_equal=True).select(
+                    "tenant", pl.col("dst").alias("id")
+                ),
+            ]
+        ).unique()
+        about = edges.take(
+            e.join(topics, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi", nulls_equal=True)
+            .get_column("_row")
+            .to_arrow()
+        )
     return rows(nodes, "id"), rows(feedback, "node_id"), rows(previous, "id"), about
 
 
-__all__ = ["TierConfig", "TierResult", "DecayRule", "promote", "tier_input", "apply_boosts", "boost_schedule",
-           "counted_events",
-           "decayed_weight", "TIERS"]
+__all__ = [
+    "TierConfig",
+    "TierResult",
+    "DecayRule",
+    "promote",
+    "tier_input",
+    "apply_boosts",
+    "boost_schedule",
+    "counted_events",
+    "decayed_weight",
+    "TIERS",
+]

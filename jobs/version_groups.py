@@ -1,5 +1,6 @@
 """The groups of fact versioning (jobs.versions, "Grouping" in its module doc): every versioned Fact / Preference
 as a row of its group (tenant, type, subject, attribute) with its claim and time, from the NODES / EDGES tables."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -14,7 +15,7 @@ from raw_store.frames import as_frame
 if TYPE_CHECKING:
     from jobs.versions import VersionConfig
 
-_DEFAULT_CONF = 0.5   # a node with no confidence (hand-made rows)
+_DEFAULT_CONF = 0.5  # a node with no confidence (hand-made rows)
 GROUP_KEY = ["tenant", "type", "subject", "canon", "patient", "modality"]
 _ROLES = ("AGENT", "PATIENT", "LOCATION")
 
@@ -23,7 +24,9 @@ def fold_name(s: str | None) -> str:
     return " ".join((s or "").lower().split())
 
 
-def _mapped(col: str, fn: Callable[[str], str], values: pl.Series, dtype: pl.DataType | type[pl.DataType]) -> pl.DataFrame:
+def _mapped(
+    col: str, fn: Callable[[str], str], values: pl.Series, dtype: pl.DataType | type[pl.DataType]
+) -> pl.DataFrame:
     """(col, fn(value)) over the distinct values: Python string rules run once per distinct string."""
     distinct = values.unique().drop_nulls()
     return pl.DataFrame({col: distinct, "_out": pl.Series([fn(v) for v in distinct.to_list()], dtype=dtype)})
@@ -31,9 +34,12 @@ def _mapped(col: str, fn: Callable[[str], str], values: pl.Series, dtype: pl.Dat
 
 def _roles(edges: pl.DataFrame) -> pl.DataFrame:
     """(tenant, id, AGENT, PATIENT, LOCATION): the smallest dst of each role edge type out of each node."""
-    return (edges.filter(pl.col("type").is_in(_ROLES)).group_by(["tenant", "src"])
-            .agg(*(pl.col("dst").filter(pl.col("type") == role).min().alias(role) for role in _ROLES))
-            .rename({"src": "id"}))
+    return (
+        edges.filter(pl.col("type").is_in(_ROLES))
+        .group_by(["tenant", "src"])
+        .agg(*(pl.col("dst").filter(pl.col("type") == role).min().alias(role) for role in _ROLES))
+        .rename({"src": "id"})
+    )
 
 
 def _with_roles(rows: pl.DataFrame, roles: pl.DataFrame) -> pl.DataFrame:
@@ -43,8 +49,11 @@ def _with_roles(rows: pl.DataFrame, roles: pl.DataFrame) -> pl.DataFrame:
 
 def _entities(n: pl.DataFrame) -> pl.DataFrame:
     """(tenant, id, title, subtype) of the Entities, one row per id (the last, as a dict keyed by id keeps)."""
-    return (n.filter(pl.col("type") == "Entity").select("tenant", "id", "title", "subtype")
-            .unique(subset=["tenant", "id"], keep="last", maintain_order=True))
+    return (
+        n.filter(pl.col("type") == "Entity")
+        .select("tenant", "id", "title", "subtype")
+        .unique(subset=["tenant", "id"], keep="last", maintain_order=True)
+    )
 
 
 def _with_subject(rows: pl.DataFrame, entities: pl.DataFrame) -> pl.DataFrame:
@@ -52,23 +61,50 @@ def _with_subject(rows: pl.DataFrame, entities: pl.DataFrame) -> pl.DataFrame:
     like the speaker (case and spaces folded; of several, the largest id)."""
     persons = entities.filter(pl.col("subtype") == "PERSON")
     titles = _mapped("title", fold_name, persons.get_column("title"), pl.String)
-    by_name = (persons.join(titles, on="title", how="left").with_columns(pl.col("_out").fill_null(""))
-               .group_by(["tenant", "_out"]).agg(pl.col("id").max().alias("_speaker_entity"))
-               .rename({"_out": "_speaker_norm"}))
+    by_name = (
+        persons.join(titles, on="title", how="left")
+        .with_columns(pl.col("_out").fill_null(""))
+        .group_by(["tenant", "_out"])
+        .agg(pl.col("id").max().alias("_speaker_entity"))
+        .rename({"_out": "_speaker_norm"})
+    )
     speakers = _mapped("speaker", fold_name, rows.get_column("speaker"), pl.String).rename({"_out": "_speaker_norm"})
     known = entities.select("tenant", pl.col("id").alias("AGENT"), pl.lit(True).alias("_agent_ok")).unique()
-    rows = (rows.join(known, on=["tenant", "AGENT"], how="left", maintain_order="left", nulls_equal=True)
-            .join(speakers, on="speaker", how="left", maintain_order="left")
-            .with_columns(pl.col("_speaker_norm").fill_null(""))
-            .join(by_name.filter(pl.col("_speaker_norm") != ""), on=["tenant", "_speaker_norm"], how="left",
-                  maintain_order="left", nulls_equal=True))
+    rows = (
+        rows.join(known, on=["tenant", "AGENT"], how="left", maintain_order="left", nulls_equal=True)
+        .join(speakers, on="speaker", how="left", maintain_order="left")
+        .with_columns(pl.col("_speaker_norm").fill_null(""))
+        .join(
+            by_name.filter(pl.col("_speaker_norm") != ""),
+            on=["tenant", "_speaker_norm"],
+            how="left",
+            maintain_order="left",
+            nulls_equal=True,
+        )
+    )
     return rows.with_columns(
         pl.when(pl.col("_agent_ok").fill_null(False)).then("AGENT").otherwise("_speaker_entity").alias("subject")
     ).drop("_agent_ok", "_speaker_norm", "_speaker_entity")
 
 
-_NODE_COLS = ["id", "tenant", "type", "title", "predicate_norm", "negation", "modality", "time_start", "first_seen",
-              "confidence", "frequency", "speaker", "conv_id", "msg_id", "raw_refs", "subtype"]
+_NODE_COLS = [
+    "id",
+    "tenant",
+    "type",
+    "title",
+    "predicate_norm",
+    "negation",
+    "modality",
+    "time_start",
+    "first_seen",
+    "confidence",
+    "frequency",
+    "speaker",
+    "conv_id",
+    "msg_id",
+    "raw_refs",
+    "subtype",
+]
 
 
 _MEMBER_COLS = [*GROUP_KEY, "id", "t", "affirmative", "obj", "conf", "frequency", "speaker", "raw_refs"]
@@ -82,51 +118,76 @@ def group_members(nodes: pa.Table, edges: pl.DataFrame, cfg: VersionConfig) -> t
     roles = _roles(edges)
     canon = pl.DataFrame({"predicate_norm": n.get_column("predicate_norm").unique().drop_nulls()})
     folded = [canonical_predicate(v) for v in canon.get_column("predicate_norm").to_list()]
-    canon = canon.with_columns(pl.Series("canon", [c for c, _ in folded], dtype=pl.String),
-                               pl.Series("_flip", [f for _, f in folded], dtype=pl.Boolean))
-    facts = n.filter((pl.col("type") == "Fact") & pl.col("predicate_norm").is_not_null()).sort("id",
-                                                                                               maintain_order=True)
-    facts = _with_subject(_with_roles(facts, roles), entities).join(canon, on="predicate_norm", how="left",
-                                                                     maintain_order="left")
+    canon = canon.with_columns(
+        pl.Series("canon", [c for c, _ in folded], dtype=pl.String),
+        pl.Series("_flip", [f for _, f in folded], dtype=pl.Boolean),
+    )
+    facts = n.filter((pl.col("type") == "Fact") & pl.col("predicate_norm").is_not_null()).sort(
+        "id", maintain_order=True
+    )
+    facts = _with_subject(_with_roles(facts, roles), entities).join(
+        canon, on="predicate_norm", how="left", maintain_order="left"
+    )
     patient = pl.col("PATIENT").fill_null("")
-    light = (patient == "") & ~pl.col("canon").str.contains("_", literal=True) & pl.col("canon").is_in(
-        sorted(LIGHT_VERBS))
+    light = (
+        (patient == "") & ~pl.col("canon").str.contains("_", literal=True) & pl.col("canon").is_in(sorted(LIGHT_VERBS))
+    )
     affirmative = pl.col("negation").fill_null(False) == pl.col("_flip")
     single = pl.col("canon").is_in(sorted(cfg.single_valued)) & (patient == "")
     obj = pl.when(single).then(pl.col("LOCATION").fill_null("")).otherwise(pl.lit(""))
     # a Fact with an attribute (even an undated one: a Preference may take it); "I work": no claim on the value
-    attributed = (facts.with_columns(patient.alias("patient"), pl.col("modality").fill_null(""),
-                                     affirmative.alias("affirmative"), obj.alias("obj"))
-                  .filter(pl.col("subject").is_not_null() & ~light
-                          & ~(single & (pl.col("obj") == "") & pl.col("affirmative"))))
+    attributed = facts.with_columns(
+        patient.alias("patient"), pl.col("modality").fill_null(""), affirmative.alias("affirmative"), obj.alias("obj")
+    ).filter(pl.col("subject").is_not_null() & ~light & ~(single & (pl.col("obj") == "") & pl.col("affirmative")))
     fact_members = attributed.with_columns(pl.lit("Fact").alias("type"))
 
     # a Preference takes the attribute of the Fact made from the same words (same message, inside its span)
-    located = (attributed.filter(pl.col("raw_refs").list.len() > 0)
-               .select("tenant", "conv_id", "msg_id", pl.col("raw_refs").list.first().struct.field("raw_id"),
-                       pl.col("raw_refs").list.first().struct.field("offset").alias("_off"),
-                       pl.col("id").alias("_fid")))
-    attrs = (attributed.select("tenant", pl.col("id").alias("_fid"), "canon", "patient", "modality", "obj")
-             .unique(subset=["tenant", "_fid"], keep="last", maintain_order=True))
+    located = attributed.filter(pl.col("raw_refs").list.len() > 0).select(
+        "tenant",
+        "conv_id",
+        "msg_id",
+        pl.col("raw_refs").list.first().struct.field("raw_id"),
+        pl.col("raw_refs").list.first().struct.field("offset").alias("_off"),
+        pl.col("id").alias("_fid"),
+    )
+    attrs = attributed.select("tenant", pl.col("id").alias("_fid"), "canon", "patient", "modality", "obj").unique(
+        subset=["tenant", "_fid"], keep="last", maintain_order=True
+    )
     prefs = n.filter(pl.col("type") == "Preference").sort("id", maintain_order=True).with_row_index("_p")
-    spans = (prefs.select("_p", "tenant", "conv_id", "msg_id", "raw_refs").filter(pl.col("raw_refs").list.len() > 0)
-             .explode("raw_refs").unnest("raw_refs")
-             .join(located, on=["tenant", "conv_id", "msg_id", "raw_id"], how="inner", nulls_equal=True)
-             .filter((pl.col("offset") <= pl.col("_off")) & (pl.col("_off") < pl.col("offset") + pl.col("length")))
-             .sort(["_p", "_off", "_fid"]).group_by("_p", maintain_order=True).first()
-             .select("_p", "_fid"))
-    prefs = (_with_subject(_with_roles(prefs.drop("modality"), roles), entities)
-             .join(spans, on="_p", how="inner", maintain_order="left")
-             .join(attrs, on=["tenant", "_fid"], how="left", maintain_order="left", nulls_equal=True)
-             .filter(pl.col("subject").is_not_null())
-             .with_columns((~pl.col("negation").fill_null(False)).alias("affirmative"),
-                           pl.lit("Preference").alias("type")))
-    members = pl.concat([m.select(*GROUP_KEY, "id", pl.coalesce("time_start", "first_seen").alias("t"),
-                                  "affirmative", "obj",
-                                  pl.col("confidence").fill_null(_DEFAULT_CONF).cast(pl.Float64).alias("conf"),
-                                  pl.max_horizontal(pl.col("frequency").fill_null(1), 1).cast(pl.Int64)
-                                  .alias("frequency"),
-                                  pl.col("speaker").fill_null(""), "raw_refs")
-                         for m in (fact_members, prefs)])
+    spans = (
+        prefs.select("_p", "tenant", "conv_id", "msg_id", "raw_refs")
+        .filter(pl.col("raw_refs").list.len() > 0)
+        .explode("raw_refs")
+        .unnest("raw_refs")
+        .join(located, on=["tenant", "conv_id", "msg_id", "raw_id"], how="inner", nulls_equal=True)
+        .filter((pl.col("offset") <= pl.col("_off")) & (pl.col("_off") < pl.col("offset") + pl.col("length")))
+        .sort(["_p", "_off", "_fid"])
+        .group_by("_p", maintain_order=True)
+        .first()
+        .select("_p", "_fid")
+    )
+    prefs = (
+        _with_subject(_with_roles(prefs.drop("modality"), roles), entities)
+        .join(spans, on="_p", how="inner", maintain_order="left")
+        .join(attrs, on=["tenant", "_fid"], how="left", maintain_order="left", nulls_equal=True)
+        .filter(pl.col("subject").is_not_null())
+        .with_columns((~pl.col("negation").fill_null(False)).alias("affirmative"), pl.lit("Preference").alias("type"))
+    )
+    members = pl.concat(
+        [
+            m.select(
+                *GROUP_KEY,
+                "id",
+                pl.coalesce("time_start", "first_seen").alias("t"),
+                "affirmative",
+                "obj",
+                pl.col("confidence").fill_null(_DEFAULT_CONF).cast(pl.Float64).alias("conf"),
+                pl.max_horizontal(pl.col("frequency").fill_null(1), 1).cast(pl.Int64).alias("frequency"),
+                pl.col("speaker").fill_null(""),
+                "raw_refs",
+            )
+            for m in (fact_members, prefs)
+        ]
+    )
     members = members.filter(pl.col("t").is_not_null()).sort([*GROUP_KEY, "t", "id"], maintain_order=True)
     return members, entities

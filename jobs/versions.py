@@ -42,6 +42,7 @@ would write), the tenant's Entities (subject, speaker → PERSON) and, for Prefe
 Node ids unique per tenant. Tested in tests/test_consolidation_contracts.py::
 test_version_facts_of_some_groups_are_the_full_runs_rows_of_those_groups.
 """
+
 from __future__ import annotations
 
 import math
@@ -108,9 +109,9 @@ class VersionConfig:
 
 @dataclass
 class VersionResult:
-    nodes: pa.Table          # r2g.schema.NODES: valid_since / valid_until set on versioned Facts/Preferences
-    edges: pa.Table          # r2g.schema.EDGES: + VERSION_NEXT / ACTIVE_OF / CONTRADICTS / SUPPORTS
-    review_queue: pa.Table   # jobs.schema.REVIEW_QUEUE: near-tie contradictions
+    nodes: pa.Table  # r2g.schema.NODES: valid_since / valid_until set on versioned Facts/Preferences
+    edges: pa.Table  # r2g.schema.EDGES: + VERSION_NEXT / ACTIVE_OF / CONTRADICTS / SUPPORTS
+    review_queue: pa.Table  # jobs.schema.REVIEW_QUEUE: near-tie contradictions
 
 
 @dataclass
@@ -119,7 +120,7 @@ class _Member:
     tenant: str
     type: str
     t: datetime
-    claim: tuple[bool, str]      # (affirmative, object of a single-valued attribute or "")
+    claim: tuple[bool, str]  # (affirmative, object of a single-valued attribute or "")
     conf: float
     frequency: int
     speaker: str
@@ -141,8 +142,9 @@ def version_group_keys(nodes: pa.Table, edges: pa.Table, config: VersionConfig =
     return members.select("tenant", "id", *GROUP_KEY[1:]).to_arrow()
 
 
-def version_input(nodes: pa.Table, edges: pa.Table, keys: pa.Table, config: VersionConfig = VersionConfig()
-                  ) -> tuple[pa.Table, pa.Table]:
+def version_input(
+    nodes: pa.Table, edges: pa.Table, keys: pa.Table, config: VersionConfig = VersionConfig()
+) -> tuple[pa.Table, pa.Table]:
     """The rows version_facts needs to redo the groups in `keys` (rows of version_group_keys): their members, the
     Entities of their tenants (subjects and speakers), the Facts of their Preferences' messages, and every edge
     touching one of these Facts/Preferences (roles, SUPPORTS / SAME_AS, R2G CONTRADICTS, earlier runs' edges)."""
@@ -151,17 +153,25 @@ def version_input(nodes: pa.Table, edges: pa.Table, keys: pa.Table, config: Vers
     wanted = as_frame(keys.select(["tenant", "id"])).unique()
     chosen = n.join(wanted, on=["tenant", "id"], how="semi", nulls_equal=True)
     messages = chosen.filter(pl.col("type") == "Preference").select("tenant", "conv_id", "msg_id").unique()
-    same_message = n.filter(pl.col("type") == "Fact").join(messages, on=["tenant", "conv_id", "msg_id"],
-                                                            how="semi", nulls_equal=True)
+    same_message = n.filter(pl.col("type") == "Fact").join(
+        messages, on=["tenant", "conv_id", "msg_id"], how="semi", nulls_equal=True
+    )
     tenants = wanted.select("tenant").unique()
     ents = n.filter(pl.col("type") == "Entity").join(tenants, on="tenant", how="semi", nulls_equal=True)
     carriers = pl.concat([chosen, same_message]).select("tenant", "id").unique()
     rows = pl.concat([chosen, same_message, ents]).get_column("_row").unique().sort()
     e = as_frame(edges.select(["tenant", "src", "dst"])).with_row_index("_row")
-    touching = pl.concat([e.join(carriers, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi",
-                                 nulls_equal=True),
-                          e.join(carriers, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi",
-                                 nulls_equal=True)]).get_column("_row").unique().sort()
+    touching = (
+        pl.concat(
+            [
+                e.join(carriers, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi", nulls_equal=True),
+                e.join(carriers, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi", nulls_equal=True),
+            ]
+        )
+        .get_column("_row")
+        .unique()
+        .sort()
+    )
     return nodes.take(rows.to_arrow()), edges.take(touching.to_arrow())
 
 
@@ -181,8 +191,14 @@ def _segments(members: list[_Member], window: timedelta) -> list[list[_Member]]:
 # ---------------------------------------------------------------- prio (seed 004 §7.2)
 
 
-def _prio(claims: dict[tuple, list[_Member]], group: list[_Member], seg_index: int, subject_title: str,
-          support_edges: dict[tuple[str, str], set[str]], cfg: VersionConfig) -> dict[tuple, float]:
+def _prio(
+    claims: dict[tuple, list[_Member]],
+    group: list[_Member],
+    seg_index: int,
+    subject_title: str,
+    support_edges: dict[tuple[str, str], set[str]],
+    cfg: VersionConfig,
+) -> dict[tuple, float]:
     """prio(claim) = a*source_trust + b*recency_score + c*evidence_support + d*consistency, each in [0, 1].
 
     source_trust: the best of its sightings (speaker_trust, else self / other); recency_score:
@@ -205,25 +221,53 @@ def _prio(claims: dict[tuple, list[_Member]], group: list[_Member], seg_index: i
     out = {}
     for claim, ms in claims.items():
         recency = math.exp(-(newest - ms[-1].t).total_seconds() / tau)
-        support = {frozenset((m.id, o)) for m in ms for o in support_edges.get((m.tenant, m.id), ())
-                   if claim_of.get(o, claim) == claim}
+        support = {
+            frozenset((m.id, o))
+            for m in ms
+            for o in support_edges.get((m.tenant, m.id), ())
+            if claim_of.get(o, claim) == claim
+        }
         n = sum(m.frequency for m in ms) + len(support)
         agree = sum(1 for m in others if m.claim == claim)
         consistency = (agree + 1) / (len(others) + 2)
-        out[claim] = round(cfg.a_source_trust * max(trust(m) for m in ms) + cfg.b_recency * recency
-                           + cfg.c_evidence * n / (n + cfg.evidence_k) + cfg.d_consistency * consistency, 6)
+        out[claim] = round(
+            cfg.a_source_trust * max(trust(m) for m in ms)
+            + cfg.b_recency * recency
+            + cfg.c_evidence * n / (n + cfg.evidence_k)
+            + cfg.d_consistency * consistency,
+            6,
+        )
     return out
 
 
 # ---------------------------------------------------------------- the job
 
 
-def _edge(tenant: str, src: _Member | str, etype: str, dst: _Member, weight: float, conf: float,
-          since: datetime, refs: list, rule: str) -> dict:
+def _edge(
+    tenant: str,
+    src: _Member | str,
+    etype: str,
+    dst: _Member,
+    weight: float,
+    conf: float,
+    since: datetime,
+    refs: list,
+    rule: str,
+) -> dict:
     s = src if isinstance(src, str) else src.id
-    return {"id": edge_id(tenant, s, etype, dst.id), "tenant": tenant, "src": s, "dst": dst.id, "type": etype,
-            "weight": round(min(1.0, max(0.0, weight)), 6), "confidence": round(min(1.0, max(0.0, conf)), 6),
-            "valid_since": since, "valid_until": None, "raw_refs": refs, "provenance": rule}
+    return {
+        "id": edge_id(tenant, s, etype, dst.id),
+        "tenant": tenant,
+        "src": s,
+        "dst": dst.id,
+        "type": etype,
+        "weight": round(min(1.0, max(0.0, weight)), 6),
+        "confidence": round(min(1.0, max(0.0, conf)), 6),
+        "valid_since": since,
+        "valid_until": None,
+        "raw_refs": refs,
+        "provenance": rule,
+    }
 
 
 @dataclass
@@ -231,8 +275,8 @@ class _Out:
     """What the groups add: node validity, edges, review rows; where each member sits (for R2G's links)."""
 
     validity: dict[tuple[str, str], tuple[datetime | None, datetime | None]] = field(default_factory=dict)
-    place: dict[tuple[str, str], tuple[tuple, int]] = field(default_factory=dict)   # → (group key, segment)
-    edges: dict[tuple[str, str], dict] = field(default_factory=dict)                # (tenant, edge id) → row
+    place: dict[tuple[str, str], tuple[tuple, int]] = field(default_factory=dict)  # → (group key, segment)
+    edges: dict[tuple[str, str], dict] = field(default_factory=dict)  # (tenant, edge id) → row
     review: list[dict] = field(default_factory=list)
 
     def add(self, row: dict) -> None:
@@ -244,8 +288,14 @@ class _Out:
         self.add(_edge(tenant, src, "SUPPORTS", dst, edge_weight(conf), conf, src.t, src.raw_refs, SUPPORTS))
 
 
-def _contradiction(key: tuple, claims: dict[tuple, list[_Member]], prio: dict[tuple, float], subject_title: str,
-                   out: _Out, cfg: VersionConfig) -> tuple:
+def _contradiction(
+    key: tuple,
+    claims: dict[tuple, list[_Member]],
+    prio: dict[tuple, float],
+    subject_title: str,
+    out: _Out,
+    cfg: VersionConfig,
+) -> tuple:
     """CONTRADICTS both ways between a segment's claims, a review row on a near tie; returns the winner."""
     tenant = key[0]
     # each claim's latest sighting in the segment stands for it: the sightings actually concurrent
@@ -254,25 +304,49 @@ def _contradiction(key: tuple, claims: dict[tuple, list[_Member]], prio: dict[tu
     for c1, c2 in combinations(order, 2):
         a, b = anchor[c1], anchor[c2]
         for src, dst, c in ((a, b, c1), (b, a, c2)):
-            out.add(_edge(tenant, src, "CONTRADICTS", dst, prio[c], min(a.conf, b.conf), max(a.t, b.t),
-                          src.raw_refs, CONTRADICTS))
+            out.add(
+                _edge(
+                    tenant,
+                    src,
+                    "CONTRADICTS",
+                    dst,
+                    prio[c],
+                    min(a.conf, b.conf),
+                    max(a.t, b.t),
+                    src.raw_refs,
+                    CONTRADICTS,
+                )
+            )
     tied = [c for c in order if prio[order[0]] - prio[c] < cfg.near_tie_margin]
     if len(tied) > 1:
         ids = [anchor[c].id for c in tied]
-        out.review.append({
-            "id": stable_id("rq", tenant, NEAR_TIE, *sorted(ids)), "tenant": tenant, "kind": NEAR_TIE,
-            "node_ids": ids, "scores": [prio[c] for c in tied],
-            "reason": f"prio gap {prio[tied[0]] - prio[tied[1]]:.3f} < {cfg.near_tie_margin} between concurrent "
-                      f"claims on {key[3]} of {subject_title}",
-            "created_at": max(anchor[c].t for c in tied), "provenance": REVIEW})
+        out.review.append(
+            {
+                "id": stable_id("rq", tenant, NEAR_TIE, *sorted(ids)),
+                "tenant": tenant,
+                "kind": NEAR_TIE,
+                "node_ids": ids,
+                "scores": [prio[c] for c in tied],
+                "reason": f"prio gap {prio[tied[0]] - prio[tied[1]]:.3f} < {cfg.near_tie_margin} between concurrent "
+                f"claims on {key[3]} of {subject_title}",
+                "created_at": max(anchor[c].t for c in tied),
+                "provenance": REVIEW,
+            }
+        )
     return order[0]
 
 
-def _version_group(key: tuple, members: list[_Member], subject_title: str,
-                   support_edges: dict[tuple[str, str], set[str]], out: _Out, cfg: VersionConfig) -> None:
+def _version_group(
+    key: tuple,
+    members: list[_Member],
+    subject_title: str,
+    support_edges: dict[tuple[str, str], set[str]],
+    out: _Out,
+    cfg: VersionConfig,
+) -> None:
     """One (tenant, type, subject, attribute) group: its segments, versions, and — for a chain — its edges."""
     tenant, subject = key[0], key[2]
-    versions: list[tuple[tuple, _Member, list[_Member]]] = []   # (claim, head, members of its claim)
+    versions: list[tuple[tuple, _Member, list[_Member]]] = []  # (claim, head, members of its claim)
     contradicted = False
     for si, seg in enumerate(_segments(members, cfg.window)):
         claims: dict[tuple, list[_Member]] = {}
@@ -297,11 +371,13 @@ def _version_group(key: tuple, members: list[_Member], subject_title: str,
         return
     for (_, older, _), (_, newer, _) in zip(versions, versions[1:]):
         conf = min(older.conf, newer.conf)
-        out.add(_edge(tenant, older, "VERSION_NEXT", newer, edge_weight(conf), conf, newer.t, newer.raw_refs,
-                      VERSION_NEXT))
+        out.add(
+            _edge(tenant, older, "VERSION_NEXT", newer, edge_weight(conf), conf, newer.t, newer.raw_refs, VERSION_NEXT)
+        )
     head = versions[-1][1]
-    out.add(_edge(tenant, subject, "ACTIVE_OF", head, edge_weight(head.conf), head.conf, head.t, head.raw_refs,
-                  ACTIVE_OF))
+    out.add(
+        _edge(tenant, subject, "ACTIVE_OF", head, edge_weight(head.conf), head.conf, head.t, head.raw_refs, ACTIVE_OF)
+    )
     # repeats support their version's head, a losing claim's its latest sighting: a chain is one connected piece
     for _, h, ms in versions:
         for m in ms:
@@ -317,8 +393,9 @@ def _version_group(key: tuple, members: list[_Member], subject_title: str,
 def _sorted(table: pa.Table) -> pa.Table:
     """`table` sorted by (id, tenant), stable; as it is when its ids already increase strictly (R2G's do)."""
     ids = table.column("id")
-    if table.num_rows < 2 or (ids.null_count == 0
-                              and pc.all(pc.less(ids.slice(0, table.num_rows - 1), ids.slice(1))).as_py()):
+    if table.num_rows < 2 or (
+        ids.null_count == 0 and pc.all(pc.less(ids.slice(0, table.num_rows - 1), ids.slice(1))).as_py()
+    ):
         return table
     return table.take(pc.sort_indices(table, [("id", "ascending"), ("tenant", "ascending")]))
 
@@ -334,8 +411,19 @@ def _python_members(rows: pl.DataFrame) -> dict[tuple, list[_Member]]:
     groups: dict[tuple, list[_Member]] = {}
     for r in rows.iter_rows(named=True):
         key = tuple(r[k] for k in GROUP_KEY)
-        groups.setdefault(key, []).append(_Member(r["id"], r["tenant"], r["type"], r["t"], (r["affirmative"], r["obj"]),
-                                                  r["conf"], r["frequency"], r["speaker"], r["raw_refs"] or []))
+        groups.setdefault(key, []).append(
+            _Member(
+                r["id"],
+                r["tenant"],
+                r["type"],
+                r["t"],
+                (r["affirmative"], r["obj"]),
+                r["conf"],
+                r["frequency"],
+                r["speaker"],
+                r["raw_refs"] or [],
+            )
+        )
     return groups
 
 
@@ -358,8 +446,12 @@ def version_facts(nodes: pa.Table, edges: pa.Table, config: VersionConfig = Vers
     groups = _python_members(multi)
     ids = multi.select("tenant", "id").unique()
     links = e.filter(pl.col("type").is_in(["SUPPORTS", "SAME_AS"]))
-    links = pl.concat([links.join(ids, left_on=["tenant", end], right_on=["tenant", "id"], how="semi",
-                                  nulls_equal=True) for end in ("src", "dst")])
+    links = pl.concat(
+        [
+            links.join(ids, left_on=["tenant", end], right_on=["tenant", "id"], how="semi", nulls_equal=True)
+            for end in ("src", "dst")
+        ]
+    )
     support_edges: dict[tuple[str, str], set[str]] = {}
     for tn, s, d in links.select(["tenant", "src", "dst"]).iter_rows():
         support_edges.setdefault((tn, s), set()).add(d)
@@ -369,45 +461,72 @@ def version_facts(nodes: pa.Table, edges: pa.Table, config: VersionConfig = Vers
     for key in sorted(groups):
         _version_group(key, groups[key], titles[(key[0], key[2])], support_edges, out, config)
     # a repeat's SUPPORTS is not added where the input already holds an edge of that id
-    made = pl.DataFrame([(t, i) for (t, i), r in out.edges.items() if r["provenance"] == SUPPORTS],
-                        schema={"tenant": pl.String, "id": pl.String}, orient="row")
+    made = pl.DataFrame(
+        [(t, i) for (t, i), r in out.edges.items() if r["provenance"] == SUPPORTS],
+        schema={"tenant": pl.String, "id": pl.String},
+        orient="row",
+    )
     for t, i in made.join(e.select("tenant", "id"), on=["tenant", "id"], how="semi", nulls_equal=True).iter_rows():
         del out.edges[(t, i)]
 
     # R2G's CONTRADICTS between members of different segments were a change over time, not a conflict; and a row
     # of ours replaces an input row of the same id
     order = {key: k for k, key in enumerate(sorted(groups))}
-    place = pl.DataFrame([(t, i, order[key], seg) for (t, i), (key, seg) in out.place.items()],
-                         schema={"tenant": pl.String, "id": pl.String, "_g": pl.Int64, "_s": pl.Int64}, orient="row")
+    place = pl.DataFrame(
+        [(t, i, order[key], seg) for (t, i), (key, seg) in out.place.items()],
+        schema={"tenant": pl.String, "id": pl.String, "_g": pl.Int64, "_s": pl.Int64},
+        orient="row",
+    )
     ours = pl.DataFrame(list(out.edges), schema={"tenant": pl.String, "id": pl.String}, orient="row")
     rows = e.with_row_index("_row")
-    over_time = (rows.filter(pl.col("type") == "CONTRADICTS")
-                 .join(place.rename({"id": "src", "_g": "_ga", "_s": "_sa"}), on=["tenant", "src"], nulls_equal=True)
-                 .join(place.rename({"id": "dst", "_g": "_gb", "_s": "_sb"}), on=["tenant", "dst"], nulls_equal=True)
-                 .filter((pl.col("_ga") == pl.col("_gb")) & (pl.col("_sa") != pl.col("_sb"))))
+    over_time = (
+        rows.filter(pl.col("type") == "CONTRADICTS")
+        .join(place.rename({"id": "src", "_g": "_ga", "_s": "_sa"}), on=["tenant", "src"], nulls_equal=True)
+        .join(place.rename({"id": "dst", "_g": "_gb", "_s": "_sb"}), on=["tenant", "dst"], nulls_equal=True)
+        .filter((pl.col("_ga") == pl.col("_gb")) & (pl.col("_sa") != pl.col("_sb")))
+    )
     replaced = rows.join(ours, on=["tenant", "id"], how="semi", nulls_equal=True)
     dropped = pl.concat([over_time.get_column("_row"), replaced.get_column("_row")]).unique()
     added = pa.Table.from_pylist([out.edges[k] for k in sorted(out.edges)], schema=EDGES)
 
-    validity = pl.concat([
-        single.group_by(GROUP_KEY, maintain_order=True).agg("id", pl.col("t").min().alias("_since"))
-        .explode("id").select("tenant", "id", "_since", pl.lit(None, dtype=pl.Datetime("us")).alias("_until")),
-        pl.DataFrame([(t, i, v[0], v[1]) for (t, i), v in out.validity.items()],
-                     schema={"tenant": pl.String, "id": pl.String, "_since": pl.Datetime("us"),
-                             "_until": pl.Datetime("us")}, orient="row"),
-    ]).unique(subset=["tenant", "id"], keep="last", maintain_order=True).with_columns(pl.lit(True).alias("_placed"))
-    v = (as_frame(nodes.select(["tenant", "id", "valid_since", "valid_until"]))
-         .join(validity, on=["tenant", "id"], how="left", maintain_order="left", nulls_equal=True))
+    validity = (
+        pl.concat(
+            [
+                single.group_by(GROUP_KEY, maintain_order=True)
+                .agg("id", pl.col("t").min().alias("_since"))
+                .explode("id")
+                .select("tenant", "id", "_since", pl.lit(None, dtype=pl.Datetime("us")).alias("_until")),
+                pl.DataFrame(
+                    [(t, i, v[0], v[1]) for (t, i), v in out.validity.items()],
+                    schema={
+                        "tenant": pl.String,
+                        "id": pl.String,
+                        "_since": pl.Datetime("us"),
+                        "_until": pl.Datetime("us"),
+                    },
+                    orient="row",
+                ),
+            ]
+        )
+        .unique(subset=["tenant", "id"], keep="last", maintain_order=True)
+        .with_columns(pl.lit(True).alias("_placed"))
+    )
+    v = as_frame(nodes.select(["tenant", "id", "valid_since", "valid_until"])).join(
+        validity, on=["tenant", "id"], how="left", maintain_order="left", nulls_equal=True
+    )
     placed = pl.col("_placed").fill_null(False)
-    v = v.select(pl.when(placed).then("_since").otherwise("valid_since").alias("valid_since"),
-                 pl.when(placed).then("_until").otherwise("valid_until").alias("valid_until"))
+    v = v.select(
+        pl.when(placed).then("_since").otherwise("valid_since").alias("valid_since"),
+        pl.when(placed).then("_until").otherwise("valid_until").alias("valid_until"),
+    )
     out_nodes = nodes
     for name in ("valid_since", "valid_until"):
-        out_nodes = out_nodes.set_column(nodes.schema.get_field_index(name), name, v.get_column(name).to_arrow()
-                                         .cast(TS))
+        out_nodes = out_nodes.set_column(
+            nodes.schema.get_field_index(name), name, v.get_column(name).to_arrow().cast(TS)
+        )
     queue = pa.Table.from_pylist(sorted(out.review, key=lambda r: r["id"]), schema=REVIEW_QUEUE)
     # base without the dropped rows, then ours, sorted (stable): one take over both
-    both = pa.concat_tables([base, added])   # chunks, not copied: the take below is the one copy
+    both = pa.concat_tables([base, added])  # chunks, not copied: the take below is the one copy
     order = pc.sort_indices(both, [("id", "ascending"), ("tenant", "ascending")])
     if dropped.len():
         order = order.filter(pc.invert(pc.is_in(order, value_set=dropped.cast(pl.UInt64).to_arrow())))

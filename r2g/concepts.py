@@ -30,6 +30,7 @@ overlapping term spans; hot loops should hold one ConceptDict:
 
 A term shared by several concepts yields one hit per concept on the same span.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -69,7 +70,7 @@ class Concept:
         labels = [self.label_en, self.label_zh] if lang is None else [self.label(lang)]
         for lab in labels:
             out.extend(w for w in re.split(r"[\s&/,]+", lab.lower()) if w)
-        for lg in (LANGS if lang is None else ("zh" if lang == "zh" else "en",)):
+        for lg in LANGS if lang is None else ("zh" if lang == "zh" else "en",):
             out.extend(self.terms.get(lg, ()))
         return list(dict.fromkeys(out))
 
@@ -168,7 +169,7 @@ class ConceptDict:
         index = self._en
         while i < n:
             best: tuple[tuple[str, ...], str, tuple[str, ...]] | None = None
-            for first in ((lems[i],) if lems[i] == toks[i] else (lems[i], toks[i])):
+            for first in (lems[i],) if lems[i] == toks[i] else (lems[i], toks[i]):
                 for cand in index.get(first, ()):
                     words = cand[0]
                     k = len(words)
@@ -219,12 +220,13 @@ class ConceptDict:
         n = len(tok)
         for size in range(min(n - 1, self._zh_max), 1, -1):
             for a in range(n - size + 1):
-                if tok[a:a + size] in self._zh:
-                    return tok[a:a + size]
+                if tok[a : a + size] in self._zh:
+                    return tok[a : a + size]
         return None
 
 
 # ---------------------------------------------------------------- loading
+
 
 def _shipped_text() -> str:
     return resources.files("r2g").joinpath("data/concepts.tsv").read_text(encoding="utf-8")
@@ -267,8 +269,13 @@ def build(sources: Sequence[tuple[str, str]]) -> ConceptDict:
                 bucket[term] = None
             broader.setdefault(key, {}).update(dict.fromkeys(up))
     concepts = {
-        k: Concept(k, lab[0] or k, lab[1] or lab[0] or k,
-                   {lg: tuple(ts) for lg, ts in terms[k].items() if ts}, tuple(broader[k]))
+        k: Concept(
+            k,
+            lab[0] or k,
+            lab[1] or lab[0] or k,
+            {lg: tuple(ts) for lg, ts in terms[k].items() if ts},
+            tuple(broader[k]),
+        )
         for k, lab in labels.items()
     }
     return ConceptDict(concepts, h.hexdigest()[:12])
@@ -300,7 +307,8 @@ def _load(stamps: tuple[tuple[str, int, int], ...]) -> ConceptDict:
     return build(sources)
 
 
-def match_concepts(tokens: list[str], lemmas: list[str], lang: str,
-                   concepts: ConceptDict | None = None) -> list[ConceptHit]:
+def match_concepts(
+    tokens: list[str], lemmas: list[str], lang: str, concepts: ConceptDict | None = None
+) -> list[ConceptHit]:
     """Concept hits of one message (see `ConceptDict.match`); `concepts` defaults to `load_concepts()`."""
     return (concepts if concepts is not None else load_concepts()).match(tokens, lemmas, lang)

@@ -7,6 +7,7 @@ TEMPORAL_NEXT / CAUSES / CAUSED_BY edges. Ids are hashes of natural keys and
 rows are sorted by id, so the same input always yields identical tables. The messages and the raw_refs of their
 spans come from r2g.message_refs.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -24,6 +25,7 @@ from r2g.time_values import TimeValue
 
 # ---------------------------------------------------------------- per message
 
+
 @dataclass
 class Coref:
     """Coreference context of one message within its conversation (r2g.rule.coref.v1)."""
@@ -34,7 +36,7 @@ class Coref:
 
 
 def _person_mentions(ann: Annotation, text: str) -> list[str]:
-    return [text[ann.idx[s]:ann.idx[e - 1] + len(ann.tokens[e - 1])] for s, e, label in ann.ents if label == "PERSON"]
+    return [text[ann.idx[s] : ann.idx[e - 1] + len(ann.tokens[e - 1])] for s, e, label in ann.ents if label == "PERSON"]
 
 
 def _conversation_coref(msgs: list[Msg], annotations: Mapping[str, Annotation]) -> list[Coref]:
@@ -67,9 +69,16 @@ def _conversation_coref(msgs: list[Msg], annotations: Mapping[str, Annotation]) 
 
 def _fact_fingerprint(msg: Msg, f: R.FactDraft) -> tuple:
     """Dedup key (R2G-4): normalised statement (agent, polarity, modality, predicate, patient, place) + day bucket."""
-    role = {r.type: r.target.norm for r in reversed(f.roles)}   # the first role of each type
-    return (role.get("AGENT", ""), "not" if f.negation else "", f.modality or "", f.predicate_norm,
-            role.get("PATIENT", ""), role.get("LOCATION", ""), _day_bucket(msg, f.time))
+    role = {r.type: r.target.norm for r in reversed(f.roles)}  # the first role of each type
+    return (
+        role.get("AGENT", ""),
+        "not" if f.negation else "",
+        f.modality or "",
+        f.predicate_norm,
+        role.get("PATIENT", ""),
+        role.get("LOCATION", ""),
+        _day_bucket(msg, f.time),
+    )
 
 
 def _day_bucket(msg: Msg, t: TimeValue | None) -> str:
@@ -91,8 +100,19 @@ def _block_of(blocks_chars: list[tuple[int, int]], start: int) -> int:
 
 def _message_graph(g: PartitionGraph, msg: Msg, ann: Annotation, coref: Coref) -> list[str]:
     """Run every rule on one message and add its rows to `g`; returns its Episode ids in text order."""
-    ctx = R.MessageCtx(msg.tenant, msg.conv_id, msg.msg_id, msg.speaker, msg.ts, ann.lang, msg.text, ann,
-                       names=coref.names, you=coref.you, third=coref.third)
+    ctx = R.MessageCtx(
+        msg.tenant,
+        msg.conv_id,
+        msg.msg_id,
+        msg.speaker,
+        msg.ts,
+        ann.lang,
+        msg.text,
+        ann,
+        names=coref.names,
+        you=coref.you,
+        third=coref.third,
+    )
     zh = ann.lang == "zh"
     times = R.time_rule(ctx)
     ner = R.entity_zh_rule(ctx) if zh else R.entity_en_rule(ctx)
@@ -113,13 +133,16 @@ def _message_graph(g: PartitionGraph, msg: Msg, ann: Annotation, coref: Coref) -
     blocks = R.topic_blocks(ctx)
     sents = [(s, e) for s, e in ann.sents if e > s]
     if len(blocks) > 1:
-        bchars = [(ann.idx[sents[lo][0]], ann.idx[sents[hi - 1][1] - 1] + len(ann.tokens[sents[hi - 1][1] - 1]))
-                  for lo, hi in blocks]
+        bchars = [
+            (ann.idx[sents[lo][0]], ann.idx[sents[hi - 1][1] - 1] + len(ann.tokens[sents[hi - 1][1] - 1]))
+            for lo, hi in blocks
+        ]
         # blocks tile the text: each runs to where the next begins (the whitespace between belongs to it)
         starts = [0] + [lo for lo, _ in bchars[1:]]
         bchars = list(zip(starts, starts[1:] + [len(msg.text)]))
-        ep_ids = [stable_id("n", msg.tenant, "Episode", msg.conv_id, msg.msg_id, f"block{k}")
-                  for k in range(len(blocks))]
+        ep_ids = [
+            stable_id("n", msg.tenant, "Episode", msg.conv_id, msg.msg_id, f"block{k}") for k in range(len(blocks))
+        ]
     else:
         bchars = [(0, len(msg.text))]
         ep_ids = [stable_id("n", msg.tenant, "Episode", msg.conv_id, msg.msg_id)]
@@ -144,30 +167,69 @@ def _message_graph(g: PartitionGraph, msg: Msg, ann: Annotation, coref: Coref) -
         lo, hi = bchars[b]
         n_facts = sum(1 for f in facts if lo <= f.start < hi)
         n_prefs = sum(1 for p in prefs if lo <= p.start < hi)
-        draft = R.episode_rule(ctx, len(mentioned[b]), n_facts, n_prefs,
-                               blocks[b] if len(ep_ids) > 1 else None, len(ep_ids))
+        draft = R.episode_rule(
+            ctx, len(mentioned[b]), n_facts, n_prefs, blocks[b] if len(ep_ids) > 1 else None, len(ep_ids)
+        )
         refs = span_refs(msg, lo, hi) if len(ep_ids) > 1 else whole
         g.nodes[ep_id] = node_row(
-            id=ep_id, tenant=msg.tenant, type="Episode", subtype="block" if len(ep_ids) > 1 else "turn",
-            title=draft.title, text=draft.text, keywords=draft.keywords, entities=list(ent_titles[b]), lang=ann.lang,
-            time_start=msg.ts, time_end=msg.ts, time_granularity=gran, time_text=None,
-            importance=draft.importance, confidence=1.0, frequency=1, sentiment=None,
-            first_seen=msg.ts, last_seen=msg.ts, tier="short", category="episode", status="active",
-            raw_refs=refs, provenance=R.TOPIC_BLOCK if len(ep_ids) > 1 else R.EPISODE,
-            conv_id=msg.conv_id, msg_id=msg.msg_id, speaker=msg.speaker,
-            predicate_norm=None, negation=None, modality=None, aliases=[], mentions=None)
+            id=ep_id,
+            tenant=msg.tenant,
+            type="Episode",
+            subtype="block" if len(ep_ids) > 1 else "turn",
+            title=draft.title,
+            text=draft.text,
+            keywords=draft.keywords,
+            entities=list(ent_titles[b]),
+            lang=ann.lang,
+            time_start=msg.ts,
+            time_end=msg.ts,
+            time_granularity=gran,
+            time_text=None,
+            importance=draft.importance,
+            confidence=1.0,
+            frequency=1,
+            sentiment=None,
+            first_seen=msg.ts,
+            last_seen=msg.ts,
+            tier="short",
+            category="episode",
+            status="active",
+            raw_refs=refs,
+            provenance=R.TOPIC_BLOCK if len(ep_ids) > 1 else R.EPISODE,
+            conv_id=msg.conv_id,
+            msg_id=msg.msg_id,
+            speaker=msg.speaker,
+            predicate_norm=None,
+            negation=None,
+            modality=None,
+            aliases=[],
+            mentions=None,
+        )
         for eid, (conf, mrefs) in mentioned[b].items():
             g.edge(msg, ep_id, "MENTIONS", eid, conf, R.MENTIONS, mrefs)
         for rid in dict.fromkeys(r[0] for r in refs):
-            g.edge(msg, ep_id, "DERIVED_FROM", rid, R.CONF[R.DERIVED_FROM], R.DERIVED_FROM,
-                   [r for r in refs if r[0] == rid])
+            g.edge(
+                msg,
+                ep_id,
+                "DERIVED_FROM",
+                rid,
+                R.CONF[R.DERIVED_FROM],
+                R.DERIVED_FROM,
+                [r for r in refs if r[0] == rid],
+            )
 
     def derive(nid: str, refs: list[Ref], start: int) -> None:
         """nid -DERIVED_FROM-> its Episode (block). Not to the RawChunks too: the node's raw_refs cite its
         exact bytes, and its Episode's DERIVED_FROM edges lead to the chunks."""
-        g.edge(msg, nid, "DERIVED_FROM", ep_ids[_block_of(bchars, start) if len(ep_ids) > 1 else 0],
-               R.CONF[R.DERIVED_FROM],
-               R.DERIVED_FROM, refs)
+        g.edge(
+            msg,
+            nid,
+            "DERIVED_FROM",
+            ep_ids[_block_of(bchars, start) if len(ep_ids) > 1 else 0],
+            R.CONF[R.DERIVED_FROM],
+            R.DERIVED_FROM,
+            refs,
+        )
 
     fact_ids: list[str] = []
     for f in facts:
@@ -181,28 +243,62 @@ def _message_graph(g: PartitionGraph, msg: Msg, ann: Annotation, coref: Coref) -
             eid = g.entity(msg, role.target)
             role_targets.add(eid)
             titles[g.entities[eid].title] = None
-            rconf = R.CONF[role.provenance] if role.type in ("TIME", "LOCATION") or role.provenance == R.COREF \
-                else conf
+            rconf = R.CONF[role.provenance] if role.type in ("TIME", "LOCATION") or role.provenance == R.COREF else conf
             g.edge(msg, fid, role.type, eid, rconf, role.provenance, refs)
         for ref in f.mentions:
             eid = g.entity_id(msg, ref)
             if eid not in g.entities:
                 eid = g.entity(msg, ref)
             titles[g.entities[eid].title] = None
-            if eid not in role_targets:   # (edge_table drops the rest of such repeats)
-                g.edge(msg, fid, "MENTIONS", eid, R.CONF[R.MENTIONS], R.MENTIONS,
-                       span_refs(msg, ref.start, ref.end) if ref.start >= 0 else refs)
+            if eid not in role_targets:  # (edge_table drops the rest of such repeats)
+                g.edge(
+                    msg,
+                    fid,
+                    "MENTIONS",
+                    eid,
+                    R.CONF[R.MENTIONS],
+                    R.MENTIONS,
+                    span_refs(msg, ref.start, ref.end) if ref.start >= 0 else refs,
+                )
         t = f.time
-        imp = R.importance("Fact", msg.text[f.start:f.end], ann.lang, f.keywords, n_roles=len(f.roles))
-        g.counted(msg, node_row(
-            id=fid, tenant=msg.tenant, type="Fact", subtype=f.subtype, title=f.title,
-            text=R.clip(msg.text[f.start:f.end], R.SUMMARY_MAX_CHARS), keywords=f.keywords, entities=list(titles),
-            lang=ann.lang, time_start=t.start if t else None, time_end=t.end if t else None,
-            time_granularity=t.granularity if t else "unspecified", time_text=f.time_text,
-            importance=imp, confidence=conf, frequency=1, sentiment=None,
-            first_seen=msg.ts, last_seen=msg.ts, tier="short", category="fact", status="active",
-            raw_refs=refs, provenance=f.provenance, conv_id=msg.conv_id, msg_id=msg.msg_id, speaker=msg.speaker,
-            predicate_norm=f.predicate_norm, negation=f.negation, modality=f.modality, aliases=[], mentions=None))
+        imp = R.importance("Fact", msg.text[f.start : f.end], ann.lang, f.keywords, n_roles=len(f.roles))
+        g.counted(
+            msg,
+            node_row(
+                id=fid,
+                tenant=msg.tenant,
+                type="Fact",
+                subtype=f.subtype,
+                title=f.title,
+                text=R.clip(msg.text[f.start : f.end], R.SUMMARY_MAX_CHARS),
+                keywords=f.keywords,
+                entities=list(titles),
+                lang=ann.lang,
+                time_start=t.start if t else None,
+                time_end=t.end if t else None,
+                time_granularity=t.granularity if t else "unspecified",
+                time_text=f.time_text,
+                importance=imp,
+                confidence=conf,
+                frequency=1,
+                sentiment=None,
+                first_seen=msg.ts,
+                last_seen=msg.ts,
+                tier="short",
+                category="fact",
+                status="active",
+                raw_refs=refs,
+                provenance=f.provenance,
+                conv_id=msg.conv_id,
+                msg_id=msg.msg_id,
+                speaker=msg.speaker,
+                predicate_norm=f.predicate_norm,
+                negation=f.negation,
+                modality=f.modality,
+                aliases=[],
+                mentions=None,
+            ),
+        )
         derive(fid, refs, f.start)
 
     for cause, effect in R.cause_rule(facts):
@@ -225,16 +321,43 @@ def _message_graph(g: PartitionGraph, msg: Msg, ann: Annotation, coref: Coref) -
             g.edge(msg, pid, "MENTIONS", eid, R.CONF[R.MENTIONS], R.MENTIONS, span_refs(msg, ref.start, ref.end))
         if speaker is not None:
             g.edge(msg, pid, "AGENT", g.entity_id(msg, speaker), R.CONF[R.PREFERENCE], R.PREFERENCE, refs)
-        g.counted(msg, node_row(
-            id=pid, tenant=msg.tenant, type="Preference", subtype=p.subtype, title=R.clip(who + p.text, 80),
-            text=p.text, keywords=p.keywords, entities=list(titles), lang=ann.lang,
-            time_start=msg.ts, time_end=None, time_granularity="minute" if msg.ts else "unspecified",
-            time_text=None, importance=R.importance("Preference", p.text, ann.lang, p.keywords,
-                                                    n_entities=len(p.mentions)),
-            confidence=R.CONF[R.PREFERENCE], frequency=1, sentiment=None,
-            first_seen=msg.ts, last_seen=msg.ts, tier="short", category="fact", status="active",
-            raw_refs=refs, provenance=R.PREFERENCE, conv_id=msg.conv_id, msg_id=msg.msg_id, speaker=msg.speaker,
-            predicate_norm=None, negation=p.subtype == "dislike", modality=None, aliases=[], mentions=None))
+        g.counted(
+            msg,
+            node_row(
+                id=pid,
+                tenant=msg.tenant,
+                type="Preference",
+                subtype=p.subtype,
+                title=R.clip(who + p.text, 80),
+                text=p.text,
+                keywords=p.keywords,
+                entities=list(titles),
+                lang=ann.lang,
+                time_start=msg.ts,
+                time_end=None,
+                time_granularity="minute" if msg.ts else "unspecified",
+                time_text=None,
+                importance=R.importance("Preference", p.text, ann.lang, p.keywords, n_entities=len(p.mentions)),
+                confidence=R.CONF[R.PREFERENCE],
+                frequency=1,
+                sentiment=None,
+                first_seen=msg.ts,
+                last_seen=msg.ts,
+                tier="short",
+                category="fact",
+                status="active",
+                raw_refs=refs,
+                provenance=R.PREFERENCE,
+                conv_id=msg.conv_id,
+                msg_id=msg.msg_id,
+                speaker=msg.speaker,
+                predicate_norm=None,
+                negation=p.subtype == "dislike",
+                modality=None,
+                aliases=[],
+                mentions=None,
+            ),
+        )
         derive(pid, refs, p.start)
 
     task_ids: list[tuple[str, int, int]] = []
@@ -243,17 +366,43 @@ def _message_graph(g: PartitionGraph, msg: Msg, ann: Annotation, coref: Coref) -
         task_ids.append((tid, tk.start, tk.end))
         refs = span_refs(msg, tk.start, tk.end)
         t = tk.time
-        g.counted(msg, node_row(
-            id=tid, tenant=msg.tenant, type="Task", subtype=tk.subtype, title=R.clip(who + tk.text, 80),
-            text=tk.text, keywords=tk.keywords, entities=[], lang=ann.lang,
-            time_start=t.start if t else None, time_end=t.end if t else None,
-            time_granularity=t.granularity if t else "unspecified", time_text=tk.time_text,
-            importance=R.importance("Task", tk.text, ann.lang, tk.keywords), confidence=R.CONF[R.TASK],
-            frequency=1, sentiment=None, first_seen=msg.ts, last_seen=msg.ts, tier="short", category="fact",
-            status="open", raw_refs=refs, provenance=R.TASK, conv_id=msg.conv_id, msg_id=msg.msg_id,
-            speaker=msg.speaker, predicate_norm=facts[tk.fact].predicate_norm if tk.fact is not None else None,
-            negation=False, modality=facts[tk.fact].modality if tk.fact is not None else None, aliases=[],
-            mentions=None))
+        g.counted(
+            msg,
+            node_row(
+                id=tid,
+                tenant=msg.tenant,
+                type="Task",
+                subtype=tk.subtype,
+                title=R.clip(who + tk.text, 80),
+                text=tk.text,
+                keywords=tk.keywords,
+                entities=[],
+                lang=ann.lang,
+                time_start=t.start if t else None,
+                time_end=t.end if t else None,
+                time_granularity=t.granularity if t else "unspecified",
+                time_text=tk.time_text,
+                importance=R.importance("Task", tk.text, ann.lang, tk.keywords),
+                confidence=R.CONF[R.TASK],
+                frequency=1,
+                sentiment=None,
+                first_seen=msg.ts,
+                last_seen=msg.ts,
+                tier="short",
+                category="fact",
+                status="open",
+                raw_refs=refs,
+                provenance=R.TASK,
+                conv_id=msg.conv_id,
+                msg_id=msg.msg_id,
+                speaker=msg.speaker,
+                predicate_norm=facts[tk.fact].predicate_norm if tk.fact is not None else None,
+                negation=False,
+                modality=facts[tk.fact].modality if tk.fact is not None else None,
+                aliases=[],
+                mentions=None,
+            ),
+        )
         if speaker is not None:
             g.edge(msg, tid, "AGENT", g.entity_id(msg, speaker), R.CONF[R.TASK], R.TASK, refs)
         if tk.fact is not None:
@@ -295,5 +444,9 @@ def build_graph(messages: pa.Table, annotations: Mapping[str, Annotation]) -> tu
         tenant_of = {e[-1]: e[0] for e in episodes}
         for src, dst in R.temporal_next_rule(episodes):
             g.edges[(tenant_of[src], src, "TEMPORAL_NEXT", dst)] = [
-                R.CONF[R.TEMPORAL_NEXT], R.TEMPORAL_NEXT, g.nodes[dst]["time_start"], []]
+                R.CONF[R.TEMPORAL_NEXT],
+                R.TEMPORAL_NEXT,
+                g.nodes[dst]["time_start"],
+                [],
+            ]
         return g.node_table(), g.edge_table()

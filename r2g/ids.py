@@ -1,9 +1,10 @@
 """Deterministic ids: a hash of the natural key, so re-runs never duplicate a node or an edge."""
+
 from __future__ import annotations
 
 import hashlib
 
-ID_SCHEME = "ids.v2"   # part of r2g.pipeline.graph_version: a new scheme re-derives every graph part
+ID_SCHEME = "ids.v2"  # part of r2g.pipeline.graph_version: a new scheme re-derives every graph part
 
 
 def stable_id(prefix: str, *parts: str | None) -> str:
@@ -32,8 +33,10 @@ def edge_id(tenant: str | None, src: str, type: str, dst: str) -> str:
 def edge_ids(keys: list[tuple[str, str, str, str]]) -> list[str]:
     """edge_id of many (tenant, src, type, dst) keys: stable_id's framing inlined for build_graph's hot path."""
     sha = hashlib.sha256
-    return [f"e_{sha(f'{len(t)}:{t}{len(s)}:{s}{len(y)}:{y}{len(d)}:{d}'.encode('utf-8', 'surrogatepass')).hexdigest()[:24]}"
-            for t, s, y, d in keys]
+    return [
+        f"e_{sha(f'{len(t)}:{t}{len(s)}:{s}{len(y)}:{y}{len(d)}:{d}'.encode('utf-8', 'surrogatepass')).hexdigest()[:24]}"
+        for t, s, y, d in keys
+    ]
 
 
 def text_sha(text: str) -> str:

@@ -12,6 +12,7 @@
 `read_graph(lake, "r2g")` is the R2G graph (the `r2g_nodes` / `r2g_edges` assets), `read_graph(lake,
 "consolidated")` the memory graph (`nodes` / `edges`); `graph_sql` gives the same tables as DuckDB SQL.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -55,12 +56,23 @@ LAYERS = ("r2g", "consolidated")
 
 # The lake's tables by name (the DuckDB view names): the union of the partitions' files, a graph layer, or a file.
 UNION_TABLES: dict[str, pa.Schema] = {"messages": MESSAGES, "raw_chunks": RAW_CHUNKS, "rejects": REJECTS}
-GRAPH_TABLES: dict[str, tuple[str, str]] = {"nodes": ("consolidated", "nodes"), "edges": ("consolidated", "edges"),
-                                            "r2g_nodes": ("r2g", "nodes"), "r2g_edges": ("r2g", "edges")}
+GRAPH_TABLES: dict[str, tuple[str, str]] = {
+    "nodes": ("consolidated", "nodes"),
+    "edges": ("consolidated", "edges"),
+    "r2g_nodes": ("r2g", "nodes"),
+    "r2g_edges": ("r2g", "edges"),
+}
 FILE_TABLES: dict[str, pa.Schema] = {
-    "communities": COMMUNITIES, "promotions": PROMOTIONS, "review_queue": REVIEW_QUEUE, "cold_edges": COLD_EDGES,
-    "feedback": FEEDBACK, "ops_applied": OPS_APPLIED, "ops_rejected": OPS_REJECTED, "audit": AUDIT,
-    "tombstones": TOMBSTONES}
+    "communities": COMMUNITIES,
+    "promotions": PROMOTIONS,
+    "review_queue": REVIEW_QUEUE,
+    "cold_edges": COLD_EDGES,
+    "feedback": FEEDBACK,
+    "ops_applied": OPS_APPLIED,
+    "ops_rejected": OPS_REJECTED,
+    "audit": AUDIT,
+    "tombstones": TOMBSTONES,
+}
 
 
 def table_schema(name: str) -> pa.Schema:
@@ -78,8 +90,12 @@ def read_lake_table(lake: Lake, name: str, columns: Sequence[str] | None = None)
         return read_parts(lake, name, UNION_TABLES[name], columns)
     if name in GRAPH_TABLES:
         layer, kind = GRAPH_TABLES[name]
-        nodes, edges = read_graph(lake, layer, node_columns=columns if kind == "nodes" else ["id"],
-                                  edge_columns=columns if kind == "edges" else ["id"])
+        nodes, edges = read_graph(
+            lake,
+            layer,
+            node_columns=columns if kind == "nodes" else ["id"],
+            edge_columns=columns if kind == "edges" else ["id"],
+        )
         frame, schema = (nodes, NODES) if kind == "nodes" else (edges, EDGES)
         table = conform(frame.to_arrow(), schema)
         return table.select(list(columns)) if columns is not None else table
@@ -97,11 +113,14 @@ def _frame(table: pa.Table) -> pl.DataFrame:
     return as_frame(table)
 
 
-def read_parts_graph(lake: Lake, node_columns: Sequence[str] | None = None,
-                     edge_columns: Sequence[str] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+def read_parts_graph(
+    lake: Lake, node_columns: Sequence[str] | None = None, edge_columns: Sequence[str] | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Every partition's nodes and edges, concatenated (ids may repeat across partitions)."""
-    return (_frame(read_parts(lake, "nodes", NODES, node_columns)),
-            _frame(read_parts(lake, "edges", EDGES, edge_columns)))
+    return (
+        _frame(read_parts(lake, "nodes", NODES, node_columns)),
+        _frame(read_parts(lake, "edges", EDGES, edge_columns)),
+    )
 
 
 def _project(overlay: Overlay, schema: pa.Schema, columns: Sequence[str] | None) -> Overlay:
@@ -110,11 +129,15 @@ def _project(overlay: Overlay, schema: pa.Schema, columns: Sequence[str] | None)
     return Overlay(overlay.upserts.select(list(columns)), overlay.removed)
 
 
-def read_graph(lake: Lake, layer: str = "consolidated", node_columns: Sequence[str] | None = None,
-               edge_columns: Sequence[str] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+def read_graph(
+    lake: Lake,
+    layer: str = "consolidated",
+    node_columns: Sequence[str] | None = None,
+    edge_columns: Sequence[str] | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The graph of `layer` ("r2g" or "consolidated") as (nodes, edges) frames with the NODES / EDGES columns
     asked for (default all; the key columns tenant and id are always read)."""
-    layers = LAYERS[:LAYERS.index(layer) + 1]
+    layers = LAYERS[: LAYERS.index(layer) + 1]
     ncols = _with_key(node_columns, NODES)
     ecols = _with_key(edge_columns, EDGES)
     state_cols = [c for c in ncols if c in STATE_COLUMNS]
@@ -124,11 +147,11 @@ def read_graph(lake: Lake, layer: str = "consolidated", node_columns: Sequence[s
         nodes = apply_overlay(nodes, _project(read_overlay(folder, "nodes", NODES), NODES, ncols))
         edges = apply_overlay(edges, _project(read_overlay(folder, "edges", EDGES), EDGES, ecols))
     if layer == "consolidated" and state_cols:
-        state = _frame(read_table(layer_dir(lake, "consolidated") / "state.parquet", NODE_STATE)
-                       .select([*KEY, *state_cols]))
+        state = _frame(
+            read_table(layer_dir(lake, "consolidated") / "state.parquet", NODE_STATE).select([*KEY, *state_cols])
+        )
         if state.height:
-            nodes = (nodes.drop(state_cols).join(state, on=list(KEY), how="left", maintain_order="left")
-                     .select(ncols))
+            nodes = nodes.drop(state_cols).join(state, on=list(KEY), how="left", maintain_order="left").select(ncols)
     return nodes, edges
 
 
@@ -137,16 +160,24 @@ def read_graph_tables(lake: Lake, layer: str = "consolidated") -> tuple[pa.Table
     held = _HANDED_OVER.pop((str(lake.root), layer), None)
     if held is not None and held[0] == _layer_stamp(lake, layer):
         return held[1], held[2]
-    folders = [layer_dir(lake, name) for name in LAYERS[:LAYERS.index(layer) + 1]]
+    folders = [layer_dir(lake, name) for name in LAYERS[: LAYERS.index(layer) + 1]]
     nodes = layered_table(read_parts(lake, "nodes", NODES), [read_overlay(f, "nodes", NODES) for f in folders])
     edges = layered_table(read_parts(lake, "edges", EDGES), [read_overlay(f, "edges", EDGES) for f in folders])
     if layer == "consolidated":
         state = read_table(layer_dir(lake, "consolidated") / "state.parquet", NODE_STATE)
         if state.num_rows:
             # each node's row of the state table (none: nulls, as read_graph's left join gives)
-            at = (as_frame(nodes.select(list(KEY)))
-                  .join(as_frame(state.select(list(KEY))).with_row_index("_s"), on=list(KEY), how="left",
-                        maintain_order="left").get_column("_s").to_arrow())
+            at = (
+                as_frame(nodes.select(list(KEY)))
+                .join(
+                    as_frame(state.select(list(KEY))).with_row_index("_s"),
+                    on=list(KEY),
+                    how="left",
+                    maintain_order="left",
+                )
+                .get_column("_s")
+                .to_arrow()
+            )
             for name in STATE_COLUMNS:
                 i = nodes.schema.get_field_index(name)
                 nodes = nodes.set_column(i, NODES.field(name), state.column(name).take(at).cast(NODES.field(name).type))
@@ -169,7 +200,7 @@ def hand_over_graph_tables(lake: Lake, layer: str, nodes: pa.Table, edges: pa.Ta
 def _layer_stamp(lake: Lake, layer: str) -> tuple:
     """(path, size, mtime) of every file the graph of `layer` is assembled from."""
     files = [*part_paths(lake, "nodes"), *part_paths(lake, "edges")]
-    for name in LAYERS[:LAYERS.index(layer) + 1]:
+    for name in LAYERS[: LAYERS.index(layer) + 1]:
         folder = layer_dir(lake, name)
         files += [folder / f"{table}{suffix}.parquet" for table in ("nodes", "edges") for suffix in ("", "_removed")]
     if layer == "consolidated":
@@ -192,8 +223,18 @@ def _with_key(columns: Sequence[str] | None, schema: pa.Schema) -> list[str]:
 
 # ------------------------------------------------------------------------------------------ the R2G overlay
 
-_LINK_NODE_COLUMNS = ["id", "tenant", "type", "subtype", "predicate_norm", "negation", "modality", "time_start",
-                      "first_seen", "raw_refs"]
+_LINK_NODE_COLUMNS = [
+    "id",
+    "tenant",
+    "type",
+    "subtype",
+    "predicate_norm",
+    "negation",
+    "modality",
+    "time_start",
+    "first_seen",
+    "raw_refs",
+]
 _LINK_EDGE_TYPES = ("AGENT", "PATIENT", "LOCATION")
 
 
@@ -217,25 +258,45 @@ def r2g_overlays(lake: Lake, dropped: set[tuple[str, str]] | frozenset = frozens
 
     gone = pl.DataFrame(sorted(dropped), schema={"tenant": pl.String, "id": pl.String}, orient="row")
     removed_nodes = node_keys.unique().join(gone, on=["tenant", "id"], how="semi")
-    removed_edges = pl.concat([
-        edge_keys.join(gone, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi"),
-        edge_keys.join(gone, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi")]).select(KEY).unique()
+    removed_edges = (
+        pl.concat(
+            [
+                edge_keys.join(gone, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi"),
+                edge_keys.join(gone, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi"),
+            ]
+        )
+        .select(KEY)
+        .unique()
+    )
     merged_nodes = merged_nodes.join(gone, on=["tenant", "id"], how="anti")
     merged_edges = merged_edges.join(removed_edges, on=["tenant", "id"], how="anti")
 
     # the facts and role edges of the merged graph, for the lake-wide fact links
     node_overlay = Overlay(conform(merged_nodes.to_arrow(), NODES), conform(removed_nodes.to_arrow(), REMOVED))
-    facts = apply_overlay(_frame(read_parts(lake, "nodes", NODES, _LINK_NODE_COLUMNS, paths=node_paths))
-                          .filter(pl.col("type") == "Fact"),
-                          _project(node_overlay, NODES, _LINK_NODE_COLUMNS))
+    facts = apply_overlay(
+        _frame(read_parts(lake, "nodes", NODES, _LINK_NODE_COLUMNS, paths=node_paths)).filter(pl.col("type") == "Fact"),
+        _project(node_overlay, NODES, _LINK_NODE_COLUMNS),
+    )
     facts = facts.filter(pl.col("type") == "Fact").unique(["tenant", "id"], keep="first", maintain_order=True)
     roles = edge_keys.filter(pl.col("type").is_in(_LINK_EDGE_TYPES)).join(removed_edges, on=KEY, how="anti")
-    links = as_frame(link_facts(conform(facts.to_arrow(), NODES), conform(roles.to_arrow(), EDGES),
-                                existing=edge_keys.select("tenant", "src", "type", "dst")))
+    links = as_frame(
+        link_facts(
+            conform(facts.to_arrow(), NODES),
+            conform(roles.to_arrow(), EDGES),
+            existing=edge_keys.select("tenant", "src", "type", "dst"),
+        )
+    )
     upserts = pl.concat([merged_edges, links], how="vertical_relaxed").sort(list(KEY))
-    edge_overlay = Overlay(conform(upserts.to_arrow(), EDGES), conform(removed_edges.sort(list(KEY)).to_arrow(), REMOVED))
-    return (Overlay(node_overlay.upserts.sort_by([(k, "ascending") for k in KEY]),
-                    node_overlay.removed.sort_by([(k, "ascending") for k in KEY])), edge_overlay)
+    edge_overlay = Overlay(
+        conform(upserts.to_arrow(), EDGES), conform(removed_edges.sort(list(KEY)).to_arrow(), REMOVED)
+    )
+    return (
+        Overlay(
+            node_overlay.upserts.sort_by([(k, "ascending") for k in KEY]),
+            node_overlay.removed.sort_by([(k, "ascending") for k in KEY]),
+        ),
+        edge_overlay,
+    )
 
 
 def _rows_with_ids(lake: Lake, name: str, schema: pa.Schema, paths: Sequence[Any], keys: pl.DataFrame) -> pl.DataFrame:
@@ -253,6 +314,7 @@ def _rows_with_ids(lake: Lake, name: str, schema: pa.Schema, paths: Sequence[Any
 
 
 # ------------------------------------------------------------------------------------------ FTS documents
+
 
 def content_hash(frame: pl.DataFrame, kind: str) -> pl.Expr:
     """The hash of what a document is made from: a node's title, text and keywords, a chunk's text."""
@@ -280,8 +342,9 @@ def part_docs(lake: Lake, kind: str) -> pl.DataFrame:
     return as_frame(read_parts(lake, "docs" if kind == "node" else "raw_docs", DOCS))
 
 
-def lake_docs(lake: Lake, rows: pl.DataFrame, kind: str, cached: pl.DataFrame | None = None,
-              parts: pl.DataFrame | None = None) -> pl.DataFrame:
+def lake_docs(
+    lake: Lake, rows: pl.DataFrame, kind: str, cached: pl.DataFrame | None = None, parts: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """DOCS of `rows` (the logical table's tenant, id and source columns) plus a `source` column: "parts" where the
     row's content is the one a partition indexed (`docs` / `raw_docs` files), "cache" where it is one of `cached`
     (DOCS rows an earlier build made), "made" for the rest (merged, edited, consolidation-made rows). `parts`: the
@@ -289,20 +352,20 @@ def lake_docs(lake: Lake, rows: pl.DataFrame, kind: str, cached: pl.DataFrame | 
     if rows.height == 0:
         return _frame(DOCS.empty_table()).with_columns(pl.lit(None, pl.Utf8).alias("source"))
     rows = rows.with_columns(content_hash(rows, kind))
-    stored = (part_docs(lake, kind) if parts is None else parts).with_columns(
-        pl.lit("parts").alias("source"))
+    stored = (part_docs(lake, kind) if parts is None else parts).with_columns(pl.lit("parts").alias("source"))
     if cached is not None and cached.height:
-        stored = pl.concat([stored, cached.select(DOCS.names).with_columns(pl.lit("cache").alias("source"))],
-                           how="vertical_relaxed")
+        stored = pl.concat(
+            [stored, cached.select(DOCS.names).with_columns(pl.lit("cache").alias("source"))], how="vertical_relaxed"
+        )
     stored = stored.unique(["tenant", "id", "content"], keep="first", maintain_order=True)
     found = rows.select("tenant", "id", "content").join(stored, on=["tenant", "id", "content"], how="inner")
     missing = rows.join(found.select(KEY), on=list(KEY), how="anti")
     made = _frame(make_docs(missing.drop("content"), kind)).with_columns(pl.lit("made").alias("source"))
-    return pl.concat([found.select(*DOCS.names, "source"), made.select(*DOCS.names, "source")],
-                     how="vertical_relaxed")
+    return pl.concat([found.select(*DOCS.names, "source"), made.select(*DOCS.names, "source")], how="vertical_relaxed")
 
 
 # ----------------------------------------------------------------------------------------------- SQL
+
 
 def _sql_path(path: Any) -> str:
     s = str(path) if not is_remote(path) else path.as_uri() if hasattr(path, "as_uri") else str(path)
@@ -332,7 +395,9 @@ def parts_sql(lake: Lake, name: str, schema: pa.Schema, glob: bool = False) -> s
     paths = part_paths(lake, name)
     if glob and paths and not is_remote(lake.parts):
         cols = ", ".join(f'"{c}"' for c in schema.names)
-        return f"SELECT {cols} FROM read_parquet({_sql_path(lake.parts / '*' / f'{name}.parquet')}, union_by_name = true)"
+        return (
+            f"SELECT {cols} FROM read_parquet({_sql_path(lake.parts / '*' / f'{name}.parquet')}, union_by_name = true)"
+        )
     return union_sql(paths, schema)
 
 
@@ -351,7 +416,9 @@ def graph_sql(lake: Lake, glob: bool = False) -> dict[str, str]:
     if _exists(state):
         cols = ", ".join(f's."{c}"' if c in STATE_COLUMNS else f'n."{c}"' for c in NODES.names)
         on = " AND ".join(f'n."{k}" = s."{k}"' for k in KEY)
-        out["nodes"] = f"SELECT {cols} FROM ({out['nodes']}) AS n LEFT JOIN read_parquet({_sql_path(state)}) AS s ON {on}"
+        out["nodes"] = (
+            f"SELECT {cols} FROM ({out['nodes']}) AS n LEFT JOIN read_parquet({_sql_path(state)}) AS s ON {on}"
+        )
     return out
 
 
@@ -361,8 +428,10 @@ def lake_views(lake: Lake, glob: bool = False) -> dict[str, str]:
     views = {name: parts_sql(lake, name, schema, glob) for name, schema in UNION_TABLES.items()}
     # a RawChunk stored by two identical inbox files is one blob: one row (the first file's)
     cols = ", ".join(f'"{c}"' for c in RAW_CHUNKS.names)
-    views["raw_chunks"] = (f"SELECT {cols} FROM ({views['raw_chunks']}) QUALIFY row_number() OVER "
-                           "(PARTITION BY tenant, id ORDER BY source_file, seq) = 1")
+    views["raw_chunks"] = (
+        f"SELECT {cols} FROM ({views['raw_chunks']}) QUALIFY row_number() OVER "
+        "(PARTITION BY tenant, id ORDER BY source_file, seq) = 1"
+    )
     views.update(graph_sql(lake, glob))
     for name, schema in FILE_TABLES.items():
         path = lake.table(name)
@@ -377,5 +446,13 @@ def _exists(path: Any) -> bool:
         return False
 
 
-__all__ = ["LAYERS", "REMOVED", "graph_sql", "layer_dir", "read_graph", "read_graph_tables", "read_parts_graph",
-           "union_sql"]
+__all__ = [
+    "LAYERS",
+    "REMOVED",
+    "graph_sql",
+    "layer_dir",
+    "read_graph",
+    "read_graph_tables",
+    "read_parts_graph",
+    "union_sql",
+]

@@ -18,6 +18,7 @@ Group-local: a link never leaves its group, so the links out of the Facts of any
 of those Facts and their AGENT / PATIENT / LOCATION edges alone (`link_group_keys`, `link_input`; tested in
 tests/test_consolidation_contracts.py::test_link_facts_of_some_groups_are_the_full_runs_links_of_those_groups).
 """
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -33,24 +34,40 @@ from raw_store.frames import as_frame
 from raw_store.lake import conform
 
 SAME_AS = "r2g.rule.same_as.v2"
-SUPPORT = "r2g.rule.support.v2"          # SUPPORTS and CONTRADICTS
+SUPPORT = "r2g.rule.support.v2"  # SUPPORTS and CONTRADICTS
 CONF = {SAME_AS: 0.6, SUPPORT: 0.5}
 SAME_EVENT_WINDOW = timedelta(days=1)
 
 # antonym → (canonical verb, polarity flip); both languages' predicate_norms are English-ish lemmas
 ANTONYMS: dict[str, tuple[str, bool]] = {
-    "hate": ("like", True), "dislike": ("like", True), "detest": ("like", True), "loathe": ("like", True),
-    "love": ("like", False), "enjoy": ("like", False), "adore": ("like", False),
-    "disagree": ("agree", True), "forget": ("remember", True), "lose": ("win", True),
-    "reject": ("accept", True), "refuse": ("accept", True), "stop": ("start", True), "quit": ("start", True),
-    "sad": ("happy", True), "unhappy": ("happy", True), "upset": ("happy", True),
-    "讨厌": ("like", True), "喜欢": ("like", False), "爱": ("like", False),
+    "hate": ("like", True),
+    "dislike": ("like", True),
+    "detest": ("like", True),
+    "loathe": ("like", True),
+    "love": ("like", False),
+    "enjoy": ("like", False),
+    "adore": ("like", False),
+    "disagree": ("agree", True),
+    "forget": ("remember", True),
+    "lose": ("win", True),
+    "reject": ("accept", True),
+    "refuse": ("accept", True),
+    "stop": ("start", True),
+    "quit": ("start", True),
+    "sad": ("happy", True),
+    "unhappy": ("happy", True),
+    "upset": ("happy", True),
+    "讨厌": ("like", True),
+    "喜欢": ("like", False),
+    "爱": ("like", False),
 }
 # predicates too generic to link when nothing else (object, place, second verb) pins them down
-LIGHT_VERBS = frozenset("""
+LIGHT_VERBS = frozenset(
+    """
 be have do go get make say tell think know see come take want let mean feel look try need use give put keep
 seem call ask talk guess hope wish thank 是 有 去 说 做 想 看 来 要 觉得 知道
-""".split())
+""".split()
+)
 
 
 def canonical_predicate(predicate_norm: str) -> tuple[str, bool]:
@@ -66,30 +83,54 @@ LINK_GROUP = ["tenant", "agent", "canon", "patient", "modality"]
 def _linkable(nodes: pa.Table, edges: pa.Table) -> pl.DataFrame:
     """The Facts link_facts links, each with its group (LINK_GROUP), location, polarity and time t, in the order
     the links are made (tenant, agent, t, id; undated last)."""
-    cols = ["id", "tenant", "type", "subtype", "predicate_norm", "negation", "modality", "time_start", "first_seen",
-            "raw_refs"]
+    cols = [
+        "id",
+        "tenant",
+        "type",
+        "subtype",
+        "predicate_norm",
+        "negation",
+        "modality",
+        "time_start",
+        "first_seen",
+        "raw_refs",
+    ]
     facts = as_frame(nodes.select(cols).filter(pc.field("type") == "Fact")).filter(
-        pl.col("predicate_norm").is_not_null())
-    e = as_frame(edges.select(["src", "dst", "type"])).filter(
-        pl.col("type").is_in(["AGENT", "PATIENT", "LOCATION"]))
+        pl.col("predicate_norm").is_not_null()
+    )
+    e = as_frame(edges.select(["src", "dst", "type"])).filter(pl.col("type").is_in(["AGENT", "PATIENT", "LOCATION"]))
     # each role's smallest dst per fact (keyed by id alone, as ever), in one pass over the role edges
-    roles = e.group_by("src").agg(*(pl.col("dst").filter(pl.col("type") == t).min().alias(name)
-                                    for t, name in (("AGENT", "agent"), ("PATIENT", "patient"),
-                                                    ("LOCATION", "location")))).rename({"src": "id"})
-    facts = (facts.join(roles.filter(pl.col("agent").is_not_null()), on="id", how="inner")
-             .with_columns(pl.col("patient").fill_null(""), pl.col("location").fill_null(""),
-                           pl.col("modality").fill_null(""),
-                           pl.col("negation").fill_null(False),
-                           pl.coalesce("time_start", "first_seen").alias("t")))
+    roles = (
+        e.group_by("src")
+        .agg(
+            *(
+                pl.col("dst").filter(pl.col("type") == t).min().alias(name)
+                for t, name in (("AGENT", "agent"), ("PATIENT", "patient"), ("LOCATION", "location"))
+            )
+        )
+        .rename({"src": "id"})
+    )
+    facts = facts.join(roles.filter(pl.col("agent").is_not_null()), on="id", how="inner").with_columns(
+        pl.col("patient").fill_null(""),
+        pl.col("location").fill_null(""),
+        pl.col("modality").fill_null(""),
+        pl.col("negation").fill_null(False),
+        pl.coalesce("time_start", "first_seen").alias("t"),
+    )
     facts = facts.sort(["tenant", "agent", "t", "id"], nulls_last=True)
     predicates = facts.get_column("predicate_norm").unique()
     folded = [canonical_predicate(v) for v in predicates.to_list()]
-    canon = pl.DataFrame({"predicate_norm": predicates, "canon": [c for c, _ in folded],
-                          "_flip": [f for _, f in folded]}, schema={"predicate_norm": pl.String, "canon": pl.String,
-                                                                   "_flip": pl.Boolean})
+    canon = pl.DataFrame(
+        {"predicate_norm": predicates, "canon": [c for c, _ in folded], "_flip": [f for _, f in folded]},
+        schema={"predicate_norm": pl.String, "canon": pl.String, "_flip": pl.Boolean},
+    )
     facts = facts.join(canon, on="predicate_norm", how="left", maintain_order="left")
-    light = ((pl.col("patient") == "") & (pl.col("location") == "") & ~pl.col("canon").str.contains("_", literal=True)
-             & pl.col("canon").is_in(sorted(LIGHT_VERBS)))
+    light = (
+        (pl.col("patient") == "")
+        & (pl.col("location") == "")
+        & ~pl.col("canon").str.contains("_", literal=True)
+        & pl.col("canon").is_in(sorted(LIGHT_VERBS))
+    )
     return facts.filter(~light).with_columns((pl.col("negation") != pl.col("_flip")).alias("polarity"))
 
 
@@ -107,9 +148,12 @@ def link_input(nodes: pa.Table, edges: pa.Table, keys: pa.Table) -> tuple[pa.Tab
     edges (AGENT, PATIENT, LOCATION)."""
     ids = as_frame(keys.select(["id"])).unique()
     n = as_frame(nodes.select(["id"])).with_row_index("_row").join(ids, on="id", how="semi")
-    e = (as_frame(edges.select(["src", "type"])).with_row_index("_row")
-         .filter(pl.col("type").is_in(["AGENT", "PATIENT", "LOCATION"])).join(ids, left_on="src", right_on="id",
-                                                                                 how="semi"))
+    e = (
+        as_frame(edges.select(["src", "type"]))
+        .with_row_index("_row")
+        .filter(pl.col("type").is_in(["AGENT", "PATIENT", "LOCATION"]))
+        .join(ids, left_on="src", right_on="id", how="semi")
+    )
     return nodes.take(n.get_column("_row").to_arrow()), edges.take(e.get_column("_row").to_arrow())
 
 
@@ -129,8 +173,9 @@ def link_facts(nodes: pa.Table, edges: pa.Table, existing: pl.DataFrame | None =
     if facts.height == 0:
         return EDGES.empty_table()
     pos = pl.int_range(pl.len()).over(LINK_GROUP)
-    facts = facts.with_row_index("_row").with_columns(pos.alias("_pos"),
-                                                      pl.col("_row").min().over(LINK_GROUP).alias("_group_at"))
+    facts = facts.with_row_index("_row").with_columns(
+        pos.alias("_pos"), pl.col("_row").min().over(LINK_GROUP).alias("_group_at")
+    )
     located = pl.col("location") != ""
     latest = {}
     for q in (True, False):
@@ -141,46 +186,73 @@ def link_facts(nodes: pa.Table, edges: pa.Table, existing: pl.DataFrame | None =
         latest[q] = pl.when(located).then(pl.max_horizontal(here, nowhere)).otherwise(anywhere)
     facts = facts.with_columns(
         pl.when(pl.col("polarity")).then(latest[True]).otherwise(latest[False]).alias("_same"),
-        pl.when(pl.col("polarity")).then(latest[False]).otherwise(latest[True]).alias("_other"))
-    earlier = facts.select(*LINK_GROUP, "_pos", pl.col("id").alias("_dst"), pl.col("t").alias("_t_dst"),
-                           pl.col("subtype").alias("_subtype_dst"))
-    same = (facts.filter(pl.col("_same").is_not_null())
-            .join(earlier, left_on=[*LINK_GROUP, "_same"], right_on=[*LINK_GROUP, "_pos"], nulls_equal=True)
-            .with_columns(pl.lit(0).alias("_kind")))
+        pl.when(pl.col("polarity")).then(latest[False]).otherwise(latest[True]).alias("_other"),
+    )
+    earlier = facts.select(
+        *LINK_GROUP,
+        "_pos",
+        pl.col("id").alias("_dst"),
+        pl.col("t").alias("_t_dst"),
+        pl.col("subtype").alias("_subtype_dst"),
+    )
+    same = (
+        facts.filter(pl.col("_same").is_not_null())
+        .join(earlier, left_on=[*LINK_GROUP, "_same"], right_on=[*LINK_GROUP, "_pos"], nulls_equal=True)
+        .with_columns(pl.lit(0).alias("_kind"))
+    )
     close = ((pl.col("t") - pl.col("_t_dst")).abs() <= SAME_EVENT_WINDOW).fill_null(False)
     events = (pl.col("subtype") == "event").fill_null(False) & (pl.col("_subtype_dst") == "event").fill_null(False)
-    same = same.with_columns(pl.when(close & events).then(pl.lit("SAME_AS")).otherwise(pl.lit("SUPPORTS"))
-                             .alias("_type"))
-    other = (facts.filter(pl.col("_other").is_not_null())
-             .join(earlier, left_on=[*LINK_GROUP, "_other"], right_on=[*LINK_GROUP, "_pos"], nulls_equal=True)
-             .with_columns(pl.lit(1).alias("_kind"), pl.lit("CONTRADICTS").alias("_type")))
+    same = same.with_columns(
+        pl.when(close & events).then(pl.lit("SAME_AS")).otherwise(pl.lit("SUPPORTS")).alias("_type")
+    )
+    other = (
+        facts.filter(pl.col("_other").is_not_null())
+        .join(earlier, left_on=[*LINK_GROUP, "_other"], right_on=[*LINK_GROUP, "_pos"], nulls_equal=True)
+        .with_columns(pl.lit(1).alias("_kind"), pl.lit("CONTRADICTS").alias("_type"))
+    )
     cols = ["tenant", "id", "_dst", "_type", "_kind", "t", "raw_refs", "_group_at", "_pos"]
     links = pl.concat([same.select(cols), other.select(cols)])
     if links.height == 0:
         return EDGES.empty_table()
     rule = pl.when(pl.col("_type") == "SAME_AS").then(pl.lit(SAME_AS)).otherwise(pl.lit(SUPPORT))
     conf = pl.when(pl.col("_type") == "SAME_AS").then(pl.lit(CONF[SAME_AS])).otherwise(pl.lit(CONF[SUPPORT]))
-    weight = (pl.when(pl.col("_type") == "SAME_AS").then(pl.lit(edge_weight(CONF[SAME_AS])))
-              .otherwise(pl.lit(edge_weight(CONF[SUPPORT]))))
+    weight = (
+        pl.when(pl.col("_type") == "SAME_AS")
+        .then(pl.lit(edge_weight(CONF[SAME_AS])))
+        .otherwise(pl.lit(edge_weight(CONF[SUPPORT])))
+    )
     # one row per id (per (tenant, src, type, dst): the id is its hash), the last made (groups in order of first
     # appearance, facts in time order)
-    links = (links.sort(["_group_at", "_pos", "_kind"])
-             .unique(subset=["tenant", "id", "_type", "_dst"], keep="last", maintain_order=True))
+    links = links.sort(["_group_at", "_pos", "_kind"]).unique(
+        subset=["tenant", "id", "_type", "_dst"], keep="last", maintain_order=True
+    )
     if existing is not None:
-        links = links.join(existing.select("tenant", pl.col("src").alias("id"), pl.col("type").alias("_type"),
-                                           pl.col("dst").alias("_dst")), on=["tenant", "id", "_type", "_dst"],
-                           how="anti")
+        links = links.join(
+            existing.select(
+                "tenant", pl.col("src").alias("id"), pl.col("type").alias("_type"), pl.col("dst").alias("_dst")
+            ),
+            on=["tenant", "id", "_type", "_dst"],
+            how="anti",
+        )
     if links.height == 0:
         return EDGES.empty_table()
     ids = edge_ids([(t, s, y, d) for t, s, y, d in links.select("tenant", "id", "_type", "_dst").iter_rows()])
     links = links.with_columns(pl.Series("_eid", ids, dtype=pl.String)).sort("_eid")
     table = links.select(
-        pl.col("_eid").alias("id"), "tenant", pl.col("id").alias("src"), pl.col("_dst").alias("dst"),
-        pl.col("_type").alias("type"), weight.alias("weight"), conf.alias("confidence"),
-        pl.col("t").alias("valid_since"), pl.lit(None, dtype=pl.Datetime("us")).alias("valid_until"),
-        pl.col("raw_refs").fill_null(pl.lit([], dtype=pl.List(pl.Struct({"raw_id": pl.String, "offset": pl.Int64,
-                                                                          "length": pl.Int64})))),
-        rule.alias("provenance")).to_arrow()
+        pl.col("_eid").alias("id"),
+        "tenant",
+        pl.col("id").alias("src"),
+        pl.col("_dst").alias("dst"),
+        pl.col("_type").alias("type"),
+        weight.alias("weight"),
+        conf.alias("confidence"),
+        pl.col("t").alias("valid_since"),
+        pl.lit(None, dtype=pl.Datetime("us")).alias("valid_until"),
+        pl.col("raw_refs").fill_null(
+            pl.lit([], dtype=pl.List(pl.Struct({"raw_id": pl.String, "offset": pl.Int64, "length": pl.Int64})))
+        ),
+        rule.alias("provenance"),
+    ).to_arrow()
     return conform(table, EDGES)
 
 
@@ -190,6 +262,6 @@ def with_fact_links(nodes: pa.Table, edges: pa.Table) -> pa.Table:
     stale = pc.is_in(edges.column("provenance"), value_set=pa.array([SAME_AS, SUPPORT]))
     base = edges.filter(pc.invert(stale)) if pc.any(stale).as_py() else edges
     merged = pa.concat_tables([base, link_facts(nodes, base)])
-    if pc.count_distinct(merged.column("id")).as_py() < merged.num_rows:   # repeated ids: the first row wins
+    if pc.count_distinct(merged.column("id")).as_py() < merged.num_rows:  # repeated ids: the first row wins
         merged = conform(as_frame(merged).unique("id", keep="first", maintain_order=True).to_arrow(), EDGES)
     return merged.take(pc.sort_indices(merged.column("id")))

@@ -3,6 +3,7 @@
 `read_messages` turns MESSAGES rows into `Msg` records in content order; `span_refs` maps a character span of a
 message onto raw_refs items (raw_id, byte offset, byte length) across the chunk pieces the message was cut into.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -28,8 +29,8 @@ class Msg:
     lang: str
     text: str
     text_sha: str
-    pieces: tuple[tuple[str, int, int], ...]   # (raw_id, offset, length) in text order
-    ascii: bool                                # text.isascii(): char offsets are utf-8 byte offsets
+    pieces: tuple[tuple[str, int, int], ...]  # (raw_id, offset, length) in text order
+    ascii: bool  # text.isascii(): char offsets are utf-8 byte offsets
 
 
 def _pieces(row: Mapping[str, Any]) -> tuple[tuple[str, int, int], ...]:
@@ -45,7 +46,7 @@ def _pieces(row: Mapping[str, Any]) -> tuple[tuple[str, int, int], ...]:
     return ()
 
 
-Ref = tuple[str, int, int]   # (raw_id, offset, length): one raw_refs item, as a tuple until the table is built
+Ref = tuple[str, int, int]  # (raw_id, offset, length): one raw_refs item, as a tuple until the table is built
 
 
 def span_refs(msg: Msg, char_start: int, char_end: int) -> list[Ref]:
@@ -56,13 +57,13 @@ def span_refs(msg: Msg, char_start: int, char_end: int) -> list[Ref]:
     """
     if char_start < 0 or char_end <= char_start:
         return list(msg.pieces)
-    if msg.ascii:   # char offsets are byte offsets
+    if msg.ascii:  # char offsets are byte offsets
         b0, b1 = char_start, char_end
     else:
         b0 = len(msg.text[:char_start].encode("utf-8"))
         b1 = b0 + len(msg.text[char_start:char_end].encode("utf-8"))
     pieces = msg.pieces
-    if len(pieces) == 1 and b1 <= pieces[0][2]:   # the common case: one chunk holds the whole message
+    if len(pieces) == 1 and b1 <= pieces[0][2]:  # the common case: one chunk holds the whole message
         rid, off, _ = pieces[0]
         return [(rid, off + b0, b1 - b0)]
     total = sum(n for _, _, n in pieces)
@@ -79,8 +80,21 @@ def span_refs(msg: Msg, char_start: int, char_end: int) -> list[Ref]:
     return out
 
 
-_MSG_COLUMNS = ("tenant", "conv_id", "msg_id", "seq", "speaker", "ts", "lang", "text", "text_sha", "raw_refs",
-                "raw_id", "offset", "length")
+_MSG_COLUMNS = (
+    "tenant",
+    "conv_id",
+    "msg_id",
+    "seq",
+    "speaker",
+    "ts",
+    "lang",
+    "text",
+    "text_sha",
+    "raw_refs",
+    "raw_id",
+    "offset",
+    "length",
+)
 
 
 def read_messages(messages: pa.Table) -> list[Msg]:
@@ -89,11 +103,21 @@ def read_messages(messages: pa.Table) -> list[Msg]:
     # only the columns R2G reads: source_file, caption, … would be converted to Python for nothing
     for row in messages.select([c for c in _MSG_COLUMNS if c in messages.column_names]).to_pylist():
         text = row.get("text") or ""
-        out.append(Msg(
-            tenant=row.get("tenant") or "default", conv_id=row.get("conv_id") or "", msg_id=row.get("msg_id") or "",
-            seq=int(row.get("seq") or 0), speaker=row.get("speaker") or "", ts=row.get("ts"),
-            lang=row.get("lang") or "und", text=text, text_sha=row.get("text_sha") or text_sha(text),
-            pieces=_pieces(row), ascii=text.isascii()))
+        out.append(
+            Msg(
+                tenant=row.get("tenant") or "default",
+                conv_id=row.get("conv_id") or "",
+                msg_id=row.get("msg_id") or "",
+                seq=int(row.get("seq") or 0),
+                speaker=row.get("speaker") or "",
+                ts=row.get("ts"),
+                lang=row.get("lang") or "und",
+                text=text,
+                text_sha=row.get("text_sha") or text_sha(text),
+                pieces=_pieces(row),
+                ascii=text.isascii(),
+            )
+        )
     # content order, not file order, so two equal inputs in any row order give the same tables
     out.sort(key=lambda m: (m.tenant, m.conv_id, m.seq, m.msg_id, m.text_sha))
     return out

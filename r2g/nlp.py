@@ -7,6 +7,7 @@ are annotated once; results are cached by (PIPELINE_VERSION, sha256(text)) so a
 re-run never re-annotates an unchanged message. Any change to what an annotation
 contains must change PIPELINE_VERSION.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -45,14 +46,17 @@ _EN_OPS = "numpy"
 def _version() -> str:
     meta_version = spacy.util.get_package_version(EN_MODEL) or "?"
     lex = hashlib.sha256(lexicon_text().encode("utf-8")).hexdigest()[:8]
-    return (f"{_ANNOTATION_FORMAT}|spacy={spacy.about.__version__}|en={meta_version}|jieba={jieba.__version__}|zhlex={lex}"
-            f"|ops={_EN_OPS}|{time_norm.RULES_VERSION}")  # Chinese TIME entities come from find_times
+    return (
+        f"{_ANNOTATION_FORMAT}|spacy={spacy.about.__version__}|en={meta_version}|jieba={jieba.__version__}|zhlex={lex}"
+        f"|ops={_EN_OPS}|{time_norm.RULES_VERSION}"
+    )  # Chinese TIME entities come from find_times
 
 
 PIPELINE_VERSION: str = _version()
 
 
 # ---------------------------------------------------------------- Annotation
+
 
 @dataclass
 class Annotation:
@@ -66,16 +70,17 @@ class Annotation:
     tag: list[str] = field(default_factory=list)
     dep: list[str] = field(default_factory=list)
     head: list[int] = field(default_factory=list)
-    ents: list[tuple[int, int, str]] = field(default_factory=list)   # (start_tok, end_tok_exclusive, label)
-    sents: list[tuple[int, int]] = field(default_factory=list)       # token spans
+    ents: list[tuple[int, int, str]] = field(default_factory=list)  # (start_tok, end_tok_exclusive, label)
+    sents: list[tuple[int, int]] = field(default_factory=list)  # token spans
 
     def to_json(self) -> str:
         """The JSON the cache and the ANNOTATIONS table store; made once per annotation (both ask for it), and
         the same text dataclasses.asdict would give, without its recursive deep copy (5x faster)."""
         js = self.__dict__.get("_json")
         if js is None:
-            js = self.__dict__["_json"] = json.dumps({f: getattr(self, f) for f in _ANNOTATION_FIELDS},
-                                                      ensure_ascii=False, separators=(",", ":"))
+            js = self.__dict__["_json"] = json.dumps(
+                {f: getattr(self, f) for f in _ANNOTATION_FIELDS}, ensure_ascii=False, separators=(",", ":")
+            )
         return js
 
     @classmethod
@@ -84,7 +89,7 @@ class Annotation:
         d["ents"] = [tuple(e) for e in d["ents"]]
         d["sents"] = [tuple(x) for x in d["sents"]]
         ann = cls(**d)
-        ann.__dict__["_json"] = s   # read back unchanged, so to_json need not encode it again
+        ann.__dict__["_json"] = s  # read back unchanged, so to_json need not encode it again
         return ann
 
     @classmethod
@@ -139,6 +144,7 @@ def _doc_ents(doc: Doc) -> list[tuple[int, int, str]]:
 
 # ---------------------------------------------------------------- English
 
+
 def single_thread_blas() -> None:
     """Limit numpy's OpenBLAS to one thread in this process (no-op where it cannot be found).
 
@@ -158,8 +164,12 @@ def single_thread_blas() -> None:
             lib = ctypes.CDLL(path)
         except OSError:
             continue
-        for name in ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
-                     "openblas_set_num_threads64_", "openblas_set_num_threads"):
+        for name in (
+            "scipy_openblas_set_num_threads64_",
+            "scipy_openblas_set_num_threads",
+            "openblas_set_num_threads64_",
+            "openblas_set_num_threads",
+        ):
             fn = getattr(lib, name, None)
             if fn is not None:
                 fn(1)
@@ -185,6 +195,7 @@ def pipeline_for(lang: str) -> Language:
 
 # ---------------------------------------------------------------- cache protocol
 
+
 class AnnotationCache(Protocol):
     """What annotate asks of a cache: NlpCache, or the lake's annotation index (r2g.pipeline.PartAnnotations)."""
 
@@ -201,8 +212,8 @@ class AnnotateStats:
 
 # -------------------------------------------------------------- worker processes
 
-PARALLEL_MIN_TEXTS = 1024   # fewer texts to annotate than this stay in-process (a slice round-trip costs more)
-_SLICE_BATCHES = 1          # texts per worker task = this many nlp.pipe batches (small tasks balance en vs zh cost)
+PARALLEL_MIN_TEXTS = 1024  # fewer texts to annotate than this stay in-process (a slice round-trip costs more)
+_SLICE_BATCHES = 1  # texts per worker task = this many nlp.pipe batches (small tasks balance en vs zh cost)
 _pool_state: tuple[int, ProcessPoolExecutor] | None = None
 
 
@@ -225,8 +236,10 @@ def worker_pool(workers: int) -> ProcessPoolExecutor:
     if _pool_state is None or _pool_state[0] != workers:
         shutdown_workers()
         # spawn, not fork: the caller may hold threads (Dagster, sqlite) and loaded models fork badly
-        _pool_state = (workers, ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
-                                                    initializer=single_thread_blas))
+        _pool_state = (
+            workers,
+            ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=single_thread_blas),
+        )
     return _pool_state[1]
 
 
@@ -264,15 +277,14 @@ def _annotate_texts(lang: str, texts: Sequence[str], batch_size: int) -> list[An
         return [Annotation.from_doc(doc, lang) for doc in nlp.pipe(texts, batch_size=batch_size)]
 
 
-def _annotate_parallel(jobs: list[tuple[str, list[str]]], batch_size: int,
-                       workers: int) -> list[list[Annotation]]:
+def _annotate_parallel(jobs: list[tuple[str, list[str]]], batch_size: int, workers: int) -> list[list[Annotation]]:
     """_annotate_texts of every (lang, texts) job over the worker pool, results in job order.
 
     Slices start on multiples of `batch_size`, so every nlp.pipe batch holds the same
     texts as in one process and the output is identical to workers=1.
     """
     step = batch_size * _SLICE_BATCHES
-    tasks = [(lang, texts[k:k + step]) for lang, texts in jobs for k in range(0, len(texts), step)]
+    tasks = [(lang, texts[k : k + step]) for lang, texts in jobs for k in range(0, len(texts), step)]
     pool = worker_pool(workers)
     futures = [pool.submit(_annotate_texts, lang, part, batch_size) for lang, part in tasks]
     results = [f.result() for f in futures]
@@ -287,8 +299,13 @@ def _annotate_parallel(jobs: list[tuple[str, list[str]]], batch_size: int,
     return out
 
 
-def annotate(texts: Sequence[str], langs: Sequence[str], cache: AnnotationCache | None = None,
-             batch_size: int = 256, workers: int | None = None) -> tuple[list[Annotation], AnnotateStats]:
+def annotate(
+    texts: Sequence[str],
+    langs: Sequence[str],
+    cache: AnnotationCache | None = None,
+    batch_size: int = 256,
+    workers: int | None = None,
+) -> tuple[list[Annotation], AnnotateStats]:
     """Annotations aligned with `texts`; each distinct text is looked up in `cache`, and only misses run through spaCy.
 
     Stats count distinct texts. `langs` gives each text's language (zh → Chinese

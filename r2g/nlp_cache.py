@@ -1,5 +1,6 @@
 """The NLP cache: an sqlite table of annotations keyed by (r2g.nlp.PIPELINE_VERSION, text sha256), so a re-run never
 re-annotates an unchanged message. It is one `AnnotationCache` r2g.nlp.annotate reads and fills."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -42,7 +43,7 @@ class NlpCache:
         con = self._connect()
         try:
             for k in range(0, len(uniq), 500):  # stay under sqlite's bound-parameter limit
-                part = uniq[k:k + 500]
+                part = uniq[k : k + 500]
                 q = f"SELECT sha, body FROM annotations WHERE version = ? AND sha IN ({','.join('?' * len(part))})"
                 for sha, body in con.execute(q, [PIPELINE_VERSION, *part]):
                     out[sha] = Annotation.from_json(body)
@@ -87,8 +88,11 @@ def _create_or_upgrade(con: sqlite3.Connection) -> None:
         if _is_without_rowid(con):
             con.execute("ALTER TABLE annotations RENAME TO annotations_without_rowid")
             con.execute(_CREATE_ANNOTATIONS)
-            con.execute("INSERT INTO annotations (version, sha, body) SELECT version, sha, body"
-                        " FROM annotations_without_rowid WHERE version = ?", (PIPELINE_VERSION,))
+            con.execute(
+                "INSERT INTO annotations (version, sha, body) SELECT version, sha, body"
+                " FROM annotations_without_rowid WHERE version = ?",
+                (PIPELINE_VERSION,),
+            )
             con.execute("DROP TABLE annotations_without_rowid")
         else:
             con.execute(_CREATE_ANNOTATIONS)

@@ -4,6 +4,7 @@
 `zh_segment`), a rule sentencizer and an entity component (jieba POS plus r2g.time_norm's time spans).
 A change to what it produces changes r2g.nlp.PIPELINE_VERSION (the lexicon's hash is part of it).
 """
+
 from __future__ import annotations
 
 import logging
@@ -24,10 +25,11 @@ from r2g.time_norm import find_times
 
 # ---------------------------------------------------------------- lexicon
 
+
 @dataclass(frozen=True)
 class ZhLexEntry:
-    norm: str   # predicate_norm, e.g. play_soccer
-    kind: str   # vo | verb | state
+    norm: str  # predicate_norm, e.g. play_soccer
+    kind: str  # vo | verb | state
 
 
 def lexicon_text() -> str:
@@ -55,13 +57,58 @@ ZH_SPLIT_VERBS = frozenset("踢打玩吃喝看听唱跳骑开写读买做学弹�
 _ZH_NAME_PREFIXES = frozenset("和跟与同")
 
 _ZH_UPOS = {
-    "n": "NOUN", "ng": "NOUN", "nr": "PROPN", "nrfg": "PROPN", "nrt": "PROPN", "ns": "PROPN", "nt": "PROPN",
-    "nz": "PROPN", "vn": "NOUN", "an": "NOUN", "v": "VERB", "vd": "VERB", "vg": "VERB", "vi": "VERB", "vq": "VERB",
-    "a": "ADJ", "ad": "ADJ", "ag": "ADJ", "b": "ADJ", "z": "ADJ", "d": "ADV", "dg": "ADV", "p": "ADP",
-    "c": "CCONJ", "u": "PART", "ud": "PART", "ug": "PART", "uj": "PART", "ul": "PART", "uv": "PART", "uz": "PART",
-    "y": "PART", "r": "PRON", "rr": "PRON", "rz": "PRON", "m": "NUM", "mq": "NUM", "q": "NOUN", "t": "NOUN",
-    "tg": "NOUN", "f": "ADP", "s": "NOUN", "e": "INTJ", "o": "INTJ", "eng": "X", "x": "PUNCT", "k": "PART",
-    "h": "PART", "i": "X", "j": "PROPN", "l": "X", "g": "X",
+    "n": "NOUN",
+    "ng": "NOUN",
+    "nr": "PROPN",
+    "nrfg": "PROPN",
+    "nrt": "PROPN",
+    "ns": "PROPN",
+    "nt": "PROPN",
+    "nz": "PROPN",
+    "vn": "NOUN",
+    "an": "NOUN",
+    "v": "VERB",
+    "vd": "VERB",
+    "vg": "VERB",
+    "vi": "VERB",
+    "vq": "VERB",
+    "a": "ADJ",
+    "ad": "ADJ",
+    "ag": "ADJ",
+    "b": "ADJ",
+    "z": "ADJ",
+    "d": "ADV",
+    "dg": "ADV",
+    "p": "ADP",
+    "c": "CCONJ",
+    "u": "PART",
+    "ud": "PART",
+    "ug": "PART",
+    "uj": "PART",
+    "ul": "PART",
+    "uv": "PART",
+    "uz": "PART",
+    "y": "PART",
+    "r": "PRON",
+    "rr": "PRON",
+    "rz": "PRON",
+    "m": "NUM",
+    "mq": "NUM",
+    "q": "NOUN",
+    "t": "NOUN",
+    "tg": "NOUN",
+    "f": "ADP",
+    "s": "NOUN",
+    "e": "INTJ",
+    "o": "INTJ",
+    "eng": "X",
+    "x": "PUNCT",
+    "k": "PART",
+    "h": "PART",
+    "i": "X",
+    "j": "PROPN",
+    "l": "X",
+    "g": "X",
 }
 _ZH_ENT = {"nr": "PERSON", "nrfg": "PERSON", "nrt": "PERSON", "ns": "LOC", "nt": "ORG", "nz": "MISC", "t": "TIME"}
 _ZH_SENT_END = frozenset("。！？!?；;\n")
@@ -179,8 +226,7 @@ class JiebaTokenizer:
             words.append(w)
             spaces.append(False)
             flags.append(flag)
-        return Doc(self.vocab, words=words, spaces=spaces, tags=flags,
-                   pos=[zh_upos(f) for f in flags], lemmas=words)
+        return Doc(self.vocab, words=words, spaces=spaces, tags=flags, pos=[zh_upos(f) for f in flags], lemmas=words)
 
     def to_bytes(self, **kwargs: Any) -> bytes:
         return b""
@@ -197,7 +243,9 @@ def zh_sentencizer(doc: Doc) -> Doc:
             tok.is_sent_start = True
         else:
             prev = doc[i - 1].text
-            tok.is_sent_start = bool(prev) and (prev[-1] in _ZH_SENT_END) and not (tok.text and tok.text[0] in _ZH_SENT_END)
+            tok.is_sent_start = (
+                bool(prev) and (prev[-1] in _ZH_SENT_END) and not (tok.text and tok.text[0] in _ZH_SENT_END)
+            )
     return doc
 
 
@@ -212,7 +260,7 @@ def zh_entities(doc: Doc) -> Doc:
     taken = [False] * len(doc)
     for tm in find_times(doc.text, "zh", None):
         sp = doc.char_span(tm.start, tm.end, label="TIME", alignment_mode="expand")
-        if sp is None or any(taken[sp.start:sp.end]):
+        if sp is None or any(taken[sp.start : sp.end]):
             continue
         for k in range(sp.start, sp.end):
             taken[k] = True

@@ -1,5 +1,6 @@
 """One partition's graph as rows (r2g.extract.build_graph): the accumulator that deduplicates Entities and
 Concepts and keys edges, and the R2G-4 edge weight and the importance curves its rows get."""
+
 from __future__ import annotations
 
 import math
@@ -19,7 +20,7 @@ from r2g.schema import EDGES, NODES, ROLE_EDGES
 from r2g.tokens import search_tokens
 from raw_store.schema import RAW_REFS, TS
 
-ENTITY_REF_CAP = 5       # raw_refs kept per Entity within one partition (merge caps lake-wide at 20)
+ENTITY_REF_CAP = 5  # raw_refs kept per Entity within one partition (merge caps lake-wide at 20)
 SOURCE_TRUST_USER = 1.0  # R2G-4 source_trust of user/chat text
 RECENCY_AT_INGEST = 1.0  # R2G-4 recency_boost at ingest time (decay is a later job)
 
@@ -47,6 +48,7 @@ def _alias_tokens(alias: str) -> tuple[str, ...]:
 
 # ---------------------------------------------------------------- accumulators
 
+
 @dataclass
 class _EntityAcc:
     id: str
@@ -64,7 +66,7 @@ class _EntityAcc:
     msg_refs: list[Ref] = field(default_factory=list)
     confidence: float = 0.0
     time: Any = None
-    hit: Any = None          # Concept: the dictionary hit that created it
+    hit: Any = None  # Concept: the dictionary hit that created it
 
 
 def _ts_min(a: datetime | None, b: datetime | None) -> datetime | None:
@@ -97,7 +99,7 @@ class PartitionGraph:
 
     def entity_id(self, msg: Msg, ref: R.EntityRef) -> str:
         """Entities dedup by (tenant, subtype, normalised name); a TIME by its ISO value."""
-        key = (msg.tenant, ref.subtype, ref.name, ref.time)   # memo key: the id is a function of it
+        key = (msg.tenant, ref.subtype, ref.name, ref.time)  # memo key: the id is a function of it
         eid = self._entity_ids.get(key)
         if eid is None:
             norm = ref.time.iso if ref.time is not None else ref.norm
@@ -110,8 +112,17 @@ class PartitionGraph:
         acc = self.entities.get(eid)
         if acc is None:
             acc = self.entities[eid] = _EntityAcc(
-                eid, msg.tenant, ref.subtype, ref.name, msg.lang, ref.provenance, msg.ts, msg.ts,
-                confidence=R.CONF.get(ref.provenance, 0.7), time=ref.time)
+                eid,
+                msg.tenant,
+                ref.subtype,
+                ref.name,
+                msg.lang,
+                ref.provenance,
+                msg.ts,
+                msg.ts,
+                confidence=R.CONF.get(ref.provenance, 0.7),
+                time=ref.time,
+            )
         ts = msg.ts
         if ts is not None:
             if acc.first_seen is None or ts < acc.first_seen:
@@ -159,8 +170,9 @@ class PartitionGraph:
             cid = self._concept_ids[(msg.tenant, hit.key)] = stable_id("n", msg.tenant, "Concept", hit.key)
         acc = self.concepts.get(cid)
         if acc is None:
-            acc = self.concepts[cid] = _EntityAcc(cid, msg.tenant, "topic", hit.key, msg.lang, R.CONCEPT,
-                                                  msg.ts, msg.ts, confidence=R.CONF[R.CONCEPT])
+            acc = self.concepts[cid] = _EntityAcc(
+                cid, msg.tenant, "topic", hit.key, msg.lang, R.CONCEPT, msg.ts, msg.ts, confidence=R.CONF[R.CONCEPT]
+            )
             acc.hit = hit
         acc.first_seen = _ts_min(acc.first_seen, msg.ts)
         acc.last_seen = _ts_max(acc.last_seen, msg.ts)
@@ -171,8 +183,7 @@ class PartitionGraph:
             acc.text_refs.extend(refs)
         return cid
 
-    def edge(self, msg: Msg, src: str, etype: str, dst: str, conf: float, provenance: str,
-             refs: list[Ref]) -> None:
+    def edge(self, msg: Msg, src: str, etype: str, dst: str, conf: float, provenance: str, refs: list[Ref]) -> None:
         """Add an edge; a repeat of the same (src, type, dst) keeps the higher-confidence derivation."""
         if src == dst:
             return
@@ -188,15 +199,25 @@ class PartitionGraph:
         keys = [k for k in self.edges if k[2] != "MENTIONS" or (k[1], k[3]) not in roles]
         if not keys:
             return EDGES.empty_table()
-        tenants, srcs, types, dsts = zip(*keys)   # columns in one C-level pass
+        tenants, srcs, types, dsts = zip(*keys)  # columns in one C-level pass
         confs, provenance, since, refs = zip(*(self.edges[k] for k in keys))
         weight = {c: edge_weight(c) for c in set(confs)}
-        table = pa.table({
-            "id": edge_ids(keys), "tenant": tenants, "src": srcs, "dst": dsts, "type": types,
-            "weight": [weight[c] for c in confs], "confidence": confs,
-            "valid_since": pa.array(since, type=TS), "valid_until": pa.nulls(len(keys), type=TS),
-            "raw_refs": pa.array(refs, type=RAW_REFS), "provenance": provenance,
-        }, schema=EDGES)
+        table = pa.table(
+            {
+                "id": edge_ids(keys),
+                "tenant": tenants,
+                "src": srcs,
+                "dst": dsts,
+                "type": types,
+                "weight": [weight[c] for c in confs],
+                "confidence": confs,
+                "valid_since": pa.array(since, type=TS),
+                "valid_until": pa.nulls(len(keys), type=TS),
+                "raw_refs": pa.array(refs, type=RAW_REFS),
+                "provenance": provenance,
+            },
+            schema=EDGES,
+        )
         return table.take(pc.sort_indices(table.column("id")))
 
     def entity_rows(self) -> list[dict]:
@@ -205,15 +226,35 @@ class PartitionGraph:
             aliases = sorted(acc.aliases)
             t = acc.time
             kw = list(dict.fromkeys(w for a in aliases for w in _alias_tokens(a)))
-            rows.append(node_row(
-                id=acc.id, tenant=acc.tenant, type="Entity", subtype=acc.subtype, title=acc.title,
-                text=f"{acc.title} ({acc.subtype})", keywords=kw, entities=[], lang=acc.lang,
-                time_start=t.start if t else None, time_end=t.end if t else None,
-                time_granularity=t.granularity if t else None, time_text=t.text if t else None,
-                importance=entity_importance(acc.mentions), confidence=acc.confidence, frequency=len(acc.msgs),
-                first_seen=acc.first_seen, last_seen=acc.last_seen, tier="short", category="fact", status="active",
-                raw_refs=list(dict.fromkeys(acc.text_refs + acc.msg_refs))[:ENTITY_REF_CAP],
-                provenance=acc.provenance, aliases=aliases, mentions=acc.mentions))
+            rows.append(
+                node_row(
+                    id=acc.id,
+                    tenant=acc.tenant,
+                    type="Entity",
+                    subtype=acc.subtype,
+                    title=acc.title,
+                    text=f"{acc.title} ({acc.subtype})",
+                    keywords=kw,
+                    entities=[],
+                    lang=acc.lang,
+                    time_start=t.start if t else None,
+                    time_end=t.end if t else None,
+                    time_granularity=t.granularity if t else None,
+                    time_text=t.text if t else None,
+                    importance=entity_importance(acc.mentions),
+                    confidence=acc.confidence,
+                    frequency=len(acc.msgs),
+                    first_seen=acc.first_seen,
+                    last_seen=acc.last_seen,
+                    tier="short",
+                    category="fact",
+                    status="active",
+                    raw_refs=list(dict.fromkeys(acc.text_refs + acc.msg_refs))[:ENTITY_REF_CAP],
+                    provenance=acc.provenance,
+                    aliases=aliases,
+                    mentions=acc.mentions,
+                )
+            )
         return rows
 
     def concept_rows(self) -> list[dict]:
@@ -221,14 +262,32 @@ class PartitionGraph:
         for acc in self.concepts.values():
             concept = self.concept_dict[acc.hit.key]
             title = " / ".join(x for x in dict.fromkeys((concept.label_en, concept.label_zh)) if x)
-            rows.append(node_row(
-                id=acc.id, tenant=acc.tenant, type="Concept", subtype="topic", title=title,
-                text=f"Topic: {title}", keywords=concept.keywords(), entities=[], lang=acc.lang,
-                time_granularity="unspecified", importance=concept_importance(acc.mentions),
-                confidence=acc.confidence, frequency=len(acc.msgs), first_seen=acc.first_seen,
-                last_seen=acc.last_seen, tier="short", category="fact", status="active",
-                raw_refs=list(dict.fromkeys(acc.text_refs))[:ENTITY_REF_CAP],
-                provenance=R.CONCEPT, aliases=sorted(acc.aliases), mentions=acc.mentions))
+            rows.append(
+                node_row(
+                    id=acc.id,
+                    tenant=acc.tenant,
+                    type="Concept",
+                    subtype="topic",
+                    title=title,
+                    text=f"Topic: {title}",
+                    keywords=concept.keywords(),
+                    entities=[],
+                    lang=acc.lang,
+                    time_granularity="unspecified",
+                    importance=concept_importance(acc.mentions),
+                    confidence=acc.confidence,
+                    frequency=len(acc.msgs),
+                    first_seen=acc.first_seen,
+                    last_seen=acc.last_seen,
+                    tier="short",
+                    category="fact",
+                    status="active",
+                    raw_refs=list(dict.fromkeys(acc.text_refs))[:ENTITY_REF_CAP],
+                    provenance=R.CONCEPT,
+                    aliases=sorted(acc.aliases),
+                    mentions=acc.mentions,
+                )
+            )
         return rows
 
     def node_table(self) -> pa.Table:

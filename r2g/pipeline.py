@@ -3,6 +3,7 @@
 The Dagster assets run the two steps separately (annotations are stored per
 partition); `run_partition` runs both for library callers and the benchmarks.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -41,13 +42,14 @@ def graph_version() -> str:
 
 @dataclass
 class GraphResult:
-    nodes: pa.Table      # r2g.schema.NODES
-    edges: pa.Table      # r2g.schema.EDGES
+    nodes: pa.Table  # r2g.schema.NODES
+    edges: pa.Table  # r2g.schema.EDGES
     stats: AnnotateStats
 
 
-def annotate_messages(messages: pa.Table, cache: NlpCache | PartAnnotations | None,
-                      workers: int | None = None) -> tuple[dict[str, Annotation], AnnotateStats]:
+def annotate_messages(
+    messages: pa.Table, cache: NlpCache | PartAnnotations | None, workers: int | None = None
+) -> tuple[dict[str, Annotation], AnnotateStats]:
     """{text_sha: Annotation} for the messages' distinct texts (cache hits are not re-annotated).
 
     `workers`: annotate processes (r2g.nlp.annotate; default r2g.nlp.default_workers()).
@@ -64,8 +66,14 @@ def annotate_messages(messages: pa.Table, cache: NlpCache | PartAnnotations | No
 def annotations_table(annotations: dict[str, Annotation]) -> pa.Table:
     """The ANNOTATIONS table of `annotations`, sorted by text_sha (deterministic bytes)."""
     shas = sorted(annotations)
-    return pa.table({"text_sha": shas, "lang": [annotations[s].lang for s in shas],
-                     "annotation": [annotations[s].to_json() for s in shas]}, schema=ANNOTATIONS)
+    return pa.table(
+        {
+            "text_sha": shas,
+            "lang": [annotations[s].lang for s in shas],
+            "annotation": [annotations[s].to_json() for s in shas],
+        },
+        schema=ANNOTATIONS,
+    )
 
 
 class PartAnnotations:
@@ -80,8 +88,10 @@ class PartAnnotations:
     hashes and partition names only, never text; `forget` drops the rows of forgotten texts all the same.
     """
 
-    _SCHEMA = ("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;"
-               "CREATE TABLE IF NOT EXISTS seen (sha BLOB PRIMARY KEY, part TEXT NOT NULL) WITHOUT ROWID")
+    _SCHEMA = (
+        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;"
+        "CREATE TABLE IF NOT EXISTS seen (sha BLOB PRIMARY KEY, part TEXT NOT NULL) WITHOUT ROWID"
+    )
 
     def __init__(self, index: Path, parts: Any) -> None:
         self.index, self.parts = Path(index), parts
@@ -91,10 +101,10 @@ class PartAnnotations:
             with con:
                 con.execute("PRAGMA journal_mode=WAL")
                 if con.execute("SELECT 1 FROM sqlite_master WHERE name = 'annotations'").fetchone():
-                    con.execute("DROP TABLE annotations")   # the pre-2026-11-25 cache held whole annotations
+                    con.execute("DROP TABLE annotations")  # the pre-2026-11-25 cache held whole annotations
                 con.executescript(self._SCHEMA)
                 row = con.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
-                if row is None or row[0] != PIPELINE_VERSION:   # another NLP pipeline: nothing indexed is valid
+                if row is None or row[0] != PIPELINE_VERSION:  # another NLP pipeline: nothing indexed is valid
                     con.execute("DELETE FROM seen")
                     con.execute("INSERT OR REPLACE INTO meta VALUES ('version', ?)", [PIPELINE_VERSION])
         finally:
@@ -111,8 +121,8 @@ class PartAnnotations:
         where: dict[str, list[str]] = {}
         con = self._connect()
         try:
-            for k in range(0, len(wanted), 500):   # sqlite's bound-parameter limit
-                part = wanted[k:k + 500]
+            for k in range(0, len(wanted), 500):  # sqlite's bound-parameter limit
+                part = wanted[k : k + 500]
                 q = f"SELECT sha, part FROM seen WHERE sha IN ({','.join('?' * len(part))})"
                 for sha, pid in con.execute(q, [bytes.fromhex(x) for x in part]):
                     where.setdefault(pid, []).append(sha.hex())
@@ -154,8 +164,10 @@ class PartAnnotations:
 
 
 def annotations_from_table(table: pa.Table) -> dict[str, Annotation]:
-    return {sha: Annotation.from_json(js) for sha, js in
-            zip(table.column("text_sha").to_pylist(), table.column("annotation").to_pylist())}
+    return {
+        sha: Annotation.from_json(js)
+        for sha, js in zip(table.column("text_sha").to_pylist(), table.column("annotation").to_pylist())
+    }
 
 
 def partition_graph(messages: pa.Table, annotations: dict[str, Annotation]) -> tuple[pa.Table, pa.Table]:

@@ -1,6 +1,7 @@
 """English time rules: a table of (regex, resolver) pairs over lower-cased text, and the literal prefilter that
 skips the rules a text cannot match. r2g.time_norm runs them; a change to what they match or return bumps its
 RULES_VERSION."""
+
 from __future__ import annotations
 
 import re
@@ -9,8 +10,22 @@ from datetime import datetime, timedelta
 from r2g import time_values as tv
 from r2g.time_values import Resolved, Resolver
 
-_EN_NUM = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-           "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
+_EN_NUM = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+}
 
 
 def _en_num(s: str) -> int | None:
@@ -34,19 +49,40 @@ def _en_count(s: str) -> tuple[int, int] | None:
     return (n, n) if n is not None else None
 
 
-_MONTHS = {m: i + 1 for i, m in enumerate(
-    ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-     "november", "december"])}
+_MONTHS = {
+    m: i + 1
+    for i, m in enumerate(
+        [
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+        ]
+    )
+}
 _MONTHS.update({k[:3]: v for k, v in list(_MONTHS.items())})
 _MONTHS["sept"] = 9
 _WEEKDAYS = {d: i for i, d in enumerate(["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"])}
-_MON = (r"(?P<mon>january|february|march|april|may|june|july|august|september|october|november|december"
-        r"|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?")
+_MON = (
+    r"(?P<mon>january|february|march|april|may|june|july|august|september|october|november|december"
+    r"|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?"
+)
 _WD = r"(?P<wd>monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 _PART_EN = r"(?P<part>morning|afternoon|evening|night)"
-_NUM_EN = (r"(?P<n>\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
-           r"|(?:a\s+)?couple(?:\s+of)?|(?:a\s+)?few|several)")
+_NUM_EN = (
+    r"(?P<n>\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
+    r"|(?:a\s+)?couple(?:\s+of)?|(?:a\s+)?few|several)"
+)
 _REL = {"last": -1, "past": -1, "previous": -1, "this": 0, "current": 0, "next": 1, "coming": 1, "following": 1}
+
 
 def _g(m: re.Match, name: str) -> str | None:
     """Group `name` lower-cased (English rules match case-insensitively); None/"" stay falsy; absent group → None."""
@@ -57,7 +93,6 @@ def _g(m: re.Match, name: str) -> str | None:
 def _group(m: re.Match, name: str) -> str:
     """Group `name` lower-cased, of a group that takes part in every match of the rule."""
     return m[name].lower()
-
 
 
 def _en_mdy(m: re.Match, a: datetime | None) -> Resolved | None:
@@ -94,8 +129,14 @@ def _en_deictic(m: re.Match, a: datetime | None) -> Resolved | None:
         return tv.part_of_day(d, "night")
     if word == "last night":
         return tv.part_of_day(d - timedelta(days=1), "night")
-    shift = {"today": 0, "yesterday": -1, "tomorrow": 1, "this": 0,
-             "day before yesterday": -2, "day after tomorrow": 2}[word]
+    shift = {
+        "today": 0,
+        "yesterday": -1,
+        "tomorrow": 1,
+        "this": 0,
+        "day before yesterday": -2,
+        "day after tomorrow": 2,
+    }[word]
     return tv.day_or_part(d + timedelta(days=shift), _g(m, "part"))
 
 
@@ -117,7 +158,9 @@ def _en_weekday(m: re.Match, a: datetime | None) -> Resolved | None:
     if a is None:
         return None
     rel = _g(m, "rel") or ""
-    rel = {"last": "last", "past": "last", "previous": "last", "this": "this", "coming": "next", "next": "next"}.get(rel, "")
+    rel = {"last": "last", "past": "last", "previous": "last", "this": "this", "coming": "next", "next": "next"}.get(
+        rel, ""
+    )
     d = tv.weekday_in(a.date(), _WEEKDAYS[_group(m, "wd")], rel)
     return tv.day_or_part(d, _g(m, "part"))
 
@@ -166,12 +209,26 @@ EN_RULES: list[tuple[re.Pattern, Resolver]] = [
     (_c(_MON + r"\s+(?P<d>\d{1,2})(?:st|nd|rd|th)?"), _en_md),
     (_c(r"(?P<d>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MON), _en_md),
     (_c(_MON + r",?\s+(?P<y>\d{4})"), _en_my),
-    (_c(r"(?P<w>(?:the\s+)?day before yesterday|(?:the\s+)?day after tomorrow|today|yesterday|tomorrow)(?:\s+"
-        + _PART_EN + r")?"), _en_deictic),
+    (
+        _c(
+            r"(?P<w>(?:the\s+)?day before yesterday|(?:the\s+)?day after tomorrow|today|yesterday|tomorrow)(?:\s+"
+            + _PART_EN
+            + r")?"
+        ),
+        _en_deictic,
+    ),
     (_c(r"(?P<w>this)\s+" + _PART_EN), _en_deictic),
     (_c(r"(?P<w>tonight|last night)(?P<part>)"), _en_deictic),
-    (_c(r"(?:the\s+)?(?P<rel>last|past|previous|this|current|next|coming|following)\s+(?P<unit>weekend|week|month|year)"), _en_rel_unit),
-    (_c(r"(?:(?:the\s+)?(?P<rel>last|past|previous|this|next|coming)\s+)?" + _WD + r"(?:\s+" + _PART_EN + r")?"), _en_weekday),
+    (
+        _c(
+            r"(?:the\s+)?(?P<rel>last|past|previous|this|current|next|coming|following)\s+(?P<unit>weekend|week|month|year)"
+        ),
+        _en_rel_unit,
+    ),
+    (
+        _c(r"(?:(?:the\s+)?(?P<rel>last|past|previous|this|next|coming)\s+)?" + _WD + r"(?:\s+" + _PART_EN + r")?"),
+        _en_weekday,
+    ),
     (_c(r"(?:the\s+|this\s+)?weekend"), _en_weekend),
     (_c(_NUM_EN + r"\s+" + _EN_UNIT + r"s?\s+(?P<dir>ago|later)"), _en_ago),
     (_c(r"in\s+" + _NUM_EN + r"\s+" + _EN_UNIT + r"s?"), _en_ago),
@@ -180,9 +237,17 @@ EN_RULES: list[tuple[re.Pattern, Resolver]] = [
     (_c(r"(?:every|each)\s+(?:single\s+)?" + _WD + r"(?:\s+" + _PART_EN + r")?"), _en_every_weekday),
     (_c(_WD + r"s"), _en_every_weekday),
     (_c(_WD + r"s?\s+" + _PART_EN + r"s"), _en_every_weekday),
-    (_c(r"(?:every|each)\s+(?:single\s+)?(?P<unit>day|week|weekend|month|year|morning|afternoon|evening|night)"), _en_every),
-    (_c(r"every\s+(?P<n>other|second|\d+|two|three|four|five|six|seven|eight|nine|ten)\s+"
-        r"(?P<unit>day|week|weekend|month|year)s?"), _en_every),
+    (
+        _c(r"(?:every|each)\s+(?:single\s+)?(?P<unit>day|week|weekend|month|year|morning|afternoon|evening|night)"),
+        _en_every,
+    ),
+    (
+        _c(
+            r"every\s+(?P<n>other|second|\d+|two|three|four|five|six|seven|eight|nine|ten)\s+"
+            r"(?P<unit>day|week|weekend|month|year)s?"
+        ),
+        _en_every,
+    ),
     (_c(r"(?P<unit>weekend)s"), _en_every),
     (_c(r"in\s+the\s+(?P<unit>morning|afternoon|evening)s"), _en_every),
 ]
@@ -206,27 +271,27 @@ _WD_LIT = tuple(_WEEKDAYS)
 _UNIT_LIT = ("day", "week", "month", "year")
 _PART_LIT = ("morning", "afternoon", "evening", "night")
 EN_NEEDS: list[tuple[tuple[str, ...], ...]] = [
-    ((_DIGIT,),),                                   # 2023-05-07
-    ((_DIGIT,),),                                   # 5/7/2023
-    ((_DIGIT,), _MONTH_LIT),                        # May 7th, 2023
-    ((_DIGIT,), _MONTH_LIT),                        # 7th of May 2023
-    ((_DIGIT,), _MONTH_LIT),                        # May 7
-    ((_DIGIT,), _MONTH_LIT),                        # 7 May
-    ((_DIGIT,), _MONTH_LIT),                        # May 2023
-    (("today", "yesterday", "tomorrow"),),          # (the day before) yesterday (evening)
-    (("this",), _PART_LIT),                         # this morning
+    ((_DIGIT,),),  # 2023-05-07
+    ((_DIGIT,),),  # 5/7/2023
+    ((_DIGIT,), _MONTH_LIT),  # May 7th, 2023
+    ((_DIGIT,), _MONTH_LIT),  # 7th of May 2023
+    ((_DIGIT,), _MONTH_LIT),  # May 7
+    ((_DIGIT,), _MONTH_LIT),  # 7 May
+    ((_DIGIT,), _MONTH_LIT),  # May 2023
+    (("today", "yesterday", "tomorrow"),),  # (the day before) yesterday (evening)
+    (("this",), _PART_LIT),  # this morning
     (("tonight", "last night"),),
-    (("week", "month", "year"),),                   # last week, next month (weekend holds week)
-    (_WD_LIT,),                                     # (last) Saturday (night)
+    (("week", "month", "year"),),  # last week, next month (weekend holds week)
+    (_WD_LIT,),  # (last) Saturday (night)
     (("weekend",),),
-    (("ago", "later"), _UNIT_LIT),                  # two weeks ago
-    (("in",), _UNIT_LIT),                           # in two days
-    (("in",), (_DIGIT,)),                           # in 2019
-    (("every", "each"), _WD_LIT),                   # every Sunday
-    (_WD_LIT,),                                     # Sundays
-    (_WD_LIT, _PART_LIT),                           # Sunday mornings
-    (("every", "each"), _UNIT_LIT + _PART_LIT),     # every day, each morning
-    (("every",), _UNIT_LIT),                        # every other week
+    (("ago", "later"), _UNIT_LIT),  # two weeks ago
+    (("in",), _UNIT_LIT),  # in two days
+    (("in",), (_DIGIT,)),  # in 2019
+    (("every", "each"), _WD_LIT),  # every Sunday
+    (_WD_LIT,),  # Sundays
+    (_WD_LIT, _PART_LIT),  # Sunday mornings
+    (("every", "each"), _UNIT_LIT + _PART_LIT),  # every day, each morning
+    (("every",), _UNIT_LIT),  # every other week
     (("weekends",),),
     (("in",), ("mornings", "afternoons", "evenings")),
 ]
@@ -242,4 +307,3 @@ def en_rules_for(low: str) -> list[tuple[re.Pattern, Resolver]]:
     if not present:
         return []
     return [rule for rule, needs in zip(EN_LOWER, EN_NEEDS) if all(not present.isdisjoint(g) for g in needs)]
-

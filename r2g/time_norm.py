@@ -24,6 +24,7 @@ Unresolvable on purpose: "recently", "sometimes", 最近 — no rule matches the
 Bump RULES_VERSION whenever what `find_times` finds or `resolve` returns changes
 (the Chinese NLP pipeline stores find_times spans as TIME entities).
 """
+
 from __future__ import annotations
 
 import re
@@ -95,7 +96,7 @@ def _full_matches(e: str, lang: str) -> tuple[tuple[Resolver, re.Match], ...]:
     """Every (resolver, match) of the rules matching all of `e`, in the order resolve tries them. It does not
     depend on the anchor, and the same expressions (today, 昨天, last week) recur in message after message."""
     out = []
-    for lg in ((lang, "en" if lang == "zh" else "zh")):
+    for lg in (lang, "en" if lang == "zh" else "zh"):
         rules = _rules(lg) + (ZH_RESOLVE_ONLY if lg == "zh" else EN_RESOLVE_ONLY)
         for cand in _candidates(e, lg):
             for pat, fn in rules:
@@ -121,7 +122,7 @@ def find_times(text: str, lang: str, anchor: datetime | None) -> list[TimeMentio
     langs = [lg for lg, script in (("zh", _HAN), ("en", _LATIN_OR_DIGIT)) if script.search(text)]
     for lg in langs:
         subject, rules = text, _rules(lg)
-        if lg == "en" and len(low := text.lower()) == len(text):   # same offsets (a few characters lower-case to two)
+        if lg == "en" and len(low := text.lower()) == len(text):  # same offsets (a few characters lower-case to two)
             subject, rules = low, en_rules_for(low)
             if not rules:
                 continue
@@ -132,7 +133,9 @@ def find_times(text: str, lang: str, anchor: datetime | None) -> list[TimeMentio
                 s, e = m.span()
                 if s == e:
                     continue
-                if lg == "en" and ((s > 0 and _BOUNDARY.match(text[s - 1])) or (e < len(text) and _BOUNDARY.match(text[e]))):
+                if lg == "en" and (
+                    (s > 0 and _BOUNDARY.match(text[s - 1])) or (e < len(text) and _BOUNDARY.match(text[e]))
+                ):
                     continue
                 cands.append((s, e, fn, m))
     cands.sort(key=lambda c: (c[0] - c[1], c[0]))  # longest first, then leftmost

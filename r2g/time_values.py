@@ -3,6 +3,7 @@ intervals the English and Chinese rules (r2g.time_en, r2g.time_zh) build them fr
 
 Weeks start on Monday; intervals are [start, end) in naive wall-clock time, like the message ts.
 """
+
 from __future__ import annotations
 
 import re
@@ -71,6 +72,7 @@ class TimeMention:
 
 # ---------------------------------------------------------------- interval helpers
 
+
 def day(d: date) -> tuple[datetime, datetime, str]:
     s = datetime.combine(d, time())
     return s, s + timedelta(days=1), "day"
@@ -102,9 +104,21 @@ def year(y: int) -> tuple[datetime, datetime, str]:
 
 # part-of-day windows, in hours [start, end)
 PARTS = {
-    "morning": (6, 12), "afternoon": (12, 18), "evening": (18, 22), "night": (18, 24), "noon": (11, 13),
-    "早上": (6, 12), "上午": (6, 12), "早晨": (6, 12), "中午": (11, 13), "下午": (12, 18), "傍晚": (17, 19),
-    "晚上": (18, 24), "夜里": (18, 24), "夜间": (18, 24), "凌晨": (0, 6),
+    "morning": (6, 12),
+    "afternoon": (12, 18),
+    "evening": (18, 22),
+    "night": (18, 24),
+    "noon": (11, 13),
+    "早上": (6, 12),
+    "上午": (6, 12),
+    "早晨": (6, 12),
+    "中午": (11, 13),
+    "下午": (12, 18),
+    "傍晚": (17, 19),
+    "晚上": (18, 24),
+    "夜里": (18, 24),
+    "夜间": (18, 24),
+    "凌晨": (0, 6),
 }
 
 
@@ -171,6 +185,7 @@ def shift(a: datetime, count: tuple[int, int], sign: int, unit: str) -> Interval
 
 
 # ---------------------------------------------------------------- recurring values
+
 
 def _latest(a: datetime, occurrence: Callable[[int], Interval]) -> Interval:
     """The occurrence in effect at or most recently before the anchor; occurrence(k) is the k-th one from the anchor's period."""

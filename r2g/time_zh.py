@@ -1,5 +1,6 @@
 """Chinese time rules: a table of (regex, resolver) pairs, and Chinese numerals. r2g.time_norm runs them; a change
 to what they match or return bumps its RULES_VERSION."""
+
 from __future__ import annotations
 
 import re
@@ -44,10 +45,26 @@ _ZN = r"[0-9一二两三四五六七八九十〇零]"
 _ZH_WD = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6, "末": -1}
 _ZH_PART_WORDS = "早上|上午|早晨|中午|下午|傍晚|晚上|夜里|夜间|凌晨"
 _ZH_PART = rf"(?P<part>{_ZH_PART_WORDS})"
-_ZH_DAY = {"大前天": -3, "前天": -2, "昨天": -1, "昨日": -1, "今天": 0, "今日": 0, "明天": 1, "明日": 1,
-           "后天": 2, "大后天": 3}
-_ZH_SHORT = {"昨晚": (-1, "晚上"), "今晚": (0, "晚上"), "明晚": (1, "晚上"), "今早": (0, "早上"), "明早": (1, "早上"),
-             "昨早": (-1, "早上")}
+_ZH_DAY = {
+    "大前天": -3,
+    "前天": -2,
+    "昨天": -1,
+    "昨日": -1,
+    "今天": 0,
+    "今日": 0,
+    "明天": 1,
+    "明日": 1,
+    "后天": 2,
+    "大后天": 3,
+}
+_ZH_SHORT = {
+    "昨晚": (-1, "晚上"),
+    "今晚": (0, "晚上"),
+    "明晚": (1, "晚上"),
+    "今早": (0, "早上"),
+    "明早": (1, "早上"),
+    "昨早": (-1, "早上"),
+}
 _ZH_EVERY_SHORT = {"每晚": "晚上", "每夜": "夜里", "每早": "早上"}
 _ZH_UNIT = {"天": "day", "日": "day", "周": "week", "星期": "week", "礼拜": "week", "月": "month", "年": "year"}
 _ZH_YEAR_OFF = {"前": -2, "去": -1, "今": 0, "本": 0, "明": 1, "后": 2}
@@ -191,14 +208,25 @@ ZH_RULES: list[tuple[re.Pattern, Resolver]] = [
     (re.compile(r"(?P<w>大前天|前天|昨天|昨日|今天|今日|明天|明日|大后天|后天)" + _ZH_PART + "?"), _zh_day),
     (re.compile(r"(?P<w>昨晚|今晚|明晚|今早|明早|昨早)"), _zh_short),
     (re.compile(_ZH_PART + r"(?![好茶])"), _zh_part_only),  # not the greetings 早上好 / 晚上好, nor 下午茶
-    (re.compile(r"(?P<rel>上上|下下|上|下|这|本)个?(?:周|星期|礼拜)(?P<wd>[一二三四五六日天末])?" + _ZH_PART + "?"), _zh_week),
+    (
+        re.compile(r"(?P<rel>上上|下下|上|下|这|本)个?(?:周|星期|礼拜)(?P<wd>[一二三四五六日天末])?" + _ZH_PART + "?"),
+        _zh_week,
+    ),
     (re.compile(r"(?P<rel>)(?:周|星期|礼拜)(?P<wd>[一二三四五六日天末])" + _ZH_PART + "?"), _zh_week),
     (re.compile(r"(?P<rel>上|下|这|本)个?月"), _zh_month),
     (re.compile(r"(?P<w>前|去|今|明|后)年"), _zh_year),
-    (re.compile(rf"(?P<n>{_ZN}+|好几|几)个?(?P<unit>天|日|周|星期|礼拜|月|年)(?P<dir>以前|之前|前|以后|之后|后)"), _zh_ago),
+    (
+        re.compile(rf"(?P<n>{_ZN}+|好几|几)个?(?P<unit>天|日|周|星期|礼拜|月|年)(?P<dir>以前|之前|前|以后|之后|后)"),
+        _zh_ago,
+    ),
     (re.compile(r"(?P<pre>前)(?P<n>好几|几|两|些)个?(?P<unit>天|周|星期|礼拜|月|年)"), _zh_ago),
     # 过两天 "in a couple of days" — but not the aspect particle of 住过两天 ("stayed two days")
-    (re.compile(r"(?:^|(?<=[\s，。！？、,.!?;；：:再等]))(?P<pre>过)(?P<n>好几|几|两|些)个?(?P<unit>天|周|星期|礼拜|月|年)"), _zh_ago),
+    (
+        re.compile(
+            r"(?:^|(?<=[\s，。！？、,.!?;；：:再等]))(?P<pre>过)(?P<n>好几|几|两|些)个?(?P<unit>天|周|星期|礼拜|月|年)"
+        ),
+        _zh_ago,
+    ),
     # recurring: 每周日, 每个星期六晚上, 每周末, 每周, 每天(早上), 天天, 每晚, 每个月, 每年
     (re.compile(r"每逢?个?(?:周|星期|礼拜)(?P<wd>[一二三四五六日天末])?" + _ZH_PART + "?"), _zh_every_week),
     (re.compile(r"(?:每天|每日|每一天|(?<![今昨明前后])天天)" + _ZH_PART + "?"), _zh_every_day),
@@ -209,5 +237,3 @@ ZH_RULES: list[tuple[re.Pattern, Resolver]] = [
 ZH_RESOLVE_ONLY: list[tuple[re.Pattern, Resolver]] = [
     (re.compile(rf"(?P<m>{_ZN}{{1,2}})月份?"), _zh_month_only),
 ]
-
-

@@ -4,6 +4,7 @@ DuckDB's FTS splits on non-letters and cannot segment Chinese, so Chinese text i
 pre-segmented with jieba (search mode) and joined by spaces; English passes
 through and DuckDB applies its porter stemmer and English stop-words.
 """
+
 from __future__ import annotations
 
 import logging

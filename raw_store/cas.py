@@ -5,6 +5,7 @@ same bytes are stored once. Writes are atomic (temp + fsync + rename); reads
 verify the hash and never serve bytes that do not match. Deleting a blob leaves
 a `raw_{sha}.tomb` JSON tombstone beside where it was.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -25,7 +26,7 @@ from raw_store.lake import as_path, fsync_dir, is_remote, write_bytes_atomic
 
 ZSTD_LEVEL = 3
 QUARANTINE = "quarantine"  # corrupt blobs found by `verify`, moved here under their store path
-UNDATED = "0000/00/00"   # folder of blobs without a day (e.g. rejected bytes)
+UNDATED = "0000/00/00"  # folder of blobs without a day (e.g. rejected bytes)
 _SAFE_TENANT = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _HASHED_TENANT = re.compile(r"t_[0-9a-f]{16}")
 _SHA = re.compile(r"[0-9a-f]{64}")
@@ -35,20 +36,20 @@ _CACHE_BYTES = 64 << 20
 
 @dataclass(frozen=True)
 class BlobRef:
-    raw_id: str        # "raw_" + sha256[:32]
-    sha256: str        # full hex sha256 of the uncompressed bytes
-    path: str          # posix, relative to the data root
-    len_bytes: int     # uncompressed
+    raw_id: str  # "raw_" + sha256[:32]
+    sha256: str  # full hex sha256 of the uncompressed bytes
+    path: str  # posix, relative to the data root
+    len_bytes: int  # uncompressed
     stored_bytes: int  # compressed size on disk
 
 
 @dataclass
 class VerifyReport:
-    total: int                # blobs in the store (of the tenant)
-    checked: int              # blobs re-hashed (all, or the sample)
-    corrupt: list[dict]       # [{path, sha256, problem}]
-    partial: list[str]        # temp files of interrupted writes (never blobs)
-    quarantined: bool         # whether corrupt blobs were moved away and partial files removed
+    total: int  # blobs in the store (of the tenant)
+    checked: int  # blobs re-hashed (all, or the sample)
+    corrupt: list[dict]  # [{path, sha256, problem}]
+    partial: list[str]  # temp files of interrupted writes (never blobs)
+    quarantined: bool  # whether corrupt blobs were moved away and partial files removed
 
     @property
     def ok(self) -> bool:
@@ -66,8 +67,12 @@ def tenant_dir(tenant: str) -> str:
     Never empty, never "." / "..", never containing a separator. Names that look like
     hashed names are hashed too, so no tenant can name its way into another's folder.
     """
-    if (_SAFE_TENANT.fullmatch(tenant) and ".." not in tenant and not tenant.startswith(".")
-            and not _HASHED_TENANT.fullmatch(tenant)):
+    if (
+        _SAFE_TENANT.fullmatch(tenant)
+        and ".." not in tenant
+        and not tenant.startswith(".")
+        and not _HASHED_TENANT.fullmatch(tenant)
+    ):
         return tenant
     return "t_" + hashlib.sha256(tenant.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
@@ -86,7 +91,7 @@ class RawStore:
     """The CAS under `data_root/raw`; `path`s handed out and accepted are relative to `data_root`."""
 
     def __init__(self, data_root: Path) -> None:
-        self.root = as_path(data_root)   # a local folder, or a UPath on object storage
+        self.root = as_path(data_root)  # a local folder, or a UPath on object storage
         self._cache: OrderedDict[str, bytes] = OrderedDict()
         self._cache_bytes = 0
         self._lock = threading.Lock()
@@ -146,8 +151,7 @@ class RawStore:
             write_bytes_atomic(full, compressed)
         return ref
 
-    def delete(self, tenant: str, path: str, sha256: str, reason: str,
-               at: dt.datetime | None = None) -> dict:
+    def delete(self, tenant: str, path: str, sha256: str, reason: str, at: dt.datetime | None = None) -> dict:
         """Forget a blob: write its tombstone, then remove it. Returns a `schema.TOMBSTONES` row.
 
         Idempotent; the tombstone is written first so a crash in between still reads as forgotten.
@@ -156,8 +160,14 @@ class RawStore:
         full = self._checked(tenant, path, sha256)
         at = dt.datetime.now(dt.UTC) if at is None else at
         at = at.replace(tzinfo=dt.UTC) if at.tzinfo is None else at.astimezone(dt.UTC)
-        row = {"raw_id": raw_id_for(sha256), "tenant": tenant, "path": path, "sha256": sha256,
-               "deleted_at": at, "reason": reason}
+        row = {
+            "raw_id": raw_id_for(sha256),
+            "tenant": tenant,
+            "path": path,
+            "sha256": sha256,
+            "deleted_at": at,
+            "reason": reason,
+        }
         tomb = {**row, "deleted_at": at.isoformat()}
         write_bytes_atomic(self._tomb(full), json.dumps(tomb, ensure_ascii=False, sort_keys=True).encode())
         full.unlink(missing_ok=True)
@@ -204,10 +214,11 @@ class RawStore:
         data = self.read(tenant, path, sha256)
         if offset < 0 or length < 0 or offset + length > len(data):
             raise ValueError(f"excerpt [{offset}, {offset + length}) outside blob of {len(data)} bytes")
-        return data[offset:offset + length]
+        return data[offset : offset + length]
 
-    def verify(self, tenant: str | None = None, *, sample: int | None = None, seed: int = 0,
-               quarantine: bool = False) -> VerifyReport:
+    def verify(
+        self, tenant: str | None = None, *, sample: int | None = None, seed: int = 0, quarantine: bool = False
+    ) -> VerifyReport:
         """Re-hash the blobs of one tenant (or all): every blob, or a seeded random `sample` of them.
 
         A blob that does not decode to its sha256 is reported and, with `quarantine`, moved to
@@ -216,8 +227,11 @@ class RawStore:
         served; with `quarantine` they are removed.
         """
         base = self.root / "raw"
-        folders = ([base / tenant_dir(tenant)] if tenant is not None
-                   else sorted((p for p in base.glob("*") if p.is_dir()), key=lambda p: p.name))
+        folders = (
+            [base / tenant_dir(tenant)]
+            if tenant is not None
+            else sorted((p for p in base.glob("*") if p.is_dir()), key=lambda p: p.name)
+        )
         blobs: list[Path] = []
         partial: list[str] = []
         for folder in folders:
@@ -243,8 +257,7 @@ class RawStore:
                 self._quarantine(p["path"])
             for rel in partial:
                 (self.root / rel).unlink(missing_ok=True)
-        return VerifyReport(total=total, checked=len(blobs), corrupt=problems, partial=partial,
-                            quarantined=quarantine)
+        return VerifyReport(total=total, checked=len(blobs), corrupt=problems, partial=partial, quarantined=quarantine)
 
     def quarantine_path(self, path: str) -> Path:
         return self.root / QUARANTINE / path
@@ -253,7 +266,7 @@ class RawStore:
         """Move a corrupt blob out of the store (kept for inspection), so it is never served."""
         dest = self.quarantine_path(path)
         if is_remote(dest):
-            (self.root / path).rename(dest)   # copy, then delete the source object
+            (self.root / path).rename(dest)  # copy, then delete the source object
         else:
             dest.parent.mkdir(parents=True, exist_ok=True)
             os.replace(self.root / path, dest)

@@ -8,6 +8,7 @@ reproduces every earlier complete chunk byte for byte — the CAS stores it once
 A message longer than `max_tokens` is split on paragraphs, then sentences, then
 token/character boundaries into pieces that land in consecutive chunks.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -22,14 +23,14 @@ _PARAGRAPH_END = re.compile(r"\n[ \t\r\f\v]*\n\s*")
 # CJK stops end a sentence by themselves; Latin ones only when whitespace follows ("3.14", "e.g." stay whole)
 _SENTENCE_END = re.compile(r"[。！？]+[”’」』）)]*\s*|[.!?]+[\"')\]]*\s+")
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_WORD_BACKOFF = 64   # how far a hard cut may move back to land between words
+_WORD_BACKOFF = 64  # how far a hard cut may move back to land between words
 
 
 @dataclass(frozen=True)
 class Piece:
-    msg_index: int   # index into the messages list given
-    offset: int      # byte offset of the piece of message text inside body
-    length: int      # byte length
+    msg_index: int  # index into the messages list given
+    offset: int  # byte offset of the piece of message text inside body
+    length: int  # byte length
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class Chunk:
 @dataclass(frozen=True)
 class _Unit:
     """One turn (or one piece of an oversized message) as it appears in a chunk body."""
+
     msg_index: int
     header: bytes
     text: bytes
@@ -67,7 +69,7 @@ def _split_after(text: str, pattern: re.Pattern) -> list[str]:
     parts, start = [], 0
     for m in pattern.finditer(text):
         if m.end() > start:
-            parts.append(text[start:m.end()])
+            parts.append(text[start : m.end()])
             start = m.end()
     if start < len(text):
         parts.append(text[start:])
@@ -152,8 +154,7 @@ def _boundary_after(unit_bytes: bytes) -> bool:
     return int(hashlib.sha256(unit_bytes).hexdigest()[:8], 16) % 4 == 0
 
 
-def chunk_conversation(messages: Sequence[Message], min_tokens: int = 1000,
-                       max_tokens: int = 2000) -> list[Chunk]:
+def chunk_conversation(messages: Sequence[Message], min_tokens: int = 1000, max_tokens: int = 2000) -> list[Chunk]:
     """Pack the turns of ONE conversation (in seq order) into chunks; deterministic and append-stable.
 
     A turn that would push a non-empty chunk past `max_tokens` starts a new chunk; after a

@@ -1,4 +1,5 @@
 """Arrow tables as polars DataFrames, with the type they have."""
+
 from __future__ import annotations
 
 from typing import cast

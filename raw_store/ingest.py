@@ -3,6 +3,7 @@
 Deterministic: the same bytes and source_file give identical tables (every time
 column is content-derived, never the wall clock), and identical blobs, stored once.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -38,21 +39,24 @@ class IngestResult:
     format: str
     source_file: str
     source_sha256: str
-    messages: pa.Table    # schema.MESSAGES, sorted by (tenant, conv_id, seq)
+    messages: pa.Table  # schema.MESSAGES, sorted by (tenant, conv_id, seq)
     raw_chunks: pa.Table  # schema.RAW_CHUNKS, sorted by (tenant, conv_id, seq)
-    rejects: pa.Table     # schema.REJECTS, sorted by (line, byte_offset)
-    n_input: int          # messages read + rejected records (for the conservation check)
+    rejects: pa.Table  # schema.REJECTS, sorted by (line, byte_offset)
+    n_input: int  # messages read + rejected records (for the conservation check)
     forgotten: pa.Table = field(default_factory=schema.FORGOTTEN.empty_table)  # dropped by a forget request
-    routed: int = 0       # records of a non-chat file (agent ops, feedback) that went to their own tables
+    routed: int = 0  # records of a non-chat file (agent ops, feedback) that went to their own tables
 
 
 def ingest_file(path: Path, inbox: Path, store: RawStore, forget: Forget | None = None) -> IngestResult:
     """Ingest one inbox file; tenant from its first folder, source_file relative to the inbox."""
-    return ingest_bytes(as_path(path).read_bytes(), source_file_for(path, inbox), tenant_for(path, inbox), store, forget)
+    return ingest_bytes(
+        as_path(path).read_bytes(), source_file_for(path, inbox), tenant_for(path, inbox), store, forget
+    )
 
 
-def ingest_bytes(data: bytes, source_file: str, tenant: str, store: RawStore,
-                 forget: Forget | None = None) -> IngestResult:
+def ingest_bytes(
+    data: bytes, source_file: str, tenant: str, store: RawStore, forget: Forget | None = None
+) -> IngestResult:
     """Read, chunk and store one file's bytes; rejected bytes are stored too (undated), never lost.
 
     Records a `forget` request covers are dropped before anything is stored (they are counted in
@@ -74,26 +78,55 @@ def ingest_bytes(data: bytes, source_file: str, tenant: str, store: RawStore,
     )
 
 
-def ingest_records(data: bytes, source_file: str, tenant: str, store: RawStore, fmt: str, accepted: int,
-                   rejects: list[Reject], mime: str | None = None) -> IngestResult:
+def ingest_records(
+    data: bytes,
+    source_file: str,
+    tenant: str,
+    store: RawStore,
+    fmt: str,
+    accepted: int,
+    rejects: list[Reject],
+    mime: str | None = None,
+) -> IngestResult:
     """A non-chat inbox file (agent ops, feedback) whose `accepted` records go to their own tables: its rejects
     are stored like any input's; with `mime`, the whole file is kept as one RawChunk, which its records cite."""
     chunk_rows = []
     if mime is not None:
         ref = store.put(tenant, data, day=None)
-        chunk_rows.append({
-            "id": ref.raw_id, "sha256": ref.sha256, "tenant": tenant, "conv_id": f"{fmt}:{source_file}", "seq": 0,
-            "path": ref.path, "len_bytes": ref.len_bytes, "stored_bytes": ref.stored_bytes, "mime": mime,
-            "created_at": None, "ts": None, "ts_end": None, "speaker": [], "role": [], "lang": None,
-            "source_file": source_file, "n_messages": 0, "offsets": [],
-            "text": data.decode("utf-8", errors="replace"),
-        })
+        chunk_rows.append(
+            {
+                "id": ref.raw_id,
+                "sha256": ref.sha256,
+                "tenant": tenant,
+                "conv_id": f"{fmt}:{source_file}",
+                "seq": 0,
+                "path": ref.path,
+                "len_bytes": ref.len_bytes,
+                "stored_bytes": ref.stored_bytes,
+                "mime": mime,
+                "created_at": None,
+                "ts": None,
+                "ts_end": None,
+                "speaker": [],
+                "role": [],
+                "lang": None,
+                "source_file": source_file,
+                "n_messages": 0,
+                "offsets": [],
+                "text": data.decode("utf-8", errors="replace"),
+            }
+        )
     read = ReadResult(fmt, [], list(rejects))
     return IngestResult(
-        format=fmt, source_file=source_file, source_sha256=hashlib.sha256(data).hexdigest(),
-        messages=schema.MESSAGES.empty_table(), raw_chunks=_table(chunk_rows, schema.RAW_CHUNKS, ["tenant", "conv_id", "seq"]),
+        format=fmt,
+        source_file=source_file,
+        source_sha256=hashlib.sha256(data).hexdigest(),
+        messages=schema.MESSAGES.empty_table(),
+        raw_chunks=_table(chunk_rows, schema.RAW_CHUNKS, ["tenant", "conv_id", "seq"]),
         rejects=_table(_reject_rows(read, store), schema.REJECTS, ["line", "byte_offset"]),
-        n_input=accepted + len(rejects), routed=accepted)
+        n_input=accepted + len(rejects),
+        routed=accepted,
+    )
 
 
 def _forget(read: ReadResult, forget: Forget) -> list[dict]:
@@ -107,8 +140,15 @@ def _forget(read: ReadResult, forget: Forget) -> list[dict]:
             if rid is None:
                 out.append(rec)
             else:
-                rows.append({"tenant": rec.tenant, "source_file": rec.source_file, "line": rec.line,
-                             "request_id": rid, "text_sha": text_sha(rec)})
+                rows.append(
+                    {
+                        "tenant": rec.tenant,
+                        "source_file": rec.source_file,
+                        "line": rec.line,
+                        "request_id": rid,
+                        "text_sha": text_sha(rec),
+                    }
+                )
         return out
 
     read.messages[:] = kept(read.messages, forget.message, lambda m: hashlib.sha256(m.text.encode("utf-8")).hexdigest())
@@ -143,18 +183,32 @@ def _chunk_and_store(read: ReadResult, store: RawStore) -> tuple[list[dict], lis
                 refs[piece.msg_index].append({"raw_id": row["id"], "offset": piece.offset, "length": piece.length})
         for m, lang, mrefs in zip(msgs, langs, refs):
             first = mrefs[0]
-            message_rows.append({
-                "tenant": m.tenant, "conv_id": m.conv_id, "msg_id": m.msg_id, "seq": m.seq,
-                "speaker": m.speaker, "role": m.role, "ts": m.ts, "lang": lang, "text": m.text,
-                "caption": m.caption, "text_sha": hashlib.sha256(m.text.encode("utf-8")).hexdigest(),
-                "raw_id": first["raw_id"], "offset": first["offset"], "length": first["length"],
-                "raw_refs": mrefs, "source_file": m.source_file, "line": m.line, "format": m.format,
-            })
+            message_rows.append(
+                {
+                    "tenant": m.tenant,
+                    "conv_id": m.conv_id,
+                    "msg_id": m.msg_id,
+                    "seq": m.seq,
+                    "speaker": m.speaker,
+                    "role": m.role,
+                    "ts": m.ts,
+                    "lang": lang,
+                    "text": m.text,
+                    "caption": m.caption,
+                    "text_sha": hashlib.sha256(m.text.encode("utf-8")).hexdigest(),
+                    "raw_id": first["raw_id"],
+                    "offset": first["offset"],
+                    "length": first["length"],
+                    "raw_refs": mrefs,
+                    "source_file": m.source_file,
+                    "line": m.line,
+                    "format": m.format,
+                }
+            )
     return message_rows, chunk_rows
 
 
-def _chunk_row(chunk: Chunk, msgs: list[Message], langs: list[str], tenant: str, fmt: str,
-               store: RawStore) -> dict:
+def _chunk_row(chunk: Chunk, msgs: list[Message], langs: list[str], tenant: str, fmt: str, store: RawStore) -> dict:
     """Store one chunk (dated by its first timestamp) and describe it as a `raw_chunks` row."""
     indices = list(dict.fromkeys(p.msg_index for p in chunk.pieces))
     members = [msgs[i] for i in indices]
@@ -164,14 +218,25 @@ def _chunk_row(chunk: Chunk, msgs: list[Message], langs: list[str], tenant: str,
     lang_counts = Counter(langs[i] for i in indices)
     top = max(lang_counts.values())
     return {
-        "id": ref.raw_id, "sha256": ref.sha256, "tenant": tenant, "conv_id": chunk.conv_id, "seq": chunk.seq,
-        "path": ref.path, "len_bytes": ref.len_bytes, "stored_bytes": ref.stored_bytes, "mime": MIME,
-        "created_at": first_ts, "ts": first_ts, "ts_end": stamps[-1] if stamps else None,
+        "id": ref.raw_id,
+        "sha256": ref.sha256,
+        "tenant": tenant,
+        "conv_id": chunk.conv_id,
+        "seq": chunk.seq,
+        "path": ref.path,
+        "len_bytes": ref.len_bytes,
+        "stored_bytes": ref.stored_bytes,
+        "mime": MIME,
+        "created_at": first_ts,
+        "ts": first_ts,
+        "ts_end": stamps[-1] if stamps else None,
         "speaker": list(dict.fromkeys(m.speaker for m in members)),
         "role": list(dict.fromkeys(m.role for m in members)),
         "lang": min(lang for lang, n in lang_counts.items() if n == top),
-        "source_file": members[0].source_file, "n_messages": len(chunk.pieces),
-        "offsets": [p.offset for p in chunk.pieces], "text": chunk.body.decode("utf-8"),
+        "source_file": members[0].source_file,
+        "n_messages": len(chunk.pieces),
+        "offsets": [p.offset for p in chunk.pieces],
+        "text": chunk.body.decode("utf-8"),
     }
 
 
@@ -179,9 +244,18 @@ def _reject_rows(read: ReadResult, store: RawStore) -> list[dict]:
     rows = []
     for r in read.rejects:
         ref = store.put(r.tenant, r.raw, day=None)
-        rows.append({
-            "tenant": r.tenant, "source_file": r.source_file, "line": r.line, "byte_offset": r.byte_offset,
-            "reason": r.reason, "detail": r.detail, "raw_id": ref.raw_id, "raw_path": ref.path,
-            "length": len(r.raw), "format": r.format,
-        })
+        rows.append(
+            {
+                "tenant": r.tenant,
+                "source_file": r.source_file,
+                "line": r.line,
+                "byte_offset": r.byte_offset,
+                "reason": r.reason,
+                "detail": r.detail,
+                "raw_id": ref.raw_id,
+                "raw_path": ref.path,
+                "length": len(r.raw),
+                "format": r.format,
+            }
+        )
     return rows

@@ -17,6 +17,7 @@ igraph indexes, the NLP cache, the Dagster instance) lives in a local cache fold
 ($MEMCTL_CACHE_DIR/<lake hash>, default ~/.cache/memctl/<lake hash>) and is rebuilt from the
 tables when it is missing or older than them.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -77,7 +78,7 @@ def local_cache_for(root: Any) -> Path:
 
 @dataclass(frozen=True)
 class Lake:
-    root: Any   # Path, or a UPath on object storage
+    root: Any  # Path, or a UPath on object storage
 
     @classmethod
     def from_env(cls) -> Lake:
@@ -243,9 +244,10 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 # --------------------------------------------------------------------------- inbox and partitions
 
+
 @dataclass(frozen=True)
 class InboxFile:
-    key: str        # partition key: the path relative to the inbox (posix)
+    key: str  # partition key: the path relative to the inbox (posix)
     path: Path
     sha256: str
     size: int
@@ -289,8 +291,11 @@ def files_under(folder: Any) -> list[tuple[str, Any, int]]:
         except FileNotFoundError:
             return []
         base = folder.path.rstrip("/") + "/"
-        out = [(name[len(base):], folder.joinpath(*name[len(base):].split("/")), int(info.get("size") or 0))
-               for name, info in found.items() if info.get("type") == "file" and name.startswith(base)]
+        out = [
+            (name[len(base) :], folder.joinpath(*name[len(base) :].split("/")), int(info.get("size") or 0))
+            for name, info in found.items()
+            if info.get("type") == "file" and name.startswith(base)
+        ]
         return sorted(out, key=lambda t: t[0])
     if not folder.is_dir():
         return []
@@ -317,8 +322,9 @@ def read_manifest(part_dir: Path) -> dict:
 
 
 def write_manifest(part_dir: Path, manifest: dict) -> None:
-    write_bytes_atomic(part_dir / PART_MANIFEST,
-                       json.dumps(manifest, sort_keys=True, ensure_ascii=False, indent=1).encode("utf-8"))
+    write_bytes_atomic(
+        part_dir / PART_MANIFEST, json.dumps(manifest, sort_keys=True, ensure_ascii=False, indent=1).encode("utf-8")
+    )
 
 
 def part_dirs(lake: Lake) -> list[Path]:
@@ -341,8 +347,9 @@ def collect_parts(lake: Lake, name: str, schema: pa.Schema) -> list[pa.Table]:
     return out
 
 
-def union_sorted(tables: list[pa.Table], schema: pa.Schema, sort_keys: list[str],
-                 unique: list[str] | None = None) -> pa.Table:
+def union_sorted(
+    tables: list[pa.Table], schema: pa.Schema, sort_keys: list[str], unique: list[str] | None = None
+) -> pa.Table:
     """Concatenate partition tables into one lake-wide table with a deterministic row order.
 
     `unique`: keep one row per value of these columns (the first after sorting), e.g. a
@@ -361,7 +368,7 @@ def union_sorted(tables: list[pa.Table], schema: pa.Schema, sort_keys: list[str]
 
 
 CONSOLIDATION_ENV = ("MEMCTL_AS_OF", "MEMCTL_REDACT_PII", "MEMCTL_CONSOLIDATION")
-INDEX_ENV = ("MEMCTL_VECTORS",)   # changes only the indexes (the embedder of stage B's vector files)
+INDEX_ENV = ("MEMCTL_VECTORS",)  # changes only the indexes (the embedder of stage B's vector files)
 
 
 def lake_fingerprints(lake: Lake) -> tuple[str, str]:
@@ -383,8 +390,11 @@ def lake_fingerprints(lake: Lake) -> tuple[str, str]:
     for name in CONSOLIDATION_ENV + INDEX_ENV:
         value = os.environ.get(name, "").strip()
         if name == "MEMCTL_CONSOLIDATION" and value:
-            value = (f"sha256:{hashlib.sha256(Path(value).read_bytes()).hexdigest()}" if Path(value).is_file()
-                     else f"missing:{Path(value).resolve()}")
+            value = (
+                f"sha256:{hashlib.sha256(Path(value).read_bytes()).hexdigest()}"
+                if Path(value).is_file()
+                else f"missing:{Path(value).resolve()}"
+            )
         update(f"{name}={value}\n")
     for rel, _, size in files_under(lake.feedback):
         if rel.endswith(".jsonl"):
@@ -427,7 +437,7 @@ def write_lake_state(lake: Lake, fingerprint: str, without_hits: str | None = No
     lake_fingerprints, taken before the build)."""
     data = json.dumps({"fingerprint": fingerprint, "without_hits": without_hits}).encode("utf-8")
     if lake.remote:
-        write_bytes_atomic(_index_state_path(lake), data)   # this machine's index cache is that build's
+        write_bytes_atomic(_index_state_path(lake), data)  # this machine's index cache is that build's
     write_bytes_atomic(_state_path(lake), data)
 
 
@@ -454,7 +464,7 @@ def lake_is_current(lake: Lake, hits: bool = True) -> bool:
     if state is None or not index_is_current(lake, state):
         return False
     recorded = None if hits else read_lake_state(lake, hits=False)
-    if recorded is None:   # or a state from before the second fingerprint was recorded: the full one decides
+    if recorded is None:  # or a state from before the second fingerprint was recorded: the full one decides
         return state == lake_fingerprint(lake)
     return recorded == lake_fingerprint(lake, hits=False)
 
@@ -474,14 +484,16 @@ def stale_partitions(lake: Lake, files: dict[str, InboxFile], forget_version: st
     out = {}
     for key, f in files.items():
         m = read_manifest(lake.part_dir(key))
-        if (m.get("graph_sha256") != f.sha256 or m.get("tenant", "") not in ("", tenant_for(f.path, lake.inbox))
-                or m.get("forget_version", "") != forget_version):
+        if (
+            m.get("graph_sha256") != f.sha256
+            or m.get("tenant", "") not in ("", tenant_for(f.path, lake.inbox))
+            or m.get("forget_version", "") != forget_version
+        ):
             out[key] = f.sha256
     return out
 
 
-def outdated_stages(lake: Lake, files: dict[str, InboxFile], nlp_version: str,
-                    graph_version: str) -> dict[str, str]:
+def outdated_stages(lake: Lake, files: dict[str, InboxFile], nlp_version: str, graph_version: str) -> dict[str, str]:
     """{partition key: first stage to re-run} for partitions whose bytes are current but whose derived parts
     were built by other code: "annotations" (NLP pipeline changed: re-annotate, then rebuild the graph) or
     "graph" (only the R2G rules changed: rebuild the graph from the stored annotations, no NLP).

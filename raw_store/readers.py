@@ -38,6 +38,7 @@ multi-byte CJK one or UTF-16/32 and the file then reads as a known text format (
 saved as GBK). Rejects cite the file's own bytes at their byte offset; messages are text,
 stored and cited as UTF-8 RawChunks.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -64,25 +65,44 @@ from raw_store.routing import as_path, source_file_for, tenant_for
 
 FORMATS = REGISTRY.names
 
-__all__ = ["FORMATS", "MAX_MESSAGE_BYTES", "UNKNOWN", "Message", "ReadResult", "Reject", "default_conv_id",
-           "detect_format", "read_bytes", "read_file"]
+__all__ = [
+    "FORMATS",
+    "MAX_MESSAGE_BYTES",
+    "UNKNOWN",
+    "Message",
+    "ReadResult",
+    "Reject",
+    "default_conv_id",
+    "detect_format",
+    "read_bytes",
+    "read_file",
+]
 
 
 @dataclass
 class _Plan:
     """How to read one file: its format and decoded body — or, with a reason, the whole-file reject it is."""
+
     fmt: str
     reason: str | None = None
     detail: str = ""
     codec: str = enc.UTF8
     offset: int = 0
-    text: str = ""                      # DOCUMENT formats
-    doc: object = NOT_JSON              # DOCUMENT formats: the JSON value detection parsed
-    lines: list[Line] = field(default_factory=list)   # LINES formats
+    text: str = ""  # DOCUMENT formats
+    doc: object = NOT_JSON  # DOCUMENT formats: the JSON value detection parsed
+    lines: list[Line] = field(default_factory=list)  # LINES formats
 
     def source(self, data: bytes, source_file: str, tenant: str) -> Source:
-        return Source(data, source_file, tenant, codec=self.codec, text=self.text, doc=self.doc, offset=self.offset,
-                      lines=self.lines)
+        return Source(
+            data,
+            source_file,
+            tenant,
+            codec=self.codec,
+            text=self.text,
+            doc=self.doc,
+            offset=self.offset,
+            lines=self.lines,
+        )
 
 
 def _decoded(data: bytes, codec: str, offset: int, text: str, name: str) -> _Plan:
@@ -90,8 +110,9 @@ def _decoded(data: bytes, codec: str, offset: int, text: str, name: str) -> _Pla
     sample = Sample(text, name)
     fmt = REGISTRY.detect(sample)
     if fmt == UNKNOWN:
-        return _Plan(fmt, E.E_FORMAT_UNKNOWN,
-                     "content matches none of the chat-log formats read here: " + ", ".join(FORMATS))
+        return _Plan(
+            fmt, E.E_FORMAT_UNKNOWN, "content matches none of the chat-log formats read here: " + ", ".join(FORMATS)
+        )
     if REGISTRY[fmt].kind == DOCUMENT:
         if codec != enc.UTF8:
             return _Plan(fmt, E.E_READ_UTF8, f"a JSON document must be UTF-8, not {codec}")
@@ -118,7 +139,7 @@ def _other_encoding(data: bytes, codec: str | None, offset: int, name: str) -> _
 
 def _plan(data: bytes, name: str) -> _Plan:
     codec, offset = enc.bom_codec(data)
-    if codec != enc.UTF8:   # UTF-16/32 by its byte-order mark (FF FE may also start plain garbage)
+    if codec != enc.UTF8:  # UTF-16/32 by its byte-order mark (FF FE may also start plain garbage)
         plan = _other_encoding(data, codec, offset, name)
         if plan is not None:
             return plan
@@ -128,7 +149,8 @@ def _plan(data: bytes, name: str) -> _Plan:
         return _Plan(UNKNOWN, E.E_READ_EMPTY, "empty or whitespace-only file")
     if enc.is_binary(body):
         return _other_encoding(data, None, offset, name) or _Plan(
-            UNKNOWN, E.E_READ_BINARY, "NUL or control bytes: not a text file")
+            UNKNOWN, E.E_READ_BINARY, "NUL or control bytes: not a text file"
+        )
     try:
         return _decoded(data, codec, offset, body.decode("utf-8"), name)
     except UnicodeDecodeError as exc:
@@ -138,10 +160,9 @@ def _plan(data: bytes, name: str) -> _Plan:
         bad = sum(1 for ln in plan.lines if ln.text is None)
         nonblank = sum(1 for ln in plan.lines if ln.text is None or ln.text.strip())
         if 2 * bad <= nonblank:
-            return plan   # a few damaged lines: each is its own E_READ_UTF8 reject
+            return plan  # a few damaged lines: each is its own E_READ_UTF8 reject
     # mostly undecodable: the file is in another encoding, not a few damaged lines
-    return _other_encoding(data, None, offset, name) or _Plan(
-        plan.fmt, E.E_READ_UTF8, f"invalid UTF-8: {utf8_error}")
+    return _other_encoding(data, None, offset, name) or _Plan(plan.fmt, E.E_READ_UTF8, f"invalid UTF-8: {utf8_error}")
 
 
 def detect_format(data: bytes, name: str) -> str:

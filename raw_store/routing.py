@@ -4,6 +4,7 @@ Below both the lake (`raw_store.lake`, which re-exports these names) and the rea
 (`raw_store.readers`), which get bytes, a tenant and a source_file and never route a file
 themselves. Nothing here imports another raw_store module.
 """
+
 from __future__ import annotations
 
 import os

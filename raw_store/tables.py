@@ -16,6 +16,7 @@ So a new inbox file adds its own files and rewrites only the overlays, which hol
 The same assembly is written twice, once in polars (for the Python steps) and once in SQL (for the
 DuckDB views), and `tests/test_tables.py` holds them equal.
 """
+
 from __future__ import annotations
 
 import os
@@ -46,8 +47,9 @@ def part_paths(lake: Lake, name: str) -> list[Any]:
     return out
 
 
-def read_parts(lake: Lake, name: str, schema: pa.Schema, columns: Sequence[str] | None = None,
-               paths: Sequence[Any] | None = None) -> pa.Table:
+def read_parts(
+    lake: Lake, name: str, schema: pa.Schema, columns: Sequence[str] | None = None, paths: Sequence[Any] | None = None
+) -> pa.Table:
     """The union of the partitions' `name` tables (conformed to `schema`, then `columns` selected), in
     partition order; an empty table of the schema when there is none."""
     cols = list(columns) if columns is not None else schema.names
@@ -200,14 +202,21 @@ def overlay_sql(base_sql: str, upserts: str, removed: str, columns: Sequence[str
     cols = ", ".join(f'"{c}"' for c in columns)
     on = " AND ".join(f'g."{k}" IS NOT DISTINCT FROM b."{k}"' for k in key)
     keys = ", ".join(f'"{k}"' for k in key)
-    return (f"SELECT {cols} FROM ({base_sql}) AS b WHERE NOT EXISTS ("
-            f"SELECT 1 FROM (SELECT {keys} FROM read_parquet({upserts}) UNION ALL "
-            f"SELECT {keys} FROM read_parquet({removed})) AS g WHERE {on}) "
-            f"UNION ALL SELECT {cols} FROM read_parquet({upserts})")
+    return (
+        f"SELECT {cols} FROM ({base_sql}) AS b WHERE NOT EXISTS ("
+        f"SELECT 1 FROM (SELECT {keys} FROM read_parquet({upserts}) UNION ALL "
+        f"SELECT {keys} FROM read_parquet({removed})) AS g WHERE {on}) "
+        f"UNION ALL SELECT {cols} FROM read_parquet({upserts})"
+    )
 
 
-def diff_overlay(base: pa.Table | pl.DataFrame, target: pa.Table | pl.DataFrame, schema: pa.Schema,
-                 key: Sequence[str] = KEY, ignore: Sequence[str] = ()) -> Overlay:
+def diff_overlay(
+    base: pa.Table | pl.DataFrame,
+    target: pa.Table | pl.DataFrame,
+    schema: pa.Schema,
+    key: Sequence[str] = KEY,
+    ignore: Sequence[str] = (),
+) -> Overlay:
     """The overlay that turns `base` into `target` (both with unique keys): target rows that are new or differ
     in a column outside `ignore`, and the base keys target lacks. Rows equal outside `ignore` are not
     upserted, so an unchanged row keeps coming from the base, byte for byte."""
@@ -246,8 +255,9 @@ def write_overlay(folder: Any, name: str, overlay: Overlay, schema: pa.Schema) -
 def read_overlay(folder: Any, name: str, schema: pa.Schema) -> Overlay:
     from raw_store.lake import read_table
 
-    return Overlay(read_table(folder / f"{name}.parquet", schema), read_table(folder / f"{name}_removed.parquet",
-                                                                            REMOVED))
+    return Overlay(
+        read_table(folder / f"{name}.parquet", schema), read_table(folder / f"{name}_removed.parquet", REMOVED)
+    )
 
 
 def duckdb_type(t: pa.DataType) -> str:

@@ -1,4 +1,5 @@
 """Cheap, deterministic text facts the raw layer needs: script-based language and token estimates."""
+
 from __future__ import annotations
 
 import re
@@ -23,6 +24,6 @@ def detect_lang(text: str) -> str:
 
 def estimate_tokens(text: str) -> int:
     """Roughly the number of LLM-style tokens: one per Han character, one per other word run."""
-    if text.isascii():   # no Han: the runs between whitespace (str.split and \s agree on what that is)
+    if text.isascii():  # no Han: the runs between whitespace (str.split and \s agree on what that is)
         return len(text.split())
     return len(_WORDISH.findall(text))

@@ -4,6 +4,7 @@ Contract of `parse_ts`: None / "" → None; a recognised value → naive datetim
 a value that is present but matches no known form → ValueError (the readers turn
 that into an `E_TS_PARSE` reject, never a guess).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -14,11 +15,22 @@ _EPOCH = dt.datetime(1970, 1, 1)
 
 _MONTHS = {
     name: i + 1
-    for i, names in enumerate([
-        ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",),
-        ("june", "jun"), ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"),
-        ("october", "oct"), ("november", "nov"), ("december", "dec"),
-    ])
+    for i, names in enumerate(
+        [
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ]
+    )
     for name in names
 }
 
@@ -28,23 +40,31 @@ _PATTERNS = [
     # LoCoMo: "1:56 pm on 8 May, 2023"
     re.compile(rf"^{_CLOCK}\s+on\s+(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\s+(?P<mon>[a-z]+)\.?,?\s+(?P<y>\d{{4}})$", re.I),
     # "May 8, 2023 1:56 pm", "May 8 2023", "May 8th, 2023 at 13:56"
-    re.compile(rf"^(?P<mon>[a-z]+)\.?\s+(?P<d>\d{{1,2}})(?:st|nd|rd|th)?,?\s+(?P<y>\d{{4}})"
-               rf"(?:,?\s+(?:at\s+)?{_CLOCK})?$", re.I),
+    re.compile(
+        rf"^(?P<mon>[a-z]+)\.?\s+(?P<d>\d{{1,2}})(?:st|nd|rd|th)?,?\s+(?P<y>\d{{4}})"
+        rf"(?:,?\s+(?:at\s+)?{_CLOCK})?$",
+        re.I,
+    ),
     # "8 May 2023", "8 May, 2023 13:56"
-    re.compile(rf"^(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\s+(?P<mon>[a-z]+)\.?,?\s+(?P<y>\d{{4}})"
-               rf"(?:,?\s+(?:at\s+)?{_CLOCK})?$", re.I),
+    re.compile(
+        rf"^(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\s+(?P<mon>[a-z]+)\.?,?\s+(?P<y>\d{{4}})"
+        rf"(?:,?\s+(?:at\s+)?{_CLOCK})?$",
+        re.I,
+    ),
     # "2024/01/02 10:00", "2024-1-2 10:00:00", "2024.01.02"
     re.compile(rf"^(?P<y>\d{{4}})[-/.](?P<m>\d{{1,2}})[-/.](?P<d>\d{{1,2}})(?:[ T]+{_CLOCK})?$", re.I),
 ]
 
 # WhatsApp-style "1/2/24, 10:00:00 AM" / "02.01.2024, 10:00" / "15-06-2023 20:04": the caller says which
 # number is the day (a WhatsApp reader decides once per file); unsaid, month first unless the first exceeds 12.
-_NUMERIC_DMY = re.compile(
-    rf"^(?P<a>\d{{1,2}})[/.\-](?P<b>\d{{1,2}})[/.\-](?P<y>\d{{2}}|\d{{4}}),?\s+{_CLOCK}$", re.I)
+_NUMERIC_DMY = re.compile(rf"^(?P<a>\d{{1,2}})[/.\-](?P<b>\d{{1,2}})[/.\-](?P<y>\d{{2}}|\d{{4}}),?\s+{_CLOCK}$", re.I)
 
 # SillyTavern's humanized dates: "2023-6-15 @20h 4m 12s 345ms", "2023-06-15@20h04m12s"
-_HUMANIZED = re.compile(r"^(?P<y>\d{4})-(?P<m>\d{1,2})-(?P<d>\d{1,2})\s*@\s*(?P<h>\d{1,2})h\s*(?P<mi>\d{1,2})m"
-                        r"(?:\s*(?P<s>\d{1,2})s)?(?:\s*(?P<ms>\d{1,3})\s*ms)?$", re.I)
+_HUMANIZED = re.compile(
+    r"^(?P<y>\d{4})-(?P<m>\d{1,2})-(?P<d>\d{1,2})\s*@\s*(?P<h>\d{1,2})h\s*(?P<mi>\d{1,2})m"
+    r"(?:\s*(?P<s>\d{1,2})s)?(?:\s*(?P<ms>\d{1,3})\s*ms)?$",
+    re.I,
+)
 
 _EPOCH_STR = re.compile(r"^-?\d+(?:\.\d+)?$")
 
@@ -111,8 +131,15 @@ def _parse_str(s: str, dayfirst: bool | None) -> dt.datetime:
     m = _HUMANIZED.match(s)
     if m:
         ms = int(m.group("ms") or 0)
-        return dt.datetime(int(m.group("y")), int(m.group("m")), int(m.group("d")), int(m.group("h")),
-                           int(m.group("mi")), int(m.group("s") or 0), ms * 1000)
+        return dt.datetime(
+            int(m.group("y")),
+            int(m.group("m")),
+            int(m.group("d")),
+            int(m.group("h")),
+            int(m.group("mi")),
+            int(m.group("s") or 0),
+            ms * 1000,
+        )
     raise ValueError(f"unrecognised timestamp: {s[:80]!r}")
 
 

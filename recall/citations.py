@@ -4,6 +4,7 @@ An excerpt is only ever cut from bytes the raw store has sha-verified; a blob
 that is corrupt, missing or forgotten yields no citation rather than an
 unverified one.
 """
+
 from __future__ import annotations
 
 import re
@@ -24,10 +25,10 @@ class Citation:
     conv_id: str | None
     msg_id: str | None
     speaker: str | None
-    ts: str | None          # ISO-8601
-    excerpt: str            # the whole original message (its piece in the chunk), byte-exact
-    offset: int             # byte offset of the excerpt in the chunk
-    length: int             # byte length of the excerpt
+    ts: str | None  # ISO-8601
+    excerpt: str  # the whole original message (its piece in the chunk), byte-exact
+    offset: int  # byte offset of the excerpt in the chunk
+    length: int  # byte length of the excerpt
     verified: bool
     highlight: tuple[int, int] | None = None  # [start, end) characters of the node's own span in the excerpt
 
@@ -35,7 +36,7 @@ class Citation:
         return asdict(self)
 
 
-WINDOW_CHARS = 160   # a printed citation: this many characters around the cited span (the JSON keeps the whole line)
+WINDOW_CHARS = 160  # a printed citation: this many characters around the cited span (the JSON keeps the whole line)
 _LINE_BREAKS = re.compile(r"[\t\n\v\f\r\x1c-\x1e\x85\u2028\u2029]+")
 _CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -46,8 +47,9 @@ def printable(text: str) -> str:
     return _CONTROLS.sub("\ufffd", _LINE_BREAKS.sub(" ", text))
 
 
-def excerpt_window(excerpt: str, highlight: tuple[int, int] | None = None, words: Iterable[str] = (),
-                   width: int = WINDOW_CHARS) -> str:
+def excerpt_window(
+    excerpt: str, highlight: tuple[int, int] | None = None, words: Iterable[str] = (), width: int = WINDOW_CHARS
+) -> str:
     """At most `width` characters of `excerpt` (plus "…" marks where it was cut), made printable.
 
     The window is centred on `highlight` (the node's own span; a span longer than the window shows its
@@ -57,7 +59,7 @@ def excerpt_window(excerpt: str, highlight: tuple[int, int] | None = None, words
     if len(excerpt) <= width:
         return printable(excerpt)
     lo, hi = highlight if highlight is not None and 0 <= highlight[0] < highlight[1] <= len(excerpt) else (0, 0)
-    if hi - lo >= len(excerpt) or (lo, hi) == (0, 0):   # the whole line, or no span: look for the words
+    if hi - lo >= len(excerpt) or (lo, hi) == (0, 0):  # the whole line, or no span: look for the words
         low = excerpt.lower()
         found = [(i, i + len(w)) for w in words if w and (i := low.find(w.lower())) >= 0]
         lo, hi = min(found) if found else (0, 0)
@@ -68,6 +70,7 @@ def excerpt_window(excerpt: str, highlight: tuple[int, int] | None = None, words
 
 class RawRef(NamedTuple):
     """A span of a RawChunk: (raw_id, byte offset, byte length). A tuple: recall makes hundreds per query."""
+
     raw_id: str
     offset: int
     length: int
@@ -104,7 +107,7 @@ def refs_column(col: pa.ChunkedArray | pa.Array) -> list[list[RawRef]]:
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     if len(arr) == 0:
         return []
-    counts = [n or 0 for n in pc.list_value_length(arr).to_pylist()]   # (fill_null would import pandas)
+    counts = [n or 0 for n in pc.list_value_length(arr).to_pylist()]  # (fill_null would import pandas)
     flat = pc.list_flatten(arr)
     valid = flat.is_valid().to_pylist() if flat.null_count else [True] * len(flat)
     ids = flat.field("raw_id").to_pylist()
@@ -150,12 +153,11 @@ class Citer:
         for i in ids:
             self._chunks[i] = found.get(i)
             self._messages[i] = []
-        if hasattr(self.reader, "message_pieces"):   # recall's index keeps each message's piece per chunk
+        if hasattr(self.reader, "message_pieces"):  # recall's index keeps each message's piece per chunk
             self._messages.update(self.reader.message_pieces(ids))
             return
         for m in self.reader.messages_in(ids):
-            pieces = as_refs(m["raw_refs"]) or ([RawRef(m["raw_id"], m["offset"], m["length"])]
-                                                 if m["raw_id"] else [])
+            pieces = as_refs(m["raw_refs"]) or ([RawRef(m["raw_id"], m["offset"], m["length"])] if m["raw_id"] else [])
             for p in pieces:
                 if p.raw_id in self._messages:
                     self._messages[p.raw_id].append({**m, "piece": p})
@@ -206,10 +208,10 @@ class Citer:
         piece = m["piece"] if m is not None else ref
         if piece.offset + piece.length > len(data) or ref.offset + ref.length > piece.offset + piece.length:
             piece = ref
-        raw = data[piece.offset:piece.offset + piece.length]
+        raw = data[piece.offset : piece.offset + piece.length]
         excerpt = raw.decode("utf-8", errors="replace")
-        start = len(raw[:ref.offset - piece.offset].decode("utf-8", errors="replace"))
-        end = start + len(data[ref.offset:ref.offset + ref.length].decode("utf-8", errors="replace"))
+        start = len(raw[: ref.offset - piece.offset].decode("utf-8", errors="replace"))
+        end = start + len(data[ref.offset : ref.offset + ref.length].decode("utf-8", errors="replace"))
         chunk = self._chunks[ref.raw_id] or {}
         return Citation(
             raw_id=ref.raw_id,

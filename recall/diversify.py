@@ -1,5 +1,6 @@
 """What recall shows of its ranked candidates: maximal marginal relevance as the final score (a result citing the
 same bytes or words as a better one loses score), and the token budget (the results that fit with the most score)."""
+
 from __future__ import annotations
 
 import re
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from recall.query_tokens import search_tokens
 
-if TYPE_CHECKING:   # engine imports this module
+if TYPE_CHECKING:  # engine imports this module
     from recall.citations import RawRef
     from recall.config import RecallConfig
     from recall.engine import RecallResult
@@ -43,8 +44,12 @@ def mmr_tokens(text: str) -> frozenset[str]:
     return frozenset(search_tokens(text))
 
 
-def _similar(a: tuple[RecallResult, list[RawRef]], b: tuple[RecallResult, list[RawRef]],
-             tokens: Mapping[str, AbstractSet[str]], cards: frozenset[str] | set[str] = frozenset()) -> float:
+def _similar(
+    a: tuple[RecallResult, list[RawRef]],
+    b: tuple[RecallResult, list[RawRef]],
+    tokens: Mapping[str, AbstractSet[str]],
+    cards: frozenset[str] | set[str] = frozenset(),
+) -> float:
     """1.0 when two turn-level results cite overlapping bytes (an Episode and a Fact of the same turn), else the
     Jaccard overlap of their title+text words (mmr_tokens). An entity, topic or rollup card's raw_refs are
     sample mentions, not what it cites for this query: they make no line its duplicate."""
@@ -61,9 +66,13 @@ def _is_card(r: RecallResult, cards: frozenset[str] | set[str]) -> bool:
     return r.type in AGGREGATE or r.node_id in cards
 
 
-def mmr(ranked: list[tuple[RecallResult, list[RawRef]]], k: int, cfg: RecallConfig,
-         hint: Mapping[str, Sequence[str]] | None = None,
-         cards: frozenset[str] | set[str] = frozenset()) -> list[tuple[RecallResult, list[RawRef]]]:
+def mmr(
+    ranked: list[tuple[RecallResult, list[RawRef]]],
+    k: int,
+    cfg: RecallConfig,
+    hint: Mapping[str, Sequence[str]] | None = None,
+    cards: frozenset[str] | set[str] = frozenset(),
+) -> list[tuple[RecallResult, list[RawRef]]]:
     """Maximal marginal relevance over the best candidates, as the results' final score.
 
     Each pick maximises score − penalty, penalty = (1−λ)/λ · top · (max similarity to what is already
@@ -75,12 +84,14 @@ def mmr(ranked: list[tuple[RecallResult, list[RawRef]]], k: int, cfg: RecallConf
     order is the ranking. λ = 1 keeps score order and scores."""
     if cfg.mmr_lambda >= 1.0 or len(ranked) <= 1:
         return ranked[:k]
-    pool = ranked[:max(k, cfg.mmr_pool)]
+    pool = ranked[: max(k, cfg.mmr_pool)]
     top = pool[0][0].score or 1.0
     weight = (1 - cfg.mmr_lambda) / max(cfg.mmr_lambda, 1e-9) * top
     hint = hint or {}
-    tokens = {r.node_id: frozenset(hint[r.node_id]) if r.node_id in hint else mmr_tokens(f"{r.title} {r.text}")
-              for r, _ in pool}
+    tokens = {
+        r.node_id: frozenset(hint[r.node_id]) if r.node_id in hint else mmr_tokens(f"{r.title} {r.text}")
+        for r, _ in pool
+    }
 
     def gain(score: float, sim: float) -> float:
         g = score - weight * sim

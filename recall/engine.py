@@ -24,6 +24,7 @@ raw_fallback switch a stage off; a vector file that is missing or built by anoth
 stage B; a tenant graph that is missing or unreadable drops stage C and says so in the
 trace; recall still answers from what is left.
 """
+
 from __future__ import annotations
 
 import time
@@ -48,8 +49,16 @@ from recall.scoring import NodeBatch, node_span, node_weight, recency_of
 from recall.store import IndexNotBuilt, TenantInfo, TenantReader, tenant_reader
 from recall.tenant_index import TenantIndex, open_tenant_index
 
-__all__ = ["Citation", "Filters", "RecallResult", "recall", "ranked_turns", "query_keywords",
-           "estimate_tokens", "result_tokens"]
+__all__ = [
+    "Citation",
+    "Filters",
+    "RecallResult",
+    "recall",
+    "ranked_turns",
+    "query_keywords",
+    "estimate_tokens",
+    "result_tokens",
+]
 
 
 @dataclass
@@ -61,15 +70,20 @@ class RecallResult:
     score: float
     breakdown: dict[str, float]
     citations: list[Citation]
-    evidence: list[dict]   # edges that brought it in: {src, type, dst}
+    evidence: list[dict]  # edges that brought it in: {src, type, dst}
     # citations that could not be read: {raw_id, error, reason} (a quarantined, missing or forgotten blob)
     unavailable: list[dict] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {
-            "node_id": self.node_id, "type": self.type, "title": self.title, "text": self.text,
-            "score": round(self.score, 6), "breakdown": {k: round(v, 6) for k, v in self.breakdown.items()},
-            "citations": [c.to_json() for c in self.citations], "evidence": [dict(e) for e in self.evidence],
+            "node_id": self.node_id,
+            "type": self.type,
+            "title": self.title,
+            "text": self.text,
+            "score": round(self.score, 6),
+            "breakdown": {k: round(v, 6) for k, v in self.breakdown.items()},
+            "citations": [c.to_json() for c in self.citations],
+            "evidence": [dict(e) for e in self.evidence],
             "unavailable": [dict(u) for u in self.unavailable],
         }
 
@@ -96,15 +110,19 @@ class Filters:
     before it — results, and the nodes expansion may walk through. Datetimes are naive
     UTC like the tables (an aware one is converted).
     """
+
     types: frozenset[str] | None = None
     start: datetime | None = None
     end: datetime | None = None
     as_of: datetime | None = None
 
     @classmethod
-    def make(cls, types: Sequence[str] | None = None,
-             time_range: tuple[datetime | None, datetime | None] | None = None,
-             as_of: datetime | None = None) -> Filters:
+    def make(
+        cls,
+        types: Sequence[str] | None = None,
+        time_range: tuple[datetime | None, datetime | None] | None = None,
+        as_of: datetime | None = None,
+    ) -> Filters:
         start, end = time_range if time_range is not None else (None, None)
         if start is not None and end is not None and _naive(start) > _naive(end):
             raise ValueError("time_range start is after its end")
@@ -118,7 +136,7 @@ class Filters:
             return True
         lo, hi = lo or hi, hi or lo
         if lo is None or hi is None:
-            return False   # a memory with no time cannot be shown to fall in the range
+            return False  # a memory with no time cannot be shown to fall in the range
         return (self.end is None or lo <= self.end) and (self.start is None or hi >= self.start)
 
     def node(self, row: Mapping) -> bool:
@@ -144,11 +162,20 @@ def _naive(t: datetime | None) -> datetime | None:
     return t.astimezone(UTC).replace(tzinfo=None)
 
 
-def recall(query: str, tenant: str, k: int = 10, expand_depth: int = 1, *, lake: Lake | None = None,
-           types: Sequence[str] | None = None, trace: list | None = None,
-           config: RecallConfig | None = None,
-           time_range: tuple[datetime | None, datetime | None] | None = None,
-           as_of: datetime | None = None, budget_tokens: int | None = None) -> list[RecallResult]:
+def recall(
+    query: str,
+    tenant: str,
+    k: int = 10,
+    expand_depth: int = 1,
+    *,
+    lake: Lake | None = None,
+    types: Sequence[str] | None = None,
+    trace: list | None = None,
+    config: RecallConfig | None = None,
+    time_range: tuple[datetime | None, datetime | None] | None = None,
+    as_of: datetime | None = None,
+    budget_tokens: int | None = None,
+) -> list[RecallResult]:
     """Ranked, cited memories of `tenant` for `query`.
 
     `types`, `time_range` and `as_of` filter what comes back (see Filters);
@@ -195,9 +222,19 @@ def _reader(lake: Lake, tenant: str) -> TenantIndex | TenantReader | None:
         return tenant_reader(lake, tenant)
 
 
-def _recall(reader: TenantIndex | TenantReader, lake: Lake, query: str, keywords: list[str], code_like: bool, k: int,
-            expand_depth: int, filters: Filters, budget_tokens: int | None, cfg: RecallConfig,
-            tr: _Trace) -> list[RecallResult]:
+def _recall(
+    reader: TenantIndex | TenantReader,
+    lake: Lake,
+    query: str,
+    keywords: list[str],
+    code_like: bool,
+    k: int,
+    expand_depth: int,
+    filters: Filters,
+    budget_tokens: int | None,
+    cfg: RecallConfig,
+    tr: _Trace,
+) -> list[RecallResult]:
     info = reader.info()
     if info is None:
         tr.stage("seeds", 0, reason="tenant not in index")
@@ -209,26 +246,32 @@ def _recall(reader: TenantIndex | TenantReader, lake: Lake, query: str, keywords
     tr.stage("analyze", len(named), **analysis.to_json(), entities=named)
 
     seeds = _normalise(reader.node_bm25(info, q, cfg.seed_limit)) if cfg.bm25_enabled else {}
-    for eid in named:   # a named entity seeds the expansion even where BM25 ranked it low
+    for eid in named:  # a named entity seeds the expansion even where BM25 ranked it low
         seeds[eid] = max(seeds.get(eid, 0.0), cfg.named_entity_seed)
     tr.stage("seeds", len(seeds), top=[(i, round(s, 4)) for i, s in list(seeds.items())[:5]])
     if cfg.prf_weight > 0 and seeds:
-        extra, words = hop.prf_seeds(lambda ids: [f"{r['title'] or ''} {r['text'] or ''}" for r in
-                                                  reader.nodes(ids).values()],
-                                     lambda text: reader.node_bm25(info, text, cfg.seed_limit),
-                                     seeds, keywords, cfg, NO_CONTENT_WORDS)
+        extra, words = hop.prf_seeds(
+            lambda ids: [f"{r['title'] or ''} {r['text'] or ''}" for r in reader.nodes(ids).values()],
+            lambda text: reader.node_bm25(info, text, cfg.seed_limit),
+            seeds,
+            keywords,
+            cfg,
+            NO_CONTENT_WORDS,
+        )
         hop.merge(seeds, extra)
         tr.stage("prf", len(extra), words=words)
 
     vec: dict[str, float] | None = None
-    if cfg.vectors_enabled and cfg.lambda_vector > 0:   # λ2 = 0 is stage B off: the same results as without it
+    if cfg.vectors_enabled and cfg.lambda_vector > 0:  # λ2 = 0 is stage B off: the same results as without it
         spec = vectors.embedder_spec() if cfg.vector_embedder is None else cfg.vector_embedder
         hits, vec_state = vectors.search(lake, info.slug, query, cfg.vector_limit, spec)
-        vec = vectors.rescaled(hits) if cfg.vector_minmax else dict(hits)   # cosines in [0, 1] either way
+        vec = vectors.rescaled(hits) if cfg.vector_minmax else dict(hits)  # cosines in [0, 1] either way
     else:
         vec_state = "off" if not cfg.vectors_enabled else "off (lambda_vector 0)"
-    tr.stage("vectors", len(vec or ()), state=vec_state, top=[(i, round(s, 4)) for i, s in list((vec or {}).items())[:5]])
-    expand_from = dict(seeds)   # the expansion starts from stage A's and stage B's seeds alike
+    tr.stage(
+        "vectors", len(vec or ()), state=vec_state, top=[(i, round(s, 4)) for i, s in list((vec or {}).items())[:5]]
+    )
+    expand_from = dict(seeds)  # the expansion starts from stage A's and stage B's seeds alike
     for nid, s in (vec or {}).items() if cfg.vector_seed > 0 else ():
         expand_from[nid] = max(expand_from.get(nid, 0.0), cfg.vector_seed * s)
 
@@ -247,24 +290,26 @@ def _recall(reader: TenantIndex | TenantReader, lake: Lake, query: str, keywords
             graph_state = "missing"
         except Exception as e:  # noqa: BLE001 — any unreadable graph file degrades recall to stage A (seed 004 §18)
             graph_state = f"unreadable: {type(e).__name__}"
-    if graph is not None and cfg.session_weight > 0:   # the turns around the best seeds (recall.hop)
+    if graph is not None and cfg.session_weight > 0:  # the turns around the best seeds (recall.hop)
         near = hop.session_seeds(graph, seeds, cfg)
         hop.merge(seeds, near)
         hop.merge(expand_from, near)
         tr.stage("session", len(near))
-    graph_scores, evidence = expand(graph, expand_from, expand_depth, cfg, filters.as_of) \
-        if graph is not None else ({}, {})
+    graph_scores, evidence = (
+        expand(graph, expand_from, expand_depth, cfg, filters.as_of) if graph is not None else ({}, {})
+    )
     tr.stage("expand", len(graph_scores), depth=expand_depth, graph=graph_state, method=cfg.graph_method)
 
     turn_of: dict[str, tuple[str, str]] = {}
     cards: set[str] = set()
     mmr_hint: dict[str, list[str]] = {}
-    ranked = _score(reader, info, seeds, vec, graph_scores, evidence, filters, analysis, cfg, turn_of, cards, mmr_hint,
-                    query)
+    ranked = _score(
+        reader, info, seeds, vec, graph_scores, evidence, filters, analysis, cfg, turn_of, cards, mmr_hint, query
+    )
     citer = Citer(reader, _raw_store(lake))
     ranked += _raw_results(citer, raw_hits, keywords, info, cfg, filters)
     ranked.sort(key=lambda pair: (-pair[0].score, pair[0].node_id))
-    content = [has_content(r) for r, _ in ranked]   # a title of only "be", "alright", "assistant" is no memory
+    content = [has_content(r) for r, _ in ranked]  # a title of only "be", "alright", "assistant" is no memory
     tr.stage("score", sum(content), k=k, no_content=[r.node_id for (r, _), ok in zip(ranked, content) if not ok][:5])
     ranked = [pair for pair, ok in zip(ranked, content) if ok]
     top = mmr(ranked, k, cfg, mmr_hint, cards)
@@ -274,10 +319,17 @@ def _recall(reader: TenantIndex | TenantReader, lake: Lake, query: str, keywords
     # are mentions anywhere), best first: an Entity result cites those mentions first. A node
     # row names its message (conv_id, msg_id); only rows that do not are looked up through
     # their refs, so the raw store is read for the results' chunks alone.
-    matched = [(r.node_id, refs) for r, refs in ranked
-               if r.breakdown["bm25"] > 0 and r.type in TURN_LEVEL and r.node_id not in cards]
-    citer.prefetch([*(ref for nid, refs in matched if nid not in turn_of for ref in refs),
-                    *(ref for _, refs in top for ref in refs)])
+    matched = [
+        (r.node_id, refs)
+        for r, refs in ranked
+        if r.breakdown["bm25"] > 0 and r.type in TURN_LEVEL and r.node_id not in cards
+    ]
+    citer.prefetch(
+        [
+            *(ref for nid, refs in matched if nid not in turn_of for ref in refs),
+            *(ref for _, refs in top for ref in refs),
+        ]
+    )
     rank: dict[tuple[str, str], int] = {}
     for nid, refs in matched:
         keys = [turn_of[nid]] if nid in turn_of else [citer.message_key(ref) for ref in refs]
@@ -295,8 +347,12 @@ def _recall(reader: TenantIndex | TenantReader, lake: Lake, query: str, keywords
             refs, cap = (matched_refs, cfg.aggregate_citations) if matched_refs else (refs, 1)
         result.citations = citer.cite_all(refs, cap, prefer)
         result.unavailable = _unavailable(citer, refs)
-    tr.stage("cite", sum(len(r.citations) for r, _ in top), failures=citer.failures[:5],
-             unavailable=[{"node_id": r.node_id, **u} for r, _ in top for u in r.unavailable][:5])
+    tr.stage(
+        "cite",
+        sum(len(r.citations) for r, _ in top),
+        failures=citer.failures[:5],
+        unavailable=[{"node_id": r.node_id, **u} for r, _ in top for u in r.unavailable][:5],
+    )
     results = [r for r, _ in top]
     if budget_tokens is not None:
         results = pack(results, budget_tokens)
@@ -311,8 +367,9 @@ def _unavailable(citer: Citer, refs: Sequence[RawRef]) -> list[dict]:
     for raw_id in dict.fromkeys(r.raw_id for r in refs):
         f = failed.get(raw_id)
         if f is not None:
-            out.append({"raw_id": raw_id, "error": f["error"],
-                        "reason": unavailable_reason(raw_id, f["error"], f["detail"])})
+            out.append(
+                {"raw_id": raw_id, "error": f["error"], "reason": unavailable_reason(raw_id, f["error"], f["detail"])}
+            )
     return out
 
 
@@ -330,11 +387,13 @@ def unavailable_reason(raw_id: str, error: str, detail: str) -> str:
 
 # Words that alone make no memory: light/copula verbs, fillers and chat role labels. A result whose title holds
 # nothing else ("be", "alright", "assistant") is left out (R2G no longer makes such nodes; older lakes may hold them).
-NO_CONTENT_WORDS = frozenset("""
+NO_CONTENT_WORDS = frozenset(
+    """
 be do have get make go happen let seem alright ok okay yeah yes yep yup sure cool nice wow right fine great
 awesome good thanks thank hi hello hey oh lol haha hmm true sorry yay assistant user system
 是 有 做 帮 搞 弄 让 给 好 好的 嗯 嗯嗯 哈哈 哈 哦 啊 对 对的 行 可以 谢谢 助手 用户 系统
-""".split())
+""".split()
+)
 
 
 def has_content(r: RecallResult) -> bool:
@@ -370,16 +429,32 @@ def _named_entities(reader: TenantIndex | TenantReader, names: Sequence[str]) ->
     if isinstance(reader, TenantIndex):
         return reader.named_entities(names)
     low = [n.lower() for n in names]
-    rows = reader.select("nodes", "id", "type = 'Entity' AND (lower(title) IN (SELECT unnest(?::VARCHAR[])) "
-                         "OR list_has_any(list_transform(aliases, a -> lower(a)), ?::VARCHAR[]))",
-                         [low, low], order="id")
+    rows = reader.select(
+        "nodes",
+        "id",
+        "type = 'Entity' AND (lower(title) IN (SELECT unnest(?::VARCHAR[])) "
+        "OR list_has_any(list_transform(aliases, a -> lower(a)), ?::VARCHAR[]))",
+        [low, low],
+        order="id",
+    )
     return [r[0] for r in rows]
 
 
-def _score(reader: TenantIndex | TenantReader, info: TenantInfo, seeds: Mapping[str, float], vec: Mapping[str, float] | None,
-           graph_scores: Mapping[str, float], evidence: Mapping[str, list[dict]], filters: Filters, analysis: QueryAnalysis,
-           cfg: RecallConfig, turn_of: dict[str, tuple[str, str]], cards: set[str],
-           mmr_hint: dict[str, list[str]] | None = None, query: str = "") -> list[tuple[RecallResult, list[RawRef]]]:
+def _score(
+    reader: TenantIndex | TenantReader,
+    info: TenantInfo,
+    seeds: Mapping[str, float],
+    vec: Mapping[str, float] | None,
+    graph_scores: Mapping[str, float],
+    evidence: Mapping[str, list[dict]],
+    filters: Filters,
+    analysis: QueryAnalysis,
+    cfg: RecallConfig,
+    turn_of: dict[str, tuple[str, str]],
+    cards: set[str],
+    mmr_hint: dict[str, list[str]] | None = None,
+    query: str = "",
+) -> list[tuple[RecallResult, list[RawRef]]]:
     """Candidates (seeds ∪ reached) that pass the filters, with their score breakdown and the raw_refs to cite;
     fills `turn_of` with the (conv_id, msg_id) of the turn-level candidates whose rows name it, and `cards`
     with the rollup summaries (cited like entity and topic cards), and `mmr_hint` with the MMR tokens the index
@@ -400,8 +475,16 @@ def _score(reader: TenantIndex | TenantReader, info: TenantInfo, seeds: Mapping[
         breakdown = {"bm25": columns[0][i], "graph": columns[1][i], "weight": columns[2][i], "recency": columns[3][i]}
         if vec is not None:
             breakdown["vector"] = columns[4][i]
-        r = RecallResult(node_id=nid, type=ntype, title=b.title[i] or "", text=b.text[i] or "",
-                         score=columns[5][i], breakdown=breakdown, citations=[], evidence=list(evidence.get(nid, [])))
+        r = RecallResult(
+            node_id=nid,
+            type=ntype,
+            title=b.title[i] or "",
+            text=b.text[i] or "",
+            score=columns[5][i],
+            breakdown=breakdown,
+            citations=[],
+            evidence=list(evidence.get(nid, [])),
+        )
         out.append((r, b.raw_refs[i]))
         if mmr_hint is not None and b.mmr is not None and b.mmr[i] is not None:
             mmr_hint[nid] = b.mmr[i]
@@ -412,8 +495,14 @@ def _score(reader: TenantIndex | TenantReader, info: TenantInfo, seeds: Mapping[
     return out
 
 
-def _raw_results(citer: Citer, raw_hits: Mapping[str, float], keywords: Sequence[str], info: TenantInfo,
-                 cfg: RecallConfig, filters: Filters) -> list[tuple[RecallResult, list[RawRef]]]:
+def _raw_results(
+    citer: Citer,
+    raw_hits: Mapping[str, float],
+    keywords: Sequence[str],
+    info: TenantInfo,
+    cfg: RecallConfig,
+    filters: Filters,
+) -> list[tuple[RecallResult, list[RawRef]]]:
     """Raw-fallback hits as results of type RawChunk, citing the chunk's messages that hold the keywords
     (and pass the time filters; a chunk with none left is dropped)."""
     if not raw_hits or (filters.types is not None and "RawChunk" not in filters.types):
@@ -438,9 +527,16 @@ def _raw_results(citer: Citer, raw_hits: Mapping[str, float], keywords: Sequence
         rec = recency_of(chunk_ts, info.newest, cfg.tau_days.get("RawChunk", cfg.default_tau_days))
         weight = node_weight(None, len(scored), rec, None, cfg)
         breakdown = {"bm25": bm25, "graph": 0.0, "weight": weight, "recency": rec}
-        r = RecallResult(node_id=raw_id, type="RawChunk", title=f"raw passage {raw_id}", text="",
-                         score=cfg.lambda_bm25 * bm25 + cfg.lambda_weight * weight, breakdown=breakdown,
-                         citations=[], evidence=[])
+        r = RecallResult(
+            node_id=raw_id,
+            type="RawChunk",
+            title=f"raw passage {raw_id}",
+            text="",
+            score=cfg.lambda_bm25 * bm25 + cfg.lambda_weight * weight,
+            breakdown=breakdown,
+            citations=[],
+            evidence=[],
+        )
         out.append((r, refs))
     return out
 

@@ -1,6 +1,7 @@
 """Stage C of recall: k-hop expansion from the seeds over the tenant's graph (CSR arrays), hubs not expanded, then
 personalised PageRank on the subgraph walked (or spreading activation), with the evidence edges of each reached
 node."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -12,12 +13,13 @@ import numpy as np
 
 from recall.graph_csr import CsrGraph, personalized_pagerank
 
-if TYPE_CHECKING:   # engine imports this module
+if TYPE_CHECKING:  # engine imports this module
     from recall.config import RecallConfig
 
 
-def expand(g: CsrGraph, seeds: Mapping[str, float], depth: int, cfg: RecallConfig,
-            as_of: datetime | None = None) -> tuple[dict[str, float], dict[str, list[dict]]]:
+def expand(
+    g: CsrGraph, seeds: Mapping[str, float], depth: int, cfg: RecallConfig, as_of: datetime | None = None
+) -> tuple[dict[str, float], dict[str, list[dict]]]:
     """Graph scores in [0, 1] for the seeds and every node within `depth` hops of one,
     plus the evidence edges by which each non-seed was reached.
 
@@ -30,10 +32,13 @@ def expand(g: CsrGraph, seeds: Mapping[str, float], depth: int, cfg: RecallConfi
     link everything to everything and top every query.
     """
     spread: dict[int, float] = defaultdict(float)
-    reached_by: dict[int, list[tuple[int, int, int]]] = defaultdict(list)   # (src, type, dst) slots
+    reached_by: dict[int, list[tuple[int, int, int]]] = defaultdict(list)  # (src, type, dst) slots
     type_w = np.array([cfg.edge_type_weight.get(t, cfg.default_edge_type_weight) for t in g.edge_types] or [0.0])
-    allowed = None if cfg.expand_edge_types is None else \
-        np.array([t in cfg.expand_edge_types for t in g.edge_types] or [False])
+    allowed = (
+        None
+        if cfg.expand_edge_types is None
+        else np.array([t in cfg.expand_edge_types for t in g.edge_types] or [False])
+    )
     hub = cfg.hub_degree
     # as_of: a memory first seen later (or never known) is neither a seed nor a bridge
     cutoff = _micros(as_of) if as_of is not None else None
@@ -41,9 +46,12 @@ def expand(g: CsrGraph, seeds: Mapping[str, float], depth: int, cfg: RecallConfi
     ids = list(seeds)
     slots = g.slots(ids)
     seed_deg = g.degree(np.maximum(slots, 0)).tolist()
-    seed_v = {int(v): seeds[i] for i, v, d in zip(ids, slots.tolist(), seed_deg)
-              if v >= 0 and d <= hub and (cutoff is None or seen[v] <= cutoff)}
-    used: dict[tuple[int, int, int], float] = {}   # (src, dst, type) → edge weight
+    seed_v = {
+        int(v): seeds[i]
+        for i, v, d in zip(ids, slots.tolist(), seed_deg)
+        if v >= 0 and d <= hub and (cutoff is None or seen[v] <= cutoff)
+    }
+    used: dict[tuple[int, int, int], float] = {}  # (src, dst, type) → edge weight
     for v0, s_score in seed_v.items():
         frontier = {v0: s_score}
         visited = {v0}
@@ -83,8 +91,10 @@ def expand(g: CsrGraph, seeds: Mapping[str, float], depth: int, cfg: RecallConfi
     else:
         scores = dict(spread)
     top = max(scores.values(), default=0.0) or 1.0
-    evidence = {names[u]: [{"src": names[s], "type": g.edge_types[t], "dst": names[d]} for s, t, d in edges]
-                for u, edges in reached_by.items()}
+    evidence = {
+        names[u]: [{"src": names[s], "type": g.edge_types[t], "dst": names[d]} for s, t, d in edges]
+        for u, edges in reached_by.items()
+    }
     return {names[v]: x / top for v, x in scores.items() if x > 0}, evidence
 
 
@@ -98,8 +108,13 @@ def _names(g: CsrGraph, slots: set[int]) -> dict[int, str]:
     return dict(zip(order, g.ids(order)))
 
 
-def _ppr(g: CsrGraph, seed_v: Mapping[int, float], used: Mapping[tuple[int, int, int], float],
-         names: Mapping[int, str], cfg: RecallConfig) -> dict[int, float]:
+def _ppr(
+    g: CsrGraph,
+    seed_v: Mapping[int, float],
+    used: Mapping[tuple[int, int, int], float],
+    names: Mapping[int, str],
+    cfg: RecallConfig,
+) -> dict[int, float]:
     """Personalised PageRank over the subgraph of the edges expansion walked (undirected, weighted; igraph's
     PRPACK result, recall.graph_csr.personalized_pagerank). Vertices in id order and edges in (src id, dst id,
     type) order: the same subgraph whatever slots the nodes have, so a base + delta index ranks like a fresh one."""
@@ -112,6 +127,7 @@ def _ppr(g: CsrGraph, seed_v: Mapping[int, float], used: Mapping[tuple[int, int,
     es = sorted(used, key=lambda e: (names[e[0]], names[e[1]], g.edge_types[e[2]]))
     w = [used[e] * cfg.edge_type_weight.get(g.edge_types[e[2]], cfg.default_edge_type_weight) for e in es]
     reset = [seed_v.get(v, 0.0) for v in vs]
-    pr = personalized_pagerank(len(vs), [local[s] for s, _, _ in es], [local[d] for _, d, _ in es], w, reset,
-                               damping=cfg.ppr_damping).tolist()
+    pr = personalized_pagerank(
+        len(vs), [local[s] for s, _, _ in es], [local[d] for _, d, _ in es], w, reset, damping=cfg.ppr_damping
+    ).tolist()
     return {v: pr[local[v]] for v in vs}

@@ -19,6 +19,7 @@ twice), ordered by neighbour id (igraph's `incident(v, mode="all")` order when v
 in id order), then out before in, then by type. Its length is igraph's degree. The edge type names are
 the version's `edge_types` list (codes are shared by a base and its deltas).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -30,7 +31,7 @@ import numpy as np
 from recall.sorted_keys import mapped, narrow
 
 FILES = ("adj_slot", "adj_ptr", "adj_nbr", "adj_code", "adj_w", "adj_hash")
-NO_TIME = np.iinfo(np.int64).max   # first_seen unknown: never "known by" an as_of date
+NO_TIME = np.iinfo(np.int64).max  # first_seen unknown: never "known by" an as_of date
 
 
 @dataclass
@@ -44,14 +45,20 @@ class AdjacencyArrays:
 
 
 def empty_adjacency() -> AdjacencyArrays:
-    return AdjacencyArrays(np.zeros(0, np.int32), np.zeros(1, np.int64), np.zeros(0, np.int32),
-                           np.zeros(0, np.uint16), np.zeros(0, np.float64), np.zeros(0, np.uint64))
+    return AdjacencyArrays(
+        np.zeros(0, np.int32),
+        np.zeros(1, np.int64),
+        np.zeros(0, np.int32),
+        np.zeros(0, np.uint16),
+        np.zeros(0, np.float64),
+        np.zeros(0, np.uint64),
+    )
 
 
 def write_adjacency(folder: Path, a: AdjacencyArrays) -> None:
     w = np.asarray(a.w, np.float64)
     table, index = np.unique(w, return_inverse=True)
-    if len(table) <= 2 ** 16:
+    if len(table) <= 2**16:
         np.save(folder / "adj_wtab.npy", table)
         w = index.astype(np.uint16)
     arrays = (a.slot, narrow(a.ptr, (np.int32, np.int64)), a.nbr, narrow(a.code, (np.uint8, np.uint16)), w, a.hash)
@@ -63,8 +70,7 @@ class Adjacency:
     """One segment's neighbour lists, memory-mapped."""
 
     def __init__(self, folder: Path) -> None:
-        self.slot, self.ptr, self.nbr, self.code, w, self.hash = (
-            mapped(folder / f"{name}.npy") for name in FILES)
+        self.slot, self.ptr, self.nbr, self.code, w, self.hash = (mapped(folder / f"{name}.npy") for name in FILES)
         table = folder / "adj_wtab.npy"
         self._w, self._wtab = w, (np.load(table) if table.exists() else None)
 
@@ -80,14 +86,21 @@ class CsrGraph:
     looked up in its sorted slot list. A slot with no list has no edges.
     """
 
-    def __init__(self, adjacency: Sequence[Adjacency], n_slots: int, removed: Sequence[np.ndarray],
-                 first_seen: np.ndarray, ids: Callable[[np.ndarray], list[str]],
-                 slots: Callable[[Sequence[str]], np.ndarray], edge_types: Sequence[str]) -> None:
+    def __init__(
+        self,
+        adjacency: Sequence[Adjacency],
+        n_slots: int,
+        removed: Sequence[np.ndarray],
+        first_seen: np.ndarray,
+        ids: Callable[[np.ndarray], list[str]],
+        slots: Callable[[Sequence[str]], np.ndarray],
+        edge_types: Sequence[str],
+    ) -> None:
         self.n = n_slots
         self.edge_types = list(edge_types)
-        self.first_seen = first_seen               # int64 µs per slot (NO_TIME unknown)
-        self._ids = ids                            # slots -> ids (callable on an int array)
-        self._slots = slots                        # ids -> slots, -1 for no current node (callable)
+        self.first_seen = first_seen  # int64 µs per slot (NO_TIME unknown)
+        self._ids = ids  # slots -> ids (callable on an int array)
+        self._slots = slots  # ids -> slots, -1 for no current node (callable)
         self._adj = list(adjacency)
         self._single = len(self._adj) == 1 and not len(removed[0])
         if not self._single:
@@ -136,7 +149,7 @@ class CsrGraph:
         """(neighbour slots, codes, weights) of slot v's edges, in list order."""
         if self._single:
             a = self._adj[0]
-            row = int(np.searchsorted(a.slot, np.int32(v)))   # an int32 key: no cast of the whole array
+            row = int(np.searchsorted(a.slot, np.int32(v)))  # an int32 key: no cast of the whole array
             if row >= len(a.slot) or a.slot[row] != v:
                 return _EMPTY
         else:
@@ -154,9 +167,16 @@ class CsrGraph:
 _EMPTY = (np.zeros(0, np.int32), np.zeros(0, np.uint8), np.zeros(0, np.float64))
 
 
-def personalized_pagerank(n: int, src: Sequence[int], dst: Sequence[int], weights: Sequence[float],
-                          reset: Sequence[float], damping: float = 0.85, tol: float = 1e-13,
-                          max_iter: int = 1000) -> np.ndarray:
+def personalized_pagerank(
+    n: int,
+    src: Sequence[int],
+    dst: Sequence[int],
+    weights: Sequence[float],
+    reset: Sequence[float],
+    damping: float = 0.85,
+    tol: float = 1e-13,
+    max_iter: int = 1000,
+) -> np.ndarray:
     """igraph's `personalized_pagerank(directed=False, weights=…, reset=…)` (PRPACK) by power iteration: an
     undirected weighted graph of `n` vertices; a walker at a vertex without edges restarts by `reset`, as
     PRPACK does. Iterates until the L1 change is below `tol` (PRPACK's own tolerance is 1e-10) and agrees
@@ -171,13 +191,13 @@ def personalized_pagerank(n: int, src: Sequence[int], dst: Sequence[int], weight
     w = np.asarray(weights, dtype=np.float64)
     w = np.concatenate([w, w])
     strength = np.bincount(a, weights=w, minlength=n)
-    share = damping * w / strength[a]           # the walker's step along each (directed) half of an edge
+    share = damping * w / strength[a]  # the walker's step along each (directed) half of an edge
     dangling = np.flatnonzero(strength == 0)
     x = r.copy()
     for i in range(max_iter):
         nx = np.bincount(b, weights=share * x[a], minlength=n)
         nx += (damping * x[dangling].sum() + (1 - damping)) * r
-        if i % 8 == 7:   # the L1 change shrinks by ~damping a step: test it now and then, not every step
+        if i % 8 == 7:  # the L1 change shrinks by ~damping a step: test it now and then, not every step
             done = np.abs(nx - x).sum() < tol
             x = nx
             if done:

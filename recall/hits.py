@@ -10,6 +10,7 @@ Object storage has no append: for a lake there, each machine appends to its own 
 day's log (under the lake's local cache, with a file lock) and uploads it whole as
 `feedback/hits/<tenant folder>/<YYYY-MM-DD>.<host>.jsonl`, one object per machine and day.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -29,6 +30,7 @@ def _host() -> str:
     """This machine's name as a file-name part (the per-machine hit log of a lake on object storage)."""
     return re.sub(r"[^A-Za-z0-9_-]+", "-", os.environ.get("MEMCTL_HOST") or socket.gethostname()).strip("-") or "host"
 
+
 def hits_dir(lake: Lake) -> Path:
     return lake.feedback / "hits"
 
@@ -40,8 +42,10 @@ def log_hits(lake: Lake, tenant: str, node_ids: Iterable[str], query: str, at: d
     if not ids:
         return 0
     stamp = at.isoformat(timespec="seconds")
-    lines = [json.dumps({"tenant": tenant, "node_id": node_id, "at": stamp, "query": query[:200]},
-                        ensure_ascii=False) + "\n" for node_id in ids]
+    lines = [
+        json.dumps({"tenant": tenant, "node_id": node_id, "at": stamp, "query": query[:200]}, ensure_ascii=False) + "\n"
+        for node_id in ids
+    ]
     if not lake.remote:
         folder = hits_dir(lake) / tenant_dir(tenant)
         folder.mkdir(parents=True, exist_ok=True)
@@ -51,7 +55,7 @@ def log_hits(lake: Lake, tenant: str, node_ids: Iterable[str], query: str, at: d
     local = lake.local / "feedback" / "hits" / tenant_dir(tenant) / name
     local.parent.mkdir(parents=True, exist_ok=True)
     with open(local.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)   # append + upload as one step: the upload always has every line
+        fcntl.flock(lock, fcntl.LOCK_EX)  # append + upload as one step: the upload always has every line
         _append(local, lines)
         (hits_dir(lake) / tenant_dir(tenant) / name).write_bytes(local.read_bytes())
     return len(ids)

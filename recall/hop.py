@@ -11,6 +11,7 @@ Each is off at weight 0. RecallConfig ships session seeds on (0.6) and feedback 
 conversation found session seeds worth +3 / +4.6 points on LoCoMo and feedback none (bench/README.md, "Multi-hop
 through the graph").
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -24,7 +25,7 @@ from recall.query_tokens import search_tokens
 # Entity documents end in their label ("city (OBJECT)"): no word of the conversation
 LABEL_WORDS = frozenset({"object", "person", "loc", "org", "misc", "time", "gpe", "norp", "fac", "event"})
 
-if TYPE_CHECKING:   # engine imports this module
+if TYPE_CHECKING:  # engine imports this module
     from recall.config import RecallConfig
 
 
@@ -34,9 +35,18 @@ def feedback_terms(texts: Sequence[str], keywords: Sequence[str], n: int, skip: 
     known = {_root(k) for k in keywords}
     counts: Counter[str] = Counter()
     for t in texts:
-        counts.update(list(dict.fromkeys(_root(w) for w in search_tokens(t)
-                                    if w not in skip and w not in EN_STOPWORDS and w not in LABEL_WORDS
-                                    and not (w.isascii() and len(w) < 3))))
+        counts.update(
+            list(
+                dict.fromkeys(
+                    _root(w)
+                    for w in search_tokens(t)
+                    if w not in skip
+                    and w not in EN_STOPWORDS
+                    and w not in LABEL_WORDS
+                    and not (w.isascii() and len(w) < 3)
+                )
+            )
+        )
     return [w for w, _ in counts.most_common(len(counts)) if w not in known][:n]
 
 
@@ -52,9 +62,14 @@ def _root(w: str) -> str:
     return w
 
 
-def prf_seeds(texts: Callable[[Sequence[str]], list[str]], search: Callable[[str], list[tuple[str, float]]],
-              seeds: Mapping[str, float], keywords: Sequence[str], cfg: RecallConfig,
-              skip: frozenset[str]) -> tuple[dict[str, float], list[str]]:
+def prf_seeds(
+    texts: Callable[[Sequence[str]], list[str]],
+    search: Callable[[str], list[tuple[str, float]]],
+    seeds: Mapping[str, float],
+    keywords: Sequence[str],
+    cfg: RecallConfig,
+    skip: frozenset[str],
+) -> tuple[dict[str, float], list[str]]:
     """Seeds of the feedback query (× cfg.prf_weight, best = prf_weight) and its words. `texts(ids)`: the title and
     text of those nodes; `search(q)`: BM25 hits (id, score) of a query string."""
     top = list(seeds)[: cfg.prf_docs]
@@ -81,13 +96,13 @@ def session_seeds(g: CsrGraph, seeds: Mapping[str, float], cfg: RecallConfig) ->
             continue
         nbr, code, _ = g.incident(v)
         turns = [v]
-        if not ((code >> 1) == tn).any():   # not an Episode: the Episodes it was derived from (out-edges)
+        if not ((code >> 1) == tn).any():  # not an Episode: the Episodes it was derived from (out-edges)
             turns = nbr[((code >> 1) == derived) & ((code & 1) == 0)].tolist()
         for t in turns:
             tnbr, tcode, _ = g.incident(t) if t != v else (nbr, code, None)
             for u in tnbr[(tcode >> 1) == tn].tolist():
                 out[u] = max(out.get(u, 0.0), cfg.session_weight * seeds[nid])
-            if t != v:   # the Fact's own turn comes in too
+            if t != v:  # the Fact's own turn comes in too
                 out[t] = max(out.get(t, 0.0), cfg.session_weight * seeds[nid])
     if not out:
         return {}

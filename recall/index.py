@@ -7,6 +7,7 @@ swapped in atomically (build at a temp path, then os.replace or a pointer swap),
 the old index or the new one, never a half-built one; a reader that already holds the old files keeps
 reading them.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -70,8 +71,15 @@ TABLES: dict[str, pa.Schema] = {
 
 # Lake tables of jobs/ that the DuckDB file carries for SQL (recall reads only TABLES).
 SQL_TABLES: dict[str, pa.Schema] = {
-    "audit": AUDIT, "communities": COMMUNITIES, "promotions": PROMOTIONS, "review_queue": REVIEW_QUEUE,
-    "cold_edges": COLD_EDGES, "feedback": FEEDBACK, "ops_applied": OPS_APPLIED, "ops_rejected": OPS_REJECTED}
+    "audit": AUDIT,
+    "communities": COMMUNITIES,
+    "promotions": PROMOTIONS,
+    "review_queue": REVIEW_QUEUE,
+    "cold_edges": COLD_EDGES,
+    "feedback": FEEDBACK,
+    "ops_applied": OPS_APPLIED,
+    "ops_rejected": OPS_REJECTED,
+}
 
 # The default FTS ignore pattern '(\.|[^a-z])+' would delete every Han character, digit and
 # accented or non-Latin letter; documents are already jieba-segmented, so only what is not a
@@ -83,8 +91,9 @@ FTS_IGNORE = r"(\.|[^\p{L}\p{N}])+"
 # else it is left as it is: its views read the lake's files as they are, and recall keeps its own index.
 FTS_STALE_SHARE = 0.2
 
-TENANTS = pa.schema([("tenant", pa.string()), ("slug", pa.string()), ("n_nodes", pa.int64()),
-                     ("n_chunks", pa.int64()), ("newest", TS)])
+TENANTS = pa.schema(
+    [("tenant", pa.string()), ("slug", pa.string()), ("n_nodes", pa.int64()), ("n_chunks", pa.int64()), ("newest", TS)]
+)
 
 # Nodes in these states are out of recall (forgetting removes rows; this guards stale ones).
 INACTIVE_STATUS = ("forgotten", "deleted")
@@ -106,13 +115,20 @@ def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = Non
     lake.index_dir.mkdir(parents=True, exist_ok=True)
     names = [*TABLES, *(extra_tables or {})]
     node_table, edge_table = read_graph_tables(lake, "consolidated")
-    nodes = as_frame(node_table.select(["tenant", "id", "type", "status", "title", "text", "keywords",
-                                             "first_seen", "time_start", "last_seen"]))
+    nodes = as_frame(
+        node_table.select(
+            ["tenant", "id", "type", "status", "title", "text", "keywords", "first_seen", "time_start", "last_seen"]
+        )
+    )
     newest = dict(nodes.group_by("tenant").agg(pl.coalesce("time_start", "last_seen", "first_seen").max()).iter_rows())
     nodes = nodes.filter(_active(pl.col("status")))
-    docs = NodeDocs(lake, nodes)   # segmented once, for recall's index and the DuckDB file alike
-    tables = {"nodes": node_table, "edges": edge_table, "raw_chunks": read_lake_table(lake, "raw_chunks"),
-              "messages": read_lake_table(lake, "messages")}
+    docs = NodeDocs(lake, nodes)  # segmented once, for recall's index and the DuckDB file alike
+    tables = {
+        "nodes": node_table,
+        "edges": edge_table,
+        "raw_chunks": read_lake_table(lake, "raw_chunks"),
+        "messages": read_lake_table(lake, "messages"),
+    }
     raw = RawDocs(lake, as_frame(tables["raw_chunks"].select(["tenant", "id", "text", "mime"])))
     graphs = _write_recall_indexes(lake, tables, full, docs, raw)
     del tables, edge_table, node_table
@@ -135,7 +151,7 @@ def ensure_index(lake: Lake) -> bool:
         return False
     state = read_lake_state(lake)
     if state is None or index_is_current(lake, state):
-        return False   # tables never built (nothing to index yet), or the cache is theirs already
+        return False  # tables never built (nothing to index yet), or the cache is theirs already
     build_indexes(lake, SQL_TABLES)
     write_index_state(lake, state)
     return True
@@ -153,7 +169,7 @@ class NodeDocs:
         self.nodes = nodes.select("tenant", "id", "title", "text", "keywords")
         path = _node_docs_cache_path(lake)
         self.cached = as_frame(read_table(path, DOCS)) if path.exists() else None
-        self.made_any = False            # whether this build made a document (then the cache is rewritten)
+        self.made_any = False  # whether this build made a document (then the cache is rewritten)
         self.all: pl.DataFrame | None = None
         self._parts: pl.DataFrame | None = None
 
@@ -167,13 +183,21 @@ class NodeDocs:
         """Documents (tenant, id, doc) of `rows` (tenant, id, …), which must be among the nodes."""
         if self.all is not None:
             return self.all.join(rows.select("tenant", "id"), on=["tenant", "id"], how="semi")
-        docs = lake_docs(self.lake, self.nodes.join(rows.select("tenant", "id"), on=["tenant", "id"], how="semi"),
-                         "node", self.cached, self.parts())
+        docs = lake_docs(
+            self.lake,
+            self.nodes.join(rows.select("tenant", "id"), on=["tenant", "id"], how="semi"),
+            "node",
+            self.cached,
+            self.parts(),
+        )
         made = docs.filter(pl.col("source") == "made")
         if made.height:
             self.made_any = True
-            self.cached = made.select(DOCS.names) if self.cached is None else \
-                pl.concat([self.cached, made.select(DOCS.names)], how="vertical_relaxed")
+            self.cached = (
+                made.select(DOCS.names)
+                if self.cached is None
+                else pl.concat([self.cached, made.select(DOCS.names)], how="vertical_relaxed")
+            )
         return docs.select("tenant", "id", "doc")
 
     def every(self) -> pl.DataFrame:
@@ -188,10 +212,12 @@ class NodeDocs:
             return
         current = self.nodes.with_columns(content_hash(self.nodes, "node")).select("tenant", "id", "content")
         parts = self.parts().select("tenant", "id", "content")
-        keep = (self.cached.unique(["tenant", "id", "content"], keep="first")
-                .join(current, on=["tenant", "id", "content"], how="semi")
-                .join(parts, on=["tenant", "id", "content"], how="anti")
-                .filter(pl.col("doc").str.contains(HAN_CLASS)))
+        keep = (
+            self.cached.unique(["tenant", "id", "content"], keep="first")
+            .join(current, on=["tenant", "id", "content"], how="semi")
+            .join(parts, on=["tenant", "id", "content"], how="anti")
+            .filter(pl.col("doc").str.contains(HAN_CLASS))
+        )
         write_table(keep.sort("tenant", "id").to_arrow(), _node_docs_cache_path(self.lake), DOCS)
 
 
@@ -213,8 +239,9 @@ class RawDocs:
 
     def __init__(self, lake: Lake, chunks: pl.DataFrame) -> None:
         self.lake = lake
-        self.passages = chunks.filter(pl.col("mime").is_null() | pl.col("mime").str.starts_with("text/plain")
-                                      ).select("tenant", "id", "text")
+        self.passages = chunks.filter(pl.col("mime").is_null() | pl.col("mime").str.starts_with("text/plain")).select(
+            "tenant", "id", "text"
+        )
         self.done = pl.DataFrame(schema={"tenant": pl.String, "id": pl.String, "doc": pl.String})
         self._parts: pl.DataFrame | None = None
 
@@ -223,7 +250,8 @@ class RawDocs:
         build: a delta asks only for its changed chunks, a rebuilt DuckDB file for all."""
         keys = rows.select("tenant", "id")
         missing = self.passages.join(keys, on=["tenant", "id"], how="semi").join(
-            self.done.select("tenant", "id"), on=["tenant", "id"], how="anti")
+            self.done.select("tenant", "id"), on=["tenant", "id"], how="anti"
+        )
         if missing.height:
             if self._parts is None:
                 self._parts = part_docs(self.lake, "raw")
@@ -236,28 +264,55 @@ def _active(status: pl.Expr) -> pl.Expr:
     return status.is_null() | ~status.is_in(INACTIVE_STATUS)
 
 
-def _write_duckdb(lake: Lake, names: list[str], nodes: pl.DataFrame, tenants: list[str], newest: dict,
-                  full: bool, docs: NodeDocs, raw: RawDocs) -> dict:
+def _write_duckdb(
+    lake: Lake,
+    names: list[str],
+    nodes: pl.DataFrame,
+    tenants: list[str],
+    newest: dict,
+    full: bool,
+    docs: NodeDocs,
+    raw: RawDocs,
+) -> dict:
     """The tenants table, then — when due — the DuckDB file (views + full-text indexes), built in memory and copied
     into a temp file that is swapped in."""
     counts = dict(nodes.group_by("tenant").len().iter_rows())
     chunks = raw.passages
     chunk_counts = dict(chunks.group_by("tenant").len().iter_rows())
-    table = pa.table({"tenant": tenants, "slug": [tenant_slug(t) for t in tenants],
-                      "n_nodes": [counts.get(t, 0) for t in tenants], "n_chunks": [chunk_counts.get(t, 0) for t in tenants],
-                      "newest": [newest.get(t) for t in tenants]}, schema=TENANTS)
+    table = pa.table(
+        {
+            "tenant": tenants,
+            "slug": [tenant_slug(t) for t in tenants],
+            "n_nodes": [counts.get(t, 0) for t in tenants],
+            "n_chunks": [chunk_counts.get(t, 0) for t in tenants],
+            "newest": [newest.get(t) for t in tenants],
+        },
+        schema=TENANTS,
+    )
     write_table(table, _tenants_path(lake), TENANTS)
     views = lake_views(lake, glob=not lake.remote)
     # what the views read, wherever the lake lies (the same lake in another folder has the same state file)
-    signature = hashlib.sha256(json.dumps({n: views[n].replace(str(lake.root), "<lake>") for n in names},
-                                          sort_keys=True).encode()).hexdigest()
+    signature = hashlib.sha256(
+        json.dumps({n: views[n].replace(str(lake.root), "<lake>") for n in names}, sort_keys=True).encode()
+    ).hexdigest()
     previous = _read_json(_fts_state_path(lake))
     fts = previous.get("docs", {})
     stale = sum(abs(counts.get(t, 0) - fts.get(t, 0)) for t in set(counts) | set(fts))
-    due = (full or lake.remote or not lake.duckdb_path.exists() or previous.get("signature") != signature
-           or set(fts) != set(tenants) or stale > FTS_STALE_SHARE * max(1, sum(counts.values())))
-    stats = {"tables": {}, "tenants": len(tenants), "node_docs": previous.get("node_docs", 0),
-             "raw_docs": previous.get("raw_docs", 0), "rebuilt": due}
+    due = (
+        full
+        or lake.remote
+        or not lake.duckdb_path.exists()
+        or previous.get("signature") != signature
+        or set(fts) != set(tenants)
+        or stale > FTS_STALE_SHARE * max(1, sum(counts.values()))
+    )
+    stats = {
+        "tables": {},
+        "tenants": len(tenants),
+        "node_docs": previous.get("node_docs", 0),
+        "raw_docs": previous.get("raw_docs", 0),
+        "rebuilt": due,
+    }
     if not due:
         return stats
     fd, tmp_name = tempfile.mkstemp(prefix=".memory.", suffix=".duckdb.tmp", dir=lake.index_dir)
@@ -280,14 +335,26 @@ def _write_duckdb(lake: Lake, names: list[str], nodes: pl.DataFrame, tenants: li
     finally:
         for leftover in (tmp, Path(str(tmp) + ".wal")):
             leftover.unlink(missing_ok=True)
-    write_bytes_atomic(_fts_state_path(lake), json.dumps(
-        {"signature": signature, "docs": counts, "node_docs": stats["node_docs"], "raw_docs": stats["raw_docs"]},
-        sort_keys=True).encode())
+    write_bytes_atomic(
+        _fts_state_path(lake),
+        json.dumps(
+            {"signature": signature, "docs": counts, "node_docs": stats["node_docs"], "raw_docs": stats["raw_docs"]},
+            sort_keys=True,
+        ).encode(),
+    )
     return stats
 
 
-def _fill(con: duckdb.DuckDBPyConnection, lake: Lake, names: list[str], views: dict[str, str], nodes: pl.DataFrame,
-          node_docs: NodeDocs, raw_docs: RawDocs, tenants: list[str]) -> dict:
+def _fill(
+    con: duckdb.DuckDBPyConnection,
+    lake: Lake,
+    names: list[str],
+    views: dict[str, str],
+    nodes: pl.DataFrame,
+    node_docs: NodeDocs,
+    raw_docs: RawDocs,
+    tenants: list[str],
+) -> dict:
     """Views of the lake tables (copies on object storage, which DuckDB cannot reach by itself), the tenants view,
     and per tenant the BM25 indexes over node and raw-passage documents."""
     if lake.remote:
@@ -297,7 +364,7 @@ def _fill(con: duckdb.DuckDBPyConnection, lake: Lake, names: list[str], views: d
     for name in names:
         con.execute(f"CREATE {kind} {name} AS {views[name]}")
         row = con.execute(f"SELECT count(*) FROM {name}").fetchone()
-        assert row is not None   # count(*) is one row
+        assert row is not None  # count(*) is one row
         counts[name] = row[0]
     con.execute(f"CREATE {kind} tenants AS SELECT * FROM read_parquet('{_sql_str(str(_tenants_path(lake)))}')")
 
@@ -331,8 +398,10 @@ def _per_tenant_fts(con: duckdb.DuckDBPyConnection, docs: pl.DataFrame, table: s
     con.execute(f"CREATE TABLE {table} AS SELECT * FROM _src")
     con.unregister("_src")
     if docs.height:
-        con.execute(f"PRAGMA create_fts_index('{table}', 'id', 'doc', stemmer='porter', stopwords='english', "
-                    f"ignore='{FTS_IGNORE}', overwrite=1)")
+        con.execute(
+            f"PRAGMA create_fts_index('{table}', 'id', 'doc', stemmer='porter', stopwords='english', "
+            f"ignore='{FTS_IGNORE}', overwrite=1)"
+        )
     return docs.height
 
 
@@ -353,9 +422,13 @@ def _write_vectors(lake: Lake, nodes: pl.DataFrame, tenants: list[str]) -> dict:
     for tenant in tenants:
         mine = nodes.filter(pl.col("tenant") == tenant).sort("id")
         slug = tenant_slug(tenant)
-        stats[tenant] = vectors.write_vectors(lake, slug, mine.get_column("id").to_list(),
-                                              [vectors.node_text(t, x, k) for t, x, k in
-                                               mine.select("title", "text", "keywords").iter_rows()], spec)
+        stats[tenant] = vectors.write_vectors(
+            lake,
+            slug,
+            mine.get_column("id").to_list(),
+            [vectors.node_text(t, x, k) for t, x, k in mine.select("title", "text", "keywords").iter_rows()],
+            spec,
+        )
         keep.add(slug)
     vectors.remove_vectors(lake, keep)
     return {"embedder": spec, "nodes": stats}
@@ -368,10 +441,11 @@ def _write_recall_indexes(lake: Lake, tables: dict[str, pa.Table], full: bool, d
 
     from recall.index_build import build_recall_indexes
 
-    stats = build_recall_indexes(lake.index_dir, tables, compact=full,
-                                 docs=lambda rows, kind: docs.of(rows) if kind == "node" else raw.of(rows))
+    stats = build_recall_indexes(
+        lake.index_dir, tables, compact=full, docs=lambda rows, kind: docs.of(rows) if kind == "node" else raw.of(rows)
+    )
     shutil.rmtree(lake.graph_dir, ignore_errors=True)
-    return {t: {"vertices": s["nodes"], "edges": s["half_edges"] // 2, "mode": s["mode"], "seconds": s["seconds"]}
-            for t, s in stats.items()}
-
-
+    return {
+        t: {"vertices": s["nodes"], "edges": s["half_edges"] // 2, "mode": s["mode"], "seconds": s["seconds"]}
+        for t, s in stats.items()
+    }

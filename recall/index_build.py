@@ -12,6 +12,7 @@ the tables are built into a new *base* instead: the compaction.
 Every version is written into temp names, fsynced and renamed into place, then CURRENT is replaced
 (recall.tenant_index); the versions before the previous one are removed afterwards.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,24 +38,26 @@ from recall.segment_build import build_segment, fts_settings
 from recall.store import tenant_slug
 from recall.tenant_index import FORMAT, Version, read_current, recall_dir, tenant_dir
 
-COMPACT_SHARE = 0.15   # deltas holding more than this share of the base's units → compact into a new base
+COMPACT_SHARE = 0.15  # deltas holding more than this share of the base's units → compact into a new base
 MAX_SEGMENTS = 8
 HASH_SEED = 20261124
 
 
 # --------------------------------------------------------------------------- the tables, prepared
 
+
 @dataclass
 class Prepared:
     """The tenant's tables as recall reads them, each row or group with its hash (nothing sorted yet: a delta
     sorts only the rows it writes)."""
-    nodes: pl.DataFrame       # active nodes, one row per id: id, keywords, NODE_ROW_COLS, hash
-    newest: datetime | None   # newest node time over all nodes (any status), or None
-    half: pl.DataFrame        # half-edges between active nodes: node, nbr, dir, type, weight, eid, h
-    adj: pl.DataFrame         # per node id with edges: node, hash
-    chunks: pl.DataFrame      # id, path, sha256, conv_id, ts, passage, text, hash
-    messages: pl.DataFrame    # one row per message piece: piece, piece_offset, piece_length, MESSAGE_ROW_COLS, h
-    msg: pl.DataFrame         # per piece: key, hash
+
+    nodes: pl.DataFrame  # active nodes, one row per id: id, keywords, NODE_ROW_COLS, hash
+    newest: datetime | None  # newest node time over all nodes (any status), or None
+    half: pl.DataFrame  # half-edges between active nodes: node, nbr, dir, type, weight, eid, h
+    adj: pl.DataFrame  # per node id with edges: node, hash
+    chunks: pl.DataFrame  # id, path, sha256, conv_id, ts, passage, text, hash
+    messages: pl.DataFrame  # one row per message piece: piece, piece_offset, piece_length, MESSAGE_ROW_COLS, h
+    msg: pl.DataFrame  # per piece: key, hash
 
 
 def _hash(df: pl.DataFrame, cols: list[str]) -> pl.Series:
@@ -80,12 +83,26 @@ def prepare(nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table, messages: pa
     e = as_frame(conform(edges, EDGES).select(["id", "src", "dst", "type", "weight"]))
     e = e.filter(pl.col("src").is_in(n["id"].implode()) & pl.col("dst").is_in(n["id"].implode()))
     e = e.with_columns(pl.col("weight").fill_null(1.0), pl.col("type").fill_null(""))
-    half = pl.concat([
-        e.select(pl.col("src").alias("node"), pl.col("dst").alias("nbr"), pl.lit(0, pl.UInt8).alias("dir"),
-                 "type", "weight", pl.col("id").alias("eid")),
-        e.select(pl.col("dst").alias("node"), pl.col("src").alias("nbr"), pl.lit(1, pl.UInt8).alias("dir"),
-                 "type", "weight", pl.col("id").alias("eid")),
-    ])
+    half = pl.concat(
+        [
+            e.select(
+                pl.col("src").alias("node"),
+                pl.col("dst").alias("nbr"),
+                pl.lit(0, pl.UInt8).alias("dir"),
+                "type",
+                "weight",
+                pl.col("id").alias("eid"),
+            ),
+            e.select(
+                pl.col("dst").alias("node"),
+                pl.col("src").alias("nbr"),
+                pl.lit(1, pl.UInt8).alias("dir"),
+                "type",
+                "weight",
+                pl.col("id").alias("eid"),
+            ),
+        ]
+    )
     half = half.with_columns(_hash(half, ["node", "nbr", "dir", "type", "weight", "eid"]).alias("h"))
     adj = _group_hash(half, "node")
 
@@ -99,12 +116,28 @@ def prepare(nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table, messages: pa
     # a message lies in the chunks of its valid raw_refs (recall.citations.as_refs), else in its raw_id's; one row
     # per piece, with the piece's span in that chunk (what a citation slices)
     valid = (pl.col("raw_id").fill_null("") != "") & pl.col("offset").is_not_null() & pl.col("length").is_not_null()
-    refs = (m.select("_mi", pl.col("raw_refs").alias("ref")).explode("ref").unnest("ref").filter(valid)
-            .select("_mi", pl.col("raw_id").alias("piece"), pl.col("offset").alias("piece_offset"),
-                    pl.col("length").alias("piece_length")))
-    bare = (m.join(refs.select("_mi").unique(), on="_mi", how="anti").filter(valid)
-            .select("_mi", pl.col("raw_id").alias("piece"), pl.col("offset").alias("piece_offset"),
-                    pl.col("length").alias("piece_length")))
+    refs = (
+        m.select("_mi", pl.col("raw_refs").alias("ref"))
+        .explode("ref")
+        .unnest("ref")
+        .filter(valid)
+        .select(
+            "_mi",
+            pl.col("raw_id").alias("piece"),
+            pl.col("offset").alias("piece_offset"),
+            pl.col("length").alias("piece_length"),
+        )
+    )
+    bare = (
+        m.join(refs.select("_mi").unique(), on="_mi", how="anti")
+        .filter(valid)
+        .select(
+            "_mi",
+            pl.col("raw_id").alias("piece"),
+            pl.col("offset").alias("piece_offset"),
+            pl.col("length").alias("piece_length"),
+        )
+    )
     msgs = pl.concat([refs, bare]).join(m, on="_mi").drop("_mi")
     msgs = msgs.with_columns(_hash(msgs, ["piece", "piece_offset", "piece_length", *MESSAGE_ROW_COLS]).alias("h"))
     msg = _group_hash(msgs, "piece").rename({"piece": "key"})
@@ -113,14 +146,15 @@ def prepare(nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table, messages: pa
 
 # --------------------------------------------------------------------------- what the current version holds
 
+
 @dataclass
 class Current:
     version: Version
-    nodes: pl.DataFrame       # live: id, slot, hash
-    slots: pl.DataFrame       # every id that has a slot in this version (live or removed): id, slot
-    adj: pl.DataFrame         # live lists: slot, hash
-    chunks: pl.DataFrame      # live: id, hash
-    msg: pl.DataFrame         # live groups: key, hash
+    nodes: pl.DataFrame  # live: id, slot, hash
+    slots: pl.DataFrame  # every id that has a slot in this version (live or removed): id, slot
+    adj: pl.DataFrame  # live lists: slot, hash
+    chunks: pl.DataFrame  # live: id, hash
+    msg: pl.DataFrame  # live groups: key, hash
     base_units: int
     delta_units: int
 
@@ -133,30 +167,60 @@ def current_state(v: Version) -> Current:
         live = v.node_live(s)
         node_parts.append(ids if live is None else ids.filter(pl.Series(live)))
         adjacency = seg.require_adjacency()
-        adj_parts.append(pl.DataFrame({"slot": np.asarray(adjacency.slot, np.int64),
-                                       "hash": np.asarray(adjacency.hash), "seg": np.full(len(adjacency.slot), s)}))
+        adj_parts.append(
+            pl.DataFrame(
+                {
+                    "slot": np.asarray(adjacency.slot, np.int64),
+                    "hash": np.asarray(adjacency.hash),
+                    "seg": np.full(len(adjacency.slot), s),
+                }
+            )
+        )
         cl = v.chunk_live(s)
         ch = as_frame(seg.rows(seg.chunks, SEG_CHUNKS, np.arange(seg.chunks.num_rows), ("id", "hash")))
         chunk_parts.append(ch if cl is None else ch.filter(pl.Series(cl)))
-        msg_parts.append(pl.DataFrame({"key": pl.Series(seg.msg_key_strings.to_pylist(), dtype=pl.Utf8),
-                                       "hash": np.asarray(seg.msg_hash), "seg": np.full(len(seg.msg_hash), s)}))
+        msg_parts.append(
+            pl.DataFrame(
+                {
+                    "key": pl.Series(seg.msg_key_strings.to_pylist(), dtype=pl.Utf8),
+                    "hash": np.asarray(seg.msg_hash),
+                    "seg": np.full(len(seg.msg_hash), s),
+                }
+            )
+        )
     slots = pl.concat(slot_parts).unique("id", keep="first").with_columns(pl.col("slot").cast(pl.Int64))
     # adjacency: the newest list per slot, minus slots removed after it
     adj = pl.concat(adj_parts).sort("seg").unique("slot", keep="last")
     gone = _removed_after(v)
-    adj = adj.join(gone, on="slot", how="left").filter(pl.col("gone_seg").is_null() | (pl.col("gone_seg") < pl.col("seg")))
+    adj = adj.join(gone, on="slot", how="left").filter(
+        pl.col("gone_seg").is_null() | (pl.col("gone_seg") < pl.col("seg"))
+    )
     msg = pl.concat(msg_parts).sort("seg").unique("key", keep="last")
-    removed_msgs = pl.DataFrame({"key": [k for seg in v.segments for k in seg.removed_msgs],
-                                 "gone_seg": [s for s, seg in enumerate(v.segments) for _ in seg.removed_msgs]},
-                                schema={"key": pl.Utf8, "gone_seg": pl.Int64})
-    msg = msg.join(removed_msgs.group_by("key").agg(pl.col("gone_seg").max()), on="key", how="left") \
-        .filter(pl.col("gone_seg").is_null() | (pl.col("gone_seg") < pl.col("seg")))
+    removed_msgs = pl.DataFrame(
+        {
+            "key": [k for seg in v.segments for k in seg.removed_msgs],
+            "gone_seg": [s for s, seg in enumerate(v.segments) for _ in seg.removed_msgs],
+        },
+        schema={"key": pl.Utf8, "gone_seg": pl.Int64},
+    )
+    msg = msg.join(removed_msgs.group_by("key").agg(pl.col("gone_seg").max()), on="key", how="left").filter(
+        pl.col("gone_seg").is_null() | (pl.col("gone_seg") < pl.col("seg"))
+    )
     base = v.segments[0]
     units = lambda seg: seg.nodes.num_rows + len(seg.adjacency.slot) + seg.chunks.num_rows + len(seg.msg_hash)  # noqa: E731
-    deltas = sum(units(seg) + len(seg.removed_slots) + len(seg.removed_chunks) + len(seg.removed_msgs)
-                 for seg in v.segments[1:])
-    return Current(v, pl.concat(node_parts).with_columns(pl.col("slot").cast(pl.Int64)), slots,
-                   adj.select("slot", "hash"), pl.concat(chunk_parts), msg.select("key", "hash"), units(base), deltas)
+    deltas = sum(
+        units(seg) + len(seg.removed_slots) + len(seg.removed_chunks) + len(seg.removed_msgs) for seg in v.segments[1:]
+    )
+    return Current(
+        v,
+        pl.concat(node_parts).with_columns(pl.col("slot").cast(pl.Int64)),
+        slots,
+        adj.select("slot", "hash"),
+        pl.concat(chunk_parts),
+        msg.select("key", "hash"),
+        units(base),
+        deltas,
+    )
 
 
 def _removed_after(v: Version) -> pl.DataFrame:
@@ -168,6 +232,7 @@ def _removed_after(v: Version) -> pl.DataFrame:
 
 # --------------------------------------------------------------------------- base, delta, commit
 # (writing one segment: recall.segment_build; the version's files, lock and commit: recall.index_commit)
+
 
 def _edge_types(half: pl.DataFrame, before: list[str] | None = None) -> list[str]:
     """Edge type names: a base's sorted; a delta's are its base's, then any new ones (codes stay valid)."""
@@ -181,29 +246,57 @@ def _write_base(folder: Path, p: Prepared, meta: dict, docs: Callable | None = N
     # a base numbers its nodes in id order: slot = row (the reader relies on it)
     nodes = p.nodes.sort("id").with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("slot"))
     edge_types = _edge_types(p.half)
-    out = build_segment(folder, "base", nodes, nodes.select("id", "slot"), p.half, p.adj, np.zeros(0, np.int64),
-                   p.chunks, p.messages, p.msg, np.zeros(0, np.int64), [], [], edge_types, meta, docs)
-    return {**out, "n_slots": nodes.height, "edge_types": edge_types, "units": p.nodes.height + p.adj.height
-            + p.chunks.height + p.msg.height}
+    out = build_segment(
+        folder,
+        "base",
+        nodes,
+        nodes.select("id", "slot"),
+        p.half,
+        p.adj,
+        np.zeros(0, np.int64),
+        p.chunks,
+        p.messages,
+        p.msg,
+        np.zeros(0, np.int64),
+        [],
+        [],
+        edge_types,
+        meta,
+        docs,
+    )
+    return {
+        **out,
+        "n_slots": nodes.height,
+        "edge_types": edge_types,
+        "units": p.nodes.height + p.adj.height + p.chunks.height + p.msg.height,
+    }
 
 
 @dataclass
 class Delta:
-    slot_of: pl.DataFrame      # id, slot of every current node
+    slot_of: pl.DataFrame  # id, slot of every current node
     n_slots: int
-    nodes: pl.DataFrame        # changed and added rows, with slot
+    nodes: pl.DataFrame  # changed and added rows, with slot
     removed_slots: np.ndarray
-    adj: pl.DataFrame          # node, hash of the lists to write
-    empty_slots: np.ndarray    # slots that lost all their edges
+    adj: pl.DataFrame  # node, hash of the lists to write
+    empty_slots: np.ndarray  # slots that lost all their edges
     chunks: pl.DataFrame
     removed_chunks: list[str]
-    msg: pl.DataFrame          # key, hash of the groups to write
+    msg: pl.DataFrame  # key, hash of the groups to write
     removed_msgs: list[str]
 
     @property
     def units(self) -> int:
-        return (self.nodes.height + len(self.removed_slots) + self.adj.height + len(self.empty_slots)
-                + self.chunks.height + len(self.removed_chunks) + self.msg.height + len(self.removed_msgs))
+        return (
+            self.nodes.height
+            + len(self.removed_slots)
+            + self.adj.height
+            + len(self.empty_slots)
+            + self.chunks.height
+            + len(self.removed_chunks)
+            + self.msg.height
+            + len(self.removed_msgs)
+        )
 
 
 def diff(p: Prepared, cur: Current) -> Delta:
@@ -216,35 +309,64 @@ def diff(p: Prepared, cur: Current) -> Delta:
     n_slots += fresh.height
 
     old = cur.nodes.select("id", pl.col("hash").alias("old"))
-    nodes = (p.nodes.join(old, on="id", how="left")
-             .filter(pl.col("old").is_null() | (pl.col("old") != pl.col("hash"))).drop("old")
-             .join(slot_of, on="id", how="left"))
+    nodes = (
+        p.nodes.join(old, on="id", how="left")
+        .filter(pl.col("old").is_null() | (pl.col("old") != pl.col("hash")))
+        .drop("old")
+        .join(slot_of, on="id", how="left")
+    )
     removed = cur.nodes.join(p.nodes.select("id"), on="id", how="anti")["slot"].to_numpy().astype(np.int64)
 
     new_adj = p.adj.join(slot_of.rename({"id": "node"}), on="node", how="left")
     old_adj = cur.adj.filter(~pl.col("slot").is_in(pl.Series(removed).implode())).rename({"hash": "old"})
-    adj = (new_adj.join(old_adj, on="slot", how="left")
-           .filter(pl.col("old").is_null() | (pl.col("old") != pl.col("hash"))).select("node", "hash"))
+    adj = (
+        new_adj.join(old_adj, on="slot", how="left")
+        .filter(pl.col("old").is_null() | (pl.col("old") != pl.col("hash")))
+        .select("node", "hash")
+    )
     empty = old_adj.join(new_adj.select("slot"), on="slot", how="anti")["slot"].to_numpy().astype(np.int64)
 
     old_c = cur.chunks.rename({"hash": "old"})
-    chunks = (p.chunks.join(old_c, on="id", how="left")
-              .filter(pl.col("old").is_null() | (pl.col("old") != pl.col("hash"))).drop("old"))
+    chunks = (
+        p.chunks.join(old_c, on="id", how="left")
+        .filter(pl.col("old").is_null() | (pl.col("old") != pl.col("hash")))
+        .drop("old")
+    )
     removed_chunks = cur.chunks.join(p.chunks.select("id"), on="id", how="anti")["id"].to_list()
 
     old_m = cur.msg.rename({"hash": "old"})
-    msg = (p.msg.join(old_m, on="key", how="left")
-           .filter(pl.col("old").is_null() | (pl.col("old") != pl.col("hash"))).select("key", "hash"))
+    msg = (
+        p.msg.join(old_m, on="key", how="left")
+        .filter(pl.col("old").is_null() | (pl.col("old") != pl.col("hash")))
+        .select("key", "hash")
+    )
     removed_msgs = cur.msg.join(p.msg.select("key"), on="key", how="anti")["key"].to_list()
-    return Delta(slot_of, n_slots, nodes, np.sort(removed), adj, np.sort(empty), chunks, removed_chunks, msg,
-                 removed_msgs)
+    return Delta(
+        slot_of, n_slots, nodes, np.sort(removed), adj, np.sort(empty), chunks, removed_chunks, msg, removed_msgs
+    )
 
 
 def _write_delta(folder: Path, p: Prepared, cur: Current, d: Delta, meta: dict, docs: Callable | None = None) -> dict:
     edge_types = _edge_types(p.half, cur.version.edge_types)
     messages = p.messages.join(d.msg.select(pl.col("key").alias("piece")), on="piece", how="semi")
-    out = build_segment(folder, "delta", d.nodes, d.slot_of, p.half, d.adj, d.empty_slots, d.chunks, messages, d.msg,
-                   d.removed_slots, d.removed_chunks, d.removed_msgs, edge_types, meta, docs)
+    out = build_segment(
+        folder,
+        "delta",
+        d.nodes,
+        d.slot_of,
+        p.half,
+        d.adj,
+        d.empty_slots,
+        d.chunks,
+        messages,
+        d.msg,
+        d.removed_slots,
+        d.removed_chunks,
+        d.removed_msgs,
+        edge_types,
+        meta,
+        docs,
+    )
     return {**out, "n_slots": d.n_slots, "edge_types": edge_types, "units": d.units}
 
 
@@ -253,9 +375,17 @@ def compatible(manifest: dict) -> bool:
     return manifest.get("format") == FORMAT and manifest.get("polars") == pl.__version__
 
 
-def write_tenant_index(index_dir: Path, tenant: str, nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table,
-                       messages: pa.Table, *, compact: bool = False,
-                       docs: Callable[[pl.DataFrame, str], pl.DataFrame] | None = None) -> dict:
+def write_tenant_index(
+    index_dir: Path,
+    tenant: str,
+    nodes: pa.Table,
+    edges: pa.Table,
+    raw_chunks: pa.Table,
+    messages: pa.Table,
+    *,
+    compact: bool = False,
+    docs: Callable[[pl.DataFrame, str], pl.DataFrame] | None = None,
+) -> dict:
     """Bring `tenant`'s recall index up to these tables (the tenant's rows only): nothing when they hold no
     change, else a delta segment, or a new base when the deltas would grow past COMPACT_SHARE of the base
     (`compact=True`: always a new base). `docs(rows, kind)`: the FTS documents (id, doc) of the nodes (kind
@@ -276,38 +406,64 @@ def write_tenant_index(index_dir: Path, tenant: str, nodes: pa.Table, edges: pa.
         tmp.rmdir()
         mode, reason = "base", "first build" if manifest is None else "forced" if compact else "incompatible"
         try:
-            if cur is not None and manifest is not None and not compact:   # (cur is read from the manifest)
+            if cur is not None and manifest is not None and not compact:  # (cur is read from the manifest)
                 d = diff(p, cur)
                 if not d.units:
-                    return {"mode": "unchanged", "reason": "", "version": manifest["name"],
-                            "segments": len(manifest["segments"]), "units": 0, "nodes": p.nodes.height,
-                            "half_edges": p.half.height, "seconds": _since(t0), "parts": {}}
+                    return {
+                        "mode": "unchanged",
+                        "reason": "",
+                        "version": manifest["name"],
+                        "segments": len(manifest["segments"]),
+                        "units": 0,
+                        "nodes": p.nodes.height,
+                        "half_edges": p.half.height,
+                        "seconds": _since(t0),
+                        "parts": {},
+                    }
                 if cur.delta_units + d.units > COMPACT_SHARE * max(cur.base_units, 1):
                     reason = f"deltas {cur.delta_units + d.units} > {COMPACT_SHARE:.0%} of {cur.base_units}"
                 elif len(cur.version.segments) + 1 > MAX_SEGMENTS:
                     reason = f"{MAX_SEGMENTS} segments"
                 else:
                     mode, reason = "delta", ""
-            if mode == "delta" and cur is not None and manifest is not None:   # (delta is chosen only then)
+            if mode == "delta" and cur is not None and manifest is not None:  # (delta is chosen only then)
                 out = _write_delta(tmp, p, cur, d, meta, docs)
                 segments = [*manifest["segments"], name]
             else:
                 out = _write_base(tmp, p, meta, docs)
                 segments = [name]
-            if (folder / name).exists():   # a killed writer's segment that no manifest names
+            if (folder / name).exists():  # a killed writer's segment that no manifest names
                 shutil.rmtree(folder / name)
             os.replace(tmp, folder / name)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        version = commit_version(folder, gen, {
-            "format": FORMAT, "tenant": tenant, "segments": segments, "n_slots": out["n_slots"],
-            "edge_types": out["edge_types"], "tokenize": out["tokenize"] or (manifest or {}).get("tokenize", ""),
-            "n_nodes": p.nodes.height, "n_chunks": int(p.chunks["passage"].sum()) if p.chunks.height else 0,
-            "newest": p.newest.isoformat() if p.newest is not None else None,
-            "polars": pl.__version__})
-        return {"mode": mode, "reason": reason, "version": version, "segments": len(segments),
-                "units": out["units"], "nodes": p.nodes.height, "half_edges": p.half.height,
-                "seconds": _since(t0), "parts": out["seconds"]}
+        version = commit_version(
+            folder,
+            gen,
+            {
+                "format": FORMAT,
+                "tenant": tenant,
+                "segments": segments,
+                "n_slots": out["n_slots"],
+                "edge_types": out["edge_types"],
+                "tokenize": out["tokenize"] or (manifest or {}).get("tokenize", ""),
+                "n_nodes": p.nodes.height,
+                "n_chunks": int(p.chunks["passage"].sum()) if p.chunks.height else 0,
+                "newest": p.newest.isoformat() if p.newest is not None else None,
+                "polars": pl.__version__,
+            },
+        )
+        return {
+            "mode": mode,
+            "reason": reason,
+            "version": version,
+            "segments": len(segments),
+            "units": out["units"],
+            "nodes": p.nodes.height,
+            "half_edges": p.half.height,
+            "seconds": _since(t0),
+            "parts": out["seconds"],
+        }
 
 
 def _since(t0: float) -> float:
@@ -316,8 +472,14 @@ def _since(t0: float) -> float:
 
 # --------------------------------------------------------------------------- every tenant of a lake
 
-def build_recall_indexes(index_dir: Path, tables: Mapping[str, pa.Table], *, compact: bool = False,
-                         docs: Callable[[pl.DataFrame, str], pl.DataFrame] | None = None) -> dict:
+
+def build_recall_indexes(
+    index_dir: Path,
+    tables: Mapping[str, pa.Table],
+    *,
+    compact: bool = False,
+    docs: Callable[[pl.DataFrame, str], pl.DataFrame] | None = None,
+) -> dict:
     """Every tenant's recall index from the lake-wide `tables` (nodes, edges, raw_chunks, messages); the
     index of a tenant no longer in them is removed. `docs(rows, kind)`: the node ("node") or raw passage ("raw")
     documents (tenant, id, doc) of the rows (tenant, id) it is given, where the caller makes them (else each
@@ -332,8 +494,11 @@ def build_recall_indexes(index_dir: Path, tables: Mapping[str, pa.Table], *, com
     stats = {}
     for tenant in tenants:
         parts = [split[n].get(tenant) if split[n].get(tenant) is not None else schemas[n].empty_table() for n in names]
-        mine = None if docs is None else (
-            lambda rows, kind, t=tenant: docs(rows.select(pl.lit(t).alias("tenant"), "id"), kind))
+        mine = (
+            None
+            if docs is None
+            else (lambda rows, kind, t=tenant: docs(rows.select(pl.lit(t).alias("tenant"), "id"), kind))
+        )
         stats[tenant] = write_tenant_index(index_dir, tenant, *parts, compact=compact, docs=mine)
     keep = {tenant_slug(t) for t in tenants}
     for p in root.iterdir():

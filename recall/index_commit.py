@@ -1,5 +1,6 @@
 """Writing a tenant's recall index version durably (recall.index_build): files written under temp names, fsynced and
 renamed into place, the manifest and CURRENT committed, older versions removed, one writer at a time (LOCK)."""
+
 from __future__ import annotations
 
 import fcntl
@@ -9,7 +10,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-KEEP_VERSIONS = 2      # the current version and the one before (a reader may still be opening it)
+KEEP_VERSIONS = 2  # the current version and the one before (a reader may still be opening it)
 
 
 def generation(manifest: dict | None) -> int:
@@ -24,8 +25,9 @@ def commit_version(folder: Path, gen: int, manifest: dict) -> str:
     kept = sorted((p for p in folder.glob("m*.json") if p.stem[1:].isdigit()), reverse=True)[:KEEP_VERSIONS]
     used = {s for p in kept for s in json.loads(p.read_text("utf-8"))["segments"]}
     for p in folder.iterdir():
-        if (p.suffix == ".json" and p.name.startswith("m") and p not in kept) or \
-                (p.is_dir() and p.name.startswith("s") and p.name[1:].isdigit() and p.name not in used):
+        if (p.suffix == ".json" and p.name.startswith("m") and p not in kept) or (
+            p.is_dir() and p.name.startswith("s") and p.name[1:].isdigit() and p.name not in used
+        ):
             shutil.rmtree(p) if p.is_dir() else p.unlink()
     fsync_dir(folder)
     return name

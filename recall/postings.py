@@ -18,6 +18,7 @@ DuckDB's match_bm25 formula — k1 = 1.2, b = 0.75, idf = log10((N - df + 0.5) /
 N, avgdl and df count the live documents of all segments together, so a base plus delta segments
 scores exactly like one segment built from the same documents.
 """
+
 from __future__ import annotations
 
 import threading
@@ -40,6 +41,7 @@ STOPWORDS = "english"
 @dataclass
 class PostingsArrays:
     """What one build produces (in memory), before it is written."""
+
     terms: pa.Array
     term_ptr: np.ndarray
     doc: np.ndarray
@@ -62,11 +64,15 @@ def build_postings(docs: Sequence[str | None], ignore: str) -> tuple[PostingsArr
         con.register("_src", src)
         con.execute("CREATE TABLE d AS SELECT * FROM _src")
         con.unregister("_src")
-        con.execute(f"PRAGMA create_fts_index('d', 'row', 'doc', stemmer='{STEMMER}', stopwords='{STOPWORDS}', "
-                    f"ignore='{ignore}', overwrite=1)")
-        row = con.execute("SELECT macro_definition FROM duckdb_functions() WHERE schema_name = 'fts_main_d' "
-                          "AND function_name = 'tokenize'").fetchone()
-        assert row is not None   # create_fts_index defines the macro
+        con.execute(
+            f"PRAGMA create_fts_index('d', 'row', 'doc', stemmer='{STEMMER}', stopwords='{STOPWORDS}', "
+            f"ignore='{ignore}', overwrite=1)"
+        )
+        row = con.execute(
+            "SELECT macro_definition FROM duckdb_functions() WHERE schema_name = 'fts_main_d' "
+            "AND function_name = 'tokenize'"
+        ).fetchone()
+        assert row is not None  # create_fts_index defines the macro
         tokenize = row[0]
         lens = con.execute("SELECT name, len FROM fts_main_d.docs").fetchnumpy()
         doc_len = np.zeros(n, dtype=np.int32)
@@ -84,21 +90,32 @@ def build_postings(docs: Sequence[str | None], ignore: str) -> tuple[PostingsArr
         post = post.read_all()
     terms_col = post.column("term").combine_chunks()
     if len(terms_col) == 0:
-        return PostingsArrays(pa.array([], pa.string()), np.zeros(1, np.int64), np.zeros(0, np.int32),
-                              np.zeros(0, np.int32), doc_len), tokenize
+        return PostingsArrays(
+            pa.array([], pa.string()), np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32), doc_len
+        ), tokenize
     # the term column is sorted: a term's postings start where its value changes
     codes = terms_col.dictionary_encode()
     idx = codes.indices.to_numpy()
     starts = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])
     term_ptr = np.r_[starts, len(idx)].astype(np.int64)
     terms = terms_col.take(pa.array(starts))
-    return PostingsArrays(terms, term_ptr, post.column("row").to_numpy().astype(np.int32),
-                          post.column("tf").to_numpy().astype(np.int32), doc_len), tokenize
+    return PostingsArrays(
+        terms,
+        term_ptr,
+        post.column("row").to_numpy().astype(np.int32),
+        post.column("tf").to_numpy().astype(np.int32),
+        doc_len,
+    ), tokenize
 
 
 def _empty() -> PostingsArrays:
-    return PostingsArrays(pa.array([], pa.string()), np.zeros(1, np.int64), np.zeros(0, np.int32),
-                          np.zeros(0, np.int32), np.zeros(0, np.int32))
+    return PostingsArrays(
+        pa.array([], pa.string()),
+        np.zeros(1, np.int64),
+        np.zeros(0, np.int32),
+        np.zeros(0, np.int32),
+        np.zeros(0, np.int32),
+    )
 
 
 def write_postings(folder: Path, name: str, p: PostingsArrays) -> None:
@@ -107,9 +124,12 @@ def write_postings(folder: Path, name: str, p: PostingsArrays) -> None:
         with pa.ipc.new_file(f, pa.schema([("term", pa.string())])) as w:
             w.write_table(pa.table({"term": p.terms}))
     SortedKeys.write(folder / f"{name}_terms.keys.npy", p.terms)
-    for suffix, arr in (("term_ptr", p.term_ptr), ("post_doc", p.doc),
-                        ("post_tf", narrow(p.tf, (np.uint8, np.uint16, np.int32))),
-                        ("doc_len", narrow(p.doc_len, (np.uint16, np.int32)))):
+    for suffix, arr in (
+        ("term_ptr", p.term_ptr),
+        ("post_doc", p.doc),
+        ("post_tf", narrow(p.tf, (np.uint8, np.uint16, np.int32))),
+        ("doc_len", narrow(p.doc_len, (np.uint16, np.int32))),
+    ):
         np.save(folder / f"{name}_{suffix}.npy", arr)
 
 
@@ -140,6 +160,7 @@ class Postings:
 @dataclass
 class Part:
     """One segment's postings and which of its documents are live (None: all)."""
+
     postings: Postings
     live: np.ndarray | None
 
@@ -158,8 +179,14 @@ def live_stats(parts: Sequence[Part]) -> tuple[int, float]:
     return n, (total / n if n else 0.0)
 
 
-def bm25(parts: Sequence[Part], n_docs: int, avgdl: float, terms: Sequence[str],
-         ids: Callable[[int, np.ndarray], list[str]], limit: int) -> list[tuple[str, float]]:
+def bm25(
+    parts: Sequence[Part],
+    n_docs: int,
+    avgdl: float,
+    terms: Sequence[str],
+    ids: Callable[[int, np.ndarray], list[str]],
+    limit: int,
+) -> list[tuple[str, float]]:
     """Top `limit` (id, score) over the parts' live documents, best first; equal scores (to 9 decimals) by id,
     as TenantReader._bm25 orders them. `terms`: the query's distinct stems; `ids(part, rows)`: their ids.
 
@@ -214,12 +241,12 @@ def bm25(parts: Sequence[Part], n_docs: int, avgdl: float, terms: Sequence[str],
             r = np.concatenate(rows[i])
             c = np.concatenate(contrib[i])
             uniq, inv = np.unique(r, return_inverse=True)
-            cands.append((i, uniq, np.bincount(inv, weights=c, minlength=len(uniq))))   # sums in term order
+            cands.append((i, uniq, np.bincount(inv, weights=c, minlength=len(uniq))))  # sums in term order
     if not cands:
         return []
     rounded = np.concatenate([np.round(s, 9) for _, _, s in cands])
     if len(rounded) > limit:
-        cut = -np.partition(-rounded, limit - 1)[limit - 1]   # the limit-th best; ties at the cut all go on
+        cut = -np.partition(-rounded, limit - 1)[limit - 1]  # the limit-th best; ties at the cut all go on
     else:
         cut = -np.inf
     out: list[tuple[float, str, float]] = []
@@ -247,10 +274,11 @@ class QueryTerms:
         return _cached_stems(self, query)
 
     def _stems(self, query: str) -> tuple[str, ...]:
-        literal = "'" + query.replace("'", "''") + "'"   # a bound parameter would make DuckDB import pandas
+        literal = "'" + query.replace("'", "''") + "'"  # a bound parameter would make DuckDB import pandas
         with self._lock:
             rows = self._con.execute(
-                f"SELECT DISTINCT stem(unnest(memctl_tokenize({literal})), '{STEMMER}') AS t").fetchall()
+                f"SELECT DISTINCT stem(unnest(memctl_tokenize({literal})), '{STEMMER}') AS t"
+            ).fetchall()
         return tuple(sorted(r[0] for r in rows if r[0]))
 
 

@@ -5,6 +5,7 @@ week", "in May 2023", 上周, 去年五月 against the tenant's newest memory (s
 about "last week" means the last week of the conversation, whatever today is); a few
 interrogative patterns per language give the intent.
 """
+
 from __future__ import annotations
 
 import re
@@ -18,7 +19,8 @@ from r2g.tokens import has_han
 from recall.query_tokens import search_tokens  # r2g's tokens, without loading jieba's whole dictionary
 
 # English function words: they only dilute a query (DuckDB's FTS drops them from documents too).
-EN_STOPWORDS = frozenset("""
+EN_STOPWORDS = frozenset(
+    """
 a about above after again against all am an and any are as at be because been before being below between
 both but by can could did do does doing down during each few for from further had has have having he her
 here hers herself him himself his how i if in into is it its itself just me more most my myself no nor not
@@ -26,7 +28,8 @@ now of off on once only or other our ours ourselves out over own same she should
 their theirs them themselves then there these they this those through to too under until up very was we
 were what when where which while who whom why will with would you your yours yourself yourselves also ever
 s t d ll m re ve y don didn doesn isn wasn weren haven hasn hadn won wouldn shouldn couldn
-""".split())
+""".split()
+)
 
 # Query tokens that are better found verbatim in raw text than in extracted nodes (seed 004 W5).
 _CODE_TOKEN = re.compile(
@@ -37,13 +40,25 @@ _CODE_TOKEN = re.compile(
 
 # Intent by interrogative, first match wins (a "when" question about a preference is still "when").
 _INTENTS = (
-    ("when", re.compile(r"\bwhen\b|\bwhat (?:time|day|date|year|month)\b|\bhow long ago\b|什么时候|何时|哪天|哪一天|几号|"
-                        r"几点|哪年|哪个月", re.I)),
+    (
+        "when",
+        re.compile(
+            r"\bwhen\b|\bwhat (?:time|day|date|year|month)\b|\bhow long ago\b|什么时候|何时|哪天|哪一天|几号|"
+            r"几点|哪年|哪个月",
+            re.I,
+        ),
+    ),
     ("who", re.compile(r"\bwho(?:m|se)?\b|谁", re.I)),
     ("where", re.compile(r"\bwhere\b|\bwhich (?:city|country|place)\b|哪里|哪儿|在哪", re.I)),
     ("why", re.compile(r"\bwhy\b|\bwhat (?:made|caused)\b|\bhow come\b|为什么|为何|怎么会|原因", re.I)),
-    ("preference", re.compile(r"\b(?:like|likes|love|loves|enjoy|enjoys|prefer|prefers|favou?rite|hate|hates)\b|"
-                              r"喜欢|爱好|偏好|最爱|讨厌|不喜欢", re.I)),
+    (
+        "preference",
+        re.compile(
+            r"\b(?:like|likes|love|loves|enjoy|enjoys|prefer|prefers|favou?rite|hate|hates)\b|"
+            r"喜欢|爱好|偏好|最爱|讨厌|不喜欢",
+            re.I,
+        ),
+    ),
 )
 
 # A capitalised word that is not sentence-initial, or any run of capitalised words: a name candidate.
@@ -55,15 +70,21 @@ _POSSESSIVE = re.compile(r"['’]s$")
 class QueryAnalysis:
     keywords: tuple[str, ...]
     code_like: bool
-    intent: str | None                  # when | who | where | why | preference
-    times: tuple[TimeValue, ...]        # time constraints the question states, resolved
-    names: tuple[str, ...]              # name candidates, to match against Entity titles and aliases
+    intent: str | None  # when | who | where | why | preference
+    times: tuple[TimeValue, ...]  # time constraints the question states, resolved
+    names: tuple[str, ...]  # name candidates, to match against Entity titles and aliases
 
     def to_json(self) -> dict:
-        return {"keywords": list(self.keywords), "code_like": self.code_like, "intent": self.intent,
-                "times": [{"text": t.text, "start": t.start.isoformat(), "end": t.end.isoformat(),
-                           "granularity": t.granularity} for t in self.times],
-                "names": list(self.names)}
+        return {
+            "keywords": list(self.keywords),
+            "code_like": self.code_like,
+            "intent": self.intent,
+            "times": [
+                {"text": t.text, "start": t.start.isoformat(), "end": t.end.isoformat(), "granularity": t.granularity}
+                for t in self.times
+            ],
+            "names": list(self.names),
+        }
 
 
 def query_keywords(query: str) -> list[str]:
@@ -83,14 +104,15 @@ def analyze(query: str, anchor: datetime | None = None, keywords: Sequence[str] 
     """The analysis of `query`; relative times resolve against `anchor` (None: absolute dates only).
     `keywords`: query_keywords(query) when the caller has them already."""
     lang = "zh" if has_han(query) else "en"
-    times = tuple(m.value for m in find_times(query, lang, anchor)
-                  if m.value is not None and m.value.granularity != "recurring")
+    times = tuple(
+        m.value for m in find_times(query, lang, anchor) if m.value is not None and m.value.granularity != "recurring"
+    )
     intent = next((name for name, pat in _INTENTS if pat.search(query)), None)
     names: list[str] = []
     for m in _NAME.finditer(query):
         words = m.group().split()
-        if m.start() == 0 or query[:m.start()].rstrip().endswith(("?", "!", ".")):
-            words = words[1:]   # a sentence's first word is capitalised anyway
+        if m.start() == 0 or query[: m.start()].rstrip().endswith(("?", "!", ".")):
+            words = words[1:]  # a sentence's first word is capitalised anyway
         name = " ".join(_POSSESSIVE.sub("", w) for w in words)
         if name and name.lower() not in EN_STOPWORDS and name not in names:
             names.append(name)

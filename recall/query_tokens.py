@@ -13,6 +13,7 @@ that is used instead.
 The table lives in `$TMPDIR/memctl_jieba_<jieba version>_<dict size>_<dict mtime>/`
 (like jieba's own cache file), written atomically by the first process that needs it.
 """
+
 from __future__ import annotations
 
 import json
@@ -57,7 +58,7 @@ class LazyFreq:
                 if len(self._seen) > 1 << 18:
                     self._seen.clear()
                 self._seen[word] = hit
-        return hit   # type: ignore[return-value]
+        return hit  # type: ignore[return-value]
 
     def __contains__(self, word: str) -> bool:
         return self._find(word) is not None
@@ -102,14 +103,14 @@ def _write_table(src: Path, folder: Path) -> None:
         (tmp / "meta.json").write_text(json.dumps({"total": total, "words": len(words)}), "utf-8")
         try:
             os.replace(tmp, folder)
-        except OSError:   # another process got there first: its table is the same
+        except OSError:  # another process got there first: its table is the same
             pass
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 @lru_cache(maxsize=1)
-def _lazy_tokenizer() -> Any:   # a jieba.Tokenizer (jieba has no types)
+def _lazy_tokenizer() -> Any:  # a jieba.Tokenizer (jieba has no types)
     import jieba
 
     jieba.setLogLevel(logging.WARNING)
@@ -126,7 +127,7 @@ def _lazy_tokenizer() -> Any:   # a jieba.Tokenizer (jieba has no types)
 def _tokenizer() -> Any:
     jieba = sys.modules.get("jieba")
     if jieba is not None and jieba.dt.initialized:
-        return jieba.dt            # the whole dictionary is in memory already
+        return jieba.dt  # the whole dictionary is in memory already
     return _lazy_tokenizer()
 
 

@@ -17,6 +17,7 @@ Seed 001 wrote this API for a JS store; its notions map onto our tables so:
 Unknown or blank ids give None (single views) or empty tuples; unknown type names
 filter to nothing; malformed arguments raise ReadApiError(BAD_ARGS, ...).
 """
+
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
@@ -80,8 +81,10 @@ class ReadApiError(ValueError):
 
 # SQL over the alias `n` of the tenant's nodes.
 _TIME = "coalesce(n.time_start, n.first_seen)"
-_LEVEL = ("CASE WHEN coalesce(n.category, CASE WHEN n.type = 'Episode' THEN 'episode' END) = 'episode' "
-          "THEN 'episodic' ELSE 'semantic' END")
+_LEVEL = (
+    "CASE WHEN coalesce(n.category, CASE WHEN n.type = 'Episode' THEN 'episode' END) = 'episode' "
+    "THEN 'episodic' ELSE 'semantic' END"
+)
 _LIVE = "coalesce(n.status, 'active') IN ('active', 'open')"
 _TIMELINE = "t ASC NULLS LAST, n.id ASC"
 _VIEW_SELECT = (
@@ -175,9 +178,15 @@ class ReadApi:
 
     # Layer A: data access
 
-    def list_nodes(self, *, types: Collection[str] | None = None, levels: Collection[str] | None = None,
-                   active_only: bool = True, time_from: datetime | None = None,
-                   time_to: datetime | None = None) -> tuple[NodeView, ...]:
+    def list_nodes(
+        self,
+        *,
+        types: Collection[str] | None = None,
+        levels: Collection[str] | None = None,
+        active_only: bool = True,
+        time_from: datetime | None = None,
+        time_to: datetime | None = None,
+    ) -> tuple[NodeView, ...]:
         """Nodes in timeline order (time ascending, undated last, then id); archived ones only if not active_only.
 
         time_from / time_to bound the timeline time inclusively (undated nodes drop out).
@@ -210,8 +219,14 @@ class ReadApi:
             return None
         return self._views([node_id]).get(node_id)
 
-    def list_edges(self, *, src: str | None = None, dst: str | None = None, types: Collection[str] | None = None,
-                   exclude_internal: bool = False) -> tuple[EdgeView, ...]:
+    def list_edges(
+        self,
+        *,
+        src: str | None = None,
+        dst: str | None = None,
+        types: Collection[str] | None = None,
+        exclude_internal: bool = False,
+    ) -> tuple[EdgeView, ...]:
         """Stored edges ordered by (src, type, dst, id); exclude_internal drops DERIVED_FROM."""
         types = _names(types, "types")
         where: list[str] = ["TRUE"]
@@ -231,7 +246,9 @@ class ReadApi:
             params.append(sorted(INTERNAL_EDGE_TYPES))
         rows = self._reader.scoped(
             f"SELECT e.id, e.src, e.dst, e.type, e.weight, e.confidence FROM edges e "
-            f"WHERE {' AND '.join(where)} ORDER BY e.src, e.type, e.dst, e.id", params)
+            f"WHERE {' AND '.join(where)} ORDER BY e.src, e.type, e.dst, e.id",
+            params,
+        )
         return tuple(EdgeView(*r) for r in rows)
 
     def get_schema(self) -> SchemaView:
@@ -240,8 +257,9 @@ class ReadApi:
 
     # Layer B: topology
 
-    def get_neighbors(self, node_id: str, *, edge_types: Collection[str] | None = None,
-                      direction: str = "both") -> tuple[NeighborView, ...]:
+    def get_neighbors(
+        self, node_id: str, *, edge_types: Collection[str] | None = None, direction: str = "both"
+    ) -> tuple[NeighborView, ...]:
         """Active neighbours over graph edges, one per (neighbour, edge type, direction).
 
         Ordered by the neighbour's timeline position, then edge type, then direction.
@@ -256,8 +274,9 @@ class ReadApi:
         out.sort(key=lambda nb: (timeline_key(nb.node), nb.edge_type, nb.direction))
         return tuple(out)
 
-    def get_descendants(self, node_id: str, *, active_only: bool = True,
-                        max_depth: int | None = None) -> tuple[NodeView, ...]:
+    def get_descendants(
+        self, node_id: str, *, active_only: bool = True, max_depth: int | None = None
+    ) -> tuple[NodeView, ...]:
         """Nodes DERIVED_FROM this one, transitively, breadth first (each depth in timeline order).
 
         The node itself is not included; an archived child is left out with what lies
@@ -272,15 +291,23 @@ class ReadApi:
             depth += 1
             found = {u for _, u, _, _ in self._edges_at(frontier, "in", (DERIVED_FROM,))} - seen
             seen |= found
-            level = sorted((v for v in self._views(found).values() if not (active_only and v.archived)),
-                           key=timeline_key)
+            level = sorted(
+                (v for v in self._views(found).values() if not (active_only and v.archived)), key=timeline_key
+            )
             out.extend(level)
             frontier = [v.id for v in level]
         return tuple(out)
 
-    def expand_from_seeds(self, seed_ids: Iterable[str], *, hops: int = 1, edge_types: Collection[str] | None = None,
-                          include_children: bool = True, exclude_internal: bool = False,
-                          within: Collection[str] | None = None) -> tuple[NodeView, ...]:
+    def expand_from_seeds(
+        self,
+        seed_ids: Iterable[str],
+        *,
+        hops: int = 1,
+        edge_types: Collection[str] | None = None,
+        include_children: bool = True,
+        exclude_internal: bool = False,
+        within: Collection[str] | None = None,
+    ) -> tuple[NodeView, ...]:
         """The seeds, then what each hop of a breadth-first drill reaches (each hop in timeline order).
 
         A hop follows graph edges both ways (edge_types filters them) and, with
@@ -316,8 +343,9 @@ class ReadApi:
 
     # Layer C: recall primitives
 
-    def keyword_search(self, query: str, *, types: Collection[str] | None = None,
-                       k: int = 20) -> tuple[RankedView, ...]:
+    def keyword_search(
+        self, query: str, *, types: Collection[str] | None = None, k: int = 20
+    ) -> tuple[RankedView, ...]:
         """Active nodes whose FTS document shares query tokens, best first, at most k.
 
         score = distinct query stems found in the node / distinct query stems (title,
@@ -344,7 +372,9 @@ class ReadApi:
             "SELECT d.id, len(list_intersect(list_transform(string_split(d.doc, ' '), w -> stem(w, 'porter')), "
             f"q.stems)) / len(q.stems) AS score FROM {docs} d, q WHERE d.id IN (SELECT {IDS}) {type_filter} "
             f"AND d.id IN (SELECT n.id FROM nodes n WHERE {_LIVE})",
-            params, tables=("nodes", docs))
+            params,
+            tables=("nodes", docs),
+        )
         rows = sorted(rows, key=lambda r: (-r[1], -bm25[r[0]], r[0]))[:k]
         views = self._views([r[0] for r in rows])
         return tuple(RankedView(views[i], float(score), float(bm25[i])) for i, score in rows if i in views)
@@ -358,16 +388,19 @@ class ReadApi:
         if _blank(query):
             return ()
         q = query.strip().lower()
-        where = (f"{_LIVE} AND (contains(lower(n.title), ?) "
-                 "OR len(list_filter(coalesce(n.aliases, []), a -> contains(lower(a), ?))) > 0)")
+        where = (
+            f"{_LIVE} AND (contains(lower(n.title), ?) "
+            "OR len(list_filter(coalesce(n.aliases, []), a -> contains(lower(a), ?))) > 0)"
+        )
         params: list = [q, q]
         if types is not None:
             where += " AND n.type IN (SELECT unnest(?::VARCHAR[]))"
             params.append(list(types))
         return self._scan(where, params)
 
-    def get_edge_summary(self, node_id: str, *, edge_types: Collection[str] | None = None,
-                         limit: int = 8) -> EdgeSummary:
+    def get_edge_summary(
+        self, node_id: str, *, edge_types: Collection[str] | None = None, limit: int = 8
+    ) -> EdgeSummary:
         """Degree, (relation, direction) counts and up to `limit` distinct neighbours, most recent first.
 
         Counts graph edges to active nodes only. Never None: an unknown or blank id
@@ -383,14 +416,16 @@ class ReadApi:
         counts: dict[tuple[str, str], int] = {}
         for _, et, d in live:
             counts[(et, d)] = counts.get((et, d), 0) + 1
-        relations = tuple(RelationCount(et, d, c) for (et, d), c in
-                          sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+        relations = tuple(
+            RelationCount(et, d, c) for (et, d), c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        )
         recent = recency_order({u: views[u] for u, _, _ in live}.values())[:limit]
         sample = tuple(SampleNeighbor(v.id, v.type, v.title, v.time) for v in recent)
         return EdgeSummary(len(live), relations, sample)
 
-    def get_node_brief(self, node_id: str, *, include_edge_summary: bool = True,
-                       edge_summary_limit: int = 8) -> NodeBrief | None:
+    def get_node_brief(
+        self, node_id: str, *, include_edge_summary: bool = True, edge_summary_limit: int = 8
+    ) -> NodeBrief | None:
         """The node as one candidate row (key / row values, summary, child count, edge summary).
 
         None for a blank, unknown or archived id.
@@ -405,17 +440,30 @@ class ReadApi:
         present = {c: v for c, v in values.items() if v is not None and v != "" and v != ()}
         children = self._views(view.children_ids)
         return NodeBrief(
-            id=view.id, level=view.level, type=view.type, table_name=TABLE_NAME, title=view.title,
+            id=view.id,
+            level=view.level,
+            type=view.type,
+            table_name=TABLE_NAME,
+            title=view.title,
             summary=view.fields.get("text") or "",
             key_values=MappingProxyType({c: present[c] for c in keys if c in present}),
             row_values=MappingProxyType({c: v for c, v in present.items() if c not in keys and c not in _NOT_IN_BRIEF}),
-            time=view.time, child_count=sum(1 for c in children.values() if not c.archived),
-            edge_summary=self.get_edge_summary(view.id, limit=edge_summary_limit) if include_edge_summary else None)
+            time=view.time,
+            child_count=sum(1 for c in children.values() if not c.archived),
+            edge_summary=self.get_edge_summary(view.id, limit=edge_summary_limit) if include_edge_summary else None,
+        )
 
-    def compaction_candidates(self, node_type: str, depth: int = 0, *, group_by: str = "conversation",
-                              threshold: int = COMPACTION_THRESHOLD, fan_in: int = COMPACTION_FAN_IN,
-                              max_depth: int = COMPACTION_MAX_DEPTH,
-                              keep_recent_leaves: int = COMPACTION_KEEP_RECENT_LEAVES) -> tuple[CompactionGroup, ...]:
+    def compaction_candidates(
+        self,
+        node_type: str,
+        depth: int = 0,
+        *,
+        group_by: str = "conversation",
+        threshold: int = COMPACTION_THRESHOLD,
+        fan_in: int = COMPACTION_FAN_IN,
+        max_depth: int = COMPACTION_MAX_DEPTH,
+        keep_recent_leaves: int = COMPACTION_KEEP_RECENT_LEAVES,
+    ) -> tuple[CompactionGroup, ...]:
         """Groups of `fan_in` active nodes ready to be rolled up into one summary node (no LLM).
 
         Candidates share a conversation (group_by="conversation") or an ABOUT Concept
@@ -438,18 +486,27 @@ class ReadApi:
         at_depth = self._rollup_depths(depth)
         if at_depth is not None and not at_depth:
             return ()
-        level = (f"n.id IN (SELECT {IDS})" if at_depth is not None
-                 else "coalesce(n.subtype, '') <> 'rollup'")
+        level = f"n.id IN (SELECT {IDS})" if at_depth is not None else "coalesce(n.subtype, '') <> 'rollup'"
         roots = f"n.id NOT IN (SELECT e.dst FROM edges e WHERE e.type = '{SEMANTIC_CONTAINS}')"
         if group_by == "conversation":
-            pool = (f"SELECT n.id, n.conv_id AS key, {_TIME} AS t FROM nodes n "
-                    f"WHERE n.type = ? AND {_LIVE} AND n.conv_id IS NOT NULL AND {level} AND {roots}")
+            pool = (
+                f"SELECT n.id, n.conv_id AS key, {_TIME} AS t FROM nodes n "
+                f"WHERE n.type = ? AND {_LIVE} AND n.conv_id IS NOT NULL AND {level} AND {roots}"
+            )
         else:
-            pool = (f"SELECT n.id, e.dst AS key, {_TIME} AS t FROM nodes n JOIN edges e ON e.src = n.id "
-                    f"AND e.type = 'ABOUT' WHERE n.type = ? AND {_LIVE} AND {level} AND {roots} "
-                    f"AND e.dst IN (SELECT c.id FROM nodes c WHERE c.type = 'Concept')")
-        params = [node_type, *([id_param(sorted(at_depth))] if at_depth is not None else []),
-                  keep_recent_leaves if depth == 0 else 0, fan_in, threshold, fan_in]
+            pool = (
+                f"SELECT n.id, e.dst AS key, {_TIME} AS t FROM nodes n JOIN edges e ON e.src = n.id "
+                f"AND e.type = 'ABOUT' WHERE n.type = ? AND {_LIVE} AND {level} AND {roots} "
+                f"AND e.dst IN (SELECT c.id FROM nodes c WHERE c.type = 'Concept')"
+            )
+        params = [
+            node_type,
+            *([id_param(sorted(at_depth))] if at_depth is not None else []),
+            keep_recent_leaves if depth == 0 else 0,
+            fan_in,
+            threshold,
+            fan_in,
+        ]
         rows = self._reader.scoped(
             f"WITH pool AS ({pool}), ranked AS ("
             " SELECT id, key, t, row_number() OVER (PARTITION BY key ORDER BY t ASC NULLS LAST, id) - 1 AS pos,"
@@ -457,7 +514,8 @@ class ReadApi:
             "SELECT key, pos // ? AS g, list(id ORDER BY pos) AS ids, min(t) AS t0 FROM ranked "
             "WHERE pos < kept AND kept >= ? GROUP BY key, g HAVING count(*) = ? "
             "ORDER BY t0 ASC NULLS LAST, key, g",
-            params)
+            params,
+        )
         return tuple(CompactionGroup(key, depth, tuple(ids), len(ids)) for key, _, ids, _ in rows)
 
     # internals
@@ -491,8 +549,9 @@ class ReadApi:
             return {}
         return {v.id: v for v in self._scan(f"n.id IN (SELECT {IDS})", [id_param(ids)])}
 
-    def _edges_at(self, node_ids: Iterable[str], direction: str,
-                  edge_types: Collection[str] | None) -> list[tuple[str, str, str, str]]:
+    def _edges_at(
+        self, node_ids: Iterable[str], direction: str, edge_types: Collection[str] | None
+    ) -> list[tuple[str, str, str, str]]:
         """(node, neighbour, edge type, direction) for each graph edge at the nodes (direction seen from node)."""
         g = self._graph
         if g is None:

@@ -7,6 +7,7 @@ Here the same definitions run over a NodeBatch with numpy: the same float operat
 order (exp and log1p through `math`, as there), so each score equals the row-by-row one bit for bit
 (tests/test_recall_scoring.py compares them).
 """
+
 from __future__ import annotations
 
 import math
@@ -23,18 +24,18 @@ from r2g.tokens import has_han
 from recall.citations import RawRef, as_refs, refs_column
 from recall.sorted_keys import arrow_numpy
 
-if TYPE_CHECKING:   # recall.engine imports this module
+if TYPE_CHECKING:  # recall.engine imports this module
     from recall.config import RecallConfig
     from recall.engine import Filters
     from recall.query import QueryAnalysis
 
-NULL = np.iinfo(np.int64).min     # no time
+NULL = np.iinfo(np.int64).min  # no time
 EPOCH = datetime(1970, 1, 1)
 TIME_COLUMNS = ("time_start", "time_end", "first_seen", "last_seen")
 NUMBER_COLUMNS = ("importance", "frequency", "sentiment")
 TEXT_COLUMNS = ("id", "type", "subtype", "title", "text", "conv_id", "msg_id", "speaker")
 BATCH_COLUMNS = (*TEXT_COLUMNS, *TIME_COLUMNS, *NUMBER_COLUMNS, "raw_refs")
-INDEX_COLUMNS = ("mmr",)   # what recall's index stores besides: MMR's tokens of a node holding Han
+INDEX_COLUMNS = ("mmr",)  # what recall's index stores besides: MMR's tokens of a node holding Han
 
 
 def micros(t: datetime | None) -> int:
@@ -46,6 +47,7 @@ def micros(t: datetime | None) -> int:
 class NodeBatch:
     """Candidate node rows as columns: strings as lists, times as int64 µs (NULL: none), numbers as float64
     (nan: none), raw_refs as RawRef lists."""
+
     id: list
     type: list
     subtype: list
@@ -62,7 +64,7 @@ class NodeBatch:
     frequency: np.ndarray
     sentiment: np.ndarray
     raw_refs: list[list[RawRef]]
-    mmr: list | None = None      # MMR's tokens where the index stored them (nodes holding Han), else None
+    mmr: list | None = None  # MMR's tokens where the index stored them (nodes holding Han), else None
 
     def __len__(self) -> int:
         return len(self.id)
@@ -101,8 +103,9 @@ class NodeBatch:
 
     def node_time(self) -> np.ndarray:
         """node_time per row: time_start or last_seen or first_seen."""
-        return np.where(self.time_start != NULL, self.time_start,
-                        np.where(self.last_seen != NULL, self.last_seen, self.first_seen))
+        return np.where(
+            self.time_start != NULL, self.time_start, np.where(self.last_seen != NULL, self.last_seen, self.first_seen)
+        )
 
 
 def passes(b: NodeBatch, filters: Filters) -> np.ndarray:
@@ -148,8 +151,12 @@ def weight(b: NodeBatch, rec: np.ndarray, cfg: RecallConfig) -> np.ndarray:
     logs = {x: math.log1p(x) for x in set(f.tolist())}
     freq = np.minimum(1.0, np.array([logs[x] for x in f.tolist()]) / cap) if len(b) else np.zeros(0)
     emotion = np.where(np.isnan(b.sentiment), 0.0, np.minimum(1.0, np.abs(b.sentiment)))
-    return (cfg.weight_importance * imp + cfg.weight_frequency * freq + cfg.weight_recency * rec
-            + cfg.weight_emotion * emotion) / total
+    return (
+        cfg.weight_importance * imp
+        + cfg.weight_frequency * freq
+        + cfg.weight_recency * rec
+        + cfg.weight_emotion * emotion
+    ) / total
 
 
 def prior(b: NodeBatch, cfg: RecallConfig) -> np.ndarray:
@@ -180,11 +187,26 @@ def boost(b: NodeBatch, analysis: QueryAnalysis, cfg: RecallConfig) -> np.ndarra
     return out
 
 
-def scores(b: NodeBatch, bm25: np.ndarray, similarity: np.ndarray, graph: np.ndarray, weights: np.ndarray,
-           analysis: QueryAnalysis, cfg: RecallConfig) -> np.ndarray:
+def scores(
+    b: NodeBatch,
+    bm25: np.ndarray,
+    similarity: np.ndarray,
+    graph: np.ndarray,
+    weights: np.ndarray,
+    analysis: QueryAnalysis,
+    cfg: RecallConfig,
+) -> np.ndarray:
     """(λ1·bm25 + λ2·cos + λ3·graph + λ4·weight) × type prior × query boost, per row."""
-    return (cfg.lambda_bm25 * bm25 + cfg.lambda_vector * similarity + cfg.lambda_graph * graph
-            + cfg.lambda_weight * weights) * prior(b, cfg) * boost(b, analysis, cfg)
+    return (
+        (
+            cfg.lambda_bm25 * bm25
+            + cfg.lambda_vector * similarity
+            + cfg.lambda_graph * graph
+            + cfg.lambda_weight * weights
+        )
+        * prior(b, cfg)
+        * boost(b, analysis, cfg)
+    )
 
 
 def speaker_boost(b: NodeBatch, query: str, cfg: RecallConfig) -> np.ndarray:
@@ -235,8 +257,9 @@ def recency_of(t: datetime | None, newest: datetime | None, tau_days: float) -> 
     return math.exp(-days / tau_days)
 
 
-def node_weight(importance: float | None, frequency: int | None, recency: float, sentiment: float | None,
-                cfg: RecallConfig) -> float:
+def node_weight(
+    importance: float | None, frequency: int | None, recency: float, sentiment: float | None, cfg: RecallConfig
+) -> float:
     """Seed 004 §6.1 weight(node) in [0, 1]; an unknown importance counts 0.5, an unknown frequency 1."""
     total = cfg.weight_importance + cfg.weight_frequency + cfg.weight_recency + cfg.weight_emotion
     if total <= 0:
@@ -244,8 +267,12 @@ def node_weight(importance: float | None, frequency: int | None, recency: float,
     imp = 0.5 if importance is None else min(1.0, max(0.0, importance))
     freq = min(1.0, math.log1p(max(1, frequency or 1)) / math.log1p(max(1, cfg.frequency_cap)))
     emotion = min(1.0, abs(sentiment)) if sentiment is not None else 0.0
-    return (cfg.weight_importance * imp + cfg.weight_frequency * freq + cfg.weight_recency * recency
-            + cfg.weight_emotion * emotion) / total
+    return (
+        cfg.weight_importance * imp
+        + cfg.weight_frequency * freq
+        + cfg.weight_recency * recency
+        + cfg.weight_emotion * emotion
+    ) / total
 
 
 def query_boost(row: Mapping, analysis: QueryAnalysis, cfg: RecallConfig) -> float:

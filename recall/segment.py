@@ -26,6 +26,7 @@ Free text (`text` of nodes and messages) is compressed row by row (`ZSTD_COLUMNS
 batches (LZ4/zstd) was measured and not kept: a query reads a few hundred node rows spread over the whole file,
 so it would decode most batches (+70–180 ms a query; bench/README.md, "Lean storage").
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -47,19 +48,56 @@ from recall.postings import Postings, PostingsArrays, write_postings
 from recall.sorted_keys import SortedKeys, arrow_indices, arrow_numpy, mapped, prefix_strings
 
 # Node columns recall reads (TenantReader.nodes' columns, plus aliases).
-NODE_ROW_COLS = ("type", "subtype", "title", "text", "time_start", "time_end", "first_seen", "last_seen",
-                 "raw_refs", "conv_id", "msg_id", "speaker", "status", "importance", "frequency", "sentiment",
-                 "aliases")
+NODE_ROW_COLS = (
+    "type",
+    "subtype",
+    "title",
+    "text",
+    "time_start",
+    "time_end",
+    "first_seen",
+    "last_seen",
+    "raw_refs",
+    "conv_id",
+    "msg_id",
+    "speaker",
+    "status",
+    "importance",
+    "frequency",
+    "sentiment",
+    "aliases",
+)
 CHUNK_ROW_COLS = ("path", "sha256", "conv_id", "ts")
 MESSAGE_ROW_COLS = ("conv_id", "msg_id", "seq", "speaker", "ts", "text", "raw_id", "offset", "length", "raw_refs")
 
 # The rows of a segment's Arrow files as readers see them (stored compact: see the module docstring).
-SEG_NODES = pa.schema([("id", pa.string()), ("slot", pa.int32()), ("hash", pa.uint64()),
-                       *(NODES.field(c) for c in NODE_ROW_COLS), ("mmr", pa.list_(pa.string()))])
-SEG_CHUNKS = pa.schema([("id", pa.string()), ("path", pa.string()), ("sha256", pa.string()),
-                        ("conv_id", pa.string()), ("ts", RAW_CHUNKS.field("ts").type), ("hash", pa.uint64())])
-SEG_MESSAGES = pa.schema([("piece", pa.string()), ("piece_offset", pa.int64()), ("piece_length", pa.int64()),
-                          *(MESSAGES.field(c) for c in MESSAGE_ROW_COLS)])
+SEG_NODES = pa.schema(
+    [
+        ("id", pa.string()),
+        ("slot", pa.int32()),
+        ("hash", pa.uint64()),
+        *(NODES.field(c) for c in NODE_ROW_COLS),
+        ("mmr", pa.list_(pa.string())),
+    ]
+)
+SEG_CHUNKS = pa.schema(
+    [
+        ("id", pa.string()),
+        ("path", pa.string()),
+        ("sha256", pa.string()),
+        ("conv_id", pa.string()),
+        ("ts", RAW_CHUNKS.field("ts").type),
+        ("hash", pa.uint64()),
+    ]
+)
+SEG_MESSAGES = pa.schema(
+    [
+        ("piece", pa.string()),
+        ("piece_offset", pa.int64()),
+        ("piece_length", pa.int64()),
+        *(MESSAGES.field(c) for c in MESSAGE_ROW_COLS),
+    ]
+)
 
 
 def write_arrow(path: Path, table: pa.Table) -> None:
@@ -69,7 +107,7 @@ def write_arrow(path: Path, table: pa.Table) -> None:
 
 
 def _index_type(n: int) -> pa.DataType:
-    return pa.int8() if n < 2 ** 7 else pa.int16() if n < 2 ** 15 else pa.int32()
+    return pa.int8() if n < 2**7 else pa.int16() if n < 2**15 else pa.int32()
 
 
 def _compact(col: pa.Array) -> pa.Array:
@@ -80,11 +118,12 @@ def _compact(col: pa.Array) -> pa.Array:
         return pa.ListArray.from_arrays(col.offsets, _compact(col.values), mask=mask)
     if pa.types.is_struct(t):
         parts = [_compact(f) for f in col.flatten()]
-        return pa.StructArray.from_arrays(parts, fields=[pa.field(f.name, p.type, f.nullable) for f, p in zip(t, parts)],
-                                          mask=mask)
+        return pa.StructArray.from_arrays(
+            parts, fields=[pa.field(f.name, p.type, f.nullable) for f, p in zip(t, parts)], mask=mask
+        )
     if t == pa.int64() and len(col) > col.null_count:
         lo, hi = pc.min_max(col).values()
-        if -2 ** 31 <= lo.as_py() and hi.as_py() < 2 ** 31:
+        if -(2**31) <= lo.as_py() and hi.as_py() < 2**31:
             return col.cast(pa.int32())
     if (pa.types.is_string(t) or pa.types.is_floating(t)) and len(col) >= 16:
         distinct = pc.count_distinct(col).as_py()
@@ -97,9 +136,9 @@ def _compact(col: pa.Array) -> pa.Array:
 # Free text (node and message `text`): compressed row by row with zstd and a dictionary trained on the file's own
 # rows (kept in the field's metadata), so a query decompresses just the rows it reads (~1 µs a row).
 ZSTD_COLUMNS = ("text",)
-ZSTD_MIN_ROWS = 1024          # fewer rows (a small delta): stored as they are
+ZSTD_MIN_ROWS = 1024  # fewer rows (a small delta): stored as they are
 ZSTD_DICT_BYTES = 32 * 1024
-ZSTD_SAMPLE = 20_000          # rows the dictionary is trained on, evenly spaced (the same file gives the same bytes)
+ZSTD_SAMPLE = 20_000  # rows the dictionary is trained on, evenly spaced (the same file gives the same bytes)
 _ZSTD_DICT = b"zstd_dict"
 _ZSTD_ID = b"zstd_dict_id"
 _DECOMPRESSORS = threading.local()
@@ -114,7 +153,7 @@ def _zstd(col: pa.Array) -> tuple[pa.Array, dict[bytes, bytes]] | None:
         return None
     values = [v.encode("utf-8") if v is not None else None for v in col.to_pylist()]
     present = [v for v in values if v]
-    sample = present[::max(1, len(present) // ZSTD_SAMPLE)]
+    sample = present[:: max(1, len(present) // ZSTD_SAMPLE)]
     try:
         d = zstandard.train_dictionary(ZSTD_DICT_BYTES, sample, level=3)
     except zstandard.ZstdError:
@@ -146,21 +185,25 @@ def _unzstd(col: pa.ChunkedArray, meta: dict[bytes, bytes]) -> pa.Array:
     buffers, and the result built from buffers (pa.array would import pandas)."""
     import zstandard
 
-    cache = _DECOMPRESSORS.__dict__.setdefault("by_id", {})   # per thread: a ZstdDecompressor is not thread-safe
+    cache = _DECOMPRESSORS.__dict__.setdefault("by_id", {})  # per thread: a ZstdDecompressor is not thread-safe
     d = cache.get(meta[_ZSTD_ID])
     if d is None:
-        d = cache[meta[_ZSTD_ID]] = zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(meta[_ZSTD_DICT]))
+        d = cache[meta[_ZSTD_ID]] = zstandard.ZstdDecompressor(
+            dict_data=zstandard.ZstdCompressionDict(meta[_ZSTD_DICT])
+        )
     arr = col.combine_chunks()
     n = len(arr)
     offsets = np.zeros(n + 1, np.int32)
     if n:
         bounds = np.frombuffer(arr.buffers()[1], np.int32, n + 1, arr.offset * 4)
-        rows = np.flatnonzero(np.diff(bounds) > 0)   # null rows have no frame (an empty string has one)
+        rows = np.flatnonzero(np.diff(bounds) > 0)  # null rows have no frame (an empty string has one)
         if len(rows):
             segments = np.empty((len(rows), 2), np.uint64)
             segments[:, 0] = bounds[rows] - bounds[0]
             segments[:, 1] = bounds[rows + 1] - bounds[rows]
-            frames = zstandard.BufferWithSegments(memoryview(arr.buffers()[2])[bounds[0]:bounds[-1]], segments.tobytes())
+            frames = zstandard.BufferWithSegments(
+                memoryview(arr.buffers()[2])[bounds[0] : bounds[-1]], segments.tobytes()
+            )
             texts = [seg.tobytes() for seg in d.multi_decompress_to_buffer(frames)]
             sizes = np.zeros(n, np.int64)
             sizes[rows] = [len(t) for t in texts]
@@ -173,8 +216,9 @@ def _unzstd(col: pa.ChunkedArray, meta: dict[bytes, bytes]) -> pa.Array:
     valid = arr.buffers()[0] if arr.null_count else None
     if valid is not None and arr.offset:
         valid = pa.py_buffer(np.packbits(arr.is_valid().to_numpy(zero_copy_only=False), bitorder="little"))
-    return pa.Array.from_buffers(pa.string(), n, [valid, pa.py_buffer(offsets), pa.py_buffer(data)],
-                                 null_count=arr.null_count)
+    return pa.Array.from_buffers(
+        pa.string(), n, [valid, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=arr.null_count
+    )
 
 
 def decode(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -183,7 +227,7 @@ def decode(table: pa.Table, schema: pa.Schema) -> pa.Table:
     if not zipped:
         return table.cast(pa.schema([schema.field(c) for c in table.column_names]))
     rest = table.drop_columns(list(zipped))
-    rest = rest.cast(pa.schema([schema.field(c) for c in rest.column_names]))   # one cast for the other columns
+    rest = rest.cast(pa.schema([schema.field(c) for c in rest.column_names]))  # one cast for the other columns
     cols = [_unzstd(table.column(c), zipped[c]) if c in zipped else rest.column(c) for c in table.column_names]
     return pa.Table.from_arrays(cols, schema=pa.schema([schema.field(c) for c in table.column_names]))
 
@@ -194,18 +238,36 @@ def read_arrow(path: Path) -> tuple[pa.Table, pa.MemoryMappedFile]:
     return pa.ipc.open_file(mm).read_all(), mm
 
 
-def write_segment(folder: Path, *, kind: str, nodes: pa.Table, node_postings: PostingsArrays,
-                  names: pa.Table, adjacency: AdjacencyArrays, chunks: pa.Table,
-                  raw_doc_chunk: np.ndarray, raw_postings: PostingsArrays, messages: pa.Table, msg_keys: pa.Array,
-                  msg_ptr: np.ndarray, msg_hash: np.ndarray, removed_slots: np.ndarray,
-                  removed_chunks: list[str], removed_msgs: list[str], meta: dict) -> None:
+def write_segment(
+    folder: Path,
+    *,
+    kind: str,
+    nodes: pa.Table,
+    node_postings: PostingsArrays,
+    names: pa.Table,
+    adjacency: AdjacencyArrays,
+    chunks: pa.Table,
+    raw_doc_chunk: np.ndarray,
+    raw_postings: PostingsArrays,
+    messages: pa.Table,
+    msg_keys: pa.Array,
+    msg_ptr: np.ndarray,
+    msg_hash: np.ndarray,
+    removed_slots: np.ndarray,
+    removed_chunks: list[str],
+    removed_msgs: list[str],
+    meta: dict,
+) -> None:
     """Write one segment's files into `folder` (created; fsynced, the caller renames it into place)."""
     folder.mkdir(parents=True)
     keys = SortedKeys.write(folder / "nodes.keys.npy", nodes.column("id"))
     ids = nodes.column("id")
-    if len(nodes) and pc.max(pc.binary_length(ids)).as_py() <= keys.dtype.itemsize \
-            and not pc.any(pc.match_substring(ids, "\x00")).as_py():
-        nodes = nodes.drop_columns(["id"])   # the prefixes are the ids, whole
+    if (
+        len(nodes)
+        and pc.max(pc.binary_length(ids)).as_py() <= keys.dtype.itemsize
+        and not pc.any(pc.match_substring(ids, "\x00")).as_py()
+    ):
+        nodes = nodes.drop_columns(["id"])  # the prefixes are the ids, whole
     write_arrow(folder / "nodes.arrow", compact(nodes))
     write_postings(folder, "node", node_postings)
     write_arrow(folder / "names.arrow", names)
@@ -223,8 +285,7 @@ def write_segment(folder: Path, *, kind: str, nodes: pa.Table, node_postings: Po
     np.save(folder / "removed_slots.npy", removed_slots.astype(np.int32))
     write_arrow(folder / "removed_chunks.arrow", pa.table({"key": pa.array(sorted(removed_chunks), pa.string())}))
     write_arrow(folder / "removed_msgs.arrow", pa.table({"key": pa.array(sorted(removed_msgs), pa.string())}))
-    (folder / "meta.json").write_text(json.dumps({"kind": kind, **meta}, sort_keys=True, ensure_ascii=False),
-                                      "utf-8")
+    (folder / "meta.json").write_text(json.dumps({"kind": kind, **meta}, sort_keys=True, ensure_ascii=False), "utf-8")
     fsync_tree(folder)
 
 
@@ -258,7 +319,7 @@ class Segment:
         self.node_postings = Postings(folder, "node")
         self.names = self._arrow("names.arrow")
         self.name_keys = SortedKeys.open(folder / "names.keys.npy", self.names.column("name"))
-        try:   # a damaged graph drops stage C only (seed 004 §18): the error is raised when the graph is asked for
+        try:  # a damaged graph drops stage C only (seed 004 §18): the error is raised when the graph is asked for
             self.adjacency: Adjacency | None = Adjacency(folder)
             self.adjacency_error: Exception | None = None
         except Exception as e:  # noqa: BLE001
@@ -308,7 +369,7 @@ class Segment:
     def node_rows(self, rows: np.ndarray, columns: Sequence[str]) -> pa.Table:
         """Node rows `rows` (`columns` of SEG_NODES, "id" included), in the declared types."""
         stored = [c for c in columns if c != "id" or self._node_id_col is not None]
-        if not stored:   # only ids (a table of no columns has no rows)
+        if not stored:  # only ids (a table of no columns has no rows)
             return pa.Table.from_arrays([self.node_id_array(rows)] * len(columns), names=list(columns))
         part = decode(self.nodes.select(stored).take(arrow_indices(rows)), SEG_NODES)
         if "id" in columns and "id" not in stored:

@@ -1,6 +1,7 @@
 """One segment of a tenant's recall index (recall.index_build) from prepared frames: the nodes' FTS documents and
 MMR tokens, BM25 postings of nodes and raw passages, entity names, CSR neighbour lists and message groups, written
 by recall.segment.write_segment."""
+
 from __future__ import annotations
 
 import time
@@ -25,7 +26,9 @@ def fts_settings() -> tuple[str, tuple[str, ...], Callable[..., str]]:
     return FTS_IGNORE, INACTIVE_STATUS, node_doc
 
 
-def node_docs(titles: list, texts: list, keywords: list, node_doc: Callable[..., str]) -> tuple[list[str], list[list[str] | None]]:
+def node_docs(
+    titles: list, texts: list, keywords: list, node_doc: Callable[..., str]
+) -> tuple[list[str], list[list[str] | None]]:
     """Each node's FTS document (recall.index.node_doc) and, for a node whose title or text holds Han, the search
     tokens MMR compares it by (search_tokens(title + " " + text)), from one segmentation: jieba segments the
     space-separated parts of a text holding Han one by one, so the document is those tokens followed by the
@@ -44,18 +47,20 @@ def node_docs(titles: list, texts: list, keywords: list, node_doc: Callable[...,
     return docs, mmr
 
 
-def docs_with_mmr(nodes: pl.DataFrame, given: pl.DataFrame | None,
-                  node_doc: Callable[[str | None, str | None, list[str] | None], str]) -> tuple[list[str], list[list[str] | None]]:
+def docs_with_mmr(
+    nodes: pl.DataFrame, given: pl.DataFrame | None, node_doc: Callable[[str | None, str | None, list[str] | None], str]
+) -> tuple[list[str], list[list[str] | None]]:
     """node_docs' documents and MMR tokens for `nodes` (id, title, text, keywords), taking the documents from `given`
     (id, doc: recall.index made them once for the whole build) where it has the node: a document holding Han is
     jieba_tokens(title + " " + text) followed by the keywords' tokens, so MMR's tokens are the document's tokens
     minus as many at the end as the keywords make (only the short keywords are segmented again)."""
     if given is None or nodes.height == 0:
         return node_docs(nodes["title"].to_list(), nodes["text"].to_list(), nodes["keywords"].to_list(), node_doc)
-    rows = nodes.select("id", "title", "text", "keywords").join(given.select("id", "doc"), on="id", how="left",
-                                                                  maintain_order="left")
+    rows = nodes.select("id", "title", "text", "keywords").join(
+        given.select("id", "doc"), on="id", how="left", maintain_order="left"
+    )
     docs, mmr = [], []
-    n_kw: dict[str, int] = {}   # keyword strings repeat (entity names): ~half of a lake's Han nodes share one
+    n_kw: dict[str, int] = {}  # keyword strings repeat (entity names): ~half of a lake's Han nodes share one
     for title, text, kw, doc in rows.select("title", "text", "keywords", "doc").iter_rows():
         if doc is None:
             (doc,), (tokens,) = node_docs([title], [text], [kw], node_doc)
@@ -63,7 +68,7 @@ def docs_with_mmr(nodes: pl.DataFrame, given: pl.DataFrame | None,
             words, joined = doc.split(), " ".join(kw or [])
             if joined not in n_kw:
                 n_kw[joined] = len(jieba_tokens(joined))
-            tokens = words[:len(words) - n_kw[joined]]
+            tokens = words[: len(words) - n_kw[joined]]
         else:
             tokens = None
         docs.append(doc)
@@ -71,10 +76,24 @@ def docs_with_mmr(nodes: pl.DataFrame, given: pl.DataFrame | None,
     return docs, mmr
 
 
-def build_segment(folder: Path, kind: str, nodes: pl.DataFrame, slot_of: pl.DataFrame, half: pl.DataFrame,
-             adj: pl.DataFrame, empty_slots: np.ndarray, chunks: pl.DataFrame, messages: pl.DataFrame,
-             msg: pl.DataFrame, removed_slots: np.ndarray, removed_chunks: list[str], removed_msgs: list[str],
-             edge_types: list[str], meta: dict, docs: Callable[[pl.DataFrame, str], pl.DataFrame] | None = None) -> dict:
+def build_segment(
+    folder: Path,
+    kind: str,
+    nodes: pl.DataFrame,
+    slot_of: pl.DataFrame,
+    half: pl.DataFrame,
+    adj: pl.DataFrame,
+    empty_slots: np.ndarray,
+    chunks: pl.DataFrame,
+    messages: pl.DataFrame,
+    msg: pl.DataFrame,
+    removed_slots: np.ndarray,
+    removed_chunks: list[str],
+    removed_msgs: list[str],
+    edge_types: list[str],
+    meta: dict,
+    docs: Callable[[pl.DataFrame, str], pl.DataFrame] | None = None,
+) -> dict:
     """Write one segment: `nodes` (with slots), the neighbour lists of `adj`'s nodes (+ empty lists), chunks,
     message groups, and what it removes. Returns counts and seconds per part."""
     ignore, _, node_doc = fts_settings()
@@ -89,16 +108,21 @@ def build_segment(folder: Path, kind: str, nodes: pl.DataFrame, slot_of: pl.Data
     node_postings, tokenize = build_postings(documents, ignore)
     timings["node_fts"] = time.perf_counter() - t
     t = time.perf_counter()
-    node_table = nodes.select("id", "slot", "hash", *NODE_ROW_COLS).with_columns(
-        pl.Series("mmr", mmr, dtype=pl.List(pl.Utf8))).to_arrow().cast(SEG_NODES)
+    node_table = (
+        nodes.select("id", "slot", "hash", *NODE_ROW_COLS)
+        .with_columns(pl.Series("mmr", mmr, dtype=pl.List(pl.Utf8)))
+        .to_arrow()
+        .cast(SEG_NODES)
+    )
     names = _names(nodes)
     adjacency = _adjacency(slot_of, half, adj, empty_slots, edge_types)
     passage = chunks["passage"].to_numpy().astype(bool) if chunks.height else np.zeros(0, bool)
     raw_doc_chunk = np.flatnonzero(passage).astype(np.int32)
     passages = chunks.filter(pl.col("passage")).select("id", "text")
-    if docs is not None and passages.height:   # the partitions' documents: jieba ran on them when the file came
-        passages = passages.join(docs(passages.select("id"), "raw").select("id", "doc"), on="id", how="left",
-                                 maintain_order="left")
+    if docs is not None and passages.height:  # the partitions' documents: jieba ran on them when the file came
+        passages = passages.join(
+            docs(passages.select("id"), "raw").select("id", "doc"), on="id", how="left", maintain_order="left"
+        )
     else:
         passages = passages.with_columns(pl.lit(None, pl.String).alias("doc"))
     raw_docs = [segment_for_fts(x or "") if d is None else d for x, d in passages.select("text", "doc").iter_rows()]
@@ -113,17 +137,35 @@ def build_segment(folder: Path, kind: str, nodes: pl.DataFrame, slot_of: pl.Data
     msg = counts.rename({"piece": "key"}).join(msg, on="key", how="left")
     msg_ptr = np.r_[0, np.cumsum(counts["len"].to_numpy())].astype(np.int64)
     write_segment(
-        folder, kind=kind, nodes=node_table, node_postings=node_postings, names=names,
-        adjacency=adjacency, chunks=chunks.select("id", "path", "sha256", "conv_id", "ts", "hash").to_arrow()
-        .cast(SEG_CHUNKS), raw_doc_chunk=raw_doc_chunk, raw_postings=raw_postings,
-        messages=messages.select("piece", "piece_offset", "piece_length", *MESSAGE_ROW_COLS).to_arrow()
+        folder,
+        kind=kind,
+        nodes=node_table,
+        node_postings=node_postings,
+        names=names,
+        adjacency=adjacency,
+        chunks=chunks.select("id", "path", "sha256", "conv_id", "ts", "hash").to_arrow().cast(SEG_CHUNKS),
+        raw_doc_chunk=raw_doc_chunk,
+        raw_postings=raw_postings,
+        messages=messages.select("piece", "piece_offset", "piece_length", *MESSAGE_ROW_COLS)
+        .to_arrow()
         .cast(SEG_MESSAGES),
-        msg_keys=pa.array(msg["key"].to_list(), pa.string()), msg_ptr=msg_ptr,
+        msg_keys=pa.array(msg["key"].to_list(), pa.string()),
+        msg_ptr=msg_ptr,
         msg_hash=msg["hash"].to_numpy().astype(np.uint64) if msg.height else np.zeros(0, np.uint64),
-        removed_slots=removed_slots, removed_chunks=removed_chunks, removed_msgs=removed_msgs,
-        meta={**meta, "tokenize": tokenize or raw_tokenize, "nodes": nodes.height, "adjacency_lists": len(adjacency.slot),
-              "half_edges": len(adjacency.nbr), "chunks": chunks.height, "message_pieces": messages.height,
-              "removed": {"slots": len(removed_slots), "chunks": len(removed_chunks), "msgs": len(removed_msgs)}})
+        removed_slots=removed_slots,
+        removed_chunks=removed_chunks,
+        removed_msgs=removed_msgs,
+        meta={
+            **meta,
+            "tokenize": tokenize or raw_tokenize,
+            "nodes": nodes.height,
+            "adjacency_lists": len(adjacency.slot),
+            "half_edges": len(adjacency.nbr),
+            "chunks": chunks.height,
+            "message_pieces": messages.height,
+            "removed": {"slots": len(removed_slots), "chunks": len(removed_chunks), "msgs": len(removed_msgs)},
+        },
+    )
     timings["write"] = time.perf_counter() - t
     return {"tokenize": tokenize or raw_tokenize, "seconds": {k: round(v, 3) for k, v in timings.items()}}
 
@@ -137,37 +179,59 @@ def _names(nodes: pl.DataFrame) -> pa.Table:
             if name:
                 pairs.add((name.lower(), slot))
     rows = sorted(pairs, key=lambda p: (p[0].encode("utf-8"), p[1]))
-    return pa.table({"name": pa.array([r[0] for r in rows], pa.string()),
-                     "slot": pa.array([r[1] for r in rows], pa.int32())})
+    return pa.table(
+        {"name": pa.array([r[0] for r in rows], pa.string()), "slot": pa.array([r[1] for r in rows], pa.int32())}
+    )
 
 
-def _adjacency(slot_of: pl.DataFrame, half: pl.DataFrame, adj: pl.DataFrame, empty_slots: np.ndarray,
-               edge_types: list[str]) -> AdjacencyArrays:
+def _adjacency(
+    slot_of: pl.DataFrame, half: pl.DataFrame, adj: pl.DataFrame, empty_slots: np.ndarray, edge_types: list[str]
+) -> AdjacencyArrays:
     """CSR lists of `adj`'s nodes from their half-edges, plus empty lists. A list is ordered by neighbour id, then
     out before in, then type name, then the half-edge's hash: the same order whichever segment writes it."""
     names = sorted(edge_types)
-    codes = pl.DataFrame({"type": edge_types, "tcode": np.arange(len(edge_types), dtype=np.int64),
-                          "trank": [names.index(t) for t in edge_types]},
-                         schema={"type": pl.Utf8, "tcode": pl.Int64, "trank": pl.Int64})
+    codes = pl.DataFrame(
+        {
+            "type": edge_types,
+            "tcode": np.arange(len(edge_types), dtype=np.int64),
+            "trank": [names.index(t) for t in edge_types],
+        },
+        schema={"type": pl.Utf8, "tcode": pl.Int64, "trank": pl.Int64},
+    )
     ids = slot_of.select("id", "slot")
-    h = (half.join(adj.select("node"), on="node", how="semi")
-         .join(ids.rename({"id": "node", "slot": "node_slot"}), on="node", how="left")
-         .join(ids.rename({"id": "nbr", "slot": "nbr_slot"}), on="nbr", how="left")
-         .join(codes, on="type", how="left")
-         .with_columns(pl.col("nbr").rank("dense").alias("nbr_rank"))   # byte order of the neighbours' ids
-         .sort(["node_slot", "nbr_rank", "dir", "trank", "h"]))
-    lists = (adj.join(ids.rename({"id": "node"}), on="node", how="left")
-             .select(pl.col("slot").alias("node_slot"), "hash"))
+    h = (
+        half.join(adj.select("node"), on="node", how="semi")
+        .join(ids.rename({"id": "node", "slot": "node_slot"}), on="node", how="left")
+        .join(ids.rename({"id": "nbr", "slot": "nbr_slot"}), on="nbr", how="left")
+        .join(codes, on="type", how="left")
+        .with_columns(pl.col("nbr").rank("dense").alias("nbr_rank"))  # byte order of the neighbours' ids
+        .sort(["node_slot", "nbr_rank", "dir", "trank", "h"])
+    )
+    lists = adj.join(ids.rename({"id": "node"}), on="node", how="left").select(
+        pl.col("slot").alias("node_slot"), "hash"
+    )
     if len(empty_slots):
-        lists = pl.concat([lists, pl.DataFrame({"node_slot": empty_slots.astype(np.int64),
-                                                "hash": np.zeros(len(empty_slots), np.uint64)})])
+        lists = pl.concat(
+            [
+                lists,
+                pl.DataFrame(
+                    {"node_slot": empty_slots.astype(np.int64), "hash": np.zeros(len(empty_slots), np.uint64)}
+                ),
+            ]
+        )
     lists = lists.sort("node_slot")
     counts = h.group_by("node_slot").len()
-    lists = lists.join(counts, on="node_slot", how="left", maintain_order="left").with_columns(pl.col("len").fill_null(0))
+    lists = lists.join(counts, on="node_slot", how="left", maintain_order="left").with_columns(
+        pl.col("len").fill_null(0)
+    )
     ptr = np.r_[0, np.cumsum(lists["len"].to_numpy())].astype(np.int64)
     return AdjacencyArrays(
-        slot=lists["node_slot"].to_numpy().astype(np.int32), ptr=ptr,
+        slot=lists["node_slot"].to_numpy().astype(np.int32),
+        ptr=ptr,
         nbr=h["nbr_slot"].to_numpy().astype(np.int32) if h.height else np.zeros(0, np.int32),
-        code=(h["tcode"].to_numpy() * 2 + h["dir"].to_numpy()).astype(np.uint16) if h.height else np.zeros(0, np.uint16),
+        code=(h["tcode"].to_numpy() * 2 + h["dir"].to_numpy()).astype(np.uint16)
+        if h.height
+        else np.zeros(0, np.uint16),
         w=h["weight"].to_numpy().astype(np.float64) if h.height else np.zeros(0, np.float64),
-        hash=lists["hash"].to_numpy().astype(np.uint64))
+        hash=lists["hash"].to_numpy().astype(np.uint64),
+    )

@@ -7,6 +7,7 @@ when some key is longer than `width` (rare: the width is the longest key's, capp
 candidates sharing a prefix are checked against the full strings, which the caller passes in (an Arrow
 column of the same rows).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -16,11 +17,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-MAX_WIDTH = 64   # bytes of a key kept in the prefix array; longer keys are told apart by their full string
+MAX_WIDTH = 64  # bytes of a key kept in the prefix array; longer keys are told apart by their full string
 
 
-_NUMPY = {pa.int32(): np.int32, pa.int64(): np.int64, pa.uint64(): np.uint64, pa.float64(): np.float64,
-          pa.uint16(): np.uint16}
+_NUMPY = {
+    pa.int32(): np.int32,
+    pa.int64(): np.int64,
+    pa.uint64(): np.uint64,
+    pa.float64(): np.float64,
+    pa.uint16(): np.uint16,
+}
 
 
 def _dtype(t: pa.DataType) -> np.dtype:
@@ -33,8 +39,11 @@ def arrow_numpy(col: pa.Array | pa.ChunkedArray, null: float | None = None) -> n
     when it is installed: 0.5 s of a cold recall process."""
     if isinstance(col, pa.ChunkedArray):
         if col.num_chunks != 1:
-            return np.concatenate([arrow_numpy(c, null) for c in col.chunks]) if col.num_chunks \
+            return (
+                np.concatenate([arrow_numpy(c, null) for c in col.chunks])
+                if col.num_chunks
                 else np.zeros(0, _dtype(col.type))
+            )
         col = col.chunk(0)
     dt = _dtype(col.type)
     if len(col) == 0:
@@ -45,7 +54,7 @@ def arrow_numpy(col: pa.Array | pa.ChunkedArray, null: float | None = None) -> n
             raise ValueError("arrow_numpy: the column has nulls and no value for them")
         bits = np.unpackbits(np.frombuffer(col.buffers()[0], np.uint8), bitorder="little")
         values = values.copy()
-        values[bits[col.offset:col.offset + len(col)] == 0] = null
+        values[bits[col.offset : col.offset + len(col)] == 0] = null
     return values
 
 
@@ -109,7 +118,7 @@ class SortedKeys:
     def __init__(self, prefixes: np.ndarray, full: pa.Array | pa.ChunkedArray | None = None) -> None:
         self.prefixes = prefixes
         self.width = prefixes.dtype.itemsize
-        self.full = full          # the full strings, needed only when some key is longer than width
+        self.full = full  # the full strings, needed only when some key is longer than width
         self._truncated: bool | None = None
 
     @classmethod
@@ -131,13 +140,14 @@ class SortedKeys:
     def truncated(self) -> bool:
         """True when some key is longer than the prefix width (then full strings settle ties)."""
         if self._truncated is None:
-            self._truncated = bool(self.full is not None and len(self.full)
-                                   and pc.max(pc.binary_length(self.full)).as_py() > self.width)
+            self._truncated = bool(
+                self.full is not None and len(self.full) and pc.max(pc.binary_length(self.full)).as_py() > self.width
+            )
         return self._truncated
 
     def _encode(self, keys: Sequence[str]) -> tuple[np.ndarray, list[bytes]]:
         raw = [k.encode("utf-8") for k in keys]
-        return np.array([b[:self.width] for b in raw], dtype=f"S{self.width}"), raw
+        return np.array([b[: self.width] for b in raw], dtype=f"S{self.width}"), raw
 
     def ranges(self, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """(lo, hi) arrays: rows [lo, hi) hold each key (an empty range when absent)."""
@@ -150,10 +160,10 @@ class SortedKeys:
         hi = np.searchsorted(self.prefixes, q, side="right")
         if not self.truncated:
             longer = np.fromiter((len(b) > self.width for b in raw), bool, n)
-            hi[longer] = lo[longer]   # no stored key is that long
+            hi[longer] = lo[longer]  # no stored key is that long
         else:
             # a prefix of `width` bytes may be shared by several keys: the full strings decide
-            assert self.full is not None   # truncated only when the full strings are there
+            assert self.full is not None  # truncated only when the full strings are there
             for i in np.nonzero((hi > lo) & (np.fromiter((len(b) >= self.width for b in raw), bool, n)))[0].tolist():
                 hits = [j for j in range(int(lo[i]), int(hi[i])) if self.full[j].as_py() == keys[i]]
                 lo[i], hi[i] = (hits[0], hits[-1] + 1) if hits else (lo[i], lo[i])

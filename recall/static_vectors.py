@@ -16,6 +16,7 @@ table_dir(): nothing is distilled or downloaded at recall or index-build time. E
 sha256 of the weights it was distilled from, and a sidecar `<name>.sha256` the file's own sha256; load_table
 refuses a file whose bytes or source differ (TableError) and names a missing one (TableMissing).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -38,7 +39,7 @@ DIMS = 256
 # the columns a vector keeps: the tables' first principal axes (PCA-ordered, so a prefix is a smaller PCA)
 VECTOR_DIMS = 128
 MINILM, E5 = "minilm-static", "e5-static"
-SPACES = (MINILM, E5)   # a row's space is its table's index here
+SPACES = (MINILM, E5)  # a row's space is its table's index here
 TABLES_ENV = "MEMCTL_VECTOR_TABLES"
 # version of the distillation recipe: a change of vocabulary, dims or weighting is a new version, and a table of
 # another version is refused (distil again)
@@ -101,10 +102,11 @@ def pinned_source(name: str) -> Path:
 @dataclass(frozen=True)
 class StaticTable:
     """One distilled table: rows (N × DIMS float32) and what maps a text to row ids."""
+
     name: str
     table: np.ndarray
-    tokens: tuple[str, ...]   # e5-static: the dictionary entries, row i = tokens[i]
-    tokenizer: str            # minilm-static: tokenizer.json (rows = WordPiece ids)
+    tokens: tuple[str, ...]  # e5-static: the dictionary entries, row i = tokens[i]
+    tokenizer: str  # minilm-static: tokenizer.json (rows = WordPiece ids)
     source_sha256: str
 
     def table_sha256(self) -> str:
@@ -120,8 +122,14 @@ def write_table(t: StaticTable, folder: Path | None = None) -> Path:
     path = table_path(t.name, folder)
     path.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
-    np.savez(buf, table=t.table, tokens=np.asarray(t.tokens, dtype=str), tokenizer=np.asarray(t.tokenizer),
-             source_sha256=np.asarray(t.source_sha256), recipe=np.asarray(RECIPE[t.name]))
+    np.savez(
+        buf,
+        table=t.table,
+        tokens=np.asarray(t.tokens, dtype=str),
+        tokenizer=np.asarray(t.tokenizer),
+        source_sha256=np.asarray(t.source_sha256),
+        recipe=np.asarray(RECIPE[t.name]),
+    )
     data = buf.getvalue()
     for target, body in ((path, data), (path.with_suffix(".sha256"), hashlib.sha256(data).hexdigest().encode())):
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=path.parent)
@@ -149,7 +157,7 @@ def read_table(name: str, folder: Path | None = None) -> StaticTable:
 
 
 def table_state() -> str:
-    """"ok" when both tables load, else why not (the message of the first failure)."""
+    """ "ok" when both tables load, else why not (the message of the first failure)."""
     try:
         load_static()
     except (TableMissing, TableError) as e:
@@ -182,9 +190,9 @@ class StaticEmbedder:
         zh = np.flatnonzero(spaces == 1).tolist()
         if len(en):
             encs = self.wordpiece.encode_batch([texts[i] for i in en], add_special_tokens=False)
-            out[en] = _mean_rows(self.minilm.table[:, :self.dim], [e.ids for e in encs])
+            out[en] = _mean_rows(self.minilm.table[:, : self.dim], [e.ids for e in encs])
         if len(zh):
-            out[zh] = _mean_rows(self.e5.table[:, :self.dim], [self._e5_ids(texts[i]) for i in zh])
+            out[zh] = _mean_rows(self.e5.table[:, : self.dim], [self._e5_ids(texts[i]) for i in zh])
         return out, spaces
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
@@ -236,6 +244,7 @@ def static_embedder(texts: Sequence[str]) -> np.ndarray:
 def describe() -> dict[str, Any]:
     """Name, rows and hashes of each table (for logs and metadata); raises like load_static."""
     emb = load_static()
-    return {t.name: {"rows": int(t.table.shape[0]), "dims": int(t.table.shape[1]),
-                     "source_sha256": t.source_sha256[:12]} for t in (emb.minilm, emb.e5)}
-
+    return {
+        t.name: {"rows": int(t.table.shape[0]), "dims": int(t.table.shape[1]), "source_sha256": t.source_sha256[:12]}
+        for t in (emb.minilm, emb.e5)
+    }

@@ -5,6 +5,7 @@ node, edge, chunk or message of another tenant can come back. Recall's hot path 
 own per-tenant index instead (recall.tenant_index: one folder per tenant, so an expansion
 can only walk the tenant's own nodes); the read API and `memctl sql` read DuckDB.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -25,8 +26,10 @@ T = TypeVar("T")
 
 # Known extensions must never be fetched from the network (there is none here):
 # the fts extension is loaded from the duckdb-ext-fts wheel's file instead.
-DUCKDB_CONFIG: dict[str, str | bool | int | float | list[str]] = {"autoinstall_known_extensions": False,
-                                                                  "autoload_known_extensions": False}
+DUCKDB_CONFIG: dict[str, str | bool | int | float | list[str]] = {
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+}
 
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")
 
@@ -124,7 +127,7 @@ class TenantInfo:
     slug: str
     n_nodes: int
     n_chunks: int
-    newest: datetime | None   # newest node time: recency is measured from here, not the wall clock
+    newest: datetime | None  # newest node time: recency is measured from here, not the wall clock
 
 
 class TenantReader:
@@ -141,8 +144,17 @@ class TenantReader:
         self.tenant = tenant
         self._lock = threading.Lock()
 
-    def select(self, table: str, columns: str, where: str = "TRUE", params: Sequence[Any] = (), *,
-               column_params: Sequence[Any] = (), order: str = "", limit: int | None = None) -> list[tuple]:
+    def select(
+        self,
+        table: str,
+        columns: str,
+        where: str = "TRUE",
+        params: Sequence[Any] = (),
+        *,
+        column_params: Sequence[Any] = (),
+        order: str = "",
+        limit: int | None = None,
+    ) -> list[tuple]:
         """Rows of `table` for this tenant: SELECT columns FROM table WHERE tenant = ? AND (where)."""
         if not _IDENT.match(table):
             raise ValueError(f"bad table name {table!r}")
@@ -155,8 +167,9 @@ class TenantReader:
         with self._lock:
             return self.con.execute(sql, [*column_params, self.tenant, *params]).fetchall()
 
-    def scoped(self, body: str, params: Sequence[Any] = (), *,
-               tables: Sequence[str] = ("nodes", "edges")) -> list[tuple]:
+    def scoped(
+        self, body: str, params: Sequence[Any] = (), *, tables: Sequence[str] = ("nodes", "edges")
+    ) -> list[tuple]:
         """Rows of `body`, a SELECT in which each name of `tables` means this tenant's rows of that table.
 
         The statement run is `WITH t AS (SELECT * FROM t WHERE tenant = ?), … body`: the
@@ -170,9 +183,9 @@ class TenantReader:
         ctes = ", ".join(f"{t} AS (SELECT * FROM {t} WHERE tenant = ?)" for t in tables)
         body = body.strip()
         head = re.match(r"(?i)with\s+", body)
-        if head and re.match(r"(?i)recursive\b", body[head.end():]):
+        if head and re.match(r"(?i)recursive\b", body[head.end() :]):
             raise ValueError("scoped() does not take WITH RECURSIVE")
-        sql = f"WITH {ctes}, {body[head.end():]}" if head else f"WITH {ctes} {body}"
+        sql = f"WITH {ctes}, {body[head.end() :]}" if head else f"WITH {ctes} {body}"
         with self._lock:
             return self.con.execute(sql, [*([self.tenant] * len(tables)), *params]).fetchall()
 
@@ -227,8 +240,25 @@ class TenantReader:
         """Node rows by id (only this tenant's; unknown ids are absent)."""
         if not ids:
             return {}
-        cols = ["id", "type", "subtype", "title", "text", "time_start", "time_end", "first_seen", "last_seen",
-                "raw_refs", "conv_id", "msg_id", "speaker", "status", "importance", "frequency", "sentiment"]
+        cols = [
+            "id",
+            "type",
+            "subtype",
+            "title",
+            "text",
+            "time_start",
+            "time_end",
+            "first_seen",
+            "last_seen",
+            "raw_refs",
+            "conv_id",
+            "msg_id",
+            "speaker",
+            "status",
+            "importance",
+            "frequency",
+            "sentiment",
+        ]
         rows = self.select("nodes", ", ".join(cols), f"id IN (SELECT {IDS})", [id_param(ids)])
         return {r[0]: dict(zip(cols, r)) for r in rows}
 
@@ -246,12 +276,15 @@ class TenantReader:
             return []
         cols = ["conv_id", "msg_id", "seq", "speaker", "ts", "text", "raw_id", "offset", "length", "raw_refs"]
         rows = self.select(
-            "messages", ", ".join(f'"{c}"' for c in cols),
+            "messages",
+            ", ".join(f'"{c}"' for c in cols),
             # a message split over chunks is found by its other pieces too; the length test first keeps the
             # list lambda off the (many) one-piece messages
             f"raw_id IN (SELECT {IDS}) OR (len(raw_refs) > 1 AND "
             "list_has_any(string_split(?, chr(31)), list_transform(raw_refs, lambda r: r.raw_id)))",
-            [id_param(raw_ids), id_param(raw_ids)], order="conv_id, seq")
+            [id_param(raw_ids), id_param(raw_ids)],
+            order="conv_id, seq",
+        )
         return [dict(zip(cols, r)) for r in rows]
 
 
@@ -272,7 +305,7 @@ class FileCache:
         with self._lock:
             hit = self._items.get(path)
             if hit and hit[:2] == (st.st_ino, st.st_mtime_ns):
-                return cast(T, hit[2])   # what `load` made of this path (each path has one loader)
+                return cast(T, hit[2])  # what `load` made of this path (each path has one loader)
         obj = load(path)
         with self._lock:
             self._items[path] = (st.st_ino, st.st_mtime_ns, obj)
@@ -295,9 +328,13 @@ def tenant_sql(lake: Lake, tenant: str) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(":memory:", config=DUCKDB_CONFIG)
     con.execute(f"ATTACH '{_sql_str(str(path))}' AS src (READ_ONLY)")
     slugs = {r[0] for r in con.execute("SELECT slug FROM src.main.tenants").fetchall()}
-    tables = [r[0] for r in con.execute(
-        "SELECT DISTINCT table_name FROM duckdb_columns() WHERE database_name = 'src' AND schema_name = 'main' "
-        "AND column_name = 'tenant' ORDER BY 1").fetchall()]
+    tables = [
+        r[0]
+        for r in con.execute(
+            "SELECT DISTINCT table_name FROM duckdb_columns() WHERE database_name = 'src' AND schema_name = 'main' "
+            "AND column_name = 'tenant' ORDER BY 1"
+        ).fetchall()
+    ]
     for table in tables:
         # per-tenant FTS document tables (…_<slug>) are the index's internals, not the lake's tables
         if not _IDENT.match(table) or any(table.endswith("_" + slug) for slug in slugs):

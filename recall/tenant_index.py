@@ -17,6 +17,7 @@ What is live across segments: a node row is current when its slot's newest owner
 and message groups are current unless a newer segment re-states or removes their key. BM25 counts
 only live documents (recall.postings), so base + deltas answer exactly like a fresh base.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,10 +38,27 @@ from recall.segment import SEG_CHUNKS, SEG_MESSAGES, Segment
 from recall.sorted_keys import arrow_indices, arrow_numpy
 from recall.store import FileCache, IndexNotBuilt, TenantInfo, tenant_slug
 
-FORMAT = 4   # a version of another format is rebuilt (2: multiset group hashes; 3: MMR tokens of nodes;
-             # 4: compact Arrow rows, node ids only in the keys, narrow CSR and postings arrays)
-NODE_COLUMNS = ("id", "type", "subtype", "title", "text", "time_start", "time_end", "first_seen", "last_seen",
-                "raw_refs", "conv_id", "msg_id", "speaker", "status", "importance", "frequency", "sentiment")
+FORMAT = 4  # a version of another format is rebuilt (2: multiset group hashes; 3: MMR tokens of nodes;
+# 4: compact Arrow rows, node ids only in the keys, narrow CSR and postings arrays)
+NODE_COLUMNS = (
+    "id",
+    "type",
+    "subtype",
+    "title",
+    "text",
+    "time_start",
+    "time_end",
+    "first_seen",
+    "last_seen",
+    "raw_refs",
+    "conv_id",
+    "msg_id",
+    "speaker",
+    "status",
+    "importance",
+    "frequency",
+    "sentiment",
+)
 
 
 def recall_dir(index_dir: Path) -> Path:
@@ -70,8 +88,10 @@ class Version:
         if manifest.get("tenant") != tenant:
             raise ValueError(f"{folder} holds the index of another tenant")
         if manifest.get("format") != FORMAT:
-            raise IndexNotBuilt(f"{folder} holds a recall index of format {manifest.get('format')}, this code reads "
-                                f"{FORMAT}: rebuild it (recall.index.build_indexes)")
+            raise IndexNotBuilt(
+                f"{folder} holds a recall index of format {manifest.get('format')}, this code reads "
+                f"{FORMAT}: rebuild it (recall.index.build_indexes)"
+            )
         self.folder = folder
         self.manifest = manifest
         self.tenant = tenant
@@ -108,7 +128,7 @@ class Version:
 
     def chunk_live(self, s: int) -> np.ndarray | None:
         """Which chunk rows of segment s are current (None: all): newer segments neither re-state nor remove them."""
-        newer = self.segments[s + 1:]
+        newer = self.segments[s + 1 :]
         if not newer:
             return None
         seg = self.segments[s]
@@ -176,7 +196,7 @@ class Version:
         for s, pos, rows in self.rows_of(np.asarray(slots, dtype=np.int64)):
             for p, name in zip(pos.tolist(), self.segments[s].node_ids(rows)):
                 out[p] = name
-        return out   # type: ignore[return-value]
+        return out  # type: ignore[return-value]
 
     def graph(self) -> CsrGraph:
         with self._lock:
@@ -189,15 +209,21 @@ class Version:
             if seg.adjacency_error is not None:
                 raise seg.adjacency_error
         if self.single:
-            first_seen = self.segments[0].node_first_seen   # slot = row in a base: the mapped column as it is
+            first_seen = self.segments[0].node_first_seen  # slot = row in a base: the mapped column as it is
         else:
             first_seen = np.full(self.n_slots, NO_TIME, np.int64)
             for s, seg in enumerate(self.segments):
                 live = self.owner_seg[seg.node_slot] == s
                 first_seen[seg.node_slot[live]] = seg.node_first_seen[live]
-        return CsrGraph([seg.require_adjacency() for seg in self.segments], self.n_slots,
-                        [seg.removed_slots for seg in self.segments], first_seen, self.ids_of_slots, self.slots_of,
-                        self.edge_types)
+        return CsrGraph(
+            [seg.require_adjacency() for seg in self.segments],
+            self.n_slots,
+            [seg.removed_slots for seg in self.segments],
+            first_seen,
+            self.ids_of_slots,
+            self.slots_of,
+            self.edge_types,
+        )
 
 
 _VERSIONS = FileCache()
@@ -214,7 +240,7 @@ def open_version(index_dir: Path, tenant: str) -> Version | None:
         try:
             return _VERSIONS.get(folder / "CURRENT", lambda _: _load(folder, tenant))
         except FileNotFoundError:
-            if attempt == 2:   # a writer removed the version between our reads, three times over
+            if attempt == 2:  # a writer removed the version between our reads, three times over
                 raise
     return None
 
@@ -247,16 +273,20 @@ class TenantIndex:
         """(node id, BM25) best first over the node documents (equal scores to 9 decimals by id)."""
         n, avgdl = self.v.stats("node")
         segs = self.v.segments
-        return bm25(self.v.node_parts(), n, avgdl, self._terms(query),
-                    lambda s, rows: segs[s].node_ids(rows), limit)
+        return bm25(self.v.node_parts(), n, avgdl, self._terms(query), lambda s, rows: segs[s].node_ids(rows), limit)
 
     def raw_bm25(self, info: TenantInfo, query: str, limit: int) -> list[tuple[str, float]]:
         """(raw_id, BM25) best first over the text passages."""
         n, avgdl = self.v.stats("raw")
         segs = self.v.segments
-        return bm25(self.v.raw_parts(), n, avgdl, self._terms(query),
-                    lambda s, rows: segs[s].chunks.column("id").take(arrow_indices(segs[s].raw_doc_chunk[rows]))
-                    .to_pylist(), limit)
+        return bm25(
+            self.v.raw_parts(),
+            n,
+            avgdl,
+            self._terms(query),
+            lambda s, rows: segs[s].chunks.column("id").take(arrow_indices(segs[s].raw_doc_chunk[rows])).to_pylist(),
+            limit,
+        )
 
     def nodes(self, ids: Sequence[str], columns: Sequence[str] = NODE_COLUMNS) -> dict[str, dict]:
         """Node rows by id (unknown or removed ids are absent)."""
@@ -308,8 +338,9 @@ class TenantIndex:
             rows = seg.chunk_keys.find(todo)
             hit = rows >= 0
             if hit.any():
-                out.update(_dicts(seg.rows(seg.chunks, SEG_CHUNKS, rows[hit], ("id", "path", "sha256", "conv_id", "ts")),
-                                  "id"))
+                out.update(
+                    _dicts(seg.rows(seg.chunks, SEG_CHUNKS, rows[hit], ("id", "path", "sha256", "conv_id", "ts")), "id")
+                )
             todo = [k for k, h in zip(todo, hit.tolist()) if not h and k not in seg.removed_chunks]
         return out
 
@@ -335,8 +366,17 @@ class TenantIndex:
             if key not in seen:
                 seen.add(key)
                 out.append(m)
-        out.sort(key=lambda m: (m["conv_id"] is None, m["conv_id"] or "", m["seq"] is None, m["seq"] or 0,
-                                m["msg_id"] or "", m["raw_id"] or "", m["offset"] or 0))
+        out.sort(
+            key=lambda m: (
+                m["conv_id"] is None,
+                m["conv_id"] or "",
+                m["seq"] is None,
+                m["seq"] or 0,
+                m["msg_id"] or "",
+                m["raw_id"] or "",
+                m["offset"] or 0,
+            )
+        )
         return out
 
     def message_pieces(self, raw_ids: Sequence[str]) -> dict[str, list[dict]]:
@@ -351,11 +391,13 @@ class TenantIndex:
             js = seg.msg_keys.find(todo)
             spans = [(k, int(seg.msg_ptr[j]), int(seg.msg_ptr[j + 1])) for k, j in zip(todo, js.tolist()) if j >= 0]
             if spans:
-                rows = _dicts(seg.rows(seg.messages, SEG_MESSAGES, np.concatenate([np.arange(a, z) for _, a, z in spans]),
-                                       cols), None)
+                rows = _dicts(
+                    seg.rows(seg.messages, SEG_MESSAGES, np.concatenate([np.arange(a, z) for _, a, z in spans]), cols),
+                    None,
+                )
                 i = 0
                 for key, a, z in spans:
-                    group = rows[i:i + z - a]
+                    group = rows[i : i + z - a]
                     i += z - a
                     for m in group:
                         m["piece"] = RawRef(m.pop("piece"), m.pop("piece_offset"), m.pop("piece_length"))
@@ -378,14 +420,21 @@ class TenantIndex:
         adjacency = {}
         for slot, node_id in zip(live_slots.tolist(), ids):
             nbr, code, w = g.incident(slot)
-            adjacency[node_id] = [(name, g.type_of(c), c & 1, x)
-                                  for name, c, x in zip(g.ids(nbr), code.tolist(), w.tolist())]
+            adjacency[node_id] = [
+                (name, g.type_of(c), c & 1, x) for name, c, x in zip(g.ids(nbr), code.tolist(), w.tolist())
+            ]
         chunk_ids = sorted({k for seg in v.segments for k in seg.chunks.column("id").to_pylist()})
         pieces = sorted({k for seg in v.segments for k in seg.msg_key_strings.to_pylist()})
-        return {"info": self.info(), "nodes": {i: tuple(rows[i][c] for c in cols) for i in sorted(ids)},
-                "adjacency": adjacency, "degree": dict(zip(ids, g.degree(live_slots).tolist())),
-                "chunks": self.chunks(chunk_ids), "messages": {k: m for k in pieces if (m := self.messages_in([k]))},
-                "node_stats": v.stats("node"), "raw_stats": v.stats("raw")}
+        return {
+            "info": self.info(),
+            "nodes": {i: tuple(rows[i][c] for c in cols) for i in sorted(ids)},
+            "adjacency": adjacency,
+            "degree": dict(zip(ids, g.degree(live_slots).tolist())),
+            "chunks": self.chunks(chunk_ids),
+            "messages": {k: m for k in pieces if (m := self.messages_in([k]))},
+            "node_stats": v.stats("node"),
+            "raw_stats": v.stats("raw"),
+        }
 
 
 def _dicts(part: pa.Table, key: str | None) -> Any:

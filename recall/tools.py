@@ -6,6 +6,7 @@ never chosen by the model. Arguments are validated against the same JSON Schema 
 model sees; a bad call returns {"error": {"code", "message"}} instead of raising, so
 the agent can read what was wrong and retry.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,25 +40,48 @@ SEARCH_MEMORIES: Mapping[str, Any] = {
     "function": {
         "name": "search_memories",
         "description": "搜索相关记忆，用于回答问题或回忆往事。Search the user's long-term memory (what was said, "
-                       "by whom, when) to answer a question or recall the past; every result cites the original line.",
+        "by whom, when) to answer a question or recall the past; every result cites the original line.",
         "parameters": {
             "type": "object",
             "properties": {
-                "query": {"type": "string", "minLength": 1,
-                          "description": "搜索查询，可以是问题或关键词。A question or keywords, e.g. '我什么时候吃过饭?'"},
-                "memory_types": {"type": "array", "items": {"enum": sorted(MEMORY_TYPES)}, "uniqueItems": True,
-                                 "description": "限定搜索的记忆类型 / limit to these kinds of memory"},
-                "time_range": {"type": "object", "additionalProperties": False,
-                               "properties": {"start": _DATE, "end": _DATE},
-                               "description": "时间范围过滤 / only memories within this time (either end open; a "
-                                              "date-only end includes that whole day)"},
+                "query": {
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "搜索查询，可以是问题或关键词。A question or keywords, e.g. '我什么时候吃过饭?'",
+                },
+                "memory_types": {
+                    "type": "array",
+                    "items": {"enum": sorted(MEMORY_TYPES)},
+                    "uniqueItems": True,
+                    "description": "限定搜索的记忆类型 / limit to these kinds of memory",
+                },
+                "time_range": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {"start": _DATE, "end": _DATE},
+                    "description": "时间范围过滤 / only memories within this time (either end open; a "
+                    "date-only end includes that whole day)",
+                },
                 "as_of": {**_DATE, "description": "only what was known on this date (a date-only value: by its end)"},
-                "max_results": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10,
-                                "description": "最多返回多少条记忆 / at most this many results"},
-                "expand_depth": {"type": "integer", "minimum": 0, "maximum": 2, "default": 1,
-                                 "description": "关联扩展深度：0=仅直接匹配，1=扩展1跳，2=扩展2跳 / graph hops"},
-                "budget_tokens": {"type": "integer", "minimum": 1,
-                                  "description": "fit the results and their citations into this many tokens"},
+                "max_results": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 50,
+                    "default": 10,
+                    "description": "最多返回多少条记忆 / at most this many results",
+                },
+                "expand_depth": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "maximum": 2,
+                    "default": 1,
+                    "description": "关联扩展深度：0=仅直接匹配，1=扩展1跳，2=扩展2跳 / graph hops",
+                },
+                "budget_tokens": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "fit the results and their citations into this many tokens",
+                },
             },
             "required": ["query"],
             "additionalProperties": False,
@@ -122,13 +146,14 @@ def parse_arguments(arguments: Mapping[str, Any] | str) -> dict[str, Any]:
     }
 
 
-def search_memories(arguments: Mapping[str, Any] | str, *, tenant: str, lake: Lake | None = None,
-                    log: bool = True) -> dict:
+def search_memories(
+    arguments: Mapping[str, Any] | str, *, tenant: str, lake: Lake | None = None, log: bool = True
+) -> dict:
     """Run one search_memories call for `tenant`: {"results": [...]} (RecallResult.to_json each, best first),
     or {"error": {"code": "BAD_ARGS" | "NO_INDEX", "message": …}}. The memories returned are logged as hits
     (recall.hits) unless `log` is False: an agent using a memory is access feedback."""
     if not tenant:
-        raise ValueError("tenant is required")   # the host's mistake, not the model's
+        raise ValueError("tenant is required")  # the host's mistake, not the model's
     try:
         kw = parse_arguments(arguments)
     except ToolArgumentError as e:

@@ -19,6 +19,7 @@ seed 004 §18: recall answers from A → C). Search is exact (one matrix product
 ~4 ms at 16k nodes × 1,024 dims, linear in the tenant's nodes, so for tenants of 100k nodes and more
 an ANN index (HNSW, seed 004 §3.4) is the next step.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -103,13 +104,20 @@ def load_embedder(spec: str) -> Embedder:
 
 
 @lru_cache(maxsize=1)
-def _hashing_vectorizer() -> Any:   # sklearn's HashingVectorizer (no types)
+def _hashing_vectorizer() -> Any:  # sklearn's HashingVectorizer (no types)
     try:
         from sklearn.feature_extraction.text import HashingVectorizer
-    except ImportError as exc:   # an optional extra: only this switch needs it
+    except ImportError as exc:  # an optional extra: only this switch needs it
         raise ImportError("the 'hashing' embedder needs scikit-learn: pip install -e '.[vectors]'") from exc
-    return HashingVectorizer(analyzer="char_wb", ngram_range=(2, 4), n_features=HASHING_DIMS, alternate_sign=True,
-                             norm="l2", lowercase=True, dtype=np.float32)
+    return HashingVectorizer(
+        analyzer="char_wb",
+        ngram_range=(2, 4),
+        n_features=HASHING_DIMS,
+        alternate_sign=True,
+        norm="l2",
+        lowercase=True,
+        dtype=np.float32,
+    )
 
 
 def hashing_embedder(texts: Sequence[str]) -> np.ndarray:
@@ -160,8 +168,11 @@ class VectorIndex:
     def __init__(self, ids: np.ndarray, vectors: np.ndarray, spec: str, spaces: np.ndarray | None = None) -> None:
         self.ids, self.vectors, self.spec = ids, vectors, spec
         spaces = np.zeros(len(ids), np.int8) if spaces is None else spaces
-        self._by_space = {int(sp): (ids[rows], np.ascontiguousarray(vectors[rows]))
-                          for sp in np.unique(spaces) for rows in [np.flatnonzero(spaces == sp)]}
+        self._by_space = {
+            int(sp): (ids[rows], np.ascontiguousarray(vectors[rows]))
+            for sp in np.unique(spaces)
+            for rows in [np.flatnonzero(spaces == sp)]
+        }
 
     def search(self, query: np.ndarray, limit: int, space: int = 0) -> list[tuple[str, float]]:
         """(node id, cosine) of the `limit` nearest nodes of `space` with a positive cosine, best first (ties

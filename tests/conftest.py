@@ -6,6 +6,7 @@ takes the next module when it is free, in collection order; the modules that tak
 that none of them starts last and runs alone at the end (`--no-loadscope-reorder` keeps this order instead of
 xdist's most-tests-first). The order within a module never changes.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -29,4 +30,4 @@ LONGEST_FIRST = (
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))   # stable: each module's own order is kept
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each module's own order is kept

@@ -7,6 +7,7 @@ Lines (titles, not ids, so a person can check them):
   <EDGE> <src title> -> <dst title>   for CAUSES, CAUSED_BY, SAME_AS, SUPPORTS, CONTRADICTS, ABOUT
 MENTIONS / DERIVED_FROM / TEMPORAL_NEXT are structural and checked elsewhere.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -21,19 +22,37 @@ from raw_store.text import detect_lang
 LINK_EDGES = ("CAUSES", "CAUSED_BY", "SAME_AS", "SUPPORTS", "CONTRADICTS", "ABOUT")
 
 
-def make_turns(turns: list[tuple[str, str, datetime | None]], conv_id: str = "c1",
-               tenant: str = "t1", raw_id: str | None = None) -> pa.Table:
+def make_turns(
+    turns: list[tuple[str, str, datetime | None]], conv_id: str = "c1", tenant: str = "t1", raw_id: str | None = None
+) -> pa.Table:
     """MESSAGES rows for (speaker, text, ts) turns, each message the whole of its own chunk
     (`raw_{i}`, or the one name `raw_id` for every chunk)."""
     rows = []
     for i, (speaker, text, ts) in enumerate(turns):
         n = len(text.encode("utf-8"))
         rid = raw_id or f"raw_{i}"
-        rows.append(dict(tenant=tenant, conv_id=conv_id, msg_id=f"m{i}", seq=i, speaker=speaker, role="user",
-                         ts=ts, lang=detect_lang(text), text=text, caption=None,
-                         text_sha=hashlib.sha256(text.encode("utf-8")).hexdigest(), raw_id=rid, offset=0,
-                         length=n, raw_refs=[dict(raw_id=rid, offset=0, length=n)], source_file="in.jsonl",
-                         line=i + 1, format="jsonl"))
+        rows.append(
+            dict(
+                tenant=tenant,
+                conv_id=conv_id,
+                msg_id=f"m{i}",
+                seq=i,
+                speaker=speaker,
+                role="user",
+                ts=ts,
+                lang=detect_lang(text),
+                text=text,
+                caption=None,
+                text_sha=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+                raw_id=rid,
+                offset=0,
+                length=n,
+                raw_refs=[dict(raw_id=rid, offset=0, length=n)],
+                source_file="in.jsonl",
+                line=i + 1,
+                format="jsonl",
+            )
+        )
     return pa.Table.from_pylist(rows, schema=MESSAGES)
 
 
@@ -61,10 +80,17 @@ def signature(nodes: pa.Table, edges: pa.Table) -> list[str]:
         if t == "Entity":
             lines.append(f"Entity {n['subtype']} {n['title']}")
         elif t == "Fact":
-            head = n["predicate_norm"] + (" not" if n["negation"] else "") + \
-                (f" mod={n['modality']}" if n["modality"] else "") + (f" x{n['frequency']}" if n["frequency"] > 1 else "")
-            roles = sorted(f"{e['type']}={by_id[e['dst']]['title']}" for e in out_edges.get(n["id"], [])
-                           if e["type"] in ROLE_EDGES and e["dst"] in by_id)
+            head = (
+                n["predicate_norm"]
+                + (" not" if n["negation"] else "")
+                + (f" mod={n['modality']}" if n["modality"] else "")
+                + (f" x{n['frequency']}" if n["frequency"] > 1 else "")
+            )
+            roles = sorted(
+                f"{e['type']}={by_id[e['dst']]['title']}"
+                for e in out_edges.get(n["id"], [])
+                if e["type"] in ROLE_EDGES and e["dst"] in by_id
+            )
             lines.append(" | ".join(["Fact " + head] + roles))
         elif t in ("Preference", "Task"):
             lines.append(f"{t} {n['subtype']}: {n['text']}")

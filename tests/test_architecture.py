@@ -1,6 +1,7 @@
 """Architecture rules that must never regress: library folders never import dagster, imports run one way down
 the layers (raw_store <- r2g <- recall <- jobs <- assets, SPEC §2), and no module of a library folder imports
 itself back through a circle of module-level imports, and no library module grows past MAX_MODULE_LINES."""
+
 from __future__ import annotations
 
 import ast
@@ -40,8 +41,11 @@ def test_library_sources_do_not_import_dagster(package: str) -> None:
 
 
 def test_library_modules_stay_small() -> None:
-    sizes = {p.relative_to(ROOT).as_posix(): len(p.read_text("utf-8").splitlines())
-             for pkg in CYCLE_FREE for p in (ROOT / pkg).rglob("*.py")}
+    sizes = {
+        p.relative_to(ROOT).as_posix(): len(p.read_text("utf-8").splitlines())
+        for pkg in CYCLE_FREE
+        for p in (ROOT / pkg).rglob("*.py")
+    }
     assert sizes
     assert {p: n for p, n in sizes.items() if n > MAX_MODULE_LINES} == {}
 
@@ -49,11 +53,15 @@ def test_library_modules_stay_small() -> None:
 def test_importing_every_library_module_loads_no_dagster() -> None:
     modules = sorted(
         ".".join(p.relative_to(ROOT).with_suffix("").parts)
-        for pkg in LIBRARIES for p in (ROOT / pkg).rglob("*.py") if p.name != "__init__.py"
+        for pkg in LIBRARIES
+        for p in (ROOT / pkg).rglob("*.py")
+        if p.name != "__init__.py"
     )
-    code = ("import importlib, sys\n"
-            f"for m in {modules!r}: importlib.import_module(m)\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'dagster'))\n")
+    code = (
+        "import importlib, sys\n"
+        f"for m in {modules!r}: importlib.import_module(m)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'dagster'))\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -65,6 +73,7 @@ def test_this_check_detects_a_dagster_import(tmp_path: Path) -> None:
 
 
 # -- import circles --------------------------------------------------------------------------------
+
 
 def _module_name(path: Path, root: Path) -> str:
     parts = path.relative_to(root).with_suffix("").parts
@@ -84,14 +93,19 @@ def _top_level_imports(path: Path, module: str, known: set[str]) -> set[str]:
             if isinstance(node, ast.If):
                 test = node.test
                 if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-                        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"):
+                    isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+                ):
                     visit(node.orelse)
                     continue
                 visit(node.body)
                 visit(node.orelse)
             elif isinstance(node, (ast.Try, ast.With)):
-                for block in (node.body, *(h.body for h in getattr(node, "handlers", [])),
-                              getattr(node, "orelse", []), getattr(node, "finalbody", [])):
+                for block in (
+                    node.body,
+                    *(h.body for h in getattr(node, "handlers", [])),
+                    getattr(node, "orelse", []),
+                    getattr(node, "finalbody", []),
+                ):
                     visit(block)
             elif isinstance(node, ast.Import):
                 out.update(a.name for a in node.names if a.name in known)
@@ -99,13 +113,14 @@ def _top_level_imports(path: Path, module: str, known: set[str]) -> set[str]:
                 base = node.module or ""
                 if node.level:
                     anchor = package.split(".")
-                    anchor = anchor[:len(anchor) - (node.level - 1)]
+                    anchor = anchor[: len(anchor) - (node.level - 1)]
                     base = ".".join([*anchor, base] if base else anchor)
                 for a in node.names:
                     if f"{base}.{a.name}" in known:
                         out.add(f"{base}.{a.name}")
                     elif base in known:
                         out.add(base)
+
     visit(tree.body)
     out.discard(module)
     return out
@@ -166,7 +181,8 @@ def test_readers_never_import_the_lake() -> None:
     # and the lake imports no reader, not even inside a function (it used to, for tenant_for)
     lake = ast.parse((ROOT / "raw_store" / "lake.py").read_text("utf-8"))
     imported = {n.module for n in ast.walk(lake) if isinstance(n, ast.ImportFrom)} | {
-        a.name for n in ast.walk(lake) if isinstance(n, ast.Import) for a in n.names}
+        a.name for n in ast.walk(lake) if isinstance(n, ast.Import) for a in n.names
+    }
     assert not {m for m in imported if m and (m == "raw_store.readers" or m.startswith("raw_store.formats"))}
 
 
@@ -176,8 +192,9 @@ def test_the_cycle_check_finds_a_circle(tmp_path: Path) -> None:
     (pkg / "__init__.py").write_text("", "utf-8")
     (pkg / "a.py").write_text("from pkg.b import x\n", "utf-8")
     (pkg / "b.py").write_text("from pkg import c\n", "utf-8")
-    (pkg / "c.py").write_text("import pkg.a\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.d\n",
-                              "utf-8")
+    (pkg / "c.py").write_text(
+        "import pkg.a\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.d\n", "utf-8"
+    )
     (pkg / "d.py").write_text("def f():\n    from pkg import c\nfrom . import b\n", "utf-8")
     graph = import_graph(tmp_path, ("pkg",))
     assert graph["pkg.c"] == {"pkg.a"} and graph["pkg.d"] == {"pkg.b"}
@@ -186,9 +203,11 @@ def test_the_cycle_check_finds_a_circle(tmp_path: Path) -> None:
 
 # -- import direction ------------------------------------------------------------------------------
 
+
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _all_imports(path: Path, module: str) -> list[tuple[int, str]]:
@@ -214,7 +233,7 @@ def _all_imports(path: Path, module: str) -> list[tuple[int, str]]:
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")
-                anchor = anchor[:len(anchor) - (node.level - 1)]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
                 base = ".".join([*anchor, base] if base else anchor)
             out.append((node.lineno, base))
 
@@ -223,7 +242,7 @@ def _all_imports(path: Path, module: str) -> list[tuple[int, str]]:
 
 
 def upward_imports(root: Path, layers: tuple[str, ...]) -> list[str]:
-    """"path:line: module imports name" for every import of a module of `layers` that names a later layer."""
+    """ "path:line: module imports name" for every import of a module of `layers` that names a later layer."""
     rank = {pkg: i for i, pkg in enumerate(layers)}
     found = []
     for pkg in layers:
@@ -244,11 +263,13 @@ def test_imports_run_one_way_down_the_layers() -> None:
 
 def test_the_direction_check_finds_an_upward_import(tmp_path: Path) -> None:
     for pkg, files in {
-        "low": {"a.py": "import os\nfrom high import x\n",
-                "b.py": "def f():\n    import high.y\n    return high.y\n",
-                "c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from high import z\n"
-                        "else:\n    from high.w import v\n",
-                "d.py": "from . import a\nfrom .a import x\n"},
+        "low": {
+            "a.py": "import os\nfrom high import x\n",
+            "b.py": "def f():\n    import high.y\n    return high.y\n",
+            "c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from high import z\n"
+            "else:\n    from high.w import v\n",
+            "d.py": "from . import a\nfrom .a import x\n",
+        },
         "high": {"e.py": "from low import a\nfrom low.b import f\n"},
     }.items():
         (tmp_path / pkg).mkdir()
@@ -256,4 +277,7 @@ def test_the_direction_check_finds_an_upward_import(tmp_path: Path) -> None:
         for name, text in files.items():
             (tmp_path / pkg / name).write_text(text, "utf-8")
     assert upward_imports(tmp_path, ("low", "high")) == [
-        "low/a.py:2: low.a imports high", "low/b.py:2: low.b imports high.y", "low/c.py:5: low.c imports high.w"]
+        "low/a.py:2: low.a imports high",
+        "low/b.py:2: low.b imports high.y",
+        "low/c.py:5: low.c imports high.w",
+    ]

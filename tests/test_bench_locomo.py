@@ -1,4 +1,5 @@
 """bench/locomo_recall.py runs end to end on a small LoCoMo-layout file and keeps its last-line contract."""
+
 import re
 import subprocess
 import sys
@@ -9,8 +10,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_locomo_bench_prints_both_rows_and_the_contract_line() -> None:
     sample = ROOT / "data" / "inbox" / "research" / "garden_club.json"
-    out = subprocess.run([sys.executable, "bench/locomo_recall.py", "--data", str(sample)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "bench/locomo_recall.py", "--data", str(sample)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
     assert "== memctl" in lines and "== baseline" in lines

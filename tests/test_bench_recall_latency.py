@@ -1,4 +1,5 @@
 """bench/recall_latency.py: a deterministic, exact-size synthetic tenant; a tiny run keeps the last-line contract."""
+
 import importlib.util
 import re
 import sys
@@ -22,8 +23,15 @@ def _bench():
     return sys.modules["bench_recall_latency"]
 
 
-@pytest.mark.parametrize("text, nodes, edges", [("100k:1M", 100_000, 1_000_000), ("2k:10k", 2_000, 10_000),
-                                                ("1500:8000", 1_500, 8_000), ("0.5M:5m", 500_000, 5_000_000)])
+@pytest.mark.parametrize(
+    "text, nodes, edges",
+    [
+        ("100k:1M", 100_000, 1_000_000),
+        ("2k:10k", 2_000, 10_000),
+        ("1500:8000", 1_500, 8_000),
+        ("0.5M:5m", 500_000, 5_000_000),
+    ],
+)
 def test_sizes_parse(text: str, nodes: int, edges: int) -> None:
     assert _bench().parse_size(text) == _bench().Size(nodes, edges)
 
@@ -43,14 +51,14 @@ def test_tenant_is_deterministic_exact_and_cites_real_bytes(tmp_path: Path) -> N
     nodes = read_lake_table(Lake(tmp_path / "one"), "nodes").to_pylist()
     edges = read_lake_table(Lake(tmp_path / "one"), "edges").to_pylist()
     assert len({e["id"] for e in edges}) == len(edges)
-    assert one.corpus.popular[0].mentions > 200          # hubs: the user, popular people and things
+    assert one.corpus.popular[0].mentions > 200  # hubs: the user, popular people and things
     chunks = {c["id"]: c for c in read_lake_table(Lake(tmp_path / "one"), "raw_chunks").to_pylist()}
     store = RawStore(tmp_path / "one")
-    for n in [n for n in nodes if n["type"] == "Fact"][:50]:   # a Fact's raw_ref holds exactly its clause
+    for n in [n for n in nodes if n["type"] == "Fact"][:50]:  # a Fact's raw_ref holds exactly its clause
         ref = n["raw_refs"][0]
         c = chunks[ref["raw_id"]]
         data = store.read("bench", c["path"], c["sha256"])
-        assert data[ref["offset"]:ref["offset"] + ref["length"]].decode("utf-8").strip() == n["text"]
+        assert data[ref["offset"] : ref["offset"] + ref["length"]].decode("utf-8").strip() == n["text"]
 
     queries = b.make_queries(one.corpus, 40, 7)
     assert queries == b.make_queries(two.corpus, 40, 7)
@@ -64,8 +72,15 @@ def test_tiny_run_prints_the_contract_line_and_finds_what_has_hits(capsys) -> No
     assert m, lines[-1]
     assert 0 < float(m.group(2)) <= float(m.group(1)) and float(m.group(3)) >= 0
     assert (int(m.group(4)), int(m.group(5))) == (2_000, 10_000)
-    hits = next(re.match(r"hits: (\d+)/(\d+) queries with hits returned results \((\d+) with citations\); "
-                         r"(\d+)/(\d+) no-hit queries returned nothing", ln) for ln in lines if ln.startswith("hits:"))
+    hits = next(
+        re.match(
+            r"hits: (\d+)/(\d+) queries with hits returned results \((\d+) with citations\); "
+            r"(\d+)/(\d+) no-hit queries returned nothing",
+            ln,
+        )
+        for ln in lines
+        if ln.startswith("hits:")
+    )
     assert hits, "no hits line"
     found, with_hits, cited, empty, no_hits = map(int, hits.groups())
     assert with_hits == 19 and found == with_hits and cited == with_hits

@@ -1,4 +1,5 @@
 """The content-addressed zstd store: dedup, verified reads, tenant isolation, forgetting, atomicity."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -28,8 +29,9 @@ def test_put_returns_content_addressed_ref(store: RawStore) -> None:
     data = b"Caroline: hi\n"
     ref = store.put("alice", data, DAY)
     sha = hashlib.sha256(data).hexdigest()
-    assert ref == BlobRef(raw_id_for(sha), sha, f"raw/alice/2023/05/08/{sha[:2]}/raw_{sha}.blob.zst",
-                          len(data), ref.stored_bytes)
+    assert ref == BlobRef(
+        raw_id_for(sha), sha, f"raw/alice/2023/05/08/{sha[:2]}/raw_{sha}.blob.zst", len(data), ref.stored_bytes
+    )
     assert ref.raw_id == "raw_" + sha[:32]
     assert (store.root / ref.path).stat().st_size == ref.stored_bytes
 
@@ -42,7 +44,7 @@ def test_put_twice_stores_once(store: RawStore) -> None:
     assert a == b
     assert len(_files(store.root)) == 1
     assert (store.root / a.path).stat().st_mtime_ns == mtime
-    assert a.stored_bytes < a.len_bytes   # zstd actually compresses
+    assert a.stored_bytes < a.len_bytes  # zstd actually compresses
 
 
 def test_undated_blobs_go_to_zero_folder(store: RawStore) -> None:
@@ -67,7 +69,7 @@ def test_flipped_byte_is_reported_not_served(store: RawStore) -> None:
     blob[len(blob) // 2] ^= 0x01
     full.write_bytes(bytes(blob))
     with pytest.raises(BlobCorrupt):
-        RawStore(store.root).read("alice", ref.path, ref.sha256)   # fresh store: no cache
+        RawStore(store.root).read("alice", ref.path, ref.sha256)  # fresh store: no cache
     assert [p["path"] for p in store.verify("alice").corrupt] == [ref.path]
     assert store.verify() == store.verify("alice")
     # putting the same bytes again repairs the blob
@@ -108,8 +110,9 @@ def test_path_must_name_the_sha(store: RawStore) -> None:
         store.read("alice", ref.path, other)
 
 
-@pytest.mark.parametrize("tenant", ["", ".", "..", "../etc", "a/b", "a\\b", "ünïcode", "t_0123456789abcdef",
-                                    ".hidden", "x" * 65, "a..b"])
+@pytest.mark.parametrize(
+    "tenant", ["", ".", "..", "../etc", "a/b", "a\\b", "ünïcode", "t_0123456789abcdef", ".hidden", "x" * 65, "a..b"]
+)
 def test_tenant_dir_is_always_safe(tenant: str) -> None:
     d = tenant_dir(tenant)
     assert d and d not in (".", "..") and "/" not in d and "\\" not in d and ".." not in d
@@ -131,12 +134,18 @@ def test_unsafe_tenant_roundtrip(store: RawStore) -> None:
 
 def test_delete_leaves_tombstone_and_forgets(store: RawStore) -> None:
     ref = store.put("alice", b"forget me", DAY)
-    assert store.read("alice", ref.path, ref.sha256) == b"forget me"   # now cached
+    assert store.read("alice", ref.path, ref.sha256) == b"forget me"  # now cached
     at = dt.datetime(2024, 1, 1, 12, 0, tzinfo=dt.UTC)
     row = store.delete("alice", ref.path, ref.sha256, "user request", at=at)
-    assert row == {"raw_id": ref.raw_id, "tenant": "alice", "path": ref.path, "sha256": ref.sha256,
-                   "deleted_at": at, "reason": "user request"}
-    pa.Table.from_pylist([row], schema=schema.TOMBSTONES)   # the row fits the shared schema
+    assert row == {
+        "raw_id": ref.raw_id,
+        "tenant": "alice",
+        "path": ref.path,
+        "sha256": ref.sha256,
+        "deleted_at": at,
+        "reason": "user request",
+    }
+    pa.Table.from_pylist([row], schema=schema.TOMBSTONES)  # the row fits the shared schema
     assert not (store.root / ref.path).exists()
     assert (store.root / ref.path).with_name(f"raw_{ref.sha256}.tomb").exists()
     with pytest.raises(BlobForgotten):
@@ -186,7 +195,7 @@ def test_empty_blob(store: RawStore) -> None:
 def test_verify_quarantines_corrupt_blobs_and_put_repairs_them(store: RawStore) -> None:
     good = store.put("alice", b"fine bytes", DAY)
     bad = store.put("alice", b"soon broken", DAY)
-    store.read("alice", bad.path, bad.sha256)                      # now in the read cache
+    store.read("alice", bad.path, bad.sha256)  # now in the read cache
     (store.root / bad.path).write_bytes(b"\x28\xb5\x2f\xfd garbage")
     report = store.verify(quarantine=True)
     assert (report.total, report.checked, report.ok) == (2, 2, False)
@@ -197,7 +206,7 @@ def test_verify_quarantines_corrupt_blobs_and_put_repairs_them(store: RawStore) 
         store.read("alice", bad.path, bad.sha256)
     assert store.read("alice", good.path, good.sha256) == b"fine bytes"
     assert store.verify().ok
-    store.put("alice", b"soon broken", DAY)                        # re-ingesting the source repairs it
+    store.put("alice", b"soon broken", DAY)  # re-ingesting the source repairs it
     assert store.read("alice", bad.path, bad.sha256) == b"soon broken"
 
 
@@ -213,9 +222,9 @@ def test_verify_removes_partial_writes_left_by_a_killed_writer(store: RawStore) 
     ref = store.put("alice", b"whole", DAY)
     folder = (store.root / ref.path).parent
     partial = folder / f".raw_{'ab' * 32}.blob.zst.k1lled.tmp"
-    partial.write_bytes(b"\x28\xb5\x2f")                          # half a zstd frame
+    partial.write_bytes(b"\x28\xb5\x2f")  # half a zstd frame
     report = store.verify("alice")
     assert report.partial == [partial.relative_to(store.root).as_posix()] and report.ok
-    assert partial.exists()                                         # reported only, until asked to clean
+    assert partial.exists()  # reported only, until asked to clean
     assert store.verify("alice", quarantine=True).partial and not partial.exists()
     assert store.verify("alice").partial == []

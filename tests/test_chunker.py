@@ -1,4 +1,5 @@
 """The chunker: exact piece offsets, content-defined boundaries, determinism, append-stability."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -24,7 +25,7 @@ def _texts_from_chunks(chunks: Sequence[Chunk], n: int) -> list[bytes]:
     out = [b""] * n
     for c in chunks:
         for p in c.pieces:
-            out[p.msg_index] += c.body[p.offset:p.offset + p.length]
+            out[p.msg_index] += c.body[p.offset : p.offset + p.length]
     return out
 
 
@@ -39,7 +40,7 @@ def test_small_conversation_is_one_chunk() -> None:
     assert chunk.body == "[2023-05-08 13:56:00] Caroline: Hey Mel!\nMelanie: 我在公园里踢足球\n".encode()
     assert chunk.seq == 0 and chunk.conv_id == "c"
     for p, m in zip(chunk.pieces, msgs):
-        assert chunk.body[p.offset:p.offset + p.length].decode() == m.text
+        assert chunk.body[p.offset : p.offset + p.length].decode() == m.text
 
 
 def test_empty_conversation() -> None:
@@ -57,18 +58,18 @@ def test_chunks_stay_within_bounds() -> None:
 
 
 def test_oversized_message_is_split_on_natural_boundaries() -> None:
-    para = " ".join(["This is a sentence."] * 30)     # ~120 tokens per paragraph
+    para = " ".join(["This is a sentence."] * 30)  # ~120 tokens per paragraph
     text = "\n\n".join([para] * 6)
     chunks = chunk_conversation([_msg(0, "short one"), _msg(1, text), _msg(2, "after")], min_tokens=50, max_tokens=200)
     pieces = [(c.seq, p) for c in chunks for p in c.pieces if p.msg_index == 1]
     assert len(pieces) > 1
     seqs = [s for s, _ in pieces]
-    assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))    # consecutive chunks
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))  # consecutive chunks
     assert _texts_from_chunks(chunks, 3)[1] == text.encode()
     assert b"Caroline (cont.): " in b"".join(c.body for c in chunks)
     for seq, p in pieces[:-1]:
-        piece = chunks[seq].body[p.offset:p.offset + p.length].decode()
-        assert piece.endswith((". ", "\n\n", "."))                  # cut at a sentence/paragraph end
+        piece = chunks[seq].body[p.offset : p.offset + p.length].decode()
+        assert piece.endswith((". ", "\n\n", "."))  # cut at a sentence/paragraph end
 
 
 def test_split_text_falls_back_to_hard_cuts() -> None:
@@ -90,10 +91,14 @@ def test_split_text_cjk_sentences() -> None:
 
 _WORDS = st.sampled_from(["hello", "world", "小明", "公园", "踢足球", "ok.", "Why?", "\n", "\n\n", "é", "🙂", "a-b"])
 _TEXT = st.lists(_WORDS, min_size=1, max_size=80).map(" ".join).filter(lambda s: s.strip())
-_MESSAGES = st.lists(st.tuples(_TEXT, st.sampled_from(["Caroline", "Melanie", "小红"]), st.booleans()),
-                     min_size=1, max_size=40).map(
-    lambda rows: [_msg(i, text, speaker, T0 + dt.timedelta(minutes=i) if has_ts else None)
-                  for i, (text, speaker, has_ts) in enumerate(rows)])
+_MESSAGES = st.lists(
+    st.tuples(_TEXT, st.sampled_from(["Caroline", "Melanie", "小红"]), st.booleans()), min_size=1, max_size=40
+).map(
+    lambda rows: [
+        _msg(i, text, speaker, T0 + dt.timedelta(minutes=i) if has_ts else None)
+        for i, (text, speaker, has_ts) in enumerate(rows)
+    ]
+)
 _BOUNDS = st.sampled_from([(5, 10), (20, 40), (50, 120), (1000, 2000)])
 
 
@@ -103,9 +108,9 @@ def test_pieces_recover_every_message_exactly(msgs: list[Message], bounds: tuple
     chunks = chunk_conversation(msgs, *bounds)
     assert _texts_from_chunks(chunks, len(msgs)) == [m.text.encode() for m in msgs]
     order = [p.msg_index for c in chunks for p in c.pieces]
-    assert order == sorted(order)                                  # turns stay in order
+    assert order == sorted(order)  # turns stay in order
     for c in chunks:
-        c.body.decode("utf-8")                                     # no split UTF-8 char anywhere
+        c.body.decode("utf-8")  # no split UTF-8 char anywhere
         assert c.body.endswith(b"\n") and c.pieces
 
 
@@ -122,7 +127,7 @@ def test_append_reproduces_complete_chunks(head: list[Message], tail: list[Messa
     before = chunk_conversation(head, *bounds)
     after = chunk_conversation(full, *bounds)
     # every chunk but the (possibly still growing) last one comes back byte for byte
-    assert after[:len(before) - 1] == before[:-1]
+    assert after[: len(before) - 1] == before[:-1]
     last = before[-1]
     assert after[len(before) - 1].body.startswith(last.body)
 

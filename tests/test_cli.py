@@ -1,4 +1,5 @@
 """The `memctl` command line on small hand-made lakes: help texts, `stats`, `verify --json` (no Dagster run)."""
+
 from __future__ import annotations
 
 import argparse
@@ -35,7 +36,7 @@ def test_every_argument_of_every_command_says_what_it_does(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(_commands(_parser())))
 def test_every_default_worth_knowing_is_in_the_help(name: str) -> None:
     parser = _commands(_parser())[name]
-    text = " ".join(parser.format_help().split())   # argparse wraps lines
+    text = " ".join(parser.format_help().split())  # argparse wraps lines
     for a in _options(parser):
         if a.option_strings and a.default not in (None, False, ""):
             assert f"(default: {a.default})" in text, (name, a.option_strings)
@@ -58,8 +59,11 @@ def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Lake:
 
 def _table(lake: Lake, name: str, rows: list[dict]) -> None:
     schema = table_schema(name)
-    write_import(lake, {name: (pa.Table.from_pylist(rows, schema=pa.schema([schema.field(k) for k in rows[0]])),
-                               schema)}, key=name)
+    write_import(
+        lake,
+        {name: (pa.Table.from_pylist(rows, schema=pa.schema([schema.field(k) for k in rows[0]])), schema)},
+        key=name,
+    )
 
 
 def test_stats_lists_the_tenants_by_name_with_their_counts(lake: Lake, capsys: pytest.CaptureFixture) -> None:
@@ -68,13 +72,14 @@ def test_stats_lists_the_tenants_by_name_with_their_counts(lake: Lake, capsys: p
     _table(lake, "rejects", [{"tenant": "research", "reason": "E_READ_EMPTY"}])
     assert main(["stats"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0] == ("tenants (2): demo (3 messages, 2 nodes), "
-                                   "research (1 messages, 2 nodes, 1 rejects)")
+    assert out.splitlines()[0] == ("tenants (2): demo (3 messages, 2 nodes), research (1 messages, 2 nodes, 1 rejects)")
     assert "messages          4 rows  demo=3, research=1" in out
     assert main(["stats", "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
-    assert stats["tenants"] == {"demo": {"raw_chunks": 0, "messages": 3, "nodes": 2, "edges": 0, "rejects": 0},
-                                "research": {"raw_chunks": 0, "messages": 1, "nodes": 2, "edges": 0, "rejects": 1}}
+    assert stats["tenants"] == {
+        "demo": {"raw_chunks": 0, "messages": 3, "nodes": 2, "edges": 0, "rejects": 0},
+        "research": {"raw_chunks": 0, "messages": 1, "nodes": 2, "edges": 0, "rejects": 1},
+    }
     assert stats["tables"]["messages"]["by_tenant"] == {"demo": 3, "research": 1}
 
 
@@ -82,7 +87,7 @@ def _store_two_blobs(lake: Lake) -> Path:
     store = RawStore(lake.root)
     store.put("demo", b"Ann: hello\n")
     bad = lake.root / store.put("demo", b"Bob: hi there\n").path
-    (bad.parent / ".raw_leftover.tmp").write_bytes(b"half")   # a killed writer's temp file
+    (bad.parent / ".raw_leftover.tmp").write_bytes(b"half")  # a killed writer's temp file
     return bad
 
 
@@ -94,8 +99,7 @@ def test_verify_json_on_a_healthy_store_quarantines_nothing(lake: Lake, capsys: 
     assert report["checked"] == report["total"] == 1 and report["dry_run"] is False
 
 
-def test_verify_json_lists_what_it_moved_and_a_dry_run_moves_nothing(lake: Lake,
-                                                                    capsys: pytest.CaptureFixture) -> None:
+def test_verify_json_lists_what_it_moved_and_a_dry_run_moves_nothing(lake: Lake, capsys: pytest.CaptureFixture) -> None:
     bad = _store_two_blobs(lake)
     bad.write_bytes(b"not zstd")
     rel = bad.relative_to(lake.root).as_posix()
@@ -110,13 +114,17 @@ def test_verify_json_lists_what_it_moved_and_a_dry_run_moves_nothing(lake: Lake,
 
 
 # `memctl ui` runs `dg dev` through assets.ui.run_process_group; these stand-ins make the same process shapes in a second.
-_WRAPPER = ("import os, sys; from pathlib import Path; from assets.ui import run_process_group; "
-            "sys.exit(run_process_group(sys.argv[2:], Path('.'), dict(os.environ), grace=float(sys.argv[1])))")
-_STUBBORN = ("import signal, subprocess, sys, time\n"
-             "for s in (signal.SIGINT, signal.SIGTERM): signal.signal(s, signal.SIG_IGN)\n"
-             "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"   # inherits SIG_IGN
-             "print('ready', flush=True); time.sleep(600)\n")
-_POLITE = "import time\nprint('ready', flush=True)\ntime.sleep(600)\n"   # Python's default: SIGINT stops it
+_WRAPPER = (
+    "import os, sys; from pathlib import Path; from assets.ui import run_process_group; "
+    "sys.exit(run_process_group(sys.argv[2:], Path('.'), dict(os.environ), grace=float(sys.argv[1])))"
+)
+_STUBBORN = (
+    "import signal, subprocess, sys, time\n"
+    "for s in (signal.SIGINT, signal.SIGTERM): signal.signal(s, signal.SIG_IGN)\n"
+    "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"  # inherits SIG_IGN
+    "print('ready', flush=True); time.sleep(600)\n"
+)
+_POLITE = "import time\nprint('ready', flush=True)\ntime.sleep(600)\n"  # Python's default: SIGINT stops it
 
 
 def _start(grace: float, child: str) -> tuple:
@@ -126,8 +134,12 @@ def _start(grace: float, child: str) -> tuple:
     import sys
 
     cmd = shlex.join([sys.executable, "-c", _WRAPPER, str(grace), sys.executable, "-c", child])
-    proc = subprocess.Popen(["sh", "-c", f"trap '' INT; exec {cmd}"], cwd=Path(__file__).resolve().parent.parent,
-                            stdout=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        ["sh", "-c", f"trap '' INT; exec {cmd}"],
+        cwd=Path(__file__).resolve().parent.parent,
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
     assert proc.stdout.readline() == b"ready\n"
     import psutil
 
@@ -168,10 +180,10 @@ def test_sigterm_stops_the_child_group_at_once_even_when_started_with_sigint_ign
     assert len(family) == 1
     started = time.monotonic()
     assert _stop(proc, family, within=10) == 128 + 15
-    assert time.monotonic() - started < 10   # the child got a SIGINT it did not ignore, long before the grace
+    assert time.monotonic() - started < 10  # the child got a SIGINT it did not ignore, long before the grace
 
 
 def test_sigterm_kills_children_that_ignore_it_after_the_grace() -> None:
     proc, family = _start(grace=1, child=_STUBBORN)
-    assert len(family) == 2   # the child and its grandchild, both ignoring SIGINT and SIGTERM
+    assert len(family) == 2  # the child and its grandchild, both ignoring SIGINT and SIGTERM
     assert _stop(proc, family, within=15) == 128 + 15

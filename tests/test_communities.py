@@ -1,4 +1,5 @@
 """Communities → Concepts (jobs.communities): co-occurrence graph, Leiden, stable ids, labels, Concept/ABOUT rows."""
+
 from __future__ import annotations
 
 import random
@@ -36,30 +37,61 @@ class Graph:
 
     def entity(self, tenant: str, title: str, mentions: int = 1, subtype: str = "OBJECT") -> str:
         i = nid(tenant, title)
-        self.nodes.setdefault(i, {"id": i, "tenant": tenant, "type": "Entity", "subtype": subtype, "title": title,
-                                  "keywords": [title.lower()], "lang": "en", "mentions": mentions,
-                                  "first_seen": T0, "last_seen": T0, "status": "active"})
+        self.nodes.setdefault(
+            i,
+            {
+                "id": i,
+                "tenant": tenant,
+                "type": "Entity",
+                "subtype": subtype,
+                "title": title,
+                "keywords": [title.lower()],
+                "lang": "en",
+                "mentions": mentions,
+                "first_seen": T0,
+                "last_seen": T0,
+                "status": "active",
+            },
+        )
         return i
 
     def edge(self, tenant: str, src: str, type: str, dst: str) -> None:
-        self.edges.append({"id": edge_id(tenant, src, type, dst), "tenant": tenant, "src": src, "dst": dst,
-                           "type": type, "weight": 1.0})
+        self.edges.append(
+            {
+                "id": edge_id(tenant, src, type, dst),
+                "tenant": tenant,
+                "src": src,
+                "dst": dst,
+                "type": type,
+                "weight": 1.0,
+            }
+        )
 
     def episode(self, tenant: str, titles: list[str], speaker: str | None = "Caroline", day: int = 0) -> str:
         self.n_eps += 1
         at = T0 + timedelta(days=day)
-        ep = self.nodes.setdefault(f"{tenant}:ep{self.n_eps}", {
-            "id": f"{tenant}:ep{self.n_eps}", "tenant": tenant, "type": "Episode", "title": "turn",
-            "first_seen": at, "last_seen": at, "status": "active"})["id"]
+        ep = self.nodes.setdefault(
+            f"{tenant}:ep{self.n_eps}",
+            {
+                "id": f"{tenant}:ep{self.n_eps}",
+                "tenant": tenant,
+                "type": "Episode",
+                "title": "turn",
+                "first_seen": at,
+                "last_seen": at,
+                "status": "active",
+            },
+        )["id"]
         for t in titles:
             e = nid(tenant, t)
             self.nodes[e]["first_seen"] = min(self.nodes[e]["first_seen"], at)
             self.nodes[e]["last_seen"] = max(self.nodes[e]["last_seen"], at)
             self.edge(tenant, ep, "MENTIONS", e)
-        self.edge(tenant, ep, "DERIVED_FROM", f"raw_{self.n_eps}")          # to a RawChunk: not a node
+        self.edge(tenant, ep, "DERIVED_FROM", f"raw_{self.n_eps}")  # to a RawChunk: not a node
         if speaker:
-            fact = self.nodes.setdefault(f"{ep}:f", {"id": f"{ep}:f", "tenant": tenant, "type": "Fact",
-                                                     "title": "says", "status": "active"})["id"]
+            fact = self.nodes.setdefault(
+                f"{ep}:f", {"id": f"{ep}:f", "tenant": tenant, "type": "Fact", "title": "says", "status": "active"}
+            )["id"]
             self.edge(tenant, fact, "DERIVED_FROM", ep)
             self.edge(tenant, fact, "AGENT", self.entity(tenant, speaker, 500, "PERSON"))
         return ep
@@ -73,23 +105,25 @@ class Graph:
             self.episode(tenant, [names[(k + d) % len(names)] for d in range(3)], day=day + k)
 
     def tables(self) -> tuple[pa.Table, pa.Table]:
-        return (pa.Table.from_pylist(list(self.nodes.values()), schema=NODES),
-                pa.Table.from_pylist(self.edges, schema=EDGES))
+        return (
+            pa.Table.from_pylist(list(self.nodes.values()), schema=NODES),
+            pa.Table.from_pylist(self.edges, schema=EDGES),
+        )
 
 
 def two_tenants() -> Graph:
     g = Graph()
     g.cluster("t1", HIKING)
     g.cluster("t1", PAINTING, day=10)
-    g.episode("t1", ["tent", "canvas"], day=20)                           # one weak bridge
+    g.episode("t1", ["tent", "canvas"], day=20)  # one weak bridge
     g.entity("t1", "2023-05-01", 40, "TIME")
-    g.episode("t1", ["trail", "2023-05-01", "canvas"], day=21)            # dates are never items
+    g.episode("t1", ["trail", "2023-05-01", "canvas"], day=21)  # dates are never items
     g.entity("t1", "pair a", 1)
     g.entity("t1", "pair b", 1)
-    g.episode("t1", ["pair a", "pair b"], speaker=None, day=22)           # a pair is below min_size
-    g.cluster("t2", PAINTING)                                             # same titles, other tenant
+    g.episode("t1", ["pair a", "pair b"], speaker=None, day=22)  # a pair is below min_size
+    g.cluster("t2", PAINTING)  # same titles, other tenant
     g.cluster("t2", MUSIC, day=5)
-    g.edge("t1", "t1:ep1", "MENTIONS", nid("t2", "guitar"))               # a stray cross-tenant edge
+    g.edge("t1", "t1:ep1", "MENTIONS", nid("t2", "guitar"))  # a stray cross-tenant edge
     return g
 
 
@@ -156,9 +190,9 @@ def test_concept_nodes(result) -> None:
     assert c["text"] == "Topic: trail, mountain, Alps (5 members)"
     assert c["keywords"] == ["trail", "mountain", "alps", "boots", "tent"]
     assert c["entities"] == ["trail", "mountain", "Alps", "boots", "tent"]
-    assert (c["first_seen"], c["last_seen"]) == (T0, T0 + timedelta(days=21))   # trail recurs on day 21
+    assert (c["first_seen"], c["last_seen"]) == (T0, T0 + timedelta(days=21))  # trail recurs on day 21
     assert (c["time_start"], c["time_end"]) == (c["first_seen"], c["last_seen"])
-    assert c["frequency"] == 7                     # five cluster episodes, the bridge, the date episode
+    assert c["frequency"] == 7  # five cluster episodes, the bridge, the date episode
     assert c["lang"] == "en" and c["raw_refs"] == []
     assert 0.5 < c["importance"] <= 1 and 0.5 < c["confidence"] <= 1
 
@@ -173,8 +207,8 @@ def test_about_edges_member_to_concept(result) -> None:
         assert e["src"].startswith(e["tenant"] + ":")
         assert 0 < e["weight"] == e["confidence"] <= 1
     by_src = {e["src"]: e for e in result.edges.to_pylist()}
-    assert by_src[nid("t1", "boots")]["weight"] == 1.0         # all its co-occurrences inside its topic
-    assert by_src[nid("t1", "tent")]["weight"] < 1.0           # the bridge to canvas
+    assert by_src[nid("t1", "boots")]["weight"] == 1.0  # all its co-occurrences inside its topic
+    assert by_src[nid("t1", "tent")]["weight"] < 1.0  # the bridge to canvas
 
 
 def test_nothing_links_two_tenants(tables, result) -> None:
@@ -189,8 +223,9 @@ def test_nothing_links_two_tenants(tables, result) -> None:
 def test_tenants_are_computed_independently(tables, result) -> None:
     nodes, edges = tables
     for t in ("t1", "t2"):
-        alone = detect_communities(nodes.filter(pa.compute.field("tenant") == t),
-                                   edges.filter(pa.compute.field("tenant") == t))
+        alone = detect_communities(
+            nodes.filter(pa.compute.field("tenant") == t), edges.filter(pa.compute.field("tenant") == t)
+        )
         assert alone.communities.equals(result.communities.filter(pa.compute.field("tenant") == t))
         assert alone.nodes.equals(result.nodes.filter(pa.compute.field("tenant") == t))
         assert alone.edges.equals(result.edges.filter(pa.compute.field("tenant") == t))
@@ -208,8 +243,9 @@ def test_shuffled_rows_same_output(tables, result, seed) -> None:
 def test_rerun_over_its_own_output_changes_nothing(tables, result) -> None:
     nodes = pa.concat_tables([tables[0], result.nodes])
     edges = pa.concat_tables([tables[1], result.edges])
-    again = detect_communities(nodes, edges, previous=result.communities,
-                               config=CommunityConfig(member_types=("Entity", "Concept")))
+    again = detect_communities(
+        nodes, edges, previous=result.communities, config=CommunityConfig(member_types=("Entity", "Concept"))
+    )
     assert again.communities.equals(result.communities)
     assert again.nodes.equals(result.nodes)
     assert again.edges.equals(result.edges)
@@ -222,7 +258,7 @@ def test_igraph_rng_is_restored(tables) -> None:
 
     before = draw()
     detect_communities(*tables)
-    assert draw() == before          # igraph draws from the `random` module again
+    assert draw() == before  # igraph draws from the `random` module again
 
 
 # ------------------------------------------------------------------------------------------ stable ids
@@ -260,14 +296,15 @@ def test_big_membership_change_gets_a_new_id_and_archives_the_old_concept(result
     assert fresh["id"] == community_id("t1", 0, fresh["members"]) != old["canvas, brush, galleryt1"]["id"]
     archived = [r for r in res.nodes.to_pylist() if r["status"] == "archived"]
     assert [(r["id"], r["title"], r["tenant"]) for r in archived] == [
-        (old["canvas, brush, galleryt1"]["concept_id"], "canvas, brush, gallery", "t1")]
+        (old["canvas, brush, galleryt1"]["concept_id"], "canvas, brush, gallery", "t1")
+    ]
     assert not [e for e in res.edges.to_pylist() if e["dst"] == archived[0]["id"]]
 
 
 def test_match_previous_is_one_to_one_best_first() -> None:
     cur = [frozenset("abcd"), frozenset("abce"), frozenset("xyz")]
     prev = [("p1", frozenset("abcd")), ("p2", frozenset("xy"))]
-    assert match_previous(cur, prev, 0.5) == {0: "p1", 2: "p2"}    # abce (J=0.6) loses p1 to abcd (J=1)
+    assert match_previous(cur, prev, 0.5) == {0: "p1", 2: "p2"}  # abce (J=0.6) loses p1 to abcd (J=1)
     assert match_previous(cur, prev, 0.7) == {0: "p1"}
 
 
@@ -308,8 +345,16 @@ def test_facts_can_be_members() -> None:
     assert any(m.endswith(":f") for m in everyone)
 
 
-@pytest.mark.parametrize("bad", [dict(member_types=("Episode",)), dict(member_types=()), dict(hub_share=0),
-                                 dict(keep_jaccard=1.5), dict(min_size=1)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(member_types=("Episode",)),
+        dict(member_types=()),
+        dict(hub_share=0),
+        dict(keep_jaccard=1.5),
+        dict(min_size=1),
+    ],
+)
 def test_bad_config_is_refused(bad) -> None:
     with pytest.raises(ValueError, match=E_COMMUNITY_CONFIG):
         CommunityConfig(**bad)
@@ -320,9 +365,11 @@ def test_empty_input() -> None:
     assert (res.communities.num_rows, res.nodes.num_rows, res.edges.num_rows, res.hubs) == (0, 0, 0, {})
 
 
-episodes = st.lists(st.tuples(st.sampled_from(["ta", "tb"]),
-                              st.lists(st.integers(0, 11), min_size=1, max_size=4, unique=True)),
-                    min_size=1, max_size=30)
+episodes = st.lists(
+    st.tuples(st.sampled_from(["ta", "tb"]), st.lists(st.integers(0, 11), min_size=1, max_size=4, unique=True)),
+    min_size=1,
+    max_size=30,
+)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -370,9 +417,12 @@ def test_runs_on_a_locomo_slice(tmp_path) -> None:
     graph = run_partition(msgs, None)
     res = detect_communities(graph.nodes, graph.edges)
     names = set(msgs.column("speaker").to_pylist())
-    speakers = {r["id"] for r in graph.nodes.select(["id", "type", "subtype", "title"]).to_pylist()
-                if (r["type"], r["subtype"]) == ("Entity", "PERSON") and r["title"] in names}
-    assert len(speakers) == 2 and set(res.hubs[tenant]) == speakers   # the two speakers of every turn
+    speakers = {
+        r["id"]
+        for r in graph.nodes.select(["id", "type", "subtype", "title"]).to_pylist()
+        if (r["type"], r["subtype"]) == ("Entity", "PERSON") and r["title"] in names
+    }
+    assert len(speakers) == 2 and set(res.hubs[tenant]) == speakers  # the two speakers of every turn
     assert res.communities.num_rows >= 2
     assert not speakers & {m for ms in res.communities.column("members").to_pylist() for m in ms}
     ids = set(graph.nodes.column("id").to_pylist())

@@ -4,6 +4,7 @@ step's `*_input` function adds) gives exactly the full run's output rows of thos
 This is what lets a build recompute only a dirty set of groups after a new inbox file. Each test draws a random
 R2G-shaped graph and a random subset of its groups.
 """
+
 from __future__ import annotations
 
 import random
@@ -53,8 +54,12 @@ def rows_of(table: pa.Table, ids: pl.DataFrame, cols: tuple[str, str] = ("tenant
 
 def touching(edges: pa.Table, ids: pl.DataFrame) -> pa.Table:
     e = pl.from_arrow(edges.select(["tenant", "src", "dst"])).with_row_index("_row")
-    hit = pl.concat([e.join(ids, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi"),
-                     e.join(ids, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi")])
+    hit = pl.concat(
+        [
+            e.join(ids, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi"),
+            e.join(ids, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi"),
+        ]
+    )
     return edges.take(hit.get_column("_row").unique().sort().to_arrow())
 
 
@@ -78,13 +83,16 @@ def test_version_facts_of_some_groups_are_the_full_runs_rows_of_those_groups(see
     full = version_facts(g.nodes, g.edges, cfg)
     part = version_facts(*version_input(g.nodes, g.edges, chosen.to_arrow(), cfg), cfg)
     assert_same(rows_of(part.nodes, members), rows_of(full.nodes, members))
-    assert_same(touching(part.edges, members), touching(full.edges, members))   # incl. removed R2G CONTRADICTS
+    assert_same(touching(part.edges, members), touching(full.edges, members))  # incl. removed R2G CONTRADICTS
 
     assert_same(review_of(part.review_queue, members), review_of(full.review_queue, members))
 
 
-ROLLUPS = [RollupConfig(threshold=2, fan_in=2, max_depth=3), RollupConfig(threshold=3, fan_in=2, period="month"),
-           RollupConfig(threshold=2, fan_in=3, period="week", keep_recent_leaves=1)]
+ROLLUPS = [
+    RollupConfig(threshold=2, fan_in=2, max_depth=3),
+    RollupConfig(threshold=3, fan_in=2, period="month"),
+    RollupConfig(threshold=2, fan_in=3, period="week", keep_recent_leaves=1),
+]
 
 
 @fuzz_settings(25)
@@ -92,23 +100,33 @@ ROLLUPS = [RollupConfig(threshold=2, fan_in=2, max_depth=3), RollupConfig(thresh
 def test_rollups_of_some_conversations_are_the_full_runs_parents_of_those(seed, which, rerun) -> None:
     g, cfg = random_graph(seed, episodes=40), ROLLUPS[which]
     nodes, edges = g.nodes, g.edges
-    if rerun:   # existing parents and claimed children: an earlier run's output, then more turns
+    if rerun:  # existing parents and claimed children: an earlier run's output, then more turns
         first = rollup_episodes(nodes, edges, cfg)
         more = random_graph(seed + 1, episodes=15).nodes
         more = more.filter(pc.equal(more.column("type"), "Episode"))
-        more = more.set_column(0, "id", pc.binary_join_element_wise("new:", more.column("id"), ""))   # ids unique
+        more = more.set_column(0, "id", pc.binary_join_element_wise("new:", more.column("id"), ""))  # ids unique
         nodes = pa.concat_tables([nodes, first.nodes, more])
         edges = pa.concat_tables([edges, first.edges])
     keys = pl.from_arrow(rollup_group_keys(nodes, cfg)).filter(pl.col("conv_id").is_not_null())
     chosen = pick_groups(keys, ["tenant", "conv_id", "bucket"], seed)
 
     def parents_in_groups(out) -> tuple[pa.Table, pa.Table]:
-        made = pl.from_arrow(rollup_group_keys(out.nodes, cfg)).join(
-            chosen.select("tenant", "conv_id", "bucket").unique(), on=["tenant", "conv_id", "bucket"], how="semi",
-            nulls_equal=True).select("tenant", "id")
+        made = (
+            pl.from_arrow(rollup_group_keys(out.nodes, cfg))
+            .join(
+                chosen.select("tenant", "conv_id", "bucket").unique(),
+                on=["tenant", "conv_id", "bucket"],
+                how="semi",
+                nulls_equal=True,
+            )
+            .select("tenant", "id")
+        )
         return rows_of(out.nodes, made), rows_of(out.edges, made, ("tenant", "src"))
-    full, part = rollup_episodes(nodes, edges, cfg), rollup_episodes(*rollup_input(nodes, edges, chosen.to_arrow(),
-                                                                                   cfg), cfg)
+
+    full, part = (
+        rollup_episodes(nodes, edges, cfg),
+        rollup_episodes(*rollup_input(nodes, edges, chosen.to_arrow(), cfg), cfg),
+    )
     for a, b in zip(parents_in_groups(part), parents_in_groups(full)):
         assert_same(a, b)
 
@@ -118,14 +136,22 @@ def test_rollups_of_some_conversations_are_the_full_runs_parents_of_those(seed, 
 def test_pii_flags_are_per_row(seed) -> None:
     g = random_graph(seed, episodes=15)
     some = pick_groups(pl.from_arrow(pii_group_keys(g.nodes)), ["tenant", "id"], seed).select("tenant", "id")
-    assert_same(flag_nodes(rows_of(g.nodes, some), redact_text=True),
-                rows_of(flag_nodes(g.nodes, redact_text=True), some))
+    assert_same(
+        flag_nodes(rows_of(g.nodes, some), redact_text=True), rows_of(flag_nodes(g.nodes, redact_text=True), some)
+    )
 
 
 @fuzz_settings(25)
-@given(SEEDS, st.sampled_from([TierConfig(short_term_max_memories=4),
-                               TierConfig(short_term_max_memories=6, overflow_strategy="selective_cleanup"),
-                               TierConfig()]))
+@given(
+    SEEDS,
+    st.sampled_from(
+        [
+            TierConfig(short_term_max_memories=4),
+            TierConfig(short_term_max_memories=6, overflow_strategy="selective_cleanup"),
+            TierConfig(),
+        ]
+    ),
+)
 def test_promote_of_some_nodes_with_the_tenants_mid_count_is_the_full_run(seed, cfg) -> None:
     g = random_graph(seed, episodes=30, feedback=40)
     full1 = promote(g.nodes, g.feedback, None, g.as_of, cfg, edges=g.edges)
@@ -142,8 +168,10 @@ def test_promote_of_some_nodes_with_the_tenants_mid_count_is_the_full_run(seed, 
 def review_of(queue: pa.Table, ids: pl.DataFrame) -> pa.Table:
     """The review rows all of whose nodes are in `ids` (tenant, id)."""
     inside = set(ids.select("tenant", "id").iter_rows())
-    keep = [all((t, i) in inside for i in nodes) for t, nodes in zip(queue.column("tenant").to_pylist(),
-                                                                     queue.column("node_ids").to_pylist())]
+    keep = [
+        all((t, i) in inside for i in nodes)
+        for t, nodes in zip(queue.column("tenant").to_pylist(), queue.column("node_ids").to_pylist())
+    ]
     return queue.filter(pa.array(keep, pa.bool_()))
 
 
@@ -152,16 +180,27 @@ def test_the_capacity_rule_couples_a_tenants_nodes() -> None:
     g = random_graph(5, episodes=30)
     cfg = TierConfig(short_term_max_memories=4)
     full = promote(g.nodes, None, None, g.as_of, cfg)
-    facts = pl.from_arrow(full.nodes.select(["tenant", "id", "type", "tier"])).filter(
-        (pl.col("type") == "Fact") & (pl.col("tier") == "long")).head(1).select("tenant", "id")
+    facts = (
+        pl.from_arrow(full.nodes.select(["tenant", "id", "type", "tier"]))
+        .filter((pl.col("type") == "Fact") & (pl.col("tier") == "long"))
+        .head(1)
+        .select("tenant", "id")
+    )
     alone = promote(rows_of(g.nodes, facts), None, None, g.as_of, cfg)
     told = promote(rows_of(g.nodes, facts), None, None, g.as_of, cfg, tenant_mid_counts=full.mid_counts)
     assert told.nodes.column("tier").to_pylist() == ["long"] != alone.nodes.column("tier").to_pylist()
 
 
 @fuzz_settings(25)
-@given(SEEDS, st.sampled_from([SparsifyConfig(default_cap=1, caps={"SIMILAR_TO": 1, "ABOUT": 2}),
-                               SparsifyConfig(default_cap=2, similar_threshold=0.85)]))
+@given(
+    SEEDS,
+    st.sampled_from(
+        [
+            SparsifyConfig(default_cap=1, caps={"SIMILAR_TO": 1, "ABOUT": 2}),
+            SparsifyConfig(default_cap=2, similar_threshold=0.85),
+        ]
+    ),
+)
 def test_sparsify_of_some_groups_places_their_edges_as_the_full_run(seed, cfg) -> None:
     g = random_graph(seed)
     chosen = pick_groups(pl.from_arrow(sparsify_group_keys(g.edges, cfg)), ["tenant", "node", "type"], seed)
@@ -210,14 +249,23 @@ def test_context_items_of_a_file_batch_are_its_contexts_rows(seed) -> None:
     derived = e.filter(pl.col("type") == "DERIVED_FROM")
     carriers = file_eps
     for _ in range(3):
-        carriers = pl.concat([carriers, derived.join(carriers, left_on=["tenant", "dst"], right_on=["tenant", "id"],
-                                                     how="semi").select("tenant", pl.col("src").alias("id"))]).unique()
+        carriers = pl.concat(
+            [
+                carriers,
+                derived.join(carriers, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi").select(
+                    "tenant", pl.col("src").alias("id")
+                ),
+            ]
+        ).unique()
     others = n.filter(pl.col("type") != "Episode").select("tenant", "id")
     # what derives from this file's Episodes only (an R2G partition never derives across files)
-    elsewhere = derived.join(n.filter(pl.col("type") == "Episode"), left_on=["tenant", "dst"],
-                             right_on=["tenant", "id"], how="semi").join(
-        file_eps, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="anti").select(
-        "tenant", pl.col("src").alias("id"))
+    elsewhere = (
+        derived.join(
+            n.filter(pl.col("type") == "Episode"), left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi"
+        )
+        .join(file_eps, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="anti")
+        .select("tenant", pl.col("src").alias("id"))
+    )
     batch_ids = pl.concat([file_eps, others.join(elsewhere, on=["tenant", "id"], how="anti")]).unique()
     batch_nodes = rows_of(g.nodes, batch_ids)
     batch = pl.from_arrow(context_items(batch_nodes, g.edges))

@@ -2,6 +2,7 @@
 feedback file and recall hits), PII flags and redaction, sparsification caps from a settings file, rollups, and
 the consolidation tables in DuckDB — on the sample logs plus a few files of their own.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -24,11 +25,20 @@ ROOT = Path(__file__).resolve().parent.parent
 EMAIL = "ann.lee@example.com"
 CONTACT = f"Ann: You can always email me at {EMAIL} about the garden plans.\n"
 OPS = [
-    {"tool": "create_memory", "ref": "m1", "ts": "2024-03-05T09:00:00",
-     "arguments": {"subject": "小明", "memory_type": "事件", "topic": "参加", "object": "足球俱乐部"}},
-    {"tool": "link_memories", "arguments": {"source_memory_description": {"ref": "m1"},
-                                             "target_memory_description": "小明在公园里踢足球",
-                                             "relation_type": "基于"}},
+    {
+        "tool": "create_memory",
+        "ref": "m1",
+        "ts": "2024-03-05T09:00:00",
+        "arguments": {"subject": "小明", "memory_type": "事件", "topic": "参加", "object": "足球俱乐部"},
+    },
+    {
+        "tool": "link_memories",
+        "arguments": {
+            "source_memory_description": {"ref": "m1"},
+            "target_memory_description": "小明在公园里踢足球",
+            "relation_type": "基于",
+        },
+    },
     {"tool": "create_memory", "arguments": {"subject": "小明", "memory_type": "心情", "topic": "x", "object": "y"}},
 ]
 
@@ -46,12 +56,17 @@ def lake(tmp_path_factory: pytest.TempPathFactory):
     shutil.copytree(ROOT / "data" / "inbox", root / "inbox")
     (root / "inbox" / "demo" / "contact.txt").write_text(CONTACT, "utf-8")
     (root / "inbox" / "demo" / "agent_ops.jsonl").write_text(
-        "".join(json.dumps(op, ensure_ascii=False) + "\n" for op in OPS), "utf-8")
+        "".join(json.dumps(op, ensure_ascii=False) + "\n" for op in OPS), "utf-8"
+    )
     settings = root.parent / "consolidation.json"
     settings.write_text(json.dumps({"sparsify": {"default_cap": 3}}), "utf-8")
     with pytest.MonkeyPatch.context() as env:
-        for k, v in (("MEMCTL_DATA", str(root)), ("DAGSTER_HOME", str(root / "dagster_home")),
-                     ("MEMCTL_CONSOLIDATION", str(settings)), ("MEMCTL_REDACT_PII", "1")):
+        for k, v in (
+            ("MEMCTL_DATA", str(root)),
+            ("DAGSTER_HOME", str(root / "dagster_home")),
+            ("MEMCTL_CONSOLIDATION", str(settings)),
+            ("MEMCTL_REDACT_PII", "1"),
+        ):
             env.setenv(k, v)
         lk = Lake(root)
         assert _cli("--data", str(root), "materialize", "--quiet")[0] == 0
@@ -66,7 +81,7 @@ def test_agent_ops_from_the_inbox_are_applied_and_cited(lake: Lake) -> None:
     applied = read_lake_table(lake, "ops_applied").to_pylist()
     rejected = read_lake_table(lake, "ops_rejected").to_pylist()
     assert [(r["op_index"], r["op"]) for r in applied] == [(1, "create_memory"), (2, "link_memories")]
-    assert [(r["op_index"], r["code"]) for r in rejected] == [(3, "BAD_ARGS")]      # 心情 is no memory type
+    assert [(r["op_index"], r["code"]) for r in rejected] == [(3, "BAD_ARGS")]  # 心情 is no memory type
     made = applied[0]["target_ids"][0]
     node = next(n for n in _nodes(lake) if n["id"] == made)
     assert node["tenant"] == "demo" and "足球俱乐部" in node["title"]
@@ -109,7 +124,7 @@ def test_long_conversations_are_rolled_up(lake: Lake) -> None:
     children = {e["dst"] for e in contains}
     with ReadApi.open(lake, "demo") as api:
         groups = api.compaction_candidates("Episode")
-        assert not children & {c for g in groups for c in g.child_ids}          # rolled-up turns are not offered again
+        assert not children & {c for g in groups for c in g.child_ids}  # rolled-up turns are not offered again
         parent = next(r for r in rollups if r["tenant"] == "demo")
         assert set(api.get_node(parent["id"]).children_ids) >= {e["dst"] for e in contains if e["src"] == parent["id"]}
 
@@ -117,8 +132,9 @@ def test_long_conversations_are_rolled_up(lake: Lake) -> None:
 def test_feedback_and_recall_hits_change_the_memory(lake: Lake) -> None:
     pref = next(n for n in _nodes(lake) if n["type"] == "Preference" and "中文" in n["title"])
     assert not pref["pinned"]
-    (lake.inbox / "demo" / "feedback.jsonl").write_text(json.dumps(
-        {"feedback": "pin", "node_id": pref["id"], "at": "2024-03-03T10:00:00"}) + "\n", "utf-8")
+    (lake.inbox / "demo" / "feedback.jsonl").write_text(
+        json.dumps({"feedback": "pin", "node_id": pref["id"], "at": "2024-03-03T10:00:00"}) + "\n", "utf-8"
+    )
     # --k 20: the Preference cites the same line as the Episode ranked first, so MMR puts it last, and the turns
     # next to that Episode (session seeds) fill the first ten; a hit is logged for every result shown
     for _ in range(2):
@@ -137,8 +153,16 @@ def test_feedback_and_recall_hits_change_the_memory(lake: Lake) -> None:
 def test_consolidation_tables_are_in_duckdb_per_tenant(lake: Lake) -> None:
     con = tenant_sql(lake, "demo")
     try:
-        for table in ("communities", "promotions", "review_queue", "cold_edges", "feedback", "ops_applied",
-                      "ops_rejected", "audit"):
+        for table in (
+            "communities",
+            "promotions",
+            "review_queue",
+            "cold_edges",
+            "feedback",
+            "ops_applied",
+            "ops_rejected",
+            "audit",
+        ):
             assert {r[0] for r in con.execute(f"SELECT DISTINCT tenant FROM {table}").fetchall()} <= {"demo"}, table
         assert con.execute("SELECT count(*) FROM promotions").fetchone()[0] > 0
     finally:

@@ -3,6 +3,7 @@ implementations (tests/legacy/) on random R2G-shaped graphs and configurations.
 
 The same comparison on a real lake, with timings: bench/consolidation_golden.py.
 """
+
 from __future__ import annotations
 
 import random
@@ -43,20 +44,28 @@ def assert_same(new: pa.Table, old: pa.Table) -> None:
         for name in old.column_names:
             a, b = new.column(name).to_pylist(), old.column(name).to_pylist()
             diff = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
-            assert a == b, f"{name} row {diff}: {a[diff] if diff is not None else len(a)!r} vs " \
-                           f"{b[diff] if diff is not None else len(b)!r}"
+            assert a == b, (
+                f"{name} row {diff}: {a[diff] if diff is not None else len(a)!r} vs "
+                f"{b[diff] if diff is not None else len(b)!r}"
+            )
         pytest.fail("tables differ")
 
 
 def assert_same_outcome(new, old) -> None:
-    assert (new.passed, new.checked, new.failures, new.examples) == (old.passed, old.checked, old.failures,
-                                                                     old.examples)
+    assert (new.passed, new.checked, new.failures, new.examples) == (
+        old.passed,
+        old.checked,
+        old.failures,
+        old.examples,
+    )
 
 
 # ------------------------------------------------------------------------------------------ PII
 
-PII_TOKENS = st.sampled_from(list("0123456789 -.+()@_abcXx[]中文") + ["138", "0086", "4111", "EMAIL]", "[PHONE]",
-                                                                    ".com", "a.b", "\n", "１２", "٣", "2024-12-20"])
+PII_TOKENS = st.sampled_from(
+    list("0123456789 -.+()@_abcXx[]中文")
+    + ["138", "0086", "4111", "EMAIL]", "[PHONE]", ".com", "a.b", "\n", "１２", "٣", "2024-12-20"]
+)
 
 
 def pii_text(max_tokens: int) -> st.SearchStrategy[str]:
@@ -64,14 +73,26 @@ def pii_text(max_tokens: int) -> st.SearchStrategy[str]:
 
 
 @fuzz_settings(150)
-@given(st.lists(st.one_of(st.none(), pii_text(30)), min_size=1, max_size=12),
-       st.lists(st.one_of(st.none(), st.lists(st.one_of(st.none(), pii_text(20)), max_size=3)),
-                min_size=1, max_size=12), st.booleans())
+@given(
+    st.lists(st.one_of(st.none(), pii_text(30)), min_size=1, max_size=12),
+    st.lists(st.one_of(st.none(), st.lists(st.one_of(st.none(), pii_text(20)), max_size=3)), min_size=1, max_size=12),
+    st.booleans(),
+)
 def test_flag_nodes_matches_the_reference_on_pii_like_text(texts, lists, redact) -> None:
     n = max(len(texts), len(lists))
-    rows = [{"id": f"n{i}", "tenant": "t", "type": "Episode", "title": texts[i % len(texts)],
-             "text": texts[(i + 1) % len(texts)], "keywords": lists[i % len(lists)],
-             "entities": lists[(i + 1) % len(lists)], "aliases": lists[(i + 2) % len(lists)]} for i in range(n)]
+    rows = [
+        {
+            "id": f"n{i}",
+            "tenant": "t",
+            "type": "Episode",
+            "title": texts[i % len(texts)],
+            "text": texts[(i + 1) % len(texts)],
+            "keywords": lists[i % len(lists)],
+            "entities": lists[(i + 1) % len(lists)],
+            "aliases": lists[(i + 2) % len(lists)],
+        }
+        for i in range(n)
+    ]
     nodes = pa.Table.from_pylist([{c: r.get(c) for c in NODES.names} for r in rows], schema=NODES)
     assert_same(pii.flag_nodes(nodes, redact_text=redact), old_pii.flag_nodes(nodes, redact_text=redact))
 
@@ -86,10 +107,13 @@ def test_flag_nodes_matches_the_reference_on_random_graphs(seed) -> None:
 
 # ------------------------------------------------------------------------------------------ tiers
 
-TIER_CONFIGS = [TierConfig(), TierConfig(short_term_max_memories=4, overflow_strategy="selective_cleanup"),
-                TierConfig(short_term_max_memories=6, boost_on_hit=True, short_days=2.5, long_days=9.5),
-                TierConfig(overflow_strategy=None, activation_threshold=1, core_activation=1, topic_repetition=2),
-                TierConfig(decay={"episode": tiers.DecayRule(1.5, 0.5)}, episode_archive_days=3.0)]
+TIER_CONFIGS = [
+    TierConfig(),
+    TierConfig(short_term_max_memories=4, overflow_strategy="selective_cleanup"),
+    TierConfig(short_term_max_memories=6, boost_on_hit=True, short_days=2.5, long_days=9.5),
+    TierConfig(overflow_strategy=None, activation_threshold=1, core_activation=1, topic_repetition=2),
+    TierConfig(decay={"episode": tiers.DecayRule(1.5, 0.5)}, episode_archive_days=3.0),
+]
 
 
 @fuzz_settings(25)
@@ -97,7 +121,7 @@ TIER_CONFIGS = [TierConfig(), TierConfig(short_term_max_memories=4, overflow_str
 def test_promote_matches_the_reference_over_three_runs(seed, which, step_days) -> None:
     g, cfg = random_graph(seed, feedback=40), TIER_CONFIGS[which]
     nodes = g.nodes
-    if seed % 3 == 0:   # some nodes pinned on the input, some tiers/categories already set by an earlier run
+    if seed % 3 == 0:  # some nodes pinned on the input, some tiers/categories already set by an earlier run
         r = random.Random(seed)
         pinned = pa.array([r.random() < 0.1 or None for _ in range(nodes.num_rows)], pa.bool_())
         nodes = nodes.set_column(nodes.schema.get_field_index("pinned"), "pinned", pinned)
@@ -112,8 +136,10 @@ def test_promote_matches_the_reference_over_three_runs(seed, which, step_days) -
         assert_same(new.review, old.review)
         promotions_new = pa.concat_tables([promotions_new, new.promotions])
         promotions_old = pa.concat_tables([promotions_old, old.promotions])
-        assert_same_outcome(checks.tiers_monotone(new.nodes, promotions_new, cfg),
-                            old_tiers.tiers_monotone(old.nodes, promotions_old, cfg))
+        assert_same_outcome(
+            checks.tiers_monotone(new.nodes, promotions_new, cfg),
+            old_tiers.tiers_monotone(old.nodes, promotions_old, cfg),
+        )
         prev_new, prev_old = new.nodes, old.nodes
 
 
@@ -125,7 +151,7 @@ def test_tiers_monotone_reports_the_same_failures(seed) -> None:
     later = tiers.promote(g.nodes, g.feedback, first.nodes, g.as_of + timedelta(days=40))
     r = random.Random(seed)
     rows = pa.concat_tables([first.promotions, later.promotions]).to_pylist()
-    for row in r.sample(rows, min(len(rows), 6)):   # break some: unknown and demoted tiers, broken chains
+    for row in r.sample(rows, min(len(rows), 6)):  # break some: unknown and demoted tiers, broken chains
         row[r.choice(["from_tier", "to_tier"])] = r.choice(["short", "mid", "long", "huge", None])
         row["reason"] = r.choice([row["reason"], "downvote", None])
         row["at"] = r.choice([row["at"], None])
@@ -136,6 +162,7 @@ def test_tiers_monotone_reports_the_same_failures(seed) -> None:
 
 # ------------------------------------------------------------------------------------------ versions
 
+
 @fuzz_settings(30)
 @given(SEEDS, st.booleans())
 def test_version_facts_matches_the_reference(seed, trusting) -> None:
@@ -145,10 +172,11 @@ def test_version_facts_matches_the_reference(seed, trusting) -> None:
     assert_same(new.nodes, old.nodes)
     assert_same(new.edges, old.edges)
     assert_same(new.review_queue, old.review_queue)
-    again = versions.version_facts(new.nodes, new.edges, cfg)     # its own output: recomputed, the same
+    again = versions.version_facts(new.nodes, new.edges, cfg)  # its own output: recomputed, the same
     assert_same(again.edges, old_versions.version_facts(old.nodes, old.edges, cfg).edges)
-    assert_same_outcome(checks.one_active_per_chain(new.nodes, new.edges),
-                        old_versions.one_active_per_chain(old.nodes, old.edges))
+    assert_same_outcome(
+        checks.one_active_per_chain(new.nodes, new.edges), old_versions.one_active_per_chain(old.nodes, old.edges)
+    )
 
 
 @fuzz_settings(40)
@@ -161,21 +189,22 @@ def test_one_active_per_chain_reports_the_same_failures(seed) -> None:
     active = [e for e in rows if e["type"] == "ACTIVE_OF"]
     facts = [n["id"] for n in out.nodes.to_pylist() if n["type"] in ("Fact", "Preference")]
     for e in r.sample(active, min(len(active), 2)):
-        rows.remove(e)                                              # a chain without its ACTIVE_OF
-    for _ in range(r.randint(0, 3)):                                # stray and second ACTIVE_OFs
+        rows.remove(e)  # a chain without its ACTIVE_OF
+    for _ in range(r.randint(0, 3)):  # stray and second ACTIVE_OFs
         if facts:
             dst = r.choice(facts)
             rows.append({**rows[0], "id": f"e_x{dst}", "type": "ACTIVE_OF", "src": "someone", "dst": dst})
     edges = pa.Table.from_pylist(rows, schema=out.edges.schema)
-    assert_same_outcome(checks.one_active_per_chain(out.nodes, edges),
-                        old_versions.one_active_per_chain(out.nodes, edges))
+    assert_same_outcome(
+        checks.one_active_per_chain(out.nodes, edges), old_versions.one_active_per_chain(out.nodes, edges)
+    )
 
 
 # ------------------------------------------------------------------------------------------ communities
 
+
 @fuzz_settings(25)
-@given(SEEDS, st.sampled_from([("Entity",), ("Entity", "Fact"), ("Entity", "Concept", "Task")]),
-       st.integers(2, 4))
+@given(SEEDS, st.sampled_from([("Entity",), ("Entity", "Fact"), ("Entity", "Concept", "Task")]), st.integers(2, 4))
 def test_detect_communities_matches_the_reference(seed, members, min_size) -> None:
     g = random_graph(seed, episodes=40)
     cfg = CommunityConfig(member_types=members, min_size=min_size, hub_min_degree=3, hub_share=0.6)
@@ -195,13 +224,15 @@ def test_detect_communities_matches_the_reference(seed, members, min_size) -> No
 
 # ------------------------------------------------------------------------------------------ rollup
 
-ROLLUP_CONFIGS = [RollupConfig(), RollupConfig(threshold=2, fan_in=2, max_depth=3),
-                  RollupConfig(threshold=3, fan_in=3, period="month", keep_recent_leaves=1),
-                  RollupConfig(threshold=2, fan_in=2, period="week", text_max_chars=40, max_keywords=2,
-                               max_entities=0),
-                  RollupConfig(threshold=2, fan_in=2, period="day"),
-                  RollupConfig(threshold=2, fan_in=2, group_by="concept", max_depth=3),
-                  RollupConfig(threshold=1, fan_in=2, group_by="concept", period="year")]
+ROLLUP_CONFIGS = [
+    RollupConfig(),
+    RollupConfig(threshold=2, fan_in=2, max_depth=3),
+    RollupConfig(threshold=3, fan_in=3, period="month", keep_recent_leaves=1),
+    RollupConfig(threshold=2, fan_in=2, period="week", text_max_chars=40, max_keywords=2, max_entities=0),
+    RollupConfig(threshold=2, fan_in=2, period="day"),
+    RollupConfig(threshold=2, fan_in=2, group_by="concept", max_depth=3),
+    RollupConfig(threshold=1, fan_in=2, group_by="concept", period="year"),
+]
 
 
 @fuzz_settings(30)
@@ -231,15 +262,19 @@ def test_duplicate_ids_keep_the_reference_row() -> None:
     dup = dup.set_column(dup.schema.get_field_index("title"), "title", pa.array(["zz", "aa", None, "mm"]))
     nodes = pa.concat_tables([g.nodes, dup])
     cfg = RollupConfig(threshold=2, fan_in=2)
-    assert_same(rollup.rollup_episodes(nodes, g.edges, cfg).nodes,
-                old_rollup.rollup_episodes(nodes, g.edges, cfg).nodes)
+    assert_same(
+        rollup.rollup_episodes(nodes, g.edges, cfg).nodes, old_rollup.rollup_episodes(nodes, g.edges, cfg).nodes
+    )
 
 
 # ------------------------------------------------------------------------------------------ sparsify and link
 
-SPARSIFY_CONFIGS = [SparsifyConfig(), SparsifyConfig(default_cap=1, caps={"SIMILAR_TO": 1, "ABOUT": 2}),
-                    SparsifyConfig(default_cap=2, similar_threshold=0.85),
-                    SparsifyConfig(default_cap=None, caps={"MENTIONS": 1}, tau_days={"Entity": 3.0})]
+SPARSIFY_CONFIGS = [
+    SparsifyConfig(),
+    SparsifyConfig(default_cap=1, caps={"SIMILAR_TO": 1, "ABOUT": 2}),
+    SparsifyConfig(default_cap=2, similar_threshold=0.85),
+    SparsifyConfig(default_cap=None, caps={"MENTIONS": 1}, tau_days={"Entity": 3.0}),
+]
 
 
 @fuzz_settings(30)
@@ -268,8 +303,11 @@ def test_link_facts_leaves_out_existing_edges_as_dropping_their_ids(seed, share)
     full = link.link_facts(g.nodes, g.edges)
     r = random.Random(seed)
     there = full.filter(pa.array([r.random() < share for _ in range(full.num_rows)], pa.bool_()))
-    existing = pl.from_arrow(pa.concat_tables([g.edges.select(["tenant", "src", "type", "dst"]),
-                                               there.select(["tenant", "src", "type", "dst"])]))
+    existing = pl.from_arrow(
+        pa.concat_tables(
+            [g.edges.select(["tenant", "src", "type", "dst"]), there.select(["tenant", "src", "type", "dst"])]
+        )
+    )
     ids = pa.concat_arrays([g.edges.column("id").combine_chunks(), there.column("id").combine_chunks()])
     expected = full.filter(pc.invert(pc.is_in(full.column("id"), value_set=ids)))
     assert_same(link.link_facts(g.nodes, g.edges, existing=existing), expected)
@@ -305,8 +343,9 @@ def test_rollup_depths_with_cycles_and_odd_children_match_the_reference(seed) ->
     edges = g.edges.to_pylist()
     for n in ups:
         for child in r.sample(others, r.randint(0, 3)):
-            edges.append({**edges[0], "id": f"sc_{n['id']}_{child}", "src": n["id"], "dst": child,
-                          "type": "SEMANTIC_CONTAINS"})
+            edges.append(
+                {**edges[0], "id": f"sc_{n['id']}_{child}", "src": n["id"], "dst": child, "type": "SEMANTIC_CONTAINS"}
+            )
     nodes, edges = pa.Table.from_pylist(rows, schema=g.nodes.schema), pa.Table.from_pylist(edges, schema=g.edges.schema)
     cfg = RollupConfig(threshold=1, fan_in=2, max_depth=4)
     new, old = rollup.rollup_episodes(nodes, edges, cfg), old_rollup.rollup_episodes(nodes, edges, cfg)
@@ -316,6 +355,7 @@ def test_rollup_depths_with_cycles_and_odd_children_match_the_reference(seed) ->
 
 def test_conservation_counts_empty_messages_as_python_strips() -> None:
     from jobs.integrity import PY_WHITESPACE, conservation
+
     assert PY_WHITESPACE == "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
     texts = ["a", "", None, " \x1c\u3000", "\u200b", "b ", "\x85"]
     out = conservation(len(texts), pa.table({"text": texts}), pa.table({"x": pa.array([], pa.int64())}))
@@ -324,27 +364,40 @@ def test_conservation_counts_empty_messages_as_python_strips() -> None:
 
 
 @fuzz_settings(300)
-@given(st.lists(st.one_of(st.none(), st.text(st.sampled_from(list("ab .。！？!?；;\n\t\u3000\u00a0\u2028\x1cx\x00$")),
-                                             max_size=30)), min_size=1, max_size=8))
+@given(
+    st.lists(
+        st.one_of(
+            st.none(), st.text(st.sampled_from(list("ab .。！？!?；;\n\t\u3000\u00a0\u2028\x1cx\x00$")), max_size=30)
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
 def test_vectorised_sentences_split_as_the_reference(texts) -> None:
     import polars as pl
+
     got = rollup_parents.sentences_of(pl.Series(texts, dtype=pl.String)).to_list()
     assert got == [None if t is None else old_rollup._sentences(t) for t in texts]
 
 
 def test_review_ids_are_stable_ids() -> None:
     from r2g.ids import stable_id
+
     keys = [("t", "n_1"), (None, "x"), ("租户", "节点"), ("", ""), ("a:b", "3:c"), ("t", None)]
     assert tiers.review_ids([t for t, _ in keys], [i for _, i in keys]) == [
-        stable_id("rq", t, "fact_low_weight", i) for t, i in keys]
+        stable_id("rq", t, "fact_low_weight", i) for t, i in keys
+    ]
 
 
 @fuzz_settings(300)
-@given(st.lists(st.text(st.sampled_from(list("ab ·.\t\u3000\u00a0\x1c…xyz中")), max_size=20), min_size=1, max_size=8),
-       st.integers(2, 12))
+@given(
+    st.lists(st.text(st.sampled_from(list("ab ·.\t\u3000\u00a0\x1c…xyz中")), max_size=20), min_size=1, max_size=8),
+    st.integers(2, 12),
+)
 def test_vectorised_clip_is_r2g_clip(texts, n) -> None:
     import polars as pl
 
     from r2g.rules import clip
+
     got = pl.DataFrame({"s": texts}).select(rollup_parents.clip_expr(pl.col("s"), n)).to_series().to_list()
     assert got == [clip(t, n) for t in texts]

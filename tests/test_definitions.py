@@ -1,4 +1,5 @@
 """The Dagster Definitions: asset graph snapshot, jobs, sensors, checks — and `dg check defs`."""
+
 from __future__ import annotations
 
 import os
@@ -21,10 +22,27 @@ def _keys(specs) -> set[str]:
 def test_asset_graph_snapshot() -> None:
     graph = defs.resolve_asset_graph()
     assert _keys(graph.get_all_asset_keys()) == {
-        "file_chunks", "file_annotations", "file_graph",
-        "raw_chunks", "messages", "rejects", "r2g_nodes", "r2g_edges",
-        "nodes", "edges", "communities", "promotions", "review_queue", "cold_edges", "feedback", "ops_applied",
-        "ops_rejected", "audit", "tombstones", "memory_duckdb", "graph_index",
+        "file_chunks",
+        "file_annotations",
+        "file_graph",
+        "raw_chunks",
+        "messages",
+        "rejects",
+        "r2g_nodes",
+        "r2g_edges",
+        "nodes",
+        "edges",
+        "communities",
+        "promotions",
+        "review_queue",
+        "cold_edges",
+        "feedback",
+        "ops_applied",
+        "ops_rejected",
+        "audit",
+        "tombstones",
+        "memory_duckdb",
+        "graph_index",
     }
     deps = {k.to_user_string(): _keys(graph.get(k).parent_keys) for k in graph.get_all_asset_keys()}
     assert deps["file_annotations"] == {"file_chunks"}
@@ -55,8 +73,12 @@ def test_every_asset_has_a_description_group_and_owner() -> None:
 
 def test_blocking_checks_declared() -> None:
     checks = {(c.asset_key.to_user_string(), c.name): c for a in defs.assets for c in a.check_specs}
-    assert {("file_chunks", "conservation"), ("edges", "no_orphan_edges"),
-            ("nodes", "raw_refs_resolve"), ("messages", "raw_refs_resolve")} <= set(checks)
+    assert {
+        ("file_chunks", "conservation"),
+        ("edges", "no_orphan_edges"),
+        ("nodes", "raw_refs_resolve"),
+        ("messages", "raw_refs_resolve"),
+    } <= set(checks)
     # a corrupt blob is quarantined and its file re-ingested next run: report it, do not stop the lake
     advisory = {("raw_chunks", "raw_store_verified")}
     assert advisory <= set(checks)

@@ -3,6 +3,7 @@
 Random R2G-shaped lakes (tests/consolidation_graphs.py): a first run over the lake before an append, then the
 dirty-set run over the lake after it, against consolidate() of the same input and previous state, table for table.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,19 +38,29 @@ def before_append(g: RandomGraph, seed: int) -> tuple[pa.Table, pa.Table, set[st
     tenants = sorted(set(n.get_column("tenant").to_list()))
     touched = {t for t in tenants if r.random() < 0.5} or {tenants[0]}
     eps = n.filter((pl.col("type") == "Episode") & pl.col("tenant").is_in(sorted(touched)))
-    late = eps.filter(pl.Series([r.random() < 0.3 for _ in range(eps.height)], dtype=pl.Boolean)).select("tenant",
-                                                                                                          "id")
+    late = eps.filter(pl.Series([r.random() < 0.3 for _ in range(eps.height)], dtype=pl.Boolean)).select("tenant", "id")
     e = pl.from_arrow(g.edges)
     derived = e.filter(pl.col("type") == "DERIVED_FROM")
     gone = late
     for _ in range(3):
-        gone = pl.concat([gone, derived.join(gone, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi")
-                          .select("tenant", pl.col("src").alias("id"))]).unique()
+        gone = pl.concat(
+            [
+                gone,
+                derived.join(gone, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi").select(
+                    "tenant", pl.col("src").alias("id")
+                ),
+            ]
+        ).unique()
     nodes = n.join(gone, on=["tenant", "id"], how="anti")
-    nodes = nodes.with_columns(pl.when(pl.col("tenant").is_in(sorted(touched)) & (pl.col("type") == "Entity"))
-                               .then(pl.col("mentions").fill_null(2) - 1).otherwise("mentions").alias("mentions"))
-    edges = (e.join(gone, left_on=["tenant", "src"], right_on=["tenant", "id"], how="anti")
-             .join(gone, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="anti"))
+    nodes = nodes.with_columns(
+        pl.when(pl.col("tenant").is_in(sorted(touched)) & (pl.col("type") == "Entity"))
+        .then(pl.col("mentions").fill_null(2) - 1)
+        .otherwise("mentions")
+        .alias("mentions")
+    )
+    edges = e.join(gone, left_on=["tenant", "src"], right_on=["tenant", "id"], how="anti").join(
+        gone, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="anti"
+    )
     return nodes.to_arrow().cast(g.nodes.schema), edges.to_arrow().cast(g.edges.schema), touched
 
 
@@ -67,12 +78,28 @@ def assert_same_result(a: ConsolidationResult, b: ConsolidationResult) -> None:
 def test_a_dirty_run_after_an_append_equals_consolidate(seed) -> None:
     g = random_graph(seed, tenants=3, episodes=25, time_span_days=20)
     old_nodes, old_edges, touched = before_append(g, seed)
-    first = consolidate_dirty(old_nodes, old_edges, feedback=g.feedback, ops=[], previous=Previous(), as_of=g.as_of,
-                              snapshot=None, config=CONFIG)
+    first = consolidate_dirty(
+        old_nodes,
+        old_edges,
+        feedback=g.feedback,
+        ops=[],
+        previous=Previous(),
+        as_of=g.as_of,
+        snapshot=None,
+        config=CONFIG,
+    )
     assert first.mode == "full"
     previous, later = previous_of(first.result), g.as_of + timedelta(days=3)
-    run = consolidate_dirty(g.nodes, g.edges, feedback=g.feedback, ops=[], previous=previous, as_of=later,
-                            snapshot=first.snapshot, config=CONFIG)
+    run = consolidate_dirty(
+        g.nodes,
+        g.edges,
+        feedback=g.feedback,
+        ops=[],
+        previous=previous,
+        as_of=later,
+        snapshot=first.snapshot,
+        config=CONFIG,
+    )
     full = consolidate(g.nodes, g.edges, feedback=g.feedback, ops=[], previous=previous, as_of=later, config=CONFIG)
     assert run.mode == "incremental", run.reason
     assert run.dirty_tenants == len(touched) <= run.tenants
@@ -83,32 +110,62 @@ def test_a_dirty_run_after_an_append_equals_consolidate(seed) -> None:
 @given(SEEDS)
 def test_a_forget_request_is_swept_and_its_tenant_redone(seed) -> None:
     g = random_graph(seed, tenants=2, episodes=20)
-    first = consolidate_dirty(g.nodes, g.edges, feedback=g.feedback, ops=[], previous=Previous(), as_of=g.as_of,
-                              snapshot=None, config=CONFIG)
+    first = consolidate_dirty(
+        g.nodes, g.edges, feedback=g.feedback, ops=[], previous=Previous(), as_of=g.as_of, snapshot=None, config=CONFIG
+    )
     gone = pl.from_arrow(g.nodes.select(["tenant", "id", "type"])).filter(pl.col("type") == "Fact").head(2)
     forget = ForgetRules([ForgetRequest(t, "node", i, nodes=(i,)) for t, i in gone.select("tenant", "id").iter_rows()])
     nodes = pl.from_arrow(g.nodes).join(gone.select("tenant", "id"), on=["tenant", "id"], how="anti").to_arrow()
     previous = previous_of(first.result)
-    run = consolidate_dirty(nodes, g.edges, feedback=g.feedback, ops=[], previous=previous, as_of=g.as_of,
-                            snapshot=first.snapshot, forget=forget, config=CONFIG)
-    full = consolidate(nodes, g.edges, feedback=g.feedback, ops=[], previous=previous, as_of=g.as_of, forget=forget,
-                       config=CONFIG)
+    run = consolidate_dirty(
+        nodes,
+        g.edges,
+        feedback=g.feedback,
+        ops=[],
+        previous=previous,
+        as_of=g.as_of,
+        snapshot=first.snapshot,
+        forget=forget,
+        config=CONFIG,
+    )
+    full = consolidate(
+        nodes, g.edges, feedback=g.feedback, ops=[], previous=previous, as_of=g.as_of, forget=forget, config=CONFIG
+    )
     assert run.mode == "incremental"
     assert_same_result(run.result, full)
 
 
 def test_an_unchanged_lake_redoes_no_tenant_and_a_new_config_redoes_all() -> None:
     g = random_graph(3, tenants=2, episodes=15)
-    first = consolidate_dirty(g.nodes, g.edges, feedback=g.feedback, ops=[], previous=Previous(), as_of=g.as_of,
-                              snapshot=None, config=CONFIG)
+    first = consolidate_dirty(
+        g.nodes, g.edges, feedback=g.feedback, ops=[], previous=Previous(), as_of=g.as_of, snapshot=None, config=CONFIG
+    )
     previous = previous_of(first.result)
-    again = consolidate_dirty(g.nodes, g.edges, feedback=g.feedback, ops=[], previous=previous, as_of=g.as_of,
-                              snapshot=first.snapshot, config=CONFIG)
+    again = consolidate_dirty(
+        g.nodes,
+        g.edges,
+        feedback=g.feedback,
+        ops=[],
+        previous=previous,
+        as_of=g.as_of,
+        snapshot=first.snapshot,
+        config=CONFIG,
+    )
     assert (again.mode, again.dirty_tenants, again.stage_reused) == ("incremental", 0, True)
-    assert_same_result(again.result, consolidate(g.nodes, g.edges, feedback=g.feedback, ops=[], previous=previous,
-                                                 as_of=g.as_of, config=CONFIG))
-    other = consolidate_dirty(g.nodes, g.edges, feedback=g.feedback, ops=[], previous=previous, as_of=g.as_of,
-                              snapshot=first.snapshot, config=replace(CONFIG, redact_pii=True))
+    assert_same_result(
+        again.result,
+        consolidate(g.nodes, g.edges, feedback=g.feedback, ops=[], previous=previous, as_of=g.as_of, config=CONFIG),
+    )
+    other = consolidate_dirty(
+        g.nodes,
+        g.edges,
+        feedback=g.feedback,
+        ops=[],
+        previous=previous,
+        as_of=g.as_of,
+        snapshot=first.snapshot,
+        config=replace(CONFIG, redact_pii=True),
+    )
     assert (other.mode, other.dirty_tenants) == ("full", 2)
     assert other.reason == "configuration, code or ops batches changed"
 
@@ -119,8 +176,7 @@ def test_tenant_hashes_see_a_changed_a_moved_and_a_removed_row() -> None:
     n = pl.DataFrame(pl.from_arrow(g.nodes))
     t0 = pl.col("tenant") == "t0"
     first = n.filter(t0).get_column("id")[0]
-    changed = n.with_columns(pl.when(t0 & (pl.col("id") == first)).then(pl.lit("x"))
-                             .otherwise("title").alias("title"))
+    changed = n.with_columns(pl.when(t0 & (pl.col("id") == first)).then(pl.lit("x")).otherwise("title").alias("title"))
     moved = pl.concat([n.filter(t0).reverse(), n.filter(~t0)], how="vertical_relaxed")
     for variant in (changed, moved, n.filter(~t0 | (pl.col("id") != first))):
         assert changed_tenants(base, tenant_hashes(variant.to_arrow().cast(g.nodes.schema), g.edges)) == {"t0"}
@@ -134,15 +190,33 @@ def test_a_changed_conversation_is_the_only_one_rolled_up_again(seed) -> None:
     n = pl.from_arrow(g.nodes)
     late = n.filter((pl.col("type") == "Episode") & (pl.col("conv_id") == "c1")).tail(2).select("tenant", "id")
     old_nodes = n.join(late, on=["tenant", "id"], how="anti").to_arrow().cast(g.nodes.schema)
-    first = consolidate_dirty(old_nodes, g.edges, feedback=g.feedback, ops=[], previous=Previous(), as_of=g.as_of,
-                              snapshot=None, config=CONFIG)
+    first = consolidate_dirty(
+        old_nodes,
+        g.edges,
+        feedback=g.feedback,
+        ops=[],
+        previous=Previous(),
+        as_of=g.as_of,
+        snapshot=None,
+        config=CONFIG,
+    )
     previous = previous_of(first.result)
     with mock.patch("jobs.dirty.rollup_input", wraps=rollup_input) as spy:
-        run = consolidate_dirty(g.nodes, g.edges, feedback=g.feedback, ops=[], previous=previous, as_of=g.as_of,
-                                snapshot=first.snapshot, config=CONFIG)
+        run = consolidate_dirty(
+            g.nodes,
+            g.edges,
+            feedback=g.feedback,
+            ops=[],
+            previous=previous,
+            as_of=g.as_of,
+            snapshot=first.snapshot,
+            config=CONFIG,
+        )
     asked = [set(call.args[2].column("conv_id").to_pylist()) for call in spy.call_args_list]
-    assert_same_result(run.result, consolidate(g.nodes, g.edges, feedback=g.feedback, ops=[], previous=previous,
-                                               as_of=g.as_of, config=CONFIG))
+    assert_same_result(
+        run.result,
+        consolidate(g.nodes, g.edges, feedback=g.feedback, ops=[], previous=previous, as_of=g.as_of, config=CONFIG),
+    )
     assert asked == ([{"c1"}] if late.height else [set()])
 
 
@@ -151,8 +225,18 @@ def test_the_fingerprint_is_the_same_in_every_process() -> None:
     import subprocess
     import sys
 
-    code = ("from jobs.consolidate import ConsolidationConfig; from jobs.dirty import run_fingerprint; "
-            "print(run_fingerprint(ConsolidationConfig(), []))")
-    prints = {subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONHASHSEED": seed},
-                             capture_output=True, text=True, check=True).stdout for seed in ("1", "2")}
+    code = (
+        "from jobs.consolidate import ConsolidationConfig; from jobs.dirty import run_fingerprint; "
+        "print(run_fingerprint(ConsolidationConfig(), []))"
+    )
+    prints = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2")
+    }
     assert len(prints) == 1

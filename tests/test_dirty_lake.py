@@ -7,6 +7,7 @@ consolidates as it does by default (jobs.dirty), the other with every lake-wide 
 (`MEMCTL_FULL=1`). After every step the consolidation's files must be equal, and the default lake must have redone
 only the tenants that changed.
 """
+
 from __future__ import annotations
 
 import json
@@ -53,14 +54,14 @@ def _add_research(lake: Lake) -> None:
 
 
 def _later(lake: Lake) -> None:
-    os.environ["MEMCTL_AS_OF"] = "2024-07-01T00:00:00"   # the fixture's monkeypatch restores it
+    os.environ["MEMCTL_AS_OF"] = "2024-07-01T00:00:00"  # the fixture's monkeypatch restores it
 
 
-STEPS: list[tuple[str, Callable[[Lake], None], str, int]] = [   # (what, change, mode, tenants redone)
+STEPS: list[tuple[str, Callable[[Lake], None], str, int]] = [  # (what, change, mode, tenants redone)
     ("first build", lambda lake: None, "full", 2),
     ("a new demo file", _add_demo, "incremental", 1),
     ("a forget request", _forget_extra0, "incremental", 1),
-    ("a later as_of, the same input", _later, "incremental", 0),   # before the ops: a batch's time is the as_of
+    ("a later as_of, the same input", _later, "incremental", 0),  # before the ops: a batch's time is the as_of
     ("an ops file", _add_ops, "full", 2),
     ("a new research file", _add_research, "incremental", 1),
 ]

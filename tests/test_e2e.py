@@ -3,6 +3,7 @@
 One real run per module (real spaCy, real DuckDB file, real igraph, real Dagster
 instance); the tests then read what it produced.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -30,8 +31,10 @@ ZH_LINE = "小明在公园里踢足球，晚饭前会回来。"
 
 
 def _fingerprint(lake: Lake) -> dict[str, str]:
-    return {p.relative_to(lake.root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(lake.lake.rglob("*.parquet"))}
+    return {
+        p.relative_to(lake.root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(lake.lake.rglob("*.parquet"))
+    }
 
 
 @pytest.fixture(scope="module")
@@ -42,11 +45,13 @@ def lake(tmp_path_factory: pytest.TempPathFactory):
     messy.mkdir()
     (messy / "half_good.jsonl").write_text(
         '{"conv_id": "c1", "speaker": "Ann", "ts": "2024-01-02 10:00:00", "text": "The backup server is in Oslo."}\n'
-        '{"conv_id": "c1", "speaker": "Bob", "ts": "2024-01-02 10:01:00", "text": "broken line\n', "utf-8")
+        '{"conv_id": "c1", "speaker": "Bob", "ts": "2024-01-02 10:01:00", "text": "broken line\n',
+        "utf-8",
+    )
     (messy / "latin1.txt").write_bytes("Zoë: café ünïcode".encode("latin-1"))
     (messy / "empty.txt").write_bytes(b"")
     saved = {k: os.environ.get(k) for k in ("MEMCTL_DATA", "DAGSTER_HOME", "MEMCTL_VECTORS")}
-    os.environ["MEMCTL_VECTORS"] = "static"     # stage B's vectors built (opt-in), for test_recall_gets_vector_hits
+    os.environ["MEMCTL_VECTORS"] = "static"  # stage B's vectors built (opt-in), for test_recall_gets_vector_hits
     os.environ["MEMCTL_DATA"] = str(root)
     os.environ["DAGSTER_HOME"] = str(root / "dagster_home")
     lk = Lake(root)
@@ -83,10 +88,13 @@ def test_bad_input_becomes_rejects_while_the_rest_lands(lake) -> None:
     assert "The backup server is in Oslo." in texts
 
 
-@pytest.mark.parametrize("query, line, msg_id", [
-    ("Where did Xiaoming play football?", EN_LINE, "L7"),
-    ("小明在哪里踢足球？", ZH_LINE, "m1"),
-])
+@pytest.mark.parametrize(
+    "query, line, msg_id",
+    [
+        ("Where did Xiaoming play football?", EN_LINE, "L7"),
+        ("小明在哪里踢足球？", ZH_LINE, "m1"),
+    ],
+)
 def test_recall_cites_the_original_line(lake, query: str, line: str, msg_id: str) -> None:
     from recall import recall
 
@@ -96,10 +104,13 @@ def test_recall_cites_the_original_line(lake, query: str, line: str, msg_id: str
     assert (msg_id, line) in cited, cited
 
 
-@pytest.mark.parametrize("query, msg_id", [
-    ("Which sport did the neighbour do at the weekend?", "L7"),   # "sport", "weekend": not in the line
-    ("小明周末做什么运动？", "m1"),                                   # 运动: not in 小明在公园里踢足球
-])
+@pytest.mark.parametrize(
+    "query, msg_id",
+    [
+        ("Which sport did the neighbour do at the weekend?", "L7"),  # "sport", "weekend": not in the line
+        ("小明周末做什么运动？", "m1"),  # 运动: not in 小明在公园里踢足球
+    ],
+)
 def test_recall_gets_vector_hits(lake, query: str, msg_id: str) -> None:
     """The static tables set-up distilled embed the sample's turns at build time ($MEMCTL_VECTORS=static), and with stage B on
     (`--vectors`) a question in other words than the line finds it through its vector."""
@@ -145,8 +156,9 @@ def test_new_file_runs_only_its_partition_and_hits_the_nlp_cache(lake) -> None:
 
 def _memctl(lk: Lake, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "MEMCTL_DATA": str(lk.root)}
-    return subprocess.run([sys.executable, "-m", "assets.cli", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "assets.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def _memctl_here(lk: Lake, *args: str) -> subprocess.CompletedProcess:
@@ -156,7 +168,7 @@ def _memctl_here(lk: Lake, *args: str) -> subprocess.CompletedProcess:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             code = main(["--data", str(lk.root), *args])
-        except SystemExit as e:   # argparse's own errors
+        except SystemExit as e:  # argparse's own errors
             code = e.code if isinstance(e.code, int) else 1
     return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
@@ -174,8 +186,9 @@ def test_cli_recall_json_contract(lake) -> None:
 
 def test_cli_recall_filters_and_the_search_memories_tool(lake) -> None:
     lk, _ = lake
-    facts = _memctl_here(lk, "recall", "Xiaoming football", "--tenant", "demo", "--types", "Fact", "--json",
-                    "--budget-tokens", "300")
+    facts = _memctl_here(
+        lk, "recall", "Xiaoming football", "--tenant", "demo", "--types", "Fact", "--json", "--budget-tokens", "300"
+    )
     assert facts.returncode == 0, facts.stderr
     got = json.loads(facts.stdout)
     assert got and {r["type"] for r in got} == {"Fact"}
@@ -186,8 +199,7 @@ def test_cli_recall_filters_and_the_search_memories_tool(lake) -> None:
     assert bad.returncode == 2 and "ISO-8601" in bad.stderr and "Traceback" not in bad.stderr
     tools = _memctl_here(lk, "tools")
     assert json.loads(tools.stdout)[0]["function"]["name"] == "search_memories"
-    call = _memctl(lk, "tools", '{"query": "Where did Xiaoming play football?", "max_results": 3}',
-                   "--tenant", "demo")
+    call = _memctl(lk, "tools", '{"query": "Where did Xiaoming play football?", "max_results": 3}', "--tenant", "demo")
     assert call.returncode == 0, call.stderr
     cites = [c for r in json.loads(call.stdout)["results"] for c in r["citations"]]
     assert any(c["excerpt"] == EN_LINE for c in cites)
@@ -205,13 +217,19 @@ def test_cli_sql_stats_and_clear_errors(lake, tmp_path: Path) -> None:
     bad_sql = _memctl_here(lk, "sql", "SELEC nonsense")
     assert bad_sql.returncode == 2 and len(bad_sql.stderr.strip().splitlines()) == 1
     env = {**os.environ, "MEMCTL_DATA": str(tmp_path / "nothing")}
-    missing = subprocess.run([sys.executable, "-m", "assets.cli", "recall", "x", "--tenant", "demo"],
-                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    missing = subprocess.run(
+        [sys.executable, "-m", "assets.cli", "recall", "x", "--tenant", "demo"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert missing.returncode == 2 and "materialize" in missing.stderr
     assert "Traceback" not in missing.stderr
     unknown = _memctl_here(lk, "recall", "football", "--tenant", "nobody")
     assert unknown.returncode == 2 and "unknown tenant 'nobody'" in unknown.stderr
-    assert "known: demo, messy, research;" in unknown.stderr   # the names, as `memctl stats` shows them
+    assert "known: demo, messy, research;" in unknown.stderr  # the names, as `memctl stats` shows them
     assert set(json.loads(stats.stdout)["tenants"]) == {"demo", "messy", "research"}
     # --tenant: a sandbox holding only that tenant's rows, with no way back to the shared index
     scoped = _memctl_here(lk, "sql", "SELECT DISTINCT tenant FROM nodes", "--json", "--tenant", "research")
@@ -260,5 +278,5 @@ def test_a_changed_rule_rederives_only_the_graph_from_stored_annotations(lake, m
     assert len(runs) == len(summary.rederived)
     assert all(r.step_keys_to_execute == ["file_graph"] for r in runs)
     monkeypatch.undo()
-    back = materialize(lk, progress=False)   # the real version again: rebuilt once more, same bytes as before
+    back = materialize(lk, progress=False)  # the real version again: rebuilt once more, same bytes as before
     assert back.ok and len(back.rederived) == len(keys)

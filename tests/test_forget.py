@@ -2,6 +2,7 @@
 and whole tenant, each through a real materialization; afterwards recall, SQL and the raw store return nothing of
 it, the audit row proves what went, and the next materialization does not bring it back from the inbox.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -31,9 +32,19 @@ from recall.tenant_index import tenant_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTRA = [  # a second demo conversation with a speaker and a day of its own
-    {"conv_id": "trip", "speaker": "Kai", "ts": "2024-05-01 09:00:00", "text": "Kai booked the ferry to Bergen for the fjord trip."},
+    {
+        "conv_id": "trip",
+        "speaker": "Kai",
+        "ts": "2024-05-01 09:00:00",
+        "text": "Kai booked the ferry to Bergen for the fjord trip.",
+    },
     {"conv_id": "trip", "speaker": "Ann", "ts": "2024-05-01 09:05:00", "text": "Great, I will pack the red tent."},
-    {"conv_id": "trip", "speaker": "Kai", "ts": "2024-05-09 18:00:00", "text": "The lighthouse keeper in Bergen sold us smoked salmon."},
+    {
+        "conv_id": "trip",
+        "speaker": "Kai",
+        "ts": "2024-05-09 18:00:00",
+        "text": "The lighthouse keeper in Bergen sold us smoked salmon.",
+    },
 ]
 
 
@@ -69,7 +80,8 @@ def lake(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("forget") / "data"
     shutil.copytree(ROOT / "data" / "inbox", root / "inbox")
     (root / "inbox" / "demo" / "trip.jsonl").write_text(
-        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in EXTRA), "utf-8")
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in EXTRA), "utf-8"
+    )
     with pytest.MonkeyPatch.context() as env:
         env.setenv("MEMCTL_DATA", str(root))
         env.setenv("DAGSTER_HOME", str(root / "dagster_home"))
@@ -108,20 +120,28 @@ def test_the_inbox_does_not_bring_it_back(lake: Lake) -> None:
     assert rc == 0 and "ingested now: 0" in out
     # the source file changes (a new line in the forgotten conversation): re-ingested, still forgotten
     with (lake.inbox / "demo" / "family_zh.jsonl").open("a", encoding="utf-8") as f:
-        f.write(json.dumps({"conv_id": "family", "speaker": "妈妈", "ts": "2024-03-04 10:00:00",
-                            "text": "小明又去公园踢足球了。"}, ensure_ascii=False) + "\n")
+        f.write(
+            json.dumps(
+                {"conv_id": "family", "speaker": "妈妈", "ts": "2024-03-04 10:00:00", "text": "小明又去公园踢足球了。"},
+                ensure_ascii=False,
+            )
+            + "\n"
+        )
     rc, out = _cli(lake, "materialize", "--quiet")
     assert rc == 0 and "ingested now: 1" in out
     assert not any("公园" in t for t in _texts(lake, "demo"))
     assert "踢足球了" not in _recall_dump(lake, "小明 公园 踢足球", "demo")
-    manifest = next(json.loads(p.read_text()) for p in lake.parts.glob("*/manifest.json")
-                    if json.loads(p.read_text())["source_file"] == "demo/family_zh.jsonl")
+    manifest = next(
+        json.loads(p.read_text())
+        for p in lake.parts.glob("*/manifest.json")
+        if json.loads(p.read_text())["source_file"] == "demo/family_zh.jsonl"
+    )
     assert manifest["forgotten"] == 6 and manifest["messages"] == 3
 
 
 def test_forget_a_speaker_and_a_window(lake: Lake) -> None:
     assert "ferry" in _recall_dump(lake, "ferry Bergen", "demo")
-    rc, _ = _cli(lake, "forget", "--tenant", "demo", "--speaker", "kai", "--quiet")   # case-insensitive
+    rc, _ = _cli(lake, "forget", "--tenant", "demo", "--speaker", "kai", "--quiet")  # case-insensitive
     assert rc == 0
     assert "ferry" not in _recall_dump(lake, "ferry Bergen", "demo")
     assert "salmon" not in " ".join(_texts(lake, "demo")) and "red tent" in " ".join(_texts(lake, "demo"))
@@ -141,8 +161,12 @@ def test_forget_a_node_and_a_topic(lake: Lake) -> None:
     # its message stays: the node was forgotten, not the turn; so its blob is still cited and kept
     assert _audit(lake)["node"]["blobs"] == []
 
-    concepts = _sql(lake, "demo", "SELECT c.id, count(*) FROM nodes c JOIN edges e ON e.dst = c.id AND e.type = 'ABOUT' "
-                                  "WHERE c.type = 'Concept' GROUP BY c.id ORDER BY count(*) DESC, c.id")
+    concepts = _sql(
+        lake,
+        "demo",
+        "SELECT c.id, count(*) FROM nodes c JOIN edges e ON e.dst = c.id AND e.type = 'ABOUT' "
+        "WHERE c.type = 'Concept' GROUP BY c.id ORDER BY count(*) DESC, c.id",
+    )
     topic, n_about = concepts[0]
     about = {r[0] for r in _sql(lake, "demo", f"SELECT src FROM edges WHERE type = 'ABOUT' AND dst = '{topic}'")}
     rc, _ = _cli(lake, "forget", "--tenant", "demo", "--topic", topic, "--quiet")
@@ -162,7 +186,7 @@ def test_forget_a_whole_tenant(lake: Lake) -> None:
     assert list((lake.raw / "research").rglob("*.tomb"))
     assert not tenant_dir(lake.index_dir, "research").exists()
     rc = main(["--data", str(lake.root), "recall", "garden", "--tenant", "research"])
-    assert rc == 2                                           # an unknown tenant now
+    assert rc == 2  # an unknown tenant now
     assert "research" not in {r[0] for r in _sql(lake, "demo", "SELECT tenant FROM tenants")}
     # the other tenant is untouched
     assert recall("football park", "demo", k=3, lake=lake)
@@ -174,9 +198,10 @@ def test_nothing_forgotten_is_back_and_the_nlp_cache_is_purged(lake: Lake) -> No
     assert audit.num_rows == 6 and forgotten_stay_forgotten(audit, nodes, edges).passed
     assert not forgotten_stay_forgotten(audit, pa.concat_tables([nodes, nodes.slice(0, 0)]).slice(0, 0), edges).failures
     import hashlib
+
     sha = hashlib.sha256("小明在公园里踢足球，晚饭前会回来。".encode()).hexdigest()
     con = sqlite3.connect(lake.cache / "nlp.sqlite")
-    try:   # the NLP index holds no row of the forgotten text …
+    try:  # the NLP index holds no row of the forgotten text …
         assert con.execute("SELECT count(*) FROM seen WHERE sha = ?", [bytes.fromhex(sha)]).fetchone()[0] == 0
         assert con.execute("SELECT count(*) FROM seen").fetchone()[0] > 0
     finally:
@@ -196,17 +221,19 @@ def test_bad_requests_are_clear_errors(lake: Lake, capsys: pytest.CaptureFixture
 
 def test_rules_cover_by_scope_case_and_window() -> None:
     t = datetime(2024, 5, 1, 12)
-    rules = ForgetRules([
-        ForgetRequest("a", "speaker", "Kai"),
-        ForgetRequest("a", "window", None, start=datetime(2024, 5, 1), end=datetime(2024, 5, 1, 23, 59, 59)),
-        ForgetRequest("b", "conv", "c1"),
-        ForgetRequest("c", "node", "n1", nodes=("n1",), turns=(("c9", "m9"),)),
-    ])
+    rules = ForgetRules(
+        [
+            ForgetRequest("a", "speaker", "Kai"),
+            ForgetRequest("a", "window", None, start=datetime(2024, 5, 1), end=datetime(2024, 5, 1, 23, 59, 59)),
+            ForgetRequest("b", "conv", "c1"),
+            ForgetRequest("c", "node", "n1", nodes=("n1",), turns=(("c9", "m9"),)),
+        ]
+    )
 
     def msg(tenant: str, conv: str = "c0", msg_id: str = "m0", speaker: str = "Ann", ts: datetime | None = None):
         return Message(tenant, conv, msg_id, 0, speaker, "user", ts, "x", None, "f", 1, "canonical_jsonl")
 
     assert rules.message(msg("a", speaker=" KAI ")) and rules.message(msg("a", ts=t))
     assert rules.message(msg("a", ts=datetime(2024, 5, 2))) is None and rules.message(msg("a")) is None
-    assert rules.message(msg("b", conv="c1")) and rules.message(msg("a", conv="c1")) is None   # per tenant
+    assert rules.message(msg("b", conv="c1")) and rules.message(msg("a", conv="c1")) is None  # per tenant
     assert rules.message(msg("c", conv="c9", msg_id="m9")) and rules.message(msg("c", conv="c9")) is None

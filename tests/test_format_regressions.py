@@ -1,5 +1,6 @@
 """Regressions of issue 19, found by running real exports through memctl: QQ header forms, BOM + CRLF + bare CR,
 GBK / UTF-16 files, unknown pretty-printed JSON, ChatGPT without current_node, WhatsApp in other languages."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -31,10 +32,10 @@ def _turns(r: ReadResult) -> list[tuple]:
 QQ_GROUP = [
     (9, "大数据-李雪", "user", d(2016, 7, 19, 15, 27, 19), "大家好，今天下午的分享会改到三点。"),
     (12, "大数据 - 张伟", "user", d(2016, 7, 19, 15, 28, 2), "收到，I'll bring the slides."),
-    (15, "王芳", "user", d(2016, 7, 19, 15, 30, 45), "会议室在几楼？\n我第一次来。"),          # a bare CR inside
+    (15, "王芳", "user", d(2016, 7, 19, 15, 30, 45), "会议室在几楼？\n我第一次来。"),  # a bare CR inside
     (18, "系统消息", "system", d(2016, 7, 19, 15, 31, 10), "大数据-李雪 修改了群名片"),
     (21, "大数据-李雪", "user", d(2016, 7, 19, 15, 33, 27), "三楼 301，出电梯右转。\nSee you there."),
-    (25, "747150918", "user", d(2016, 7, 19, 23, 51, 24), "明天的资料发群文件了"),     # empty nickname
+    (25, "747150918", "user", d(2016, 7, 19, 23, 51, 24), "明天的资料发群文件了"),  # empty nickname
     (28, "大数据 - 张伟", "user", d(2016, 7, 20, 9, 2, 5), "[图片]"),
 ]
 
@@ -50,7 +51,7 @@ def test_qq_group_header_forms_in_every_encoding(name: str) -> None:
     assert _turns(r) == QQ_GROUP
     assert {m.conv_id for m in r.messages} == {"大数据交流群"}
     for m in r.messages:
-        assert "\r" not in m.text and "2016-07-" not in m.text   # no raw CR, no other message's header
+        assert "\r" not in m.text and "2016-07-" not in m.text  # no raw CR, no other message's header
 
 
 @pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be"])
@@ -68,8 +69,11 @@ def test_qq_encodings_cite_the_file_bytes() -> None:
         r = read_bytes(data, "qq.txt", "t")
         assert [(x.line, x.reason) for x in r.rejects] == [(25, E.E_TS_PARSE)]
         rej = r.rejects[0]
-        assert rej.raw.decode("utf-16-le" if codec == "utf-16" else codec) == "2016-13-19 23:51:24 (747150918)\r\n明天的资料发群文件了"
-        assert data[rej.byte_offset:rej.byte_offset + len(rej.raw)] == rej.raw
+        assert (
+            rej.raw.decode("utf-16-le" if codec == "utf-16" else codec)
+            == "2016-13-19 23:51:24 (747150918)\r\n明天的资料发群文件了"
+        )
+        assert data[rej.byte_offset : rej.byte_offset + len(rej.raw)] == rej.raw
 
 
 def test_qq_gbk_ingest_stores_utf8_chunks_that_cite_exactly(tmp_path: Path) -> None:
@@ -79,7 +83,7 @@ def test_qq_gbk_ingest_stores_utf8_chunks_that_cite_exactly(tmp_path: Path) -> N
     chunks = {row["id"]: row["text"].encode("utf-8") for row in res.raw_chunks.to_pylist()}
     for row in res.messages.to_pylist():
         for ref in row["raw_refs"]:
-            assert chunks[ref["raw_id"]][ref["offset"]:ref["offset"] + ref["length"]].decode("utf-8") in row["text"]
+            assert chunks[ref["raw_id"]][ref["offset"] : ref["offset"] + ref["length"]].decode("utf-8") in row["text"]
 
 
 def test_latin1_is_not_guessed_into_mojibake() -> None:
@@ -96,11 +100,15 @@ def test_utf16_without_a_chat_format_stays_a_reject() -> None:
 
 # -- unknown JSON ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("doc", [
-    {"name": "Team", "type": "private_group", "events": [{"id": i, "who": "a", "what": "b"} for i in range(40)]},
-    [{"ts": "1686859452.000100", "user": "U1", "text": f"hi {i}"} for i in range(40)],
-    {"version": 3, "data": {"rows": [[1, 2], [3, 4]]}},
-])
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"name": "Team", "type": "private_group", "events": [{"id": i, "who": "a", "what": "b"} for i in range(40)]},
+        [{"ts": "1686859452.000100", "user": "U1", "text": f"hi {i}"} for i in range(40)],
+        {"version": 3, "data": {"rows": [[1, 2], [3, 4]]}},
+    ],
+)
 @pytest.mark.parametrize("indent", [2, 4, None])
 def test_unknown_json_document_is_one_reject(doc: object, indent: int | None) -> None:
     """Not one E_JSON_PARSE per line (a pretty-printed export became 278 and 990 line rejects)."""
@@ -123,22 +131,37 @@ def test_transcript_with_bracketed_stamps_is_not_a_json_document() -> None:
 
 # -- ChatGPT without current_node ------------------------------------------------------------------
 
+
 def _node(nid: str, parent: str | None, role: str | None, text: str = "", t: float | None = None) -> dict:
-    msg = None if role is None else {"id": nid, "author": {"role": role, "name": None}, "create_time": t,
-                                     "content": {"content_type": "text", "parts": [text]}, "metadata": {}}
+    msg = (
+        None
+        if role is None
+        else {
+            "id": nid,
+            "author": {"role": role, "name": None},
+            "create_time": t,
+            "content": {"content_type": "text", "parts": [text]},
+            "metadata": {},
+        }
+    )
     return {"id": nid, "message": msg, "parent": parent, "children": []}
 
 
 def test_chatgpt_without_current_node_follows_the_newest_leaf() -> None:
-    nodes = [_node("r", None, None), _node("u1", "r", "user", "推荐一本书？", 1.0),
-             _node("a-old", "u1", "assistant", "an older answer", 2.0),
-             _node("a-new", "u1", "assistant", "《三体》, or The Left Hand of Darkness.", 5.0),
-             _node("u2", "a-old", "user", "thanks", 3.0)]
+    nodes = [
+        _node("r", None, None),
+        _node("u1", "r", "user", "推荐一本书？", 1.0),
+        _node("a-old", "u1", "assistant", "an older answer", 2.0),
+        _node("a-new", "u1", "assistant", "《三体》, or The Left Hand of Darkness.", 5.0),
+        _node("u2", "a-old", "user", "thanks", 3.0),
+    ]
     conv = {"id": "c", "title": "books", "mapping": {n["id"]: n for n in nodes}}
     r = read_bytes(json.dumps([conv], ensure_ascii=False).encode(), "conversations.json", "t")
     assert r.format == "chatgpt_json" and r.rejects == []
-    assert [(m.msg_id, m.text) for m in r.messages] == [("u1", "推荐一本书？"),
-                                                        ("a-new", "《三体》, or The Left Hand of Darkness.")]
+    assert [(m.msg_id, m.text) for m in r.messages] == [
+        ("u1", "推荐一本书？"),
+        ("a-new", "《三体》, or The Left Hand of Darkness."),
+    ]
 
 
 def test_chatgpt_without_current_node_or_times_reads_its_single_path() -> None:
@@ -150,12 +173,19 @@ def test_chatgpt_without_current_node_or_times_reads_its_single_path() -> None:
 
 # -- WhatsApp in other languages -------------------------------------------------------------------
 
+
 def test_whatsapp_german_ios_fixture() -> None:
     r = read_bytes(_fixture("whatsapp_ios_de.txt"), "alice/WhatsApp Chat - Wandergruppe.txt", "alice")
     assert r.format == "whatsapp" and r.rejects == []
     assert _turns(r) == [
-        (1, "system", "system", d(2023, 6, 15, 20, 4, 12), "Nachrichten und Anrufe sind Ende-zu-Ende-verschlüsselt. "
-         "Niemand außerhalb dieses Chats kann sie lesen oder anhören, nicht einmal WhatsApp."),
+        (
+            1,
+            "system",
+            "system",
+            d(2023, 6, 15, 20, 4, 12),
+            "Nachrichten und Anrufe sind Ende-zu-Ende-verschlüsselt. "
+            "Niemand außerhalb dieses Chats kann sie lesen oder anhören, nicht einmal WhatsApp.",
+        ),
         (2, "system", "system", d(2023, 6, 15, 20, 4, 12), "Leon hat die Gruppe „Wandergruppe Feldberg“ erstellt"),
         (3, "system", "system", d(2023, 6, 15, 20, 4, 30), "Leon hat Mia hinzugefügt"),
         (4, "Leon", "user", d(2023, 6, 15, 20, 5, 1), "Samstag wandern am Feldberg? 🥾"),
@@ -164,7 +194,13 @@ def test_whatsapp_german_ios_fixture() -> None:
         (8, "Mia", "user", d(2023, 6, 15, 20, 7, 20), "[sticker]"),
         (9, "Leon", "user", d(2023, 6, 15, 20, 8, 2), "[document: Wanderkarte.pdf • 2 Seiten]"),
         (10, "system", "system", d(2023, 6, 15, 20, 9, 10), "Leon hat Jonas hinzugefügt"),
-        (11, "Jonas", "user", d(2023, 6, 16, 9, 15, 33), "Hallo zusammen! I only speak a little German, 我也会说中文 😊"),
+        (
+            11,
+            "Jonas",
+            "user",
+            d(2023, 6, 16, 9, 15, 33),
+            "Hallo zusammen! I only speak a little German, 我也会说中文 😊",
+        ),
         (12, "Mia", "user", d(2023, 6, 16, 9, 16), "[deleted message]"),
         (13, "system", "system", d(2023, 6, 16, 9, 17, 12), "Leon hat Jonas zum Gruppenadmin gemacht"),
         (14, "Leon", "user", d(2023, 6, 16, 9, 18, 40), "Treffpunkt 8 Uhr am Parkplatz."),
@@ -175,57 +211,131 @@ def test_whatsapp_german_ios_fixture() -> None:
 # (language, iOS media placeholder, its note, an iOS group event, Android media line, deleted notice)
 LANGUAGES = [
     ("en", "image omitted", "[image]", "Leon added Mia", "<Media omitted>", "This message was deleted"),
-    ("de", "Sticker weggelassen", "[sticker]", "Leon hat Mia hinzugefügt", "<Medien ausgeschlossen>",
-     "Diese Nachricht wurde gelöscht."),
+    (
+        "de",
+        "Sticker weggelassen",
+        "[sticker]",
+        "Leon hat Mia hinzugefügt",
+        "<Medien ausgeschlossen>",
+        "Diese Nachricht wurde gelöscht.",
+    ),
     ("es", "imagen omitida", "[image]", "Leon añadió a Mia", "<Multimedia omitido>", "Se eliminó este mensaje."),
     ("fr", "vidéo absente", "[video]", "Leon a ajouté Mia", "<Médias omis>", "Ce message a été supprimé"),
     ("pt", "figurinha omitida", "[sticker]", "Leon adicionou Mia", "<Mídia oculta>", "Esta mensagem foi apagada"),
-    ("it", "immagine omessa", "[image]", "Leon ha aggiunto Mia", "<Media omessi>", "Questo messaggio è stato eliminato"),
-    ("nl", "afbeelding weggelaten", "[image]", "Leon heeft Mia toegevoegd", "<Media weggelaten>",
-     "Dit bericht is verwijderd"),
-    ("ru", "изображение отсутствует", "[image]", "Leon добавил(-а) Mia", "<Без медиафайлов>", "Данное сообщение удалено"),
-    ("tr", "görüntü dahil edilmedi", "[image]", "Leon, Mia adlı kişiyi ekledi", "<Medya dahil edilmedi>",
-     "Bu mesaj silindi"),
+    (
+        "it",
+        "immagine omessa",
+        "[image]",
+        "Leon ha aggiunto Mia",
+        "<Media omessi>",
+        "Questo messaggio è stato eliminato",
+    ),
+    (
+        "nl",
+        "afbeelding weggelaten",
+        "[image]",
+        "Leon heeft Mia toegevoegd",
+        "<Media weggelaten>",
+        "Dit bericht is verwijderd",
+    ),
+    (
+        "ru",
+        "изображение отсутствует",
+        "[image]",
+        "Leon добавил(-а) Mia",
+        "<Без медиафайлов>",
+        "Данное сообщение удалено",
+    ),
+    (
+        "tr",
+        "görüntü dahil edilmedi",
+        "[image]",
+        "Leon, Mia adlı kişiyi ekledi",
+        "<Medya dahil edilmedi>",
+        "Bu mesaj silindi",
+    ),
     ("zh", "照片已忽略", "[image]", "Leon添加了Mia", "<省略多媒体文件>", "此訊息已刪除"),
-    ("ja", "スタンプは含まれていません", "[sticker]", "LeonがMiaを追加しました", "<メディアなし>",
-     "このメッセージは削除されました"),
-    ("id", "gambar tidak disertakan", "[image]", "Leon menambahkan Mia", "<Media tidak disertakan>", "Pesan ini dihapus"),
+    (
+        "ja",
+        "スタンプは含まれていません",
+        "[sticker]",
+        "LeonがMiaを追加しました",
+        "<メディアなし>",
+        "このメッセージは削除されました",
+    ),
+    (
+        "id",
+        "gambar tidak disertakan",
+        "[image]",
+        "Leon menambahkan Mia",
+        "<Media tidak disertakan>",
+        "Pesan ini dihapus",
+    ),
 ]
 
 
 @pytest.mark.parametrize("lang, media, note, event, android_media, deleted", LANGUAGES, ids=[x[0] for x in LANGUAGES])
-def test_whatsapp_system_lines_and_placeholders_per_language(lang: str, media: str, note: str, event: str,
-                                                             android_media: str, deleted: str) -> None:
-    ios = "\n".join(["[15/06/2023, 20:04:12] Leon: hello", f"[15/06/2023, 20:04:30] Leon: {LRM}{media}",
-                     f"[15/06/2023, 20:04:40] Mia: {LRM}{deleted}", f"[15/06/2023, 20:05:00] Leon: {LRM}{event}",
-                     "[15/06/2023, 20:05:10] Mia: ok"]).encode()
+def test_whatsapp_system_lines_and_placeholders_per_language(
+    lang: str, media: str, note: str, event: str, android_media: str, deleted: str
+) -> None:
+    ios = "\n".join(
+        [
+            "[15/06/2023, 20:04:12] Leon: hello",
+            f"[15/06/2023, 20:04:30] Leon: {LRM}{media}",
+            f"[15/06/2023, 20:04:40] Mia: {LRM}{deleted}",
+            f"[15/06/2023, 20:05:00] Leon: {LRM}{event}",
+            "[15/06/2023, 20:05:10] Mia: ok",
+        ]
+    ).encode()
     r = read_bytes(ios, "chat.txt", "t")
     assert [(m.speaker, m.role, m.text) for m in r.messages] == [
-        ("Leon", "user", "hello"), ("Leon", "user", note), ("Mia", "user", "[deleted message]"),
-        ("system", "system", event), ("Mia", "user", "ok")]
-    android = "\n".join([f"15/06/2023, 20:04 - Leon: {android_media}", f"15/06/2023, 20:05 - {event}",
-                         f"15/06/2023, 20:06 - Mia: {deleted}"]).encode()
+        ("Leon", "user", "hello"),
+        ("Leon", "user", note),
+        ("Mia", "user", "[deleted message]"),
+        ("system", "system", event),
+        ("Mia", "user", "ok"),
+    ]
+    android = "\n".join(
+        [
+            f"15/06/2023, 20:04 - Leon: {android_media}",
+            f"15/06/2023, 20:05 - {event}",
+            f"15/06/2023, 20:06 - Mia: {deleted}",
+        ]
+    ).encode()
     r = read_bytes(android, "chat.txt", "t")
     assert [(m.speaker, m.role, m.text) for m in r.messages] == [
-        ("Leon", "user", "[media]"), ("system", "system", event), ("Mia", "user", "[deleted message]")]
+        ("Leon", "user", "[media]"),
+        ("system", "system", event),
+        ("Mia", "user", "[deleted message]"),
+    ]
 
 
 def test_whatsapp_group_sender_is_structural_in_any_language() -> None:
     """An iOS group writes `GroupName: ‎<event>`; once one line shows the sender is the group, its other marked
     lines are system too, even in a language without a phrase list (Swedish here)."""
-    data = "\n".join([
-        f"[15/06/2023, 20:04:12] Vandring: {LRM}Leon added Mia",
-        f"[15/06/2023, 20:04:30] Vandring: {LRM}Leon lade till Jonas",
-        "[15/06/2023, 20:05:00] Leon: Hej!",
-        f"[15/06/2023, 20:05:30] Leon: {LRM}Leon lade till Ida",   # a person's marked line: no phrase, not the group
-    ]).encode()
+    data = "\n".join(
+        [
+            f"[15/06/2023, 20:04:12] Vandring: {LRM}Leon added Mia",
+            f"[15/06/2023, 20:04:30] Vandring: {LRM}Leon lade till Jonas",
+            "[15/06/2023, 20:05:00] Leon: Hej!",
+            f"[15/06/2023, 20:05:30] Leon: {LRM}Leon lade till Ida",  # a person's marked line: no phrase, not the group
+        ]
+    ).encode()
     r = read_bytes(data, "chat.txt", "t")
-    assert [(m.speaker, m.role) for m in r.messages] == [("system", "system"), ("system", "system"), ("Leon", "user"),
-                                                        ("Leon", "user")]
+    assert [(m.speaker, m.role) for m in r.messages] == [
+        ("system", "system"),
+        ("system", "system"),
+        ("Leon", "user"),
+        ("Leon", "user"),
+    ]
 
 
 def test_whatsapp_text_that_merely_mentions_media_stays_text() -> None:
-    data = (b"[15/06/2023, 20:04:12] Leon: the image omitted from the report was mine\n"
-            b"[15/06/2023, 20:04:13] Leon: I found the document omitted\n")
+    data = (
+        b"[15/06/2023, 20:04:12] Leon: the image omitted from the report was mine\n"
+        b"[15/06/2023, 20:04:13] Leon: I found the document omitted\n"
+    )
     assert [m.text for m in read_bytes(data, "chat.txt", "t").messages] == [
-        "the image omitted from the report was mine", "I found the document omitted"]
+        "the image omitted from the report was mine",
+        "I found the document omitted",
+    ]

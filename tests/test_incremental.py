@@ -7,6 +7,7 @@ equal in all three; the consolidated graph of (b) must equal (c)'s, row for row.
 consolidated graph may differ only where consolidation keeps history on purpose — a community keeps its id while
 its members barely change (seed 004 §23) and a tier never falls back by itself — and the test names those columns.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,22 +29,43 @@ HISTORY_FREE = ("messages", "raw_chunks", "rejects", "r2g_nodes", "r2g_edges")
 
 
 def _extra(i: int) -> str:
-    lines = [{"conv_id": f"extra{i}", "msg_id": f"m{k}", "speaker": ["Caroline", "Melanie"][k % 2],
-              "ts": f"2024-03-{10 + i:02d} 10:{k:02d}:00",
-              "text": text} for k, text in enumerate([
-                  f"I went hiking with Xiaoming at Bear Creek on trip {i}.",
-                  "Caroline loves green tea and hates coffee.",
-                  f"We will meet at Riverside Park on Saturday for the {i}th time.",
-                  "Melanie plays football every weekend in Riverside Park."])]
+    lines = [
+        {
+            "conv_id": f"extra{i}",
+            "msg_id": f"m{k}",
+            "speaker": ["Caroline", "Melanie"][k % 2],
+            "ts": f"2024-03-{10 + i:02d} 10:{k:02d}:00",
+            "text": text,
+        }
+        for k, text in enumerate(
+            [
+                f"I went hiking with Xiaoming at Bear Creek on trip {i}.",
+                "Caroline loves green tea and hates coffee.",
+                f"We will meet at Riverside Park on Saturday for the {i}th time.",
+                "Melanie plays football every weekend in Riverside Park.",
+            ]
+        )
+    ]
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in lines)
 
 
 def _ops() -> str:
-    ops = [{"tool": "create_memory", "ref": "m1", "ts": "2024-03-20T09:00:00",
-            "arguments": {"subject": "小明", "memory_type": "事件", "topic": "参加", "object": "足球俱乐部"}},
-           {"tool": "link_memories", "arguments": {"source_memory_description": {"ref": "m1"},
-                                                    "target_memory_description": "小明在公园里踢足球",
-                                                    "relation_type": "基于"}}]
+    ops = [
+        {
+            "tool": "create_memory",
+            "ref": "m1",
+            "ts": "2024-03-20T09:00:00",
+            "arguments": {"subject": "小明", "memory_type": "事件", "topic": "参加", "object": "足球俱乐部"},
+        },
+        {
+            "tool": "link_memories",
+            "arguments": {
+                "source_memory_description": {"ref": "m1"},
+                "target_memory_description": "小明在公园里踢足球",
+                "relation_type": "基于",
+            },
+        },
+    ]
     return "".join(json.dumps(op, ensure_ascii=False) + "\n" for op in ops)
 
 
@@ -62,8 +84,11 @@ def _tables(lake: Lake) -> dict[str, pl.DataFrame]:
     out = {}
     for name in (*HISTORY_FREE, "nodes", "edges", "cold_edges", "review_queue", "ops_applied"):
         t = pl.from_arrow(read_lake_table(lake, name))
-        keys = [c for c in ("tenant", "id", "batch_id", "op_index", "source_file", "line", "conv_id", "seq")
-                if c in t.columns]
+        keys = [
+            c
+            for c in ("tenant", "id", "batch_id", "op_index", "source_file", "line", "conv_id", "seq")
+            if c in t.columns
+        ]
         out[name] = t.sort(keys)
     return out
 
@@ -97,7 +122,7 @@ def three_ways(tmp_path_factory):
             _build(lake)
             mp.delenv("MEMCTL_FULL", raising=False)
             out[way] = _tables(lake)
-        lake = Lake(tmp_path_factory.mktemp("scratch"))   # everything at once (a forget needs a built lake first)
+        lake = Lake(tmp_path_factory.mktemp("scratch"))  # everything at once (a forget needs a built lake first)
         _inbox(lake.root, extras=2)
         (lake.inbox / "demo" / "agent_ops.jsonl").write_text(_ops(), "utf-8")
         _build(lake)
@@ -130,8 +155,10 @@ def test_the_consolidated_graph_differs_from_a_fresh_build_only_by_kept_history(
 
 def _only_topic_ids_differ(a: pl.DataFrame, b: pl.DataFrame) -> bool:
     """The frames are equal once community Concepts (and edges to them) are left out."""
+
     def plain(t: pl.DataFrame) -> pl.DataFrame:
         if "subtype" in t.columns:
             return t.filter(pl.col("subtype").ne_missing("community"))
         return t.filter(~pl.col("provenance").str.starts_with("jobs.communities"))
+
     return plain(a).equals(plain(b))

@@ -1,4 +1,5 @@
 """Index builders: DuckDB tables + per-tenant FTS, recall's per-tenant index (graph included), atomic swap."""
+
 from __future__ import annotations
 
 import duckdb
@@ -20,15 +21,17 @@ def graph_edges(lake: Lake, tenant: str) -> tuple[list[str], list[tuple]]:
     edges = []
     for v in range(g.n):
         nbr, code, w = g.incident(v)
-        edges += [(ids[v], g.type_of(c), ids[u], x) for u, c, x in zip(nbr.tolist(), code.tolist(), w.tolist())
-                  if not c & 1]
+        edges += [
+            (ids[v], g.type_of(c), ids[u], x) for u, c, x in zip(nbr.tolist(), code.tolist(), w.tolist()) if not c & 1
+        ]
     return ids, sorted(edges)
 
 
 def _two_tenant_lake(root, extra_word: str = "") -> Lake:
     b = LakeBuilder(root)
-    ra = b.conversation("alice", "c1", [("m1", "Alice", f"I went hiking in the Alps {extra_word}"),
-                                        ("m2", "Bob", "小明在公园里踢足球")])
+    ra = b.conversation(
+        "alice", "c1", [("m1", "Alice", f"I went hiking in the Alps {extra_word}"), ("m2", "Bob", "小明在公园里踢足球")]
+    )
     rb = b.conversation("bob", "c9", [("m1", "Bob", "hiking is boring")])
     b.node("alice", "ep1", "Episode", "hiking Alps", "Alice went hiking in the Alps", ("hiking", "alps"), (ra["m1"],))
     b.node("alice", "ep2", "Episode", "小明踢足球", "小明在公园里踢足球", ("足球",), (ra["m2"],))
@@ -44,19 +47,24 @@ def test_build_views_the_lake_tables_and_counts(tmp_path):
     lake = _two_tenant_lake(tmp_path)
     stats = build_indexes(lake, full=True)
     assert stats["tables"]["nodes"] == 4 and stats["tables"]["edges"] == 3
-    assert stats["tables"]["rejects"] == 0          # missing Parquet → empty table with the schema
+    assert stats["tables"]["rejects"] == 0  # missing Parquet → empty table with the schema
     assert stats["tenants"] == 2 and stats["seconds"] >= 0
     con = duckdb.connect(str(lake.duckdb_path), read_only=True)
     try:
-        kinds = dict(con.execute("SELECT table_name, table_type FROM information_schema.tables "
-                                 "WHERE table_schema = 'main'").fetchall())
+        kinds = dict(
+            con.execute(
+                "SELECT table_name, table_type FROM information_schema.tables WHERE table_schema = 'main'"
+            ).fetchall()
+        )
         for name in ("nodes", "edges", "raw_chunks", "messages", "rejects", "tenants"):
-            assert kinds[name] == "VIEW"           # over the lake's Parquet files: no copy
+            assert kinds[name] == "VIEW"  # over the lake's Parquet files: no copy
         for name in (node_docs_table(tenant_slug("alice")), raw_docs_table(tenant_slug("alice"))):
-            assert kinds[name] == "BASE TABLE"     # the documents of the full-text index (fts_main_…)
+            assert kinds[name] == "BASE TABLE"  # the documents of the full-text index (fts_main_…)
         assert con.execute("SELECT count(*) FROM rejects").fetchone()[0] == 0
         assert sorted(con.execute("SELECT tenant, slug FROM tenants").fetchall()) == [
-            ("alice", tenant_slug("alice")), ("bob", tenant_slug("bob"))]
+            ("alice", tenant_slug("alice")),
+            ("bob", tenant_slug("bob")),
+        ]
     finally:
         con.close()
 
@@ -68,13 +76,16 @@ def test_per_tenant_fts_indexes_chinese_and_english(tmp_path):
         t = node_docs_table(tenant_slug("alice"))
         q = f"SELECT id FROM {t} WHERE fts_main_{t}.match_bm25(id, ?) IS NOT NULL ORDER BY id"
         assert con.execute(q, ["足球"]).fetchall() == [("ep2",)]
-        assert con.execute(q, ["hike"]).fetchall() == [("ep1",)]   # porter stemming
+        assert con.execute(q, ["hike"]).fetchall() == [("ep1",)]  # porter stemming
         tb = node_docs_table(tenant_slug("bob"))
-        assert con.execute(f"SELECT id FROM {tb} WHERE fts_main_{tb}.match_bm25(id, 'hiking') IS NOT NULL"
-                           ).fetchall() == [("ep9",)]
+        assert con.execute(
+            f"SELECT id FROM {tb} WHERE fts_main_{tb}.match_bm25(id, 'hiking') IS NOT NULL"
+        ).fetchall() == [("ep9",)]
         r = raw_docs_table(tenant_slug("alice"))
-        assert con.execute(f"SELECT count(*) FROM {r} WHERE fts_main_{r}.match_bm25(id, '公园') IS NOT NULL"
-                           ).fetchone()[0] == 1
+        assert (
+            con.execute(f"SELECT count(*) FROM {r} WHERE fts_main_{r}.match_bm25(id, '公园') IS NOT NULL").fetchone()[0]
+            == 1
+        )
     finally:
         con.close()
 
@@ -86,7 +97,7 @@ def test_graph_per_tenant_without_raw_endpoints(tmp_path):
     assert open_tenant_index(lake.index_dir, "alice").nodes(["ent1"])["ent1"]["type"] == "Entity"
     assert edges == [("ep1", "MENTIONS", "ent1", 0.9), ("ep1", "TEMPORAL_NEXT", "ep2", 0.3)]
     assert graph_edges(lake, "bob") == (["ep9"], [])
-    assert not lake.graph_dir.exists()   # no igraph pickles any more
+    assert not lake.graph_dir.exists()  # no igraph pickles any more
 
 
 def test_empty_lake_builds(tmp_path):
@@ -106,9 +117,9 @@ def test_rebuild_swaps_atomically_and_old_reader_keeps_working(tmp_path):
     b = LakeBuilder(tmp_path)
     ra = b.conversation("alice", "c1", [("m1", "Alice", "we sailed to Corsica")])
     b.node("alice", "ep7", "Episode", "sailing Corsica", "we sailed to Corsica", ("sailing",), (ra["m1"],))
-    b.write()   # rebuilds the index while `old` is open
+    b.write()  # rebuilds the index while `old` is open
 
-    assert old.execute(q, ["hiking"]).fetchall() == [("ep1",)]          # old file, still readable
+    assert old.execute(q, ["hiking"]).fetchall() == [("ep1",)]  # old file, still readable
     new = connect(lake.duckdb_path, read_only=True)
     try:
         assert new.execute(q, ["hiking"]).fetchall() == []
@@ -136,23 +147,29 @@ def test_fts_ignore_pattern_keeps_letters_and_digits_of_every_script():
 
     con = connect(None, read_only=False)
     con.execute("CREATE TABLE d(id VARCHAR, doc VARCHAR)")
-    con.execute("INSERT INTO d VALUES ('zh', '小明 在 公园 踢 足球'), ('fr', 'Zoë met us at the café'), "
-                "('ru', 'встреча в Москве'), ('code', 'printer error 0x00000709')")
-    con.execute(f"PRAGMA create_fts_index('d', 'id', 'doc', stemmer='porter', stopwords='english', "
-                f"ignore='{FTS_IGNORE}', overwrite=1)")
+    con.execute(
+        "INSERT INTO d VALUES ('zh', '小明 在 公园 踢 足球'), ('fr', 'Zoë met us at the café'), "
+        "('ru', 'встреча в Москве'), ('code', 'printer error 0x00000709')"
+    )
+    con.execute(
+        f"PRAGMA create_fts_index('d', 'id', 'doc', stemmer='porter', stopwords='english', "
+        f"ignore='{FTS_IGNORE}', overwrite=1)"
+    )
     for query, expected in [("足球", "zh"), ("café", "fr"), ("zoë", "fr"), ("москве", "ru"), ("0x00000709", "code")]:
-        hits = con.execute("SELECT id FROM (SELECT id, fts_main_d.match_bm25(id, ?) AS s FROM d) WHERE s IS NOT NULL",
-                           [query]).fetchall()
+        hits = con.execute(
+            "SELECT id FROM (SELECT id, fts_main_d.match_bm25(id, ?) AS s FROM d) WHERE s IS NOT NULL", [query]
+        ).fetchall()
         assert hits == [(expected,)], query
 
 
 def test_the_duckdb_file_is_kept_while_its_views_see_the_lake(tmp_path):
     lake = _two_tenant_lake(tmp_path)
     before = lake.duckdb_path.stat().st_ino
-    b = LakeBuilder(tmp_path)   # another partition with one more node: the views see it without a rebuild
+    b = LakeBuilder(tmp_path)  # another partition with one more node: the views see it without a rebuild
     ra = b.conversation("alice", "c2", [("m1", "Alice", "we sailed to Corsica")])
     b.node("alice", "ep7", "Episode", "sailing Corsica", "we sailed to Corsica", ("sailing",), (ra["m1"],))
     from raw_store.tables import write_import
+
     write_import(lake, {"nodes": (pa.Table.from_pylist(b.nodes, schema=NODES), NODES)}, key="more")
     assert build_indexes(lake)["rebuilt"] is False and lake.duckdb_path.stat().st_ino == before
     con = connect(lake.duckdb_path, read_only=True)
@@ -173,19 +190,20 @@ def test_node_documents_are_segmented_once_and_reused_while_unchanged(tmp_path, 
     from r2g.schema import DOCS
     from raw_store.lake import read_table
 
-    lake = _two_tenant_lake(tmp_path)          # built its indexes once already
+    lake = _two_tenant_lake(tmp_path)  # built its indexes once already
     (lake.index_dir / "node_docs.parquet").unlink()
     made: list[int] = []
     real = lake_graph.make_docs
-    monkeypatch.setattr(lake_graph, "make_docs", lambda f, k: (made.append(f.height) if k == "node" else None)
-                        or real(f, k))
+    monkeypatch.setattr(
+        lake_graph, "make_docs", lambda f, k: (made.append(f.height) if k == "node" else None) or real(f, k)
+    )
     build_indexes(lake, full=True)
-    assert sum(made) == 4                      # each node once, though both indexes were built from scratch
+    assert sum(made) == 4  # each node once, though both indexes were built from scratch
     cache = pl.from_arrow(read_table(lake.index_dir / "node_docs.parquet", DOCS))
-    assert cache["id"].to_list() == ["ep2"]     # only what costs: the document holding Han
+    assert cache["id"].to_list() == ["ep2"]  # only what costs: the document holding Han
     made.clear()
     build_indexes(lake, full=True)
-    assert sum(made) == 3                       # the English ones again (microseconds), not the Chinese one
+    assert sum(made) == 3  # the English ones again (microseconds), not the Chinese one
     con = connect(lake.duckdb_path, read_only=True)
     try:
         hits = con.execute(f"SELECT id FROM {node_docs_table(tenant_slug('alice'))} WHERE doc LIKE '%足球%'").fetchall()
@@ -205,8 +223,9 @@ def test_raw_passages_are_segmented_once_for_both_indexes(tmp_path, monkeypatch)
     lake = _two_tenant_lake(tmp_path / "lake")
     made: list[int] = []
     real_make = lake_graph.make_docs
-    monkeypatch.setattr(lake_graph, "make_docs", lambda f, k: (made.append(f.height) if k == "raw" else None)
-                        or real_make(f, k))
+    monkeypatch.setattr(
+        lake_graph, "make_docs", lambda f, k: (made.append(f.height) if k == "raw" else None) or real_make(f, k)
+    )
     segmented: list[str] = []
     real_segment = segment_build.segment_for_fts
     monkeypatch.setattr(segment_build, "segment_for_fts", lambda t: segmented.append(t) or real_segment(t))
@@ -215,10 +234,16 @@ def test_raw_passages_are_segmented_once_for_both_indexes(tmp_path, monkeypatch)
     assert sum(made) == passages and segmented == []
     monkeypatch.setattr(lake_graph, "make_docs", real_make)
     nodes, edges = read_graph_tables(lake, "consolidated")
-    tables = {"nodes": nodes, "edges": edges, "raw_chunks": read_lake_table(lake, "raw_chunks"),
-              "messages": read_lake_table(lake, "messages")}
-    build_recall_indexes(tmp_path / "alone", tables, compact=True)   # no documents given: each segment makes its own
+    tables = {
+        "nodes": nodes,
+        "edges": edges,
+        "raw_chunks": read_lake_table(lake, "raw_chunks"),
+        "messages": read_lake_table(lake, "messages"),
+    }
+    build_recall_indexes(tmp_path / "alone", tables, compact=True)  # no documents given: each segment makes its own
     assert len(segmented) == passages
     for tenant in ("alice", "bob"):
-        assert open_tenant_index(tmp_path / "alone", tenant).contents() == \
-            open_tenant_index(lake.index_dir, tenant).contents()
+        assert (
+            open_tenant_index(tmp_path / "alone", tenant).contents()
+            == open_tenant_index(lake.index_dir, tenant).contents()
+        )

@@ -1,4 +1,5 @@
 """Ingest: file bytes → CAS blobs + messages/raw_chunks/rejects tables, cited byte-exact, deterministic."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -90,21 +91,29 @@ def test_rejects_are_stored_and_coded(store: RawStore) -> None:
     res = _ingest("canonical.jsonl", store)
     rows = res.rejects.to_pylist()
     assert [(r["line"], r["reason"]) for r in rows] == [
-        (3, E.E_JSON_PARSE), (4, E.E_TS_PARSE), (7, E.E_TEXT_EMPTY), (8, E.E_TS_MISSING), (10, E.E_JSON_SHAPE)]
+        (3, E.E_JSON_PARSE),
+        (4, E.E_TS_PARSE),
+        (7, E.E_TEXT_EMPTY),
+        (8, E.E_TS_MISSING),
+        (10, E.E_JSON_SHAPE),
+    ]
     for r in rows:
         assert r["raw_path"].startswith("raw/alice/0000/00/00/")
         sha = r["raw_path"].rsplit("raw_", 1)[1].removesuffix(".blob.zst")
         raw = store.read("alice", r["raw_path"], sha)
         assert len(raw) == r["length"] and r["raw_id"] == "raw_" + sha[:32]
-        assert (FIXTURES / "canonical.jsonl").read_bytes()[r["byte_offset"]:].startswith(raw)
+        assert (FIXTURES / "canonical.jsonl").read_bytes()[r["byte_offset"] :].startswith(raw)
 
 
-@pytest.mark.parametrize("data, reason", [
-    (b"", E.E_READ_EMPTY),
-    (b"Alice: caf\xe9 au lait\nBob: na\xefve\n", E.E_READ_UTF8),
-    (b"\x00\x01\x02binary", E.E_READ_BINARY),
-    (b"no chat here\njust prose\n", E.E_FORMAT_UNKNOWN),
-])
+@pytest.mark.parametrize(
+    "data, reason",
+    [
+        (b"", E.E_READ_EMPTY),
+        (b"Alice: caf\xe9 au lait\nBob: na\xefve\n", E.E_READ_UTF8),
+        (b"\x00\x01\x02binary", E.E_READ_BINARY),
+        (b"no chat here\njust prose\n", E.E_FORMAT_UNKNOWN),
+    ],
+)
 def test_bad_files_become_one_stored_reject(data: bytes, reason: str, store: RawStore) -> None:
     res = ingest_bytes(data, "bad.txt", "alice", store)
     assert res.messages.num_rows == 0 and res.raw_chunks.num_rows == 0 and res.n_input == 1
@@ -129,9 +138,13 @@ def test_deterministic_and_idempotent(tmp_path: Path) -> None:
     a = ingest_bytes(data, "x/t.txt", "x", a_store)
     a2 = ingest_bytes(data, "x/t.txt", "x", a_store)
     b = ingest_bytes(data, "x/t.txt", "x", b_store)
-    for r1, r2, r3 in ((a.messages, a2.messages, b.messages), (a.raw_chunks, a2.raw_chunks, b.raw_chunks),
-                       (a.rejects, a2.rejects, b.rejects)):
+    for r1, r2, r3 in (
+        (a.messages, a2.messages, b.messages),
+        (a.raw_chunks, a2.raw_chunks, b.raw_chunks),
+        (a.rejects, a2.rejects, b.rejects),
+    ):
         assert r1.equals(r2) and r1.equals(r3)
+
     def files(root: Path) -> list[str]:
         return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
 
@@ -140,21 +153,27 @@ def test_deterministic_and_idempotent(tmp_path: Path) -> None:
 
 def test_tables_roundtrip_through_parquet(tmp_path: Path, store: RawStore) -> None:
     res = _ingest("locomo.json", store)
-    for table, sch in ((res.messages, schema.MESSAGES), (res.raw_chunks, schema.RAW_CHUNKS),
-                       (res.rejects, schema.REJECTS)):
+    for table, sch in (
+        (res.messages, schema.MESSAGES),
+        (res.raw_chunks, schema.RAW_CHUNKS),
+        (res.rejects, schema.REJECTS),
+    ):
         path = tmp_path / "t.parquet"
         write_table(table, path, sch)
         assert read_table(path, sch).equals(table)
 
 
 def test_long_conversation_spans_chunks_and_appending_reuses_blobs(store: RawStore) -> None:
-    lines = [f"[2024-01-01 10:{i // 60:02d}:{i % 60:02d}] {'Alice' if i % 2 else 'Bob'}: "
-             + " ".join(f"topic{i} word{k}" for k in range(40)) for i in range(400)]
+    lines = [
+        f"[2024-01-01 10:{i // 60:02d}:{i % 60:02d}] {'Alice' if i % 2 else 'Bob'}: "
+        + " ".join(f"topic{i} word{k}" for k in range(40))
+        for i in range(400)
+    ]
     first = ingest_bytes("\n".join(lines[:300]).encode(), "alice/log.txt", "alice", store)
     second = ingest_bytes("\n".join(lines).encode(), "alice/log.txt", "alice", store)
     assert first.raw_chunks.num_rows > 3
     ids1, ids2 = first.raw_chunks.column("id").to_pylist(), second.raw_chunks.column("id").to_pylist()
-    assert ids2[:len(ids1) - 1] == ids1[:-1]            # earlier complete chunks reproduced, stored once
+    assert ids2[: len(ids1) - 1] == ids1[:-1]  # earlier complete chunks reproduced, stored once
     _assert_citations_exact(second, store)
     n_blobs = len(list((store.root / "raw").rglob("*.blob.zst")))
     assert n_blobs == len(set(ids1) | set(ids2))
@@ -184,10 +203,17 @@ def test_ingest_file_from_inbox(tmp_path: Path, store: RawStore) -> None:
     assert isinstance(loose.messages, pa.Table)
 
 
-_LINES = st.sampled_from([
-    "Alice: hello there", "[2024-01-02 10:00] Bob: 我们去公园踢足球吧", "  and more", "garbage line", "",
-    "[bad] Bob: x", "Carol: " + "long words here. " * 40,
-])
+_LINES = st.sampled_from(
+    [
+        "Alice: hello there",
+        "[2024-01-02 10:00] Bob: 我们去公园踢足球吧",
+        "  and more",
+        "garbage line",
+        "",
+        "[bad] Bob: x",
+        "Carol: " + "long words here. " * 40,
+    ]
+)
 
 
 @given(st.lists(_LINES, min_size=1, max_size=30))

@@ -6,6 +6,7 @@ Each tenant's messages carry a secret word no other tenant uses, beside names, p
 messages the tenants share (same bytes → same raw_id in both tenants). A leak is any foreign secret in
 any output, or any returned id, edge or citation that is not the asking tenant's own.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,14 +42,20 @@ TENANTS = ["alice", "bob", "Alice", "团队", "t_0123456789abcdef", "x.y-z"]
 NAMES = ["Melanie", "Caroline", "Xiaoming", "小红"]
 PLACES = ["Oslo", "Riverside Park", "北京", "the library"]
 SHARED = ["Melanie went hiking in Oslo last Saturday.", "小明昨天在北京踢足球。", "I love painting sunsets."]
-TEMPLATES = ["{name} met me at {place} and we talked about {secret}.",
-             "Yesterday {name} said the {secret} project in {place} is late.",
-             "{name}在{place}说了{secret}的事情。",
-             "I really like {secret}, {name} hates it."]
+TEMPLATES = [
+    "{name} met me at {place} and we talked about {secret}.",
+    "Yesterday {name} said the {secret} project in {place} is late.",
+    "{name}在{place}说了{secret}的事情。",
+    "I really like {secret}, {name} hates it.",
+]
 
-_messages = st.lists(st.one_of(
-    st.tuples(st.sampled_from(TEMPLATES), st.sampled_from(NAMES), st.sampled_from(PLACES)),
-    st.sampled_from(SHARED)), min_size=1, max_size=6)
+_messages = st.lists(
+    st.one_of(
+        st.tuples(st.sampled_from(TEMPLATES), st.sampled_from(NAMES), st.sampled_from(PLACES)), st.sampled_from(SHARED)
+    ),
+    min_size=1,
+    max_size=6,
+)
 INBOXES = st.dictionaries(st.sampled_from(TENANTS), _messages, min_size=2, max_size=3)
 
 
@@ -60,8 +67,17 @@ def _jsonl(tenant: str, messages: list) -> bytes:
     lines = []
     for i, m in enumerate(messages):
         text = m if isinstance(m, str) else m[0].format(name=m[1], place=m[2], secret=secret_of(tenant))
-        lines.append(json.dumps({"conv_id": "chat", "speaker": ["Ann", "Ben"][i % 2],
-                                 "ts": f"2024-03-0{1 + i % 9} 10:00:00", "text": text}, ensure_ascii=False))
+        lines.append(
+            json.dumps(
+                {
+                    "conv_id": "chat",
+                    "speaker": ["Ann", "Ben"][i % 2],
+                    "ts": f"2024-03-0{1 + i % 9} 10:00:00",
+                    "text": text,
+                },
+                ensure_ascii=False,
+            )
+        )
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
@@ -73,15 +89,26 @@ def build_lake(root: Path, inbox: dict[str, list]) -> Lake:
         res = ingest_bytes(_jsonl(tenant, msgs), f"{tenant}/chat.jsonl", tenant, store)
         annotations, _ = annotate_messages(res.messages, None, workers=1)
         nodes, edges = partition_graph(res.messages, annotations)
-        for name, table in (("messages", res.messages), ("raw_chunks", res.raw_chunks), ("rejects", res.rejects),
-                            ("nodes", nodes), ("edges", edges)):
+        for name, table in (
+            ("messages", res.messages),
+            ("raw_chunks", res.raw_chunks),
+            ("rejects", res.rejects),
+            ("nodes", nodes),
+            ("edges", edges),
+        ):
             parts[name].append(table)
     nodes, edges = merge_graph(parts["nodes"], parts["edges"])
     edges = with_fact_links(nodes, edges)
-    write_import(lake, {"messages": (pa.concat_tables(parts["messages"]), MESSAGES),
-                        "raw_chunks": (pa.concat_tables(parts["raw_chunks"]), RAW_CHUNKS),
-                        "rejects": (pa.concat_tables(parts["rejects"]), REJECTS),
-                        "nodes": (nodes, NODES), "edges": (edges, EDGES)})
+    write_import(
+        lake,
+        {
+            "messages": (pa.concat_tables(parts["messages"]), MESSAGES),
+            "raw_chunks": (pa.concat_tables(parts["raw_chunks"]), RAW_CHUNKS),
+            "rejects": (pa.concat_tables(parts["rejects"]), REJECTS),
+            "nodes": (nodes, NODES),
+            "edges": (edges, EDGES),
+        },
+    )
     build_indexes(lake)
     return lake
 
@@ -95,6 +122,7 @@ def _dump(value: object) -> str:
         if isinstance(v, (list, tuple, set, frozenset)):
             return [plain(x) for x in v]
         return v if isinstance(v, (str, int, float, bool, type(None))) else str(v)
+
     return json.dumps(plain(value), ensure_ascii=False, default=str)
 
 
@@ -174,7 +202,10 @@ def _leaks(lake: Lake, tenant: str, others: list[str], queries: list[str]) -> li
             ti = cols.index("tenant")
             leaks.extend(f"sql {table}: a row of tenant {r[ti]!r}" for r in rows if r[ti] != tenant)
             check_text(f"sql {table}", rows)
-        for escape in (f"ATTACH '{lake.duckdb_path}' AS x", f"SELECT * FROM read_parquet('{part_paths(lake, 'nodes')[0]}')"):
+        for escape in (
+            f"ATTACH '{lake.duckdb_path}' AS x",
+            f"SELECT * FROM read_parquet('{part_paths(lake, 'nodes')[0]}')",
+        ):
             try:
                 con.execute(escape).fetchall()
                 leaks.append(f"sql sandbox lets {escape!r} through")
@@ -185,7 +216,7 @@ def _leaks(lake: Lake, tenant: str, others: list[str], queries: list[str]) -> li
     return leaks
 
 
-@fuzz_settings(4)   # each example builds a lake; MEMCTL_FUZZ_SCALE=20 runs 80 of them
+@fuzz_settings(4)  # each example builds a lake; MEMCTL_FUZZ_SCALE=20 runs 80 of them
 @given(INBOXES)
 def test_no_tenant_ever_sees_another(inbox: dict[str, list]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
@@ -203,8 +234,13 @@ def test_no_tenant_ever_sees_another(inbox: dict[str, list]) -> None:
 
 
 def test_sql_sandbox_holds_only_the_tenant(tmp_path: Path) -> None:
-    lake = build_lake(tmp_path, {"alice": [SHARED[0], (TEMPLATES[0], "Caroline", "Oslo")],
-                                 "bob": [SHARED[0], (TEMPLATES[1], "Xiaoming", "北京")]})
+    lake = build_lake(
+        tmp_path,
+        {
+            "alice": [SHARED[0], (TEMPLATES[0], "Caroline", "Oslo")],
+            "bob": [SHARED[0], (TEMPLATES[1], "Xiaoming", "北京")],
+        },
+    )
     con = tenant_sql(lake, "alice")
     assert {r[0] for r in con.execute("SELECT DISTINCT tenant FROM nodes").fetchall()} == {"alice"}
     assert con.execute("SELECT count(*) FROM messages").fetchone()[0] == 2

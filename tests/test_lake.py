@@ -1,4 +1,5 @@
 """Lake paths, atomic deterministic Parquet writes, inbox scanning, partition assembly, integrity checks."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -32,7 +33,7 @@ def test_write_table_is_atomic_deterministic_and_skips_identical_bytes(tmp_path:
     assert write_table(table, path, REJECTS) is True
     first = path.read_bytes()
     mtime = path.stat().st_mtime_ns
-    assert write_table(table, path, REJECTS) is False       # same rows → same bytes → untouched
+    assert write_table(table, path, REJECTS) is False  # same rows → same bytes → untouched
     assert path.read_bytes() == first and path.stat().st_mtime_ns == mtime
     assert [p.name for p in path.parent.iterdir()] == ["rejects.parquet"]  # no temp file left
     back = read_table(path, REJECTS)
@@ -101,12 +102,15 @@ def _nodes(rows: list[dict]) -> pa.Table:
 def test_orphan_edges_finds_missing_endpoints_per_tenant() -> None:
     nodes = _nodes([{"id": "n1", "tenant": "a"}, {"id": "n2", "tenant": "a"}, {"id": "n3", "tenant": "b"}])
     chunks = pa.Table.from_pylist([{"id": "raw_1", "tenant": "a", "len_bytes": 10}], schema=RAW_CHUNKS)
-    edges = pa.Table.from_pylist([
-        {"id": "e1", "tenant": "a", "src": "n1", "dst": "n2", "type": "MENTIONS"},
-        {"id": "e2", "tenant": "a", "src": "n1", "dst": "raw_1", "type": "DERIVED_FROM"},
-        {"id": "e3", "tenant": "a", "src": "n1", "dst": "n3", "type": "MENTIONS"},   # crosses tenants
-        {"id": "e4", "tenant": "a", "src": "gone", "dst": "n2", "type": "MENTIONS"},
-    ], schema=EDGES)
+    edges = pa.Table.from_pylist(
+        [
+            {"id": "e1", "tenant": "a", "src": "n1", "dst": "n2", "type": "MENTIONS"},
+            {"id": "e2", "tenant": "a", "src": "n1", "dst": "raw_1", "type": "DERIVED_FROM"},
+            {"id": "e3", "tenant": "a", "src": "n1", "dst": "n3", "type": "MENTIONS"},  # crosses tenants
+            {"id": "e4", "tenant": "a", "src": "gone", "dst": "n2", "type": "MENTIONS"},
+        ],
+        schema=EDGES,
+    )
     out = orphan_edges(nodes, edges, chunks)
     assert not out.passed and out.failures == 2 and {e["id"] for e in out.examples} == {"e3", "e4"}
     assert orphan_edges(nodes, edges.slice(0, 2), chunks).passed
@@ -116,11 +120,13 @@ def test_unresolved_raw_refs_checks_bounds_and_tenant() -> None:
     chunks = pa.Table.from_pylist([{"id": "raw_1", "tenant": "a", "len_bytes": 10}], schema=RAW_CHUNKS)
     ok = _nodes([{"id": "n1", "tenant": "a", "raw_refs": [{"raw_id": "raw_1", "offset": 2, "length": 8}]}])
     assert unresolved_raw_refs(ok, chunks).passed
-    bad = _nodes([
-        {"id": "n1", "tenant": "a", "raw_refs": [{"raw_id": "raw_1", "offset": 5, "length": 6}]},  # past the end
-        {"id": "n2", "tenant": "b", "raw_refs": [{"raw_id": "raw_1", "offset": 0, "length": 1}]},  # other tenant
-        {"id": "n3", "tenant": "a", "raw_refs": []},
-    ])
+    bad = _nodes(
+        [
+            {"id": "n1", "tenant": "a", "raw_refs": [{"raw_id": "raw_1", "offset": 5, "length": 6}]},  # past the end
+            {"id": "n2", "tenant": "b", "raw_refs": [{"raw_id": "raw_1", "offset": 0, "length": 1}]},  # other tenant
+            {"id": "n3", "tenant": "a", "raw_refs": []},
+        ]
+    )
     assert unresolved_raw_refs(bad, chunks).failures == 2
 
 
@@ -137,7 +143,7 @@ def test_conservation(tmp_path: Path) -> None:
     kept = pa.Table.from_pylist([{"tenant": "t", "raw_path": ref.path, "length": 7, "line": 2}], schema=REJECTS)
     assert conservation(3, msgs, kept, store).passed
     (tmp_path / ref.path).unlink()
-    lost = conservation(3, msgs, kept, RawStore(tmp_path))   # a fresh store: nothing cached
+    lost = conservation(3, msgs, kept, RawStore(tmp_path))  # a fresh store: nothing cached
     assert not lost.passed and lost.examples[0]["reject_bytes_lost"] == ref.path
 
 
@@ -160,8 +166,9 @@ def test_a_loose_file_is_stale_when_the_default_tenant_changes(tmp_path: Path, m
     (lake.inbox / "alice" / "x.txt").write_text("Ann: hi\n", "utf-8")
     files = scan_inbox(lake.inbox)
     for key, f in files.items():
-        write_manifest(lake.part_dir(key), {"graph_sha256": f.sha256,
-                                            "tenant": "alice" if key.startswith("alice/") else "default"})
+        write_manifest(
+            lake.part_dir(key), {"graph_sha256": f.sha256, "tenant": "alice" if key.startswith("alice/") else "default"}
+        )
     assert stale_partitions(lake, files) == {}
     monkeypatch.setenv("MEMCTL_TENANT", "acme")
     assert list(stale_partitions(lake, files)) == ["loose.txt"]

@@ -1,5 +1,6 @@
 """Materialization metadata: PNG charts (size, determinism, empty tables), the "what changed" summary, and the
 asset definitions a person reads in the UI (one-line description, kinds, owners)."""
+
 from __future__ import annotations
 
 import base64
@@ -30,24 +31,33 @@ def _size(png: bytes) -> tuple[int, int]:
 
 
 def _promotions(moves: list[tuple[str | None, str | None]]) -> pa.Table:
-    return pa.table({"from_tier": pa.array([a for a, _ in moves], pa.string()),
-                     "to_tier": pa.array([b for _, b in moves], pa.string())})
+    return pa.table(
+        {
+            "from_tier": pa.array([a for a, _ in moves], pa.string()),
+            "to_tier": pa.array([b for _, b in moves], pa.string()),
+        }
+    )
 
 
-@pytest.mark.parametrize("draw", [
-    lambda: bar_chart_png({"Entity": 61, "Fact": 41, "Episode": 30}, "Node types", "nodes"),
-    lambda: bar_chart_png({}, "Rejects by reason", "records", empty="no rejects"),
-    lambda: bar_chart_png({f"T{i:02d}": i for i in range(1, 30)}, "Edge types", "edges"),
-    lambda: degree_chart_png({0: 2, 1: 5, 2: 40, 18: 1}),
-    lambda: degree_chart_png({}),
-    lambda: tier_flow_png(_promotions([(None, "short"), ("short", "mid"), ("mid", "long"), ("short", "long")]),
-                          {"short": 1, "mid": 1, "long": 2}),
-    lambda: tier_flow_png(_promotions([]), {}),
-])
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda: bar_chart_png({"Entity": 61, "Fact": 41, "Episode": 30}, "Node types", "nodes"),
+        lambda: bar_chart_png({}, "Rejects by reason", "records", empty="no rejects"),
+        lambda: bar_chart_png({f"T{i:02d}": i for i in range(1, 30)}, "Edge types", "edges"),
+        lambda: degree_chart_png({0: 2, 1: 5, 2: 40, 18: 1}),
+        lambda: degree_chart_png({}),
+        lambda: tier_flow_png(
+            _promotions([(None, "short"), ("short", "mid"), ("mid", "long"), ("short", "long")]),
+            {"short": 1, "mid": 1, "long": 2},
+        ),
+        lambda: tier_flow_png(_promotions([]), {}),
+    ],
+)
 def test_charts_are_600x300_pngs_and_deterministic(draw) -> None:
     png = draw()
     assert _size(png) == (600, 300)
-    assert draw() == png                     # same table, same bytes: no timestamp, no version stamp
+    assert draw() == png  # same table, same bytes: no timestamp, no version stamp
     assert b"Software" not in png and b"matplotlib" not in png
 
 
@@ -63,37 +73,54 @@ def test_png_markdown_is_an_inline_data_uri_image() -> None:
 
 
 def test_tier_flows_count_tier_changes_in_tier_order() -> None:
-    table = _promotions([("mid", "long"), (None, "short"), ("short", "mid"), (None, "short"), ("mid", "mid"),
-                         ("long", "mid")])
-    assert list(tier_flows(table).items()) == [(("new", "short"), 2), (("short", "mid"), 1), (("mid", "long"), 1),
-                                               (("long", "mid"), 1)]
+    table = _promotions(
+        [("mid", "long"), (None, "short"), ("short", "mid"), (None, "short"), ("mid", "mid"), ("long", "mid")]
+    )
+    assert list(tier_flows(table).items()) == [
+        (("new", "short"), 2),
+        (("short", "mid"), 1),
+        (("mid", "long"), 1),
+        (("long", "mid"), 1),
+    ]
 
 
 def test_degrees_count_node_ends_only() -> None:
     nodes = pa.table({"id": ["a", "b", "c", "d"]})
-    edges = pa.table({"src": ["a", "a", "b"], "dst": ["b", "c", "raw_1"]})   # b → a RawChunk: b's edge, not a node
+    edges = pa.table({"src": ["a", "a", "b"], "dst": ["b", "c", "raw_1"]})  # b → a RawChunk: b's edge, not a node
     assert degrees(nodes, edges) == {0: 1, 1: 1, 2: 2}
     assert degrees(nodes, edges.slice(0, 0)) == {0: 4}
 
 
 def _graph(rows: list[tuple[str, int]]) -> pa.Table:
     refs = pa.list_(pa.struct([("raw_id", pa.string())]))
-    return pa.table({"tenant": ["t"] * len(rows), "id": [i for i, _ in rows],
-                     "raw_refs": pa.array([[{"raw_id": f"r{k}"} for k in range(n)] for _, n in rows], refs)})
+    return pa.table(
+        {
+            "tenant": ["t"] * len(rows),
+            "id": [i for i, _ in rows],
+            "raw_refs": pa.array([[{"raw_id": f"r{k}"} for k in range(n)] for _, n in rows], refs),
+        }
+    )
 
 
 def test_table_change_added_merged_removed() -> None:
     before = _graph([("a", 1), ("b", 1), ("c", 2)])
-    now = _graph([("a", 1), ("b", 3), ("d", 1)])      # b gained evidence, c gone, d new
+    now = _graph([("a", 1), ("b", 3), ("d", 1)])  # b gained evidence, c gone, d new
     assert table_change(before, now) == TableChange(total=3, added=1, merged=1, removed=1)
     assert table_change(None, now) == TableChange(total=3, added=3, merged=0, removed=0)
     assert table_change(now, now) == TableChange(total=3, added=0, merged=0, removed=0)
 
 
 def test_run_changes_summary() -> None:
-    changes = RunChanges(files=3, files_ingested=1, messages=25, messages_ingested=7,
-                         nodes=TableChange(161, 12, 3, 0), edges=TableChange(383, 20, 0, 2),
-                         forget_requests=1, messages_forgotten=4)
+    changes = RunChanges(
+        files=3,
+        files_ingested=1,
+        messages=25,
+        messages_ingested=7,
+        nodes=TableChange(161, 12, 3, 0),
+        edges=TableChange(383, 20, 0, 2),
+        forget_requests=1,
+        messages_forgotten=4,
+    )
     meta = changes.metadata()
     text = meta["what_changed"].md_str
     assert "files ingested: **1** of 3" in text and "**4** messages held back by 1 forget request\n" in text

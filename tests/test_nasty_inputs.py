@@ -3,6 +3,7 @@
 For every file: each input record is an accepted message or a coded reject (conservation); a reject's
 bytes are in the CAS and are bytes of the file; a message's text is recovered byte-exact from its chunk.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,15 +44,20 @@ NASTY: dict[str, bytes] = {
     "truncated.jsonl": _jsonl(_rec("whole"), _rec("cut"))[:-12],
     "truncated_locomo.json": b'{"conversation": {"session_1": [{"speaker": "A", "text": "hi"}',
     "emoji_zwj.txt": "Ann: family 👨‍👩‍👧‍👦 and flags 🇳🇴 and skin 👍🏽\nBob: ❤️‍🔥\n".encode(),
-    "mixed_scripts.jsonl": _jsonl(_rec("Hello 你好 Привет مرحبا שלום こんにちは 안녕"), _rec("e\u0301 \u200b zero-width")),
+    "mixed_scripts.jsonl": _jsonl(
+        _rec("Hello 你好 Привет مرحبا שלום こんにちは 안녕"), _rec("e\u0301 \u200b zero-width")
+    ),
     "rtl_marks.txt": "Ann: \u200fשלום\u200e world\nBob: \u202eevil\u202c\n".encode(),
-    "out_of_order.jsonl": _jsonl(_rec("third", "2024-01-03"), _rec("first", "2024-01-01"), _rec("second", "2024-01-02")),
+    "out_of_order.jsonl": _jsonl(
+        _rec("third", "2024-01-03"), _rec("first", "2024-01-01"), _rec("second", "2024-01-02")
+    ),
     "future.jsonl": _jsonl(_rec("from the future", FUTURE), _rec("epoch ms", "1704189600000")),
     "bad_ts.jsonl": _jsonl(_rec("ok"), _rec("bad", "yesterday-ish"), {"speaker": "Ann", "text": "no ts"}),
     "only_blank.txt": b"\n\n   \n\t\n",
     "empty.jsonl": b"",
     "not_a_chat.csv": b"a,b,c\n1,2,3\n4,5,6\n",
-    "surrogate_escape.jsonl": b'{"speaker": "Ann", "ts": "2024-01-02", "text": "\\ud800 lone"}\n' + _jsonl(_rec("fine")),
+    "surrogate_escape.jsonl": b'{"speaker": "Ann", "ts": "2024-01-02", "text": "\\ud800 lone"}\n'
+    + _jsonl(_rec("fine")),
     "control_chars.txt": b"Ann: bell\x07 and escape \x1b[31mred\x1b[0m\nBob: ok\n",
     "huge_speaker.txt": b"A" * 10_000 + b": text\nBob: ok\n",
 }
@@ -74,8 +80,16 @@ def _check_nothing_lost(data: bytes, res: IngestResult, store: RawStore) -> None
     chunks = {c["id"]: c for c in res.raw_chunks.to_pylist()}
     for m in msgs:
         assert m["text"].strip()
-        parts = [store.excerpt(m["tenant"], chunks[ref["raw_id"]]["path"], chunks[ref["raw_id"]]["sha256"],
-                               ref["offset"], ref["length"]) for ref in m["raw_refs"]]
+        parts = [
+            store.excerpt(
+                m["tenant"],
+                chunks[ref["raw_id"]]["path"],
+                chunks[ref["raw_id"]]["sha256"],
+                ref["offset"],
+                ref["length"],
+            )
+            for ref in m["raw_refs"]
+        ]
         assert b"".join(parts).decode("utf-8") == m["text"]
 
 
@@ -127,7 +141,7 @@ def test_duplicate_files_store_their_bytes_once(store: RawStore) -> None:
     a = ingest_bytes(data, "alice/a.txt", "alice", store)
     files = sorted((store.root / "raw").rglob("*.blob.zst"))
     b = ingest_bytes(data, "alice/copy/a.txt", "alice", store)
-    assert sorted((store.root / "raw").rglob("*.blob.zst")) == files      # same chunk bytes, one blob
+    assert sorted((store.root / "raw").rglob("*.blob.zst")) == files  # same chunk bytes, one blob
     assert a.raw_chunks.column("id").to_pylist() == b.raw_chunks.column("id").to_pylist()
     assert a.messages.column("conv_id").to_pylist() != b.messages.column("conv_id").to_pylist()
 

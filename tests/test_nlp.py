@@ -1,4 +1,5 @@
 """r2g.nlp: annotation shape, the jieba-backed Chinese pipeline, and the sqlite cache."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -30,7 +31,12 @@ def test_english_annotation_shape(en) -> None:
 
 
 def test_annotation_json_round_trip() -> None:
-    (a,), _ = annotate(["I went hiking with Mel last Saturday.", ], ["en"])
+    (a,), _ = annotate(
+        [
+            "I went hiking with Mel last Saturday.",
+        ],
+        ["en"],
+    )
     b = Annotation.from_json(a.to_json())
     assert b == a
     assert all(isinstance(e, tuple) for e in b.ents) and all(isinstance(s, tuple) for s in b.sents)
@@ -42,12 +48,18 @@ def test_token_offsets_point_into_text() -> None:
     text = "我用 Python 写代码。\n今天很好!"
     (a,), _ = annotate([text], ["zh"])
     for tok, i in zip(a.tokens, a.idx):
-        assert text[i:i + len(tok)] == tok
+        assert text[i : i + len(tok)] == tok
 
 
 def test_jieba_verb_object_split() -> None:
-    assert zh_segment("小明在公园里踢足球") == [("小明", "nr"), ("在", "p"), ("公园", "n"), ("里", "f"),
-                                             ("踢", "v"), ("足球", "n")]
+    assert zh_segment("小明在公园里踢足球") == [
+        ("小明", "nr"),
+        ("在", "p"),
+        ("公园", "n"),
+        ("里", "f"),
+        ("踢", "v"),
+        ("足球", "n"),
+    ]
     words = [w for w, _ in zh_segment("他不喜欢喝咖啡")]
     assert words[-2:] == ["喝", "咖啡"]
     # 和 glued to a name is split off; a two-char compound like 开心 is left alone
@@ -122,14 +134,18 @@ def test_old_without_rowid_cache_is_upgraded_keeping_current_rows(tmp_path: Path
     path = tmp_path / "old.sqlite"
     (ann,), _ = annotate(["I like tea."], ["en"])
     with sqlite3.connect(path) as con:
-        con.execute("CREATE TABLE annotations (version TEXT NOT NULL, sha TEXT NOT NULL, body TEXT NOT NULL,"
-                    " PRIMARY KEY (version, sha)) WITHOUT ROWID")
-        con.executemany("INSERT INTO annotations VALUES (?, ?, ?)",
-                        [(nlp.PIPELINE_VERSION, "cur", ann.to_json()), ("nlp.v0|old", "old", ann.to_json())])
+        con.execute(
+            "CREATE TABLE annotations (version TEXT NOT NULL, sha TEXT NOT NULL, body TEXT NOT NULL,"
+            " PRIMARY KEY (version, sha)) WITHOUT ROWID"
+        )
+        con.executemany(
+            "INSERT INTO annotations VALUES (?, ?, ?)",
+            [(nlp.PIPELINE_VERSION, "cur", ann.to_json()), ("nlp.v0|old", "old", ann.to_json())],
+        )
     cache = NlpCache(path)
     assert cache.get_many(["cur", "old"]) == {"cur": ann}
     with sqlite3.connect(path) as con:
-        sql, = con.execute("SELECT sql FROM sqlite_master WHERE name = 'annotations'").fetchone()
+        (sql,) = con.execute("SELECT sql FROM sqlite_master WHERE name = 'annotations'").fetchone()
         assert "WITHOUT ROWID" not in sql.upper()
         assert con.execute("SELECT count(*) FROM annotations").fetchone() == (1,)
     NlpCache(path).put_many({"new": ann})  # opening an upgraded cache again changes nothing
@@ -137,13 +153,19 @@ def test_old_without_rowid_cache_is_upgraded_keeping_current_rows(tmp_path: Path
 
 
 def test_worker_processes_give_the_same_annotations(monkeypatch: pytest.MonkeyPatch) -> None:
-    texts = ["I went hiking with Mel last Saturday.", "小明在公园里踢足球", "Caroline went to a support group.",
-             "我今天不开心，因为昨晚没睡好", "We need to book the flights tomorrow.", "以后优先用中文回答"]
+    texts = [
+        "I went hiking with Mel last Saturday.",
+        "小明在公园里踢足球",
+        "Caroline went to a support group.",
+        "我今天不开心，因为昨晚没睡好",
+        "We need to book the flights tomorrow.",
+        "以后优先用中文回答",
+    ]
     langs = ["en", "zh"] * 3
     monkeypatch.setattr(nlp, "PARALLEL_MIN_TEXTS", 2)
     try:
         one, _ = annotate(texts, langs, workers=1, batch_size=2)
-        two, stats = annotate(texts, langs, workers=2, batch_size=2)   # 2-text slices over 2 processes
+        two, stats = annotate(texts, langs, workers=2, batch_size=2)  # 2-text slices over 2 processes
     finally:
         nlp.shutdown_workers()
     assert stats.misses == 6 and [a.to_json() for a in two] == [a.to_json() for a in one]
@@ -158,18 +180,22 @@ def test_memoised_jieba_hmm_decodes_like_jieba() -> None:
     assert zh_segment(text) == first
     hits, misses = nlp_zh.hmm_memo_stats()
     assert misses > 0 and zh_segment(text) == first and nlp_zh.hmm_memo_stats()[0] > hits
-    original = sys.modules["jieba.posseg.viterbi"].viterbi   # the module keeps jieba's own function
+    original = sys.modules["jieba.posseg.viterbi"].viterbi  # the module keeps jieba's own function
     tables = (pseg.char_state_tab_P, pseg.start_P, pseg.trans_P, pseg.emit_P)
     for run in ("王芳", "刘洋上", "西湖拍照"):
         assert pseg.viterbi(run, *tables) == original(run, *tables)
 
 
 def test_entities_read_from_iob_match_doc_ents(en) -> None:
-    for doc in (en("Caroline met Mel in New York last Saturday, then flew to Paris with Jon."), chinese()("小红明天要去北京")):
+    for doc in (
+        en("Caroline met Mel in New York last Saturday, then flew to Paris with Jon."),
+        chinese()("小红明天要去北京"),
+    ):
         assert nlp._doc_ents(doc) == [(e.start, e.end, e.label_) for e in doc.ents] != []
 
 
 # -- the lake's NLP cache: an index into the partitions' annotation files -------------------------------------
+
 
 def _part_cache(tmp_path: Path):
     from r2g.pipeline import PartAnnotations
@@ -194,7 +220,7 @@ def test_part_cache_finds_annotations_in_the_partition_files(tmp_path: Path) -> 
     cache.record("p_a", [text_sha(t) for t in texts])
     second, s2 = annotate(texts, langs, _part_cache(tmp_path))
     assert (s2.hits, s2.misses) == (2, 0) and second == first
-    with sqlite3.connect(tmp_path / "cache" / "nlp.sqlite") as con:   # hashes and partition names, never text
+    with sqlite3.connect(tmp_path / "cache" / "nlp.sqlite") as con:  # hashes and partition names, never text
         assert con.execute("SELECT count(*), min(part) FROM seen").fetchone() == (2, "p_a")
 
 
@@ -202,9 +228,9 @@ def test_part_cache_misses_what_the_partition_no_longer_holds(tmp_path: Path) ->
     cache = _part_cache(tmp_path)
     [ann], _ = annotate(["I like tea."], ["en"], cache)
     cache.record("p_a", [text_sha("I like tea.")])
-    assert cache.get_many([text_sha("I like tea.")]) == {}           # no file yet: a miss, not an error
+    assert cache.get_many([text_sha("I like tea.")]) == {}  # no file yet: a miss, not an error
     _write_part(tmp_path, "p_a", {text_sha("other"): ann})
-    assert cache.get_many([text_sha("I like tea.")]) == {}           # the file holds other texts
+    assert cache.get_many([text_sha("I like tea.")]) == {}  # the file holds other texts
     _write_part(tmp_path, "p_a", {text_sha("I like tea."): ann})
     assert cache.get_many([text_sha("I like tea.")]) == {text_sha("I like tea."): ann}
     cache.drop([text_sha("I like tea.")])
@@ -212,10 +238,11 @@ def test_part_cache_misses_what_the_partition_no_longer_holds(tmp_path: Path) ->
 
 
 def test_part_cache_is_emptied_by_a_new_pipeline_version_and_drops_the_old_cache(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from r2g import pipeline
 
-    old = NlpCache(tmp_path / "cache" / "nlp.sqlite")               # the cache before 2026-11-25: whole annotations
+    old = NlpCache(tmp_path / "cache" / "nlp.sqlite")  # the cache before 2026-11-25: whole annotations
     annotate(["I like tea."], ["en"], old)
     cache = _part_cache(tmp_path)
     with sqlite3.connect(tmp_path / "cache" / "nlp.sqlite") as con:

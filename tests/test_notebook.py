@@ -3,6 +3,7 @@
 One real execution per module, in a kernel of this interpreter (the venv's ipykernel),
 with MEMCTL_DATA pointing at a temp folder that holds only a copy of the sample inbox.
 """
+
 from __future__ import annotations
 
 import base64
@@ -35,7 +36,7 @@ def executed(tmp_path_factory: pytest.TempPathFactory):
     shutil.copytree(ROOT / "data" / "inbox", root / "inbox")
     nb = nbformat.read(NOTEBOOK, as_version=4)
     km = KernelManager(kernel_name=nb.metadata.kernelspec.name)
-    with pytest.MonkeyPatch.context() as mp:   # the kernel inherits this environment
+    with pytest.MonkeyPatch.context() as mp:  # the kernel inherits this environment
         mp.setenv("MEMCTL_DATA", str(root))
         mp.setenv("DAGSTER_HOME", str(root / "dagster_home"))
         client = NotebookClient(nb, km=km, timeout=120, resources={"metadata": {"path": str(NOTEBOOK.parent)}})
@@ -56,8 +57,10 @@ def _tables(outputs: list) -> list[list[dict[str, str]]]:
             continue
         header = [html.unescape(h) for h in re.findall(r"<th>(.*?)</th>", markup, re.S)]
         body = markup.split("<tbody>", 1)[1]
-        rows = [[html.unescape(cell).strip('"') for cell in re.findall(r"<td>(.*?)</td>", row, re.S)]
-                for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
+        rows = [
+            [html.unescape(cell).strip('"') for cell in re.findall(r"<td>(.*?)</td>", row, re.S)]
+            for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)
+        ]
         tables.append([dict(zip(header, row)) for row in rows])
     return tables
 
@@ -88,8 +91,11 @@ def test_the_trace_table_times_every_stage_of_both_questions(executed) -> None:
 
 def test_the_evidence_subgraph_is_an_embedded_png(executed) -> None:
     nb, _, _ = executed
-    images = [base64.b64decode(o.data["image/png"]) for o in _outputs(nb, "evidence-graph")
-              if "image/png" in o.get("data", {})]
+    images = [
+        base64.b64decode(o.data["image/png"])
+        for o in _outputs(nb, "evidence-graph")
+        if "image/png" in o.get("data", {})
+    ]
     assert len(images) == 1
     png = images[0]
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR"
@@ -97,12 +103,17 @@ def test_the_evidence_subgraph_is_an_embedded_png(executed) -> None:
     assert width >= 800 and height >= 400 and len(png) > 20_000
 
 
-@pytest.mark.parametrize("table_index, line, msg_id, speaker", [
-    (0, EN_LINE, "L7", "Melanie"),
-    (1, ZH_LINE, "m1", "妈妈"),
-], ids=["en", "zh"])
-def test_the_citations_quote_the_original_line(executed, table_index: int, line: str, msg_id: str,
-                                               speaker: str) -> None:
+@pytest.mark.parametrize(
+    "table_index, line, msg_id, speaker",
+    [
+        (0, EN_LINE, "L7", "Melanie"),
+        (1, ZH_LINE, "m1", "妈妈"),
+    ],
+    ids=["en", "zh"],
+)
+def test_the_citations_quote_the_original_line(
+    executed, table_index: int, line: str, msg_id: str, speaker: str
+) -> None:
     nb, _, _ = executed
     tables = _tables(_outputs(nb, "citations"))
     assert len(tables) == 2
@@ -135,7 +146,8 @@ def test_a_persons_facts_are_drawn_on_a_timeline(executed) -> None:
     edges = pl.from_arrow(read_lake_table(lake, "edges")).filter(pl.col("tenant") == "demo")
     # the person with the most statements of their own: every one of them, in time order
     agents = edges.filter(pl.col("type") == "AGENT").join(
-        nodes.filter(pl.col("type").is_in(["Fact", "Preference"])).select("id"), left_on="src", right_on="id")
+        nodes.filter(pl.col("type").is_in(["Fact", "Preference"])).select("id"), left_on="src", right_on="id"
+    )
     top = agents.group_by("dst").len().sort(["len", "dst"], descending=[True, False])
     assert len(table) == top["len"].max() >= 3
     said = [row["said"] for row in table]

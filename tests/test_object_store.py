@@ -6,6 +6,7 @@ on a local folder, and nothing durable may land on A's disk. Machine B then answ
 cited line (building its own index cache from the Parquet tables in S3), finds the lake current, and
 sees a new inbox file, a forget request and a corrupt blob through the bucket alone.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -41,8 +42,9 @@ def s3():
     server.start()
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
-    client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
-                          region_name="us-east-1")
+    client = boto3.client(
+        "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
+    )
     try:
         yield endpoint, client
     finally:
@@ -51,15 +53,28 @@ def s3():
 
 def _env(endpoint: str, data: str, cache: Path, host: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMCTL_", "DAGSTER_", "AWS_"))}
-    return {**env, "MEMCTL_DATA": data, "MEMCTL_CACHE_DIR": str(cache), "MEMCTL_HOST": host,
-            "MEMCTL_STORAGE_OPTIONS": json.dumps({"endpoint_url": endpoint, "key": "test", "secret": "test",
-                                                  "client_kwargs": {"region_name": "us-east-1"}}),
-            "MEMCTL_NLP_WORKERS": "1", "PYTHONHASHSEED": "0"}
+    return {
+        **env,
+        "MEMCTL_DATA": data,
+        "MEMCTL_CACHE_DIR": str(cache),
+        "MEMCTL_HOST": host,
+        "MEMCTL_STORAGE_OPTIONS": json.dumps(
+            {"endpoint_url": endpoint, "key": "test", "secret": "test", "client_kwargs": {"region_name": "us-east-1"}}
+        ),
+        "MEMCTL_NLP_WORKERS": "1",
+        "PYTHONHASHSEED": "0",
+    }
 
 
 def _start(env: dict, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "assets.cli", *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "assets.cli", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _finish(proc: subprocess.Popen, code: int = 0) -> subprocess.CompletedProcess:
@@ -77,17 +92,25 @@ def _objects(client, bucket: str, prefix: str) -> dict[str, bytes]:
     out = {}
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         for o in page.get("Contents", ()):
-            out[o["Key"][len(prefix):]] = client.get_object(Bucket=bucket, Key=o["Key"])["Body"].read()
+            out[o["Key"][len(prefix) :]] = client.get_object(Bucket=bucket, Key=o["Key"])["Body"].read()
     return out
 
 
 def _s3_fingerprint(objects: dict[str, bytes]) -> dict[str, str]:
     """The same view as tests.test_reliability.lake_fingerprint, over the bucket's objects."""
-    return {k: hashlib.sha256(v).hexdigest() for k, v in sorted(objects.items())
-            if (k.startswith("lake/") and k.endswith((".parquet", ".json")) and k != "lake/_state.json"
-                and not k.rsplit("/", 1)[-1].startswith(".") and not k.startswith("lake/recall/")
-                and k != "lake/node_docs.parquet")
-            or (k.startswith("raw/") and k.endswith(".blob.zst"))}
+    return {
+        k: hashlib.sha256(v).hexdigest()
+        for k, v in sorted(objects.items())
+        if (
+            k.startswith("lake/")
+            and k.endswith((".parquet", ".json"))
+            and k != "lake/_state.json"
+            and not k.rsplit("/", 1)[-1].startswith(".")
+            and not k.startswith("lake/recall/")
+            and k != "lake/node_docs.parquet"
+        )
+        or (k.startswith("raw/") and k.endswith(".blob.zst"))
+    }
 
 
 @pytest.mark.timeout(900)
@@ -98,8 +121,9 @@ def test_a_lake_on_s3_serves_two_machines(s3, tmp_path: Path) -> None:
     data = f"s3://{bucket}/team/lake"
     for path in sorted(SAMPLES.rglob("*")):
         if path.is_file():
-            client.put_object(Bucket=bucket, Key=f"team/lake/inbox/{path.relative_to(SAMPLES).as_posix()}",
-                              Body=path.read_bytes())
+            client.put_object(
+                Bucket=bucket, Key=f"team/lake/inbox/{path.relative_to(SAMPLES).as_posix()}", Body=path.read_bytes()
+            )
     a = _env(endpoint, data, tmp_path / "cache_a", "machine-a")
     b = _env(endpoint, data, tmp_path / "cache_b", "machine-b")
 
@@ -108,8 +132,9 @@ def test_a_lake_on_s3_serves_two_machines(s3, tmp_path: Path) -> None:
     local = tmp_path / "local"
     shutil.copytree(SAMPLES, local / "inbox")
     on_s3 = _start(a, "materialize", "--quiet")
-    reference_run = _start({**a, "MEMCTL_DATA": str(local), "MEMCTL_CACHE_DIR": str(tmp_path / "unused")},
-                           "materialize", "--quiet")
+    reference_run = _start(
+        {**a, "MEMCTL_DATA": str(local), "MEMCTL_CACHE_DIR": str(tmp_path / "unused")}, "materialize", "--quiet"
+    )
     first = _finish(on_s3)
     _finish(reference_run)
     assert "ingested now: 3" in first.stdout and "lake rebuilt: yes" in first.stdout
@@ -124,9 +149,12 @@ def test_a_lake_on_s3_serves_two_machines(s3, tmp_path: Path) -> None:
     assert {"lake/memory.duckdb", "cache/nlp.sqlite"} <= kept
     # (lake/tenants.parquet is the index's own table of tenants, lake/node_docs.parquet its cache of segmented
     # documents, both made on this machine)
-    assert not [k for k in kept if (k.endswith((".blob.zst", ".parquet"))
-                                    and k not in ("lake/tenants.parquet", "lake/node_docs.parquet"))
-                or k.startswith(("inbox/", "raw/"))]
+    assert not [
+        k
+        for k in kept
+        if (k.endswith((".blob.zst", ".parquet")) and k not in ("lake/tenants.parquet", "lake/node_docs.parquet"))
+        or k.startswith(("inbox/", "raw/"))
+    ]
     assert not (tmp_path / "unused").exists()
 
     # Machine B: a recall builds B's index cache from the bucket's tables and cites the line from the bucket's blob.
@@ -137,7 +165,7 @@ def test_a_lake_on_s3_serves_two_machines(s3, tmp_path: Path) -> None:
     hits = [k for k in _objects(client, bucket, "team/lake/feedback/hits/") if k.endswith(".machine-b.jsonl")]
     assert hits == [f"demo/{hits[0].split('/')[1]}"], hits
     second = _memctl(b, "recall", QUESTION, "--tenant", "demo", "--json", "--no-log")
-    assert "index cache rebuilt" not in second.stderr   # cache current: not rebuilt again
+    assert "index cache rebuilt" not in second.stderr  # cache current: not rebuilt again
 
     # DuckDB reads the Parquet tables in the bucket (fsspec registered; no httpfs).
     sql = "SELECT (SELECT count(*) FROM nodes) AS nodes, (SELECT count(*) FROM messages) AS messages"
@@ -148,11 +176,14 @@ def test_a_lake_on_s3_serves_two_machines(s3, tmp_path: Path) -> None:
     # B's materialize: the hit B logged is new feedback, so the lake-wide tables are rebuilt; no file re-runs.
     again = _memctl(b, "materialize", "--quiet")
     assert "ingested now: 0" in again.stdout and "lake rebuilt: yes" in again.stdout
-    assert "lake rebuilt: no" in _memctl(a, "materialize", "--quiet").stdout   # A sees B's build as current
+    assert "lake rebuilt: no" in _memctl(a, "materialize", "--quiet").stdout  # A sees B's build as current
 
     # A new file in the bucket's inbox: only it runs.
-    client.put_object(Bucket=bucket, Key="team/lake/inbox/demo/late.txt",
-                      Body=b"[2023-05-09 10:00:00] Caroline: Xiaoming joined the Riverside football club today.\n")
+    client.put_object(
+        Bucket=bucket,
+        Key="team/lake/inbox/demo/late.txt",
+        Body=b"[2023-05-09 10:00:00] Caroline: Xiaoming joined the Riverside football club today.\n",
+    )
     late = _memctl(a, "materialize", "--quiet")
     assert "ingested now: 1" in late.stdout
     out = json.loads(_memctl(b, "recall", "football club", "--tenant", "demo", "--json", "--no-log").stdout)
@@ -170,7 +201,7 @@ def test_a_lake_on_s3_serves_two_machines(s3, tmp_path: Path) -> None:
     # A corrupt blob in the bucket: verify quarantines it there, the next materialize re-puts it.
     key = next(k for k in sorted(objects) if k.startswith("raw/research/") and k.endswith(".blob.zst"))
     client.put_object(Bucket=bucket, Key=f"team/lake/{key}", Body=b"not zstd")
-    report = json.loads(_memctl(a, "verify", "--json", code=1).stdout)   # 1: corruption was found
+    report = json.loads(_memctl(a, "verify", "--json", code=1).stdout)  # 1: corruption was found
     assert [c["path"] for c in report["corrupt"]] == [key] and report["reingest"] == ["research/garden_club.json"]
     assert list(_objects(client, bucket, "team/lake/quarantine/")) == [key]
     _memctl(a, "materialize", "--quiet")

@@ -1,4 +1,5 @@
 """jobs.pii: PII detection (email, phone, id_card, card) in Chinese and English text, redaction, node flags."""
+
 from __future__ import annotations
 
 import random
@@ -42,8 +43,11 @@ CASES = [
     ("Amex 3782 822463 10005", "Amex [CARD]", ["card"]),
     ("银联 6222021234567894 已绑定", "银联 [CARD] 已绑定", ["card"]),
     # several kinds in one sentence
-    ("Email bob@corp.io or text 13900001111; card 4111111111111111",
-     "Email [EMAIL] or text [PHONE]; card [CARD]", ["card", "email", "phone"]),
+    (
+        "Email bob@corp.io or text 13900001111; card 4111111111111111",
+        "Email [EMAIL] or text [PHONE]; card [CARD]",
+        ["card", "email", "phone"],
+    ),
     # negatives: dates, times, years, versions, order numbers, invalid checksums
     ("We met on 2023-05-08 at 12:30:45.", None, []),
     ("2023年5月8日下午3点见，2023.05.08", None, []),
@@ -51,10 +55,10 @@ CASES = [
     ("upgrade to v1.2.3 or 10.0.19045.2965", None, []),
     ("订单号 202305081234567 已发货", None, []),
     ("order #1234567890 shipped", None, []),
-    ("身份证 11010519491231002Y 是错的", None, []),       # wrong check character
-    ("身份证 110105194902301234 日期不存在", None, []),    # 1949-02-30
-    ("card 4111 1111 1111 1112", None, []),                # Luhn fails
-    ("6222 0212 3456 7890", None, []),                     # Luhn fails
+    ("身份证 11010519491231002Y 是错的", None, []),  # wrong check character
+    ("身份证 110105194902301234 日期不存在", None, []),  # 1949-02-30
+    ("card 4111 1111 1111 1112", None, []),  # Luhn fails
+    ("6222 0212 3456 7890", None, []),  # Luhn fails
     ("dates 2023-05-08 2023-05-09", None, []),
     ("timezone +08:00 and UTC-5", None, []),
     ("ISBN 978-3-16-148410-0", None, []),
@@ -74,7 +78,7 @@ def test_find_pii_spans_are_exact_and_ordered() -> None:
     text = "邮箱 a@b.cn，电话 13812345678，卡 4111 1111 1111 1111"
     hits = find_pii(text)
     assert hits == [PiiHit("email", 3, 9), PiiHit("phone", 13, 24), PiiHit("card", 27, 46)]
-    assert [text[h.start:h.end] for h in hits] == ["a@b.cn", "13812345678", "4111 1111 1111 1111"]
+    assert [text[h.start : h.end] for h in hits] == ["a@b.cn", "13812345678", "4111 1111 1111 1111"]
 
 
 def test_checksums() -> None:
@@ -93,15 +97,34 @@ def _nodes(rows: list[dict]) -> pa.Table:
 
 
 ROWS: list[dict[str, Any]] = [
-    {"id": "n1", "tenant": "t1", "type": "Episode", "title": "Caroline: my mail is c@x.org",
-     "text": "Caroline shared c@x.org", "keywords": ["c@x.org", "mail"], "raw_refs": [
-         {"raw_id": "raw_a", "offset": 0, "length": 10}]},
-    {"id": "n2", "tenant": "t1", "type": "Entity", "title": "小明", "text": "小明",
-     "aliases": ["小明", "13812345678"], "entities": None},
-    {"id": "n3", "tenant": "t2", "type": "Fact", "title": "plays soccer", "text": "小明在公园里踢足球",
-     "keywords": ["足球"], "entities": ["小明"]},
-    {"id": "n4", "tenant": "t2", "type": "Episode", "title": None, "text": None,
-     "entities": ["ID 11010519491231002X"]},
+    {
+        "id": "n1",
+        "tenant": "t1",
+        "type": "Episode",
+        "title": "Caroline: my mail is c@x.org",
+        "text": "Caroline shared c@x.org",
+        "keywords": ["c@x.org", "mail"],
+        "raw_refs": [{"raw_id": "raw_a", "offset": 0, "length": 10}],
+    },
+    {
+        "id": "n2",
+        "tenant": "t1",
+        "type": "Entity",
+        "title": "小明",
+        "text": "小明",
+        "aliases": ["小明", "13812345678"],
+        "entities": None,
+    },
+    {
+        "id": "n3",
+        "tenant": "t2",
+        "type": "Fact",
+        "title": "plays soccer",
+        "text": "小明在公园里踢足球",
+        "keywords": ["足球"],
+        "entities": ["小明"],
+    },
+    {"id": "n4", "tenant": "t2", "type": "Episode", "title": None, "text": None, "entities": ["ID 11010519491231002X"]},
 ]
 
 
@@ -119,7 +142,7 @@ def test_flag_nodes_redacts_graph_text_only() -> None:
     assert rows[0]["title"] == "Caroline: my mail is [EMAIL]"
     assert rows[0]["text"] == "Caroline shared [EMAIL]"
     assert rows[0]["keywords"] == ["[EMAIL]", "mail"]
-    assert rows[0]["raw_refs"] == ROWS[0]["raw_refs"]          # citations untouched
+    assert rows[0]["raw_refs"] == ROWS[0]["raw_refs"]  # citations untouched
     assert rows[1]["aliases"] == ["小明", "[PHONE]"]
     assert rows[2]["text"] == "小明在公园里踢足球"
     assert rows[3]["entities"] == ["ID [ID_CARD]"]
@@ -151,4 +174,4 @@ def test_redaction_is_stable_and_spans_disjoint(text: str) -> None:
     assert all(a.end <= b.start for a, b in zip(hits, hits[1:]))
     red, kinds = redact(text)
     assert kinds == sorted({h.kind for h in hits})
-    assert redact(red) == (red, [])          # placeholders contain nothing to find
+    assert redact(red) == (red, [])  # placeholders contain nothing to find

@@ -13,6 +13,7 @@ Needs PostgreSQL's server binaries (Debian: apt-get install postgresql; /usr/lib
 dagster-postgres (`pip install -e '.[scale]'`): missing ones fail in CI, skip elsewhere. As root the server
 runs as the `postgres` system user, which postgres requires.
 """
+
 from __future__ import annotations
 
 import glob
@@ -38,9 +39,9 @@ pytestmark = [pytest.mark.postgres, pytest.mark.timeout(600)]
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "data" / "inbox"
-PG_USER = "postgres"    # the cluster's superuser; trust auth, so the password is never checked
+PG_USER = "postgres"  # the cluster's superuser; trust auth, so the password is never checked
 PG_PASSWORD = "unused"
-LAKES = {"in_process": {}, "dask": {"MEMCTL_EXECUTOR": "dask", "MEMCTL_WORKERS": "2"}}   # lake → executor env
+LAKES = {"in_process": {}, "dask": {"MEMCTL_EXECUTOR": "dask", "MEMCTL_WORKERS": "2"}}  # lake → executor env
 
 
 def _missing(what: str) -> None:
@@ -52,8 +53,10 @@ def _missing(what: str) -> None:
 
 def _pg_bindir() -> Path | None:
     """The newest installed PostgreSQL's server binaries (Debian keeps them off PATH), else initdb on PATH."""
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"),
-                   key=lambda p: [int(x) for x in re.findall(r"\d+", Path(p).parent.parent.name)] or [0])
+    found = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+        key=lambda p: [int(x) for x in re.findall(r"\d+", Path(p).parent.parent.name)] or [0],
+    )
     if found:
         return Path(found[-1]).parent
     initdb = shutil.which("initdb")
@@ -72,14 +75,19 @@ class Server:
 
     def env(self, db: str) -> dict[str, str]:
         """The DAGSTER_PG_* variables the docs' dagster.yaml reads."""
-        return {"DAGSTER_PG_USERNAME": PG_USER, "DAGSTER_PG_PASSWORD": PG_PASSWORD, "DAGSTER_PG_HOST": "127.0.0.1",
-                "DAGSTER_PG_DB": db}
+        return {
+            "DAGSTER_PG_USERNAME": PG_USER,
+            "DAGSTER_PG_PASSWORD": PG_PASSWORD,
+            "DAGSTER_PG_HOST": "127.0.0.1",
+            "DAGSTER_PG_DB": db,
+        }
 
     def query(self, db: str, sql: str, *params) -> list[tuple]:
         import psycopg2
 
-        con = psycopg2.connect(host="127.0.0.1", port=self.port, user=PG_USER, password=PG_PASSWORD, dbname=db,
-                               connect_timeout=10)
+        con = psycopg2.connect(
+            host="127.0.0.1", port=self.port, user=PG_USER, password=PG_PASSWORD, dbname=db, connect_timeout=10
+        )
         try:
             with con.cursor() as cur:
                 cur.execute(sql, params)
@@ -122,21 +130,23 @@ def server() -> Iterator[Server]:
     started = False
     try:
         pg("initdb", "-D", str(data), "-U", PG_USER, "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync")
-        for _attempt in range(3):   # the free port may be taken between probing it and the server binding it
+        for _attempt in range(3):  # the free port may be taken between probing it and the server binding it
             port = _free_port()
             with open(data / "postgresql.auto.conf", "a", encoding="utf-8") as conf:
-                conf.write(f"listen_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = '{sock}'\n"
-                           # a throwaway cluster: durability buys nothing here
-                           "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n")
-            out = pg("pg_ctl", "-D", str(data), "-l", str(base / "server.log"), "-w", "-t", "60", "start",
-                     check=False)
+                conf.write(
+                    f"listen_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = '{sock}'\n"
+                    # a throwaway cluster: durability buys nothing here
+                    "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n"
+                )
+            out = pg("pg_ctl", "-D", str(data), "-l", str(base / "server.log"), "-w", "-t", "60", "start", check=False)
             if out.returncode == 0:
                 started = True
                 break
         assert started, (base / "server.log").read_text(errors="replace")
         srv = Server(port)
-        con = psycopg2.connect(host="127.0.0.1", port=port, user=PG_USER, password=PG_PASSWORD, dbname="postgres",
-                               connect_timeout=10)
+        con = psycopg2.connect(
+            host="127.0.0.1", port=port, user=PG_USER, password=PG_PASSWORD, dbname="postgres", connect_timeout=10
+        )
         try:
             con.autocommit = True
             with con.cursor() as cur:
@@ -169,9 +179,14 @@ def _cli_env(root: Path, home: Path | None, **extra: str) -> dict[str, str]:
 
 
 def _materialize(root: Path, home: Path | None, **extra: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "assets.cli", "materialize", "--quiet"], cwd=ROOT,
-                            env=_cli_env(root, home, **extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "assets.cli", "materialize", "--quiet"],
+        cwd=ROOT,
+        env=_cli_env(root, home, **extra),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait(proc: subprocess.Popen) -> str:
@@ -184,20 +199,20 @@ def _wait(proc: subprocess.Popen) -> str:
 class PgLake:
     name: str
     root: Path
-    home: Path        # DAGSTER_HOME, outside the lake, with the docs' dagster.yaml
+    home: Path  # DAGSTER_HOME, outside the lake, with the docs' dagster.yaml
     db: str
-    cli_pid: int      # the `memctl materialize` process of the first run
+    cli_pid: int  # the `memctl materialize` process of the first run
 
 
 @dataclass
 class Built:
     server: Server
-    ref: Path                     # the same inbox on the default SQLite instance
+    ref: Path  # the same inbox on the default SQLite instance
     lakes: dict[str, PgLake]
-    keys: list[str]               # the inbox's partition keys
+    keys: list[str]  # the inbox's partition keys
     yaml: str
-    rerun_out: dict[str, str]     # stdout of the second materialize per lake
-    runs_before: dict[str, int]   # run rows after the first materialize
+    rerun_out: dict[str, str]  # stdout of the second materialize per lake
+    runs_before: dict[str, int]  # run rows after the first materialize
 
 
 def _run_counts(server: Server, lakes: dict[str, PgLake]) -> dict[str, int]:
@@ -237,11 +252,13 @@ def built(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Built:
 @pytest.fixture
 def instance_of(built: Built, monkeypatch: pytest.MonkeyPatch):
     """dg.DagsterInstance.get() as memctl gets it: DAGSTER_HOME and the DAGSTER_PG_* variables of one lake."""
+
     def get(lake: PgLake) -> dg.DagsterInstance:
         monkeypatch.setenv("DAGSTER_HOME", str(lake.home))
         for k, v in built.server.env(lake.db).items():
             monkeypatch.setenv(k, v)
         return dg.DagsterInstance.get()
+
     return get
 
 
@@ -249,8 +266,7 @@ def _lake_asset_keys() -> set[str]:
     from assets.definitions import defs
 
     graph = defs.resolve_asset_graph()
-    return {k.to_user_string() for k in
-            dg.AssetSelection.groups("lake", "consolidation", "indexes").resolve(graph)}
+    return {k.to_user_string() for k in dg.AssetSelection.groups("lake", "consolidation", "indexes").resolve(graph)}
 
 
 def _check_keys() -> set[dg.AssetCheckKey]:
@@ -267,7 +283,7 @@ def test_runs_are_in_postgres_and_not_in_sqlite(built: Built, lake: str, instanc
     assert statuses == {"SUCCESS": len(built.keys) + 1}
     # no SQLite run, event or schedule storage next to the dagster.yaml (history/runs.db, history/runs/*.db, ...)
     assert sorted(p.relative_to(lk.home).as_posix() for p in lk.home.rglob("*.db")) == []
-    assert (built.ref / "dagster_home" / "history" / "runs.db").exists()   # what the default instance writes
+    assert (built.ref / "dagster_home" / "history" / "runs.db").exists()  # what the default instance writes
     # memctl kept the user's dagster.yaml
     assert (lk.home / "dagster.yaml").read_text("utf-8") == built.yaml
 
@@ -282,28 +298,39 @@ def test_runs_are_in_postgres_and_not_in_sqlite(built: Built, lake: str, instanc
 def test_dask_workers_write_their_runs_into_postgres(built: Built) -> None:
     lk = built.lakes["dask"]
     tags = [v for (v,) in built.server.query(lk.db, "SELECT value FROM run_tags WHERE key = %s", WORKER_TAG)]
-    assert len(tags) == len(built.keys), tags   # every file run was executed, and recorded, by a worker
+    assert len(tags) == len(built.keys), tags  # every file run was executed, and recorded, by a worker
     pids = {int(t.split(" pid=")[1]) for t in tags}
     assert lk.cli_pid not in pids and all(p > 0 for p in pids)
     # the file runs' step events come from the worker processes, through the instance reference
-    n = built.server.query(lk.db, """SELECT count(*) FROM event_logs e JOIN run_tags t ON t.run_id = e.run_id
-                                     WHERE t.key = %s AND e.dagster_event_type = 'STEP_SUCCESS'""", WORKER_TAG)[0][0]
-    assert n == 3 * len(built.keys)   # file_chunks, file_annotations, file_graph per file
+    n = built.server.query(
+        lk.db,
+        """SELECT count(*) FROM event_logs e JOIN run_tags t ON t.run_id = e.run_id
+                                     WHERE t.key = %s AND e.dagster_event_type = 'STEP_SUCCESS'""",
+        WORKER_TAG,
+    )[0][0]
+    assert n == 3 * len(built.keys)  # file_chunks, file_annotations, file_graph per file
     # and the in-process lake keeps no worker tags
-    assert built.server.query(built.lakes["in_process"].db, "SELECT count(*) FROM run_tags WHERE key = %s",
-                              WORKER_TAG) == [(0,)]
+    assert built.server.query(
+        built.lakes["in_process"].db, "SELECT count(*) FROM run_tags WHERE key = %s", WORKER_TAG
+    ) == [(0,)]
 
 
 @pytest.mark.parametrize("lake", list(LAKES))
 def test_partitions_materializations_and_checks_are_in_postgres(built: Built, lake: str, instance_of) -> None:
     lk = built.lakes[lake]
-    rows = built.server.query(lk.db, "SELECT partition FROM dynamic_partitions WHERE partitions_def_name = %s",
-                              "inbox_files")
+    rows = built.server.query(
+        lk.db, "SELECT partition FROM dynamic_partitions WHERE partitions_def_name = %s", "inbox_files"
+    )
     assert sorted(p for (p,) in rows) == built.keys
 
     # materializations: every lake-wide asset once, every per-file asset once per file
-    mats = dict(built.server.query(lk.db, """SELECT asset_key, count(*) FROM event_logs
-                                             WHERE dagster_event_type = 'ASSET_MATERIALIZATION' GROUP BY asset_key"""))
+    mats = dict(
+        built.server.query(
+            lk.db,
+            """SELECT asset_key, count(*) FROM event_logs
+                                             WHERE dagster_event_type = 'ASSET_MATERIALIZATION' GROUP BY asset_key""",
+        )
+    )
     lake_assets = _lake_asset_keys()
     assert {"nodes", "edges", "messages", "memory_duckdb"} <= lake_assets
     for key in lake_assets:
@@ -312,10 +339,20 @@ def test_partitions_materializations_and_checks_are_in_postgres(built: Built, la
         assert mats.get(f'["{key}"]') == len(built.keys), (key, mats)
 
     # asset check results: every check of the definitions ran and passed (the per-file one once per file)
-    checks = built.server.query(lk.db, """SELECT asset_key, check_name, execution_status, count(*)
-                                          FROM asset_check_executions GROUP BY 1, 2, 3""")
-    expected = {(f'["{k.asset_key.to_user_string()}"]', k.name, "SUCCEEDED",
-                 len(built.keys) if k.asset_key.to_user_string() == "file_chunks" else 1) for k in _check_keys()}
+    checks = built.server.query(
+        lk.db,
+        """SELECT asset_key, check_name, execution_status, count(*)
+                                          FROM asset_check_executions GROUP BY 1, 2, 3""",
+    )
+    expected = {
+        (
+            f'["{k.asset_key.to_user_string()}"]',
+            k.name,
+            "SUCCEEDED",
+            len(built.keys) if k.asset_key.to_user_string() == "file_chunks" else 1,
+        )
+        for k in _check_keys()
+    }
     assert set(checks) == expected
 
     # the same through the Dagster instance memctl and the UI open

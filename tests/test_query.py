@@ -1,4 +1,5 @@
 """Query analysis: keywords, intent, stated times, names; and how recall uses them."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -12,20 +13,23 @@ from recall_fixtures import puppy_lake
 ANCHOR = datetime(2023, 8, 1, 12, 0)
 
 
-@pytest.mark.parametrize("query, intent", [
-    ("When did Ann adopt Biscuit?", "when"),
-    ("What day was the agility contest?", "when"),
-    ("小明什么时候去的公园？", "when"),
-    ("Who won the contest?", "who"),
-    ("谁赢了比赛", "who"),
-    ("Where does Ann hike?", "where"),
-    ("小明在哪里踢足球？", "where"),
-    ("Why did Biscuit chew the boots?", "why"),
-    ("为什么他不开心", "why"),
-    ("What does Ann like to eat?", "preference"),
-    ("小明喜欢什么运动", "preference"),
-    ("Biscuit agility contest", None),
-])
+@pytest.mark.parametrize(
+    "query, intent",
+    [
+        ("When did Ann adopt Biscuit?", "when"),
+        ("What day was the agility contest?", "when"),
+        ("小明什么时候去的公园？", "when"),
+        ("Who won the contest?", "who"),
+        ("谁赢了比赛", "who"),
+        ("Where does Ann hike?", "where"),
+        ("小明在哪里踢足球？", "where"),
+        ("Why did Biscuit chew the boots?", "why"),
+        ("为什么他不开心", "why"),
+        ("What does Ann like to eat?", "preference"),
+        ("小明喜欢什么运动", "preference"),
+        ("Biscuit agility contest", None),
+    ],
+)
 def test_intent(query, intent):
     assert analyze(query).intent == intent
 
@@ -40,7 +44,7 @@ def test_stated_times_resolve_against_the_anchor():
     (t,) = analyze("去年五月发生了什么", ANCHOR).times
     assert t.start == datetime(2022, 5, 1)
     assert analyze("When did Mel go camping?", ANCHOR).times == ()
-    assert analyze("What happened last week?", None).times == ()   # relative needs an anchor
+    assert analyze("What happened last week?", None).times == ()  # relative needs an anchor
 
 
 def test_names_and_keywords():
@@ -63,7 +67,7 @@ def test_a_named_entity_seeds_recall_and_the_trace_says_so(tmp_path):
 
 def test_a_stated_time_lifts_what_happened_then(tmp_path):
     lake = puppy_lake(tmp_path)
-    ids = lambda rs: [r.node_id for r in rs]   # noqa: E731
+    ids = lambda rs: [r.node_id for r in rs]  # noqa: E731
     plain = ids(recall("Biscuit puppy", "t", k=10, lake=lake))
     july = ids(recall("Biscuit puppy in July 2023", "t", k=10, lake=lake))
     may = ids(recall("Biscuit puppy in May 2023", "t", k=10, lake=lake))

@@ -1,4 +1,5 @@
 """recall.query_tokens: r2g's search tokens token for token, without jieba's dictionary in memory."""
+
 from __future__ import annotations
 
 import json
@@ -18,14 +19,26 @@ EVAL = ROOT.parent / "shared" / "eval"
 
 
 def _texts() -> list[str]:
-    out = ["小明在公园里踢足球", "以后优先用中文回答", "我今天不开心，因为昨晚没睡好", "AT&T 和 c# 还有 Zoë 的咖啡馆",
-           "子昂打排位时电脑蓝屏 VIDEO_TDR_FAILURE nvlddmkm.sys", "Where did Xiaoming play football?", "", "。。。"]
+    out = [
+        "小明在公园里踢足球",
+        "以后优先用中文回答",
+        "我今天不开心，因为昨晚没睡好",
+        "AT&T 和 c# 还有 Zoë 的咖啡馆",
+        "子昂打排位时电脑蓝屏 VIDEO_TDR_FAILURE nvlddmkm.sys",
+        "Where did Xiaoming play football?",
+        "",
+        "。。。",
+    ]
     for name in ("zh_dev.json", "locomo_dev.json"):
         if (EVAL / name).exists():
             for sample in json.loads((EVAL / name).read_text("utf-8"))[:2]:
                 out += [qa["question"] for qa in sample["qa"]]
-                out += [t["text"] for k, v in sample["conversation"].items()
-                        if k.startswith("session_") and isinstance(v, list) for t in v]
+                out += [
+                    t["text"]
+                    for k, v in sample["conversation"].items()
+                    if k.startswith("session_") and isinstance(v, list)
+                    for t in v
+                ]
     return out
 
 
@@ -48,16 +61,19 @@ def test_the_lazy_table_is_jiebas_dictionary() -> None:
 
 def test_a_recall_process_never_loads_jiebas_dictionary(tmp_path: Path) -> None:
     lake = puppy_lake(tmp_path)
-    code = ("import sys, json\n"
-            "from raw_store.lake import Lake\n"
-            "from recall import recall\n"
-            "lake = Lake(__import__('pathlib').Path(sys.argv[1]))\n"
-            "en = recall('Biscuit agility contest', 't', lake=lake)\n"
-            "english_only = 'jieba' not in sys.modules or not sys.modules['jieba'].dt.initialized\n"
-            "zh = recall('小明在哪里踢足球 puppy', 't', lake=lake)\n"
-            "print(json.dumps([bool(en), english_only, not sys.modules['jieba'].dt.initialized]))\n")
-    out = subprocess.run([sys.executable, "-c", code, str(lake.root)], capture_output=True, text=True, cwd=ROOT,
-                         timeout=300)
+    code = (
+        "import sys, json\n"
+        "from raw_store.lake import Lake\n"
+        "from recall import recall\n"
+        "lake = Lake(__import__('pathlib').Path(sys.argv[1]))\n"
+        "en = recall('Biscuit agility contest', 't', lake=lake)\n"
+        "english_only = 'jieba' not in sys.modules or not sys.modules['jieba'].dt.initialized\n"
+        "zh = recall('小明在哪里踢足球 puppy', 't', lake=lake)\n"
+        "print(json.dumps([bool(en), english_only, not sys.modules['jieba'].dt.initialized]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(lake.root)], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [True, True, True]
 

@@ -1,4 +1,5 @@
 """Golden R2G examples (SPEC §5, seed 004 R2G-7) plus per-rule cases in both languages, on the real models."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -13,8 +14,9 @@ from r2g_signature import make_turns
 TS = datetime(2023, 5, 8, 13, 56)
 
 
-def make_messages(texts: list[str], speaker: str = "Caroline", ts: datetime | None = TS,
-                  conv_id: str = "c1", tenant: str = "t1") -> pa.Table:
+def make_messages(
+    texts: list[str], speaker: str = "Caroline", ts: datetime | None = TS, conv_id: str = "c1", tenant: str = "t1"
+) -> pa.Table:
     """MESSAGES rows for `texts`, each the whole of its own chunk raw_x (offset 0)."""
     return make_turns([(speaker, t, ts) for t in texts], conv_id=conv_id, tenant=tenant, raw_id="raw_x")
 
@@ -50,6 +52,7 @@ def _models():
 
 # ---------------------------------------------------------------- SPEC §5 goldens
 
+
 def test_golden_xiaoming_plays_soccer_in_park() -> None:
     g = G("小明在公园里踢足球", speaker="用户")
     xm = g.one("Entity", title="小明")
@@ -64,7 +67,7 @@ def test_golden_xiaoming_plays_soccer_in_park() -> None:
     assert fact["title"] == "小明 踢足球"
     ep = g.one("Episode")
     assert g.targets(ep, "DERIVED_FROM") == ["raw_x"]
-    assert g.targets(fact, "DERIVED_FROM") == [ep]   # the Fact reaches the RawChunk through its Episode
+    assert g.targets(fact, "DERIVED_FROM") == [ep]  # the Fact reaches the RawChunk through its Episode
     assert {r["raw_id"] for r in fact["raw_refs"]} == {"raw_x"}
     # the roles say who/what/where; no MENTIONS edge repeats them
     assert g.targets(fact, "MENTIONS") == []
@@ -105,6 +108,7 @@ def test_golden_preference_answer_in_chinese() -> None:
 
 
 # ---------------------------------------------------------------- English rules
+
 
 def test_en_went_hiking_with_mel_last_saturday() -> None:
     g = G("I went hiking with Mel last Saturday.")
@@ -178,6 +182,7 @@ def test_en_prefer_preference() -> None:
 
 # ---------------------------------------------------------------- Chinese rules
 
+
 def test_zh_modality_location_and_time() -> None:
     g = G("小红明天要去北京", speaker="用户")
     fact = g.one("Fact", predicate_norm="go")
@@ -248,6 +253,7 @@ def test_zh_no_have() -> None:
 
 # ---------------------------------------------------------------- episodes
 
+
 def test_episode_fields() -> None:
     g = G("I went hiking with Mel last Saturday. It was great!")
     ep = g.one("Episode")
@@ -274,9 +280,26 @@ def test_one_sentence_summary_is_the_sentence() -> None:
 def test_reader_notes_make_no_facts() -> None:
     """Media placeholders become bracketed notes in the readers (raw_store.formats.whatsapp and the export
     formats) so that no Fact is made of "image omitted" or "Bild weggelassen" (issue 19)."""
-    notes = ["[image]", "[media]", "[sticker 👍]", "[document: Wanderkarte.pdf • 2 Seiten]", "[deleted message]",
-             "[voice message]", "[attachment: trail-map.png]", "[photo]", "[poll: Which trail?]", "[图片]",
-             "[unsent message]", "[audio/video call]", "[link preview: Beijing weather]", "[contact card]", "[GIF]",
-             "[share: https://example.org/trails/xiangshan]", "[file: report.pdf]", "[link]", "[voice]"]
+    notes = [
+        "[image]",
+        "[media]",
+        "[sticker 👍]",
+        "[document: Wanderkarte.pdf • 2 Seiten]",
+        "[deleted message]",
+        "[voice message]",
+        "[attachment: trail-map.png]",
+        "[photo]",
+        "[poll: Which trail?]",
+        "[图片]",
+        "[unsent message]",
+        "[audio/video call]",
+        "[link preview: Beijing weather]",
+        "[contact card]",
+        "[GIF]",
+        "[share: https://example.org/trails/xiangshan]",
+        "[file: report.pdf]",
+        "[link]",
+        "[voice]",
+    ]
     g = G(notes)
     assert g.of("Fact") == [] and g.of("Preference") == []

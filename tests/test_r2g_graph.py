@@ -1,4 +1,5 @@
 """Graph-level invariants of build_graph / merge_graph: determinism, stable ids, schema, no orphans, merge order."""
+
 from __future__ import annotations
 
 import hashlib
@@ -35,11 +36,28 @@ def messages(conv=CONV, conv_id: str = "c1", tenant: str = "t1", chunk: str = "r
     rows, offset = [], 0
     for i, (spk, text) in enumerate(conv):
         n = len(text.encode("utf-8"))
-        rows.append(dict(tenant=tenant, conv_id=conv_id, msg_id=f"{conv_id}-m{start + i}", seq=start + i,
-                         speaker=spk, role="user", ts=T0 + timedelta(minutes=start + i), lang=detect_lang(text),
-                         text=text, caption=None, text_sha=hashlib.sha256(text.encode()).hexdigest(),
-                         raw_id=chunk, offset=offset, length=n, raw_refs=[dict(raw_id=chunk, offset=offset, length=n)],
-                         source_file="f.jsonl", line=i + 1, format="jsonl"))
+        rows.append(
+            dict(
+                tenant=tenant,
+                conv_id=conv_id,
+                msg_id=f"{conv_id}-m{start + i}",
+                seq=start + i,
+                speaker=spk,
+                role="user",
+                ts=T0 + timedelta(minutes=start + i),
+                lang=detect_lang(text),
+                text=text,
+                caption=None,
+                text_sha=hashlib.sha256(text.encode()).hexdigest(),
+                raw_id=chunk,
+                offset=offset,
+                length=n,
+                raw_refs=[dict(raw_id=chunk, offset=offset, length=n)],
+                source_file="f.jsonl",
+                line=i + 1,
+                format="jsonl",
+            )
+        )
         offset += n + 1
     return pa.Table.from_pylist(rows, schema=MESSAGES)
 
@@ -64,12 +82,16 @@ def test_schema_conformity(graph) -> None:
 def test_sorted_unique_ids_and_known_types(graph) -> None:
     _, nodes, edges = graph
     from r2g.schema import EDGE_TYPES, NODE_TYPES
+
     for t in (nodes, edges):
         ids = t.column("id").to_pylist()
         assert ids == sorted(ids) and len(ids) == len(set(ids))
     assert set(nodes.column("type").to_pylist()) <= set(NODE_TYPES)
     assert set(edges.column("type").to_pylist()) <= set(EDGE_TYPES)
-    assert all(p.startswith("r2g.rule.") for p in nodes.column("provenance").to_pylist() + edges.column("provenance").to_pylist())
+    assert all(
+        p.startswith("r2g.rule.")
+        for p in nodes.column("provenance").to_pylist() + edges.column("provenance").to_pylist()
+    )
 
 
 def test_determinism_same_input_twice(graph) -> None:
@@ -111,12 +133,12 @@ def test_raw_refs_point_at_the_cited_text(graph) -> None:
     for n in nodes.to_pylist():
         for r in n["raw_refs"]:
             assert r["raw_id"] == "raw_aa" and 0 <= r["offset"] and r["offset"] + r["length"] <= len(chunk)
-            piece = chunk[r["offset"]:r["offset"] + r["length"]].decode("utf-8")  # never cuts a character
+            piece = chunk[r["offset"] : r["offset"] + r["length"]].decode("utf-8")  # never cuts a character
             if n["type"] == "Entity" and n["subtype"] not in ("TIME",) and n["mentions"] and piece in n["aliases"]:
                 assert piece in n["aliases"]
     ent = next(n for n in nodes.to_pylist() if n["type"] == "Entity" and n["title"] == "公园")
     r = ent["raw_refs"][0]
-    assert chunk[r["offset"]:r["offset"] + r["length"]].decode() == "公园"
+    assert chunk[r["offset"] : r["offset"] + r["length"]].decode() == "公园"
 
 
 def test_span_refs_across_chunk_pieces() -> None:
@@ -170,6 +192,7 @@ def test_edge_weights_follow_r2g4(graph) -> None:
 
 def test_build_graph_with_cached_annotations(tmp_path) -> None:
     from r2g.nlp_cache import NlpCache
+
     english()
     msgs = messages()
     cache = NlpCache(tmp_path / "nlp.sqlite")
@@ -195,13 +218,15 @@ def test_empty_partition() -> None:
 
 # ---------------------------------------------------------------- merge_graph
 
+
 @pytest.fixture(scope="module")
 def partitions():
     english()
     a = run_partition(messages(CONV[:3], chunk="raw_aa"), None)
     b = run_partition(messages(CONV[2:], chunk="raw_bb", start=2), None)
-    c = run_partition(messages([("Caroline", "Caroline went to the park yesterday.")], conv_id="c2",
-                               chunk="raw_cc"), None)
+    c = run_partition(
+        messages([("Caroline", "Caroline went to the park yesterday.")], conv_id="c2", chunk="raw_cc"), None
+    )
     return [(a.nodes, a.edges), (b.nodes, b.edges), (c.nodes, c.edges)]
 
 
@@ -252,8 +277,9 @@ def test_merge_twice_keeps_rows_and_sums_counts(partitions) -> None:
             assert b["frequency"] == 2 * a["frequency"] and b["aliases"] == a["aliases"]
             if a["mentions"] is not None:
                 assert b["mentions"] == 2 * a["mentions"]
-            assert {k: v for k, v in b.items() if k not in ("frequency", "mentions", "importance")} == \
-                {k: v for k, v in a.items() if k not in ("frequency", "mentions", "importance")}
+            assert {k: v for k, v in b.items() if k not in ("frequency", "mentions", "importance")} == {
+                k: v for k, v in a.items() if k not in ("frequency", "mentions", "importance")
+            }
         else:
             assert a == b
 
@@ -268,9 +294,47 @@ def test_merge_empty() -> None:
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-_WORDS = ["I", "went", "to", "the", "park", "yesterday", "because", "so", "not", "Mel", "我", "今天", "不", "在",
-          "公园", "里", "踢足球", "因为", "所以", "，", "。", "!", "?", " ", "\n", "2023-05-07", "上周六", "喜欢",
-          "以后", "from now on", "😀", "没有", "去", "北京", "always", "coffee", "I'm", "we", "和"]
+_WORDS = [
+    "I",
+    "went",
+    "to",
+    "the",
+    "park",
+    "yesterday",
+    "because",
+    "so",
+    "not",
+    "Mel",
+    "我",
+    "今天",
+    "不",
+    "在",
+    "公园",
+    "里",
+    "踢足球",
+    "因为",
+    "所以",
+    "，",
+    "。",
+    "!",
+    "?",
+    " ",
+    "\n",
+    "2023-05-07",
+    "上周六",
+    "喜欢",
+    "以后",
+    "from now on",
+    "😀",
+    "没有",
+    "去",
+    "北京",
+    "always",
+    "coffee",
+    "I'm",
+    "we",
+    "和",
+]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -330,8 +394,9 @@ def test_separator_characters_in_user_text_do_not_collide() -> None:
     assert stable_id("n", "", "x") != stable_id("n", None, "x")
 
 
-@given(st.lists(st.tuples(st.text(max_size=8), st.text(max_size=8), st.text(max_size=8), st.text(max_size=8)),
-                max_size=6))
+@given(
+    st.lists(st.tuples(st.text(max_size=8), st.text(max_size=8), st.text(max_size=8), st.text(max_size=8)), max_size=6)
+)
 @settings(max_examples=100, deadline=None)
 def test_edge_ids_in_bulk_equal_edge_id(keys: list) -> None:
     assert edge_ids(keys) == [edge_id(*k) for k in keys]

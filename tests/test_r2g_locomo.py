@@ -1,4 +1,5 @@
 """R2G over the whole LoCoMo dev split and the Chinese dev set (../shared/eval): sound graph, who-did-what Facts."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -45,8 +46,19 @@ def test_every_node_and_edge_type_the_rules_make_occurs(built) -> None:
     node_types = set(graph.nodes.column("type").to_pylist())
     edge_types = set(graph.edges.column("type").to_pylist())
     assert {"Episode", "Entity", "Fact", "Preference", "Task", "Concept"} <= node_types
-    assert {"TEMPORAL_NEXT", "MENTIONS", "AGENT", "PATIENT", "LOCATION", "TIME", "ABOUT", "DERIVED_FROM",
-            "RECIPIENT", "BENEFICIARY", "INSTRUMENT"} <= edge_types
+    assert {
+        "TEMPORAL_NEXT",
+        "MENTIONS",
+        "AGENT",
+        "PATIENT",
+        "LOCATION",
+        "TIME",
+        "ABOUT",
+        "DERIVED_FROM",
+        "RECIPIENT",
+        "BENEFICIARY",
+        "INSTRUMENT",
+    } <= edge_types
     assert edge_types & {"SAME_AS", "SUPPORTS", "CONTRADICTS"}
     if name == "locomo_dev.json":  # the Chinese dev chats hold no because/所以 inside one turn
         assert {"CAUSES", "CAUSED_BY", "CAUSE", "SAME_AS", "SUPPORTS", "CONTRADICTS"} <= edge_types

@@ -1,4 +1,5 @@
 """Unit tests of single R2G rules: coreference, tasks, importance, topic blocks, fact links, re-derivation."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -19,17 +20,20 @@ TS = datetime(2023, 5, 8, 13, 56)
 PROPS = fuzz_settings(200)
 
 
-@pytest.mark.parametrize("names,speakers,expected", [
-    (["Mel"], ["Caroline", "Melanie"], {"mel": "Melanie"}),                       # speaker wins
-    (["Mel", "Melanie", "Melissa"], ["Caroline"], {}),                            # ambiguous: left alone
-    (["Caroline Smith"], ["Caroline", "Melanie"], {"caroline smith": "Caroline"}),
-    (["Jo"], ["Joanna"], {}),                                                     # two letters is no evidence
-    (["Mel"], ["Mel", "Melanie"], {}),                                            # two speakers are two people
-    (["小明"], ["王小明", "小红"], {"小明": "王小明"}),
-    (["明明", "小明"], [], {"明明": "小明"}),
-    (["明明"], ["王小明", "李明"], {}),                                             # fits two names
-    (["Paris"], ["Caroline"], {}),
-])
+@pytest.mark.parametrize(
+    "names,speakers,expected",
+    [
+        (["Mel"], ["Caroline", "Melanie"], {"mel": "Melanie"}),  # speaker wins
+        (["Mel", "Melanie", "Melissa"], ["Caroline"], {}),  # ambiguous: left alone
+        (["Caroline Smith"], ["Caroline", "Melanie"], {"caroline smith": "Caroline"}),
+        (["Jo"], ["Joanna"], {}),  # two letters is no evidence
+        (["Mel"], ["Mel", "Melanie"], {}),  # two speakers are two people
+        (["小明"], ["王小明", "小红"], {"小明": "王小明"}),
+        (["明明", "小明"], [], {"明明": "小明"}),
+        (["明明"], ["王小明", "李明"], {}),  # fits two names
+        (["Paris"], ["Caroline"], {}),
+    ],
+)
 def test_name_variants(names, speakers, expected) -> None:
     assert R.name_variants(names, speakers) == expected
 
@@ -50,19 +54,22 @@ def test_pronouns_resolve_only_with_one_candidate() -> None:
     assert agent == ["Anna"]
 
 
-@pytest.mark.parametrize("text,task", [
-    ("I need to renew my passport.", "todo"),
-    ("I plan to visit Rome next year.", "plan"),
-    ("I'll call the bank tomorrow.", "plan"),
-    ("I'll be fine.", None),                      # "will" without a future date is no plan
-    ("I don't need to go.", None),                # negated
-    ("Anna needs to call her mom.", None),        # someone else's
-    ("Don't forget to water the plants!", "reminder"),
-    ("明天要去医院复查", "plan"),
-    ("我必须交房租", "todo"),
-    ("别忘了带钥匙", "reminder"),
-    ("我昨天去了医院", None),
-])
+@pytest.mark.parametrize(
+    "text,task",
+    [
+        ("I need to renew my passport.", "todo"),
+        ("I plan to visit Rome next year.", "plan"),
+        ("I'll call the bank tomorrow.", "plan"),
+        ("I'll be fine.", None),  # "will" without a future date is no plan
+        ("I don't need to go.", None),  # negated
+        ("Anna needs to call her mom.", None),  # someone else's
+        ("Don't forget to water the plants!", "reminder"),
+        ("明天要去医院复查", "plan"),
+        ("我必须交房租", "todo"),
+        ("别忘了带钥匙", "reminder"),
+        ("我昨天去了医院", None),
+    ],
+)
 def test_task_rule(text, task) -> None:
     nodes, _ = _graph([("Caroline" if text.isascii() else "小红", text)])
     tasks = [n["subtype"] for n in nodes if n["type"] == "Task"]
@@ -72,6 +79,7 @@ def test_task_rule(text, task) -> None:
 def test_importance_ranks_preferences_and_life_events_over_small_talk() -> None:
     def imp(kind, text, lang="en"):
         return R.importance(kind, text, lang, text.lower().strip(".!").split())
+
     small = imp("Episode", "Thanks!")
     plain = imp("Episode", "We watched a movie at home tonight.")
     life = imp("Episode", "We got married in June and moved to a new house.")
@@ -82,13 +90,17 @@ def test_importance_ranks_preferences_and_life_events_over_small_talk() -> None:
 
 
 def test_long_text_splits_into_topic_block_episodes() -> None:
-    garden = ("I started a vegetable garden this spring. The tomatoes are growing fast in the garden. I water the "
-              "garden every morning. The garden soil needed more compost. My garden beds are made of cedar. Slugs "
-              "ate some lettuce in the garden. ")
-    work = ("At work my manager offered me a promotion. The new job means leading a team of five engineers. "
-            "I negotiated my salary with the manager. The promotion starts in July. My team ships software "
-            "releases every week. I am nervous about managing the team. The manager wants weekly reports from "
-            "the team. My salary goes up with the promotion.")
+    garden = (
+        "I started a vegetable garden this spring. The tomatoes are growing fast in the garden. I water the "
+        "garden every morning. The garden soil needed more compost. My garden beds are made of cedar. Slugs "
+        "ate some lettuce in the garden. "
+    )
+    work = (
+        "At work my manager offered me a promotion. The new job means leading a team of five engineers. "
+        "I negotiated my salary with the manager. The promotion starts in July. My team ships software "
+        "releases every week. I am nervous about managing the team. The manager wants weekly reports from "
+        "the team. My salary goes up with the promotion."
+    )
     text = garden + work
     nodes, edges = _graph([("Caroline", text)])
     blocks = sorted((n for n in nodes if n["type"] == "Episode"), key=lambda n: n["id"])
@@ -107,10 +119,16 @@ def test_short_turn_is_one_episode() -> None:
     assert len([n for n in _graph([("A", "Just one line.")])[0] if n["type"] == "Episode"]) == 1
 
 
-@pytest.mark.parametrize("pred,canon", [
-    ("hate_jazz", ("like_jazz", True)), ("love", ("like", False)), ("like_drink_tea", ("like_drink_tea", False)),
-    ("go_hike", ("go_hike", False)), ("disagree", ("agree", True)),
-])
+@pytest.mark.parametrize(
+    "pred,canon",
+    [
+        ("hate_jazz", ("like_jazz", True)),
+        ("love", ("like", False)),
+        ("like_drink_tea", ("like_drink_tea", False)),
+        ("go_hike", ("go_hike", False)),
+        ("disagree", ("agree", True)),
+    ],
+)
 def test_canonical_predicate_folds_antonyms(pred, canon) -> None:
     assert canonical_predicate(pred) == canon
 
@@ -122,31 +140,43 @@ def test_light_verbs_without_object_are_not_linked() -> None:
 
 def test_facts_at_different_places_are_not_linked() -> None:
     """support.v2: the LOCATION is part of the claim; living in Berlin does not support living in Paris."""
-    nodes, edges = _graph([("Caroline", "I live in Paris."), ("Caroline", "I live in Berlin now."),
-                           ("Caroline", "I don't live in Paris anymore."), ("Caroline", "I went to the gym last Monday."),
-                           ("Caroline", "I went to the gym yesterday.")])
+    nodes, edges = _graph(
+        [
+            ("Caroline", "I live in Paris."),
+            ("Caroline", "I live in Berlin now."),
+            ("Caroline", "I don't live in Paris anymore."),
+            ("Caroline", "I went to the gym last Monday."),
+            ("Caroline", "I went to the gym yesterday."),
+        ]
+    )
     title = {n["id"]: n["title"] for n in nodes}
     place = {e["src"]: title[e["dst"]] for e in edges if e["type"] == "LOCATION"}
-    links = sorted((e["type"], place[e["src"]], place[e["dst"]]) for e in edges
-                   if e["type"] in ("SUPPORTS", "CONTRADICTS", "SAME_AS"))
+    links = sorted(
+        (e["type"], place[e["src"]], place[e["dst"]])
+        for e in edges
+        if e["type"] in ("SUPPORTS", "CONTRADICTS", "SAME_AS")
+    )
     # "go" is a light verb, linked because the place pins it down
     assert links == [("CONTRADICTS", "Paris", "Paris"), ("SUPPORTS", "gym", "gym")]
 
 
-@pytest.mark.parametrize("text,location", [
-    ("I'm working on a new project.", None),
-    ("I'm in a good mood today.", None),
-    ("Life is hard in this world.", None),
-    ("That is on my list.", None),
-    ("I posted the photos on Instagram.", None),
-    ("I was at the gym this morning.", "gym"),
-    ("I relaxed on the beach.", "beach"),
-    ("I volunteer at the homeless shelter.", "homeless shelter"),
-    ("She works at Google.", "Google"),
-    ("I went to an LGBTQ support group.", "LGBTQ support group"),   # motion verb: the destination
-    ("I met him at the concert.", "concert"),
-    ("I grew up in Lisbon.", "Lisbon"),
-])
+@pytest.mark.parametrize(
+    "text,location",
+    [
+        ("I'm working on a new project.", None),
+        ("I'm in a good mood today.", None),
+        ("Life is hard in this world.", None),
+        ("That is on my list.", None),
+        ("I posted the photos on Instagram.", None),
+        ("I was at the gym this morning.", "gym"),
+        ("I relaxed on the beach.", "beach"),
+        ("I volunteer at the homeless shelter.", "homeless shelter"),
+        ("She works at Google.", "Google"),
+        ("I went to an LGBTQ support group.", "LGBTQ support group"),  # motion verb: the destination
+        ("I met him at the concert.", "concert"),
+        ("I grew up in Lisbon.", "Lisbon"),
+    ],
+)
 def test_location_needs_place_evidence(text, location) -> None:
     """location.v2: at/in/on/to + a place (entity label, proper noun, place noun, motion destination)."""
     nodes, edges = _graph([("Caroline", text)])
@@ -166,8 +196,31 @@ def test_outdated_stages_tell_which_stage_to_rerun(tmp_path) -> None:
 
 
 @PROPS
-@given(st.lists(st.sampled_from(["my", "name", "is", "I'm", "im", "called", "call", "me", "birthday", "我叫", "名字",
-                                 "生日", "Name", "CALL", "x"]) | st.text(max_size=5), max_size=6).map(" ".join))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "my",
+                "name",
+                "is",
+                "I'm",
+                "im",
+                "called",
+                "call",
+                "me",
+                "birthday",
+                "我叫",
+                "名字",
+                "生日",
+                "Name",
+                "CALL",
+                "x",
+            ]
+        )
+        | st.text(max_size=5),
+        max_size=6,
+    ).map(" ".join)
+)
 def test_name_cue_words_cover_every_name_cue(text: str) -> None:
     """importance() runs _NAME_CUES only where one of _NAME_CUE_WORDS occurs: every match holds one of them."""
     low = text.lower()

@@ -1,4 +1,5 @@
 """recall(): BM25 seeds, graph expansion, tenant isolation, verified citations, trace."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -15,20 +16,54 @@ T0 = datetime(2023, 5, 8, 13, 56)
 
 def _world(root) -> tuple[Lake, dict]:
     b = LakeBuilder(root)
-    ra = b.conversation("alice", "conv-a", [
-        ("D1:1", "Caroline", "I went to an LGBTQ support group yesterday and it was powerful."),
-        ("D1:2", "Melanie", "That sounds great! I painted a sunrise over the lake last week."),
-        ("D1:3", "Caroline", "小明在公园里踢足球。"),
-        ("D1:4", "Melanie", "My kids love dinosaurs and camping."),
-    ], start=T0)
-    b.node("alice", "ep1", "Episode", "support group", "Caroline went to an LGBTQ support group",
-           ("lgbtq", "support", "group"), (ra["D1:1"],), T0, conv_id="conv-a", msg_id="D1:1")
-    b.node("alice", "ep2", "Episode", "painting sunrise", "Melanie painted a sunrise", ("paint", "sunrise"),
-           (ra["D1:2"],), T0, conv_id="conv-a", msg_id="D1:2")
+    ra = b.conversation(
+        "alice",
+        "conv-a",
+        [
+            ("D1:1", "Caroline", "I went to an LGBTQ support group yesterday and it was powerful."),
+            ("D1:2", "Melanie", "That sounds great! I painted a sunrise over the lake last week."),
+            ("D1:3", "Caroline", "小明在公园里踢足球。"),
+            ("D1:4", "Melanie", "My kids love dinosaurs and camping."),
+        ],
+        start=T0,
+    )
+    b.node(
+        "alice",
+        "ep1",
+        "Episode",
+        "support group",
+        "Caroline went to an LGBTQ support group",
+        ("lgbtq", "support", "group"),
+        (ra["D1:1"],),
+        T0,
+        conv_id="conv-a",
+        msg_id="D1:1",
+    )
+    b.node(
+        "alice",
+        "ep2",
+        "Episode",
+        "painting sunrise",
+        "Melanie painted a sunrise",
+        ("paint", "sunrise"),
+        (ra["D1:2"],),
+        T0,
+        conv_id="conv-a",
+        msg_id="D1:2",
+    )
     b.node("alice", "ep3", "Episode", "小明踢足球", "小明在公园里踢足球", ("小明", "足球", "公园"), (ra["D1:3"],), T0)
     b.node("alice", "ep4", "Episode", "kids", "Melanie's kids", ("kids",), (ra["D1:4"],), T0)
-    b.node("alice", "fact1", "Fact", "go support group", "Caroline attend LGBTQ support group",
-           ("attend", "lgbtq"), (ra["D1:1"],), T0, predicate_norm="attend")
+    b.node(
+        "alice",
+        "fact1",
+        "Fact",
+        "go support group",
+        "Caroline attend LGBTQ support group",
+        ("attend", "lgbtq"),
+        (ra["D1:1"],),
+        T0,
+        predicate_norm="attend",
+    )
     b.node("alice", "ent_car", "Entity", "Caroline", subtype="PERSON")
     b.node("alice", "ent_dino", "Entity", "dinosaurs", subtype="OBJECT")
     b.edge("alice", "fact1", "ent_car", "AGENT", 0.9)
@@ -36,12 +71,25 @@ def _world(root) -> tuple[Lake, dict]:
     b.edge("alice", "ep4", "ent_dino", "MENTIONS", 0.8)
     b.edge("alice", "ep1", "ep2", "TEMPORAL_NEXT", 0.3)
     b.edge("alice", "ep1", ra["D1:1"]["raw_id"], "DERIVED_FROM", 1.0)
-    rb = b.conversation("bob", "conv-b", [
-        ("D1:1", "Bob", "I also went to an LGBTQ support group, it was awful."),
-        ("D1:2", "Bob", "error 0x00000709 when printing from D:\\photos\\cat.png"),
-    ], start=T0)
-    b.node("bob", "bep1", "Episode", "support group", "Bob went to an LGBTQ support group",
-           ("lgbtq", "support", "group"), (rb["D1:1"],), T0)
+    rb = b.conversation(
+        "bob",
+        "conv-b",
+        [
+            ("D1:1", "Bob", "I also went to an LGBTQ support group, it was awful."),
+            ("D1:2", "Bob", "error 0x00000709 when printing from D:\\photos\\cat.png"),
+        ],
+        start=T0,
+    )
+    b.node(
+        "bob",
+        "bep1",
+        "Episode",
+        "support group",
+        "Bob went to an LGBTQ support group",
+        ("lgbtq", "support", "group"),
+        (rb["D1:1"],),
+        T0,
+    )
     b.node("bob", "bent", "Entity", "Caroline")
     b.edge("bob", "bep1", "bent", "MENTIONS", 1.0)
     return b.write(), {"alice": ra, "bob": rb}
@@ -70,7 +118,12 @@ def _ids(results) -> list[str]:
 
 def test_query_keywords_drop_stopwords_and_segment_chinese():
     assert query_keywords("When did Caroline go to the LGBTQ support group?") == [
-        "caroline", "go", "lgbtq", "support", "group"]
+        "caroline",
+        "go",
+        "lgbtq",
+        "support",
+        "group",
+    ]
     assert "足球" in query_keywords("小明在哪里踢足球")
     assert query_keywords("what is the") == []
 
@@ -96,7 +149,7 @@ def test_chinese_bm25_seed(lake):
 
 def test_one_hop_expansion_brings_neighbour_with_evidence(lake):
     results = recall("dinosaurs kids", "alice", k=10, lake=lake, expand_depth=0, types=["Entity", "Episode"])
-    assert "ent_dino" in _ids(results)          # found by BM25 on its title
+    assert "ent_dino" in _ids(results)  # found by BM25 on its title
     results = recall("kids", "alice", k=10, lake=lake, expand_depth=0)
     assert "ent_dino" not in _ids(results)
     results = recall("kids", "alice", k=10, lake=lake, expand_depth=1)
@@ -108,22 +161,35 @@ def test_one_hop_expansion_brings_neighbour_with_evidence(lake):
 @pytest.mark.parametrize("method", ["ppr", "spread"])
 def test_two_hops_reach_further_and_hubs_are_not_expanded(lake, method):
     # the hops of stage C alone: session seeds (recall.hop) would make ep1, ep2's neighbour, a seed
-    one = recall("sunrise", "alice", k=20, lake=lake, expand_depth=1, config=RecallConfig(graph_method=method,
-                                                                                       session_weight=0.0))
+    one = recall(
+        "sunrise",
+        "alice",
+        k=20,
+        lake=lake,
+        expand_depth=1,
+        config=RecallConfig(graph_method=method, session_weight=0.0),
+    )
     assert "fact1" not in _ids(one)
-    two = recall("sunrise", "alice", k=20, lake=lake, expand_depth=2, config=RecallConfig(graph_method=method,
-                                                                                       session_weight=0.0))
-    fact = next(r for r in two if r.node_id == "fact1")   # ep2 -TEMPORAL_NEXT- ep1 -SUPPORTS- fact1
+    two = recall(
+        "sunrise",
+        "alice",
+        k=20,
+        lake=lake,
+        expand_depth=2,
+        config=RecallConfig(graph_method=method, session_weight=0.0),
+    )
+    fact = next(r for r in two if r.node_id == "fact1")  # ep2 -TEMPORAL_NEXT- ep1 -SUPPORTS- fact1
     assert fact.evidence == [{"src": "ep1", "type": "SUPPORTS", "dst": "fact1"}]
-    cfg = RecallConfig(hub_degree=0, session_weight=0.0)   # every node counts as a hub: nothing expands
+    cfg = RecallConfig(hub_degree=0, session_weight=0.0)  # every node counts as a hub: nothing expands
     hubs = recall("sunrise", "alice", k=20, lake=lake, expand_depth=2, config=cfg)
     assert all(r.breakdown["graph"] == 0 for r in hubs)
 
 
 def test_hub_is_neither_reached_nor_walked_through(lake):
     # ep1 touches two nodes: with hub_degree=1 it is a hub, so ep2's walk stops before it.
-    results = recall("sunrise", "alice", k=20, lake=lake, expand_depth=2,
-                     config=RecallConfig(hub_degree=1, session_weight=0.0))
+    results = recall(
+        "sunrise", "alice", k=20, lake=lake, expand_depth=2, config=RecallConfig(hub_degree=1, session_weight=0.0)
+    )
     assert "ep1" not in _ids(results) and "fact1" not in _ids(results)
 
 
@@ -152,10 +218,11 @@ def test_corrupted_blob_is_never_served(tmp_path):
     ref = refs["alice"]["D1:1"]
     path = next(p for p in lake.raw.rglob("*.blob.zst") if ref["raw_id"][4:] in p.name)
     import zstandard
+
     path.write_bytes(zstandard.ZstdCompressor().compress(b"I went to an LGBTQ rally, forged bytes here."))
     results = recall("LGBTQ support group", "alice", k=5, lake=lake)
     assert results and results[0].node_id in ("ep1", "fact1")
-    assert all(r.citations == [] for r in results)      # every alice ref lives in the corrupt chunk
+    assert all(r.citations == [] for r in results)  # every alice ref lives in the corrupt chunk
     path.unlink()
     results = recall("LGBTQ support group", "alice", k=5, lake=lake)
     assert all(r.citations == [] for r in results)
@@ -178,8 +245,19 @@ def test_trace_has_every_stage(lake):
     assert stages == ["keywords", "analyze", "seeds", "vectors", "raw", "session", "expand", "score", "mmr", "cite"]
     trace = []
     recall("LGBTQ support group", "alice", k=3, lake=lake, trace=trace, budget_tokens=500)
-    assert [t["stage"] for t in trace] == ["keywords", "analyze", "seeds", "vectors", "raw", "session", "expand", "score",
-                                           "mmr", "cite", "budget"]
+    assert [t["stage"] for t in trace] == [
+        "keywords",
+        "analyze",
+        "seeds",
+        "vectors",
+        "raw",
+        "session",
+        "expand",
+        "score",
+        "mmr",
+        "cite",
+        "budget",
+    ]
     assert all({"stage", "ms", "n", "detail"} <= set(t) for t in trace)
     assert trace[0]["detail"]["keywords"] == ["lgbtq", "support", "group"]
 
@@ -218,8 +296,9 @@ def test_entity_cites_the_mention_the_query_matched_first(tmp_path):
     b = LakeBuilder(tmp_path)
     r = b.conversation("t", "c", [("m1", "A", "Luna is my cat."), ("m2", "B", "Luna won the agility contest.")])
     b.node("t", "ent", "Entity", "Luna", refs=(r["m1"], r["m2"]), time=T0)
-    b.node("t", "ep2", "Episode", "agility contest", "Luna won the agility contest", ("agility", "contest"),
-           (r["m2"],), T0)
+    b.node(
+        "t", "ep2", "Episode", "agility contest", "Luna won the agility contest", ("agility", "contest"), (r["m2"],), T0
+    )
     b.edge("t", "ep2", "ent", "MENTIONS")
     lake = b.write()
     results = recall("Luna agility contest", "t", k=5, lake=lake)
@@ -237,13 +316,38 @@ def test_entity_cites_the_mention_the_query_matched_first(tmp_path):
 
 def test_a_rollup_summary_is_cited_like_a_card(tmp_path):
     b = LakeBuilder(tmp_path)
-    r = b.conversation("t", "c", [("m1", "A", "We planned the garden."), ("m2", "B", "The tomatoes need stakes."),
-                                  ("m3", "A", "Luis brings the stakes on Friday.")])
-    b.node("t", "ep3", "Episode", "Luis stakes Friday", "Luis brings the stakes on Friday", ("stakes", "friday"),
-           (r["m3"],), T0, conv_id="c", msg_id="m3")
-    b.node("t", "roll", "Episode", "garden · tomatoes · stakes", "We planned the garden. The tomatoes need stakes. "
-           "Luis brings the stakes on Friday.", ("garden", "tomatoes", "stakes"), (r["m1"], r["m2"], r["m3"]), T0,
-           subtype="rollup")
+    r = b.conversation(
+        "t",
+        "c",
+        [
+            ("m1", "A", "We planned the garden."),
+            ("m2", "B", "The tomatoes need stakes."),
+            ("m3", "A", "Luis brings the stakes on Friday."),
+        ],
+    )
+    b.node(
+        "t",
+        "ep3",
+        "Episode",
+        "Luis stakes Friday",
+        "Luis brings the stakes on Friday",
+        ("stakes", "friday"),
+        (r["m3"],),
+        T0,
+        conv_id="c",
+        msg_id="m3",
+    )
+    b.node(
+        "t",
+        "roll",
+        "Episode",
+        "garden · tomatoes · stakes",
+        "We planned the garden. The tomatoes need stakes. Luis brings the stakes on Friday.",
+        ("garden", "tomatoes", "stakes"),
+        (r["m1"], r["m2"], r["m3"]),
+        T0,
+        subtype="rollup",
+    )
     lake = b.write()
     results = recall("stakes Friday", "t", k=5, lake=lake)
     ids = [x.node_id for x in results]
@@ -252,8 +356,18 @@ def test_a_rollup_summary_is_cited_like_a_card(tmp_path):
     assert [c.msg_id for c in roll.citations] == ["m3"] and ids.index("ep3") < ids.index("roll")
 
 
-@pytest.mark.parametrize("query", ["lgbtq support group", "support", "painted sunrise lake", "小明 足球 公园",
-                                   "dinosaurs camping kids", "nothing matches this", "the and of"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "lgbtq support group",
+        "support",
+        "painted sunrise lake",
+        "小明 足球 公园",
+        "dinosaurs camping kids",
+        "nothing matches this",
+        "the and of",
+    ],
+)
 def test_bm25_over_postings_ranks_exactly_like_duckdbs_match_bm25(lake, query):
     from recall.store import node_docs_table, raw_docs_table, tenant_reader
 
@@ -263,10 +377,16 @@ def test_bm25_over_postings_ranks_exactly_like_duckdbs_match_bm25(lake, query):
         for table, n in ((node_docs_table(info.slug), info.n_nodes), (raw_docs_table(info.slug), info.n_chunks)):
             fast = reader._bm25(table, n, query, 50)
             # DuckDB's own macro, evaluated per row: the reference
-            ref = reader.select(table, f"id, fts_main_{table}.match_bm25(id, ?) AS score", "score IS NOT NULL",
-                                column_params=[query], order="score DESC, id", limit=50)
+            ref = reader.select(
+                table,
+                f"id, fts_main_{table}.match_bm25(id, ?) AS score",
+                "score IS NOT NULL",
+                column_params=[query],
+                order="score DESC, id",
+                limit=50,
+            )
             assert [i for i, _ in fast] == [i for i, _ in sorted(ref, key=lambda x: (-round(x[1], 9), x[0]))]
             assert [s for _, s in fast] == pytest.approx(sorted((s for _, s in ref), reverse=True), abs=1e-9)
-            assert all(i.startswith(("ep", "fact", "ent", "raw_")) for i, _ in fast)   # alice's rows only
+            assert all(i.startswith(("ep", "fact", "ent", "raw_")) for i, _ in fast)  # alice's rows only
     finally:
         reader.close()

@@ -1,4 +1,5 @@
 """recall() filters (types, time range, as-of), MMR de-duplication and token-budget packing."""
+
 from __future__ import annotations
 
 import math
@@ -30,10 +31,9 @@ def test_types_filter(lake):
 
 def test_time_range_keeps_what_overlaps_it(lake):
     got = _ids(recall("Biscuit puppy", "t", k=10, lake=lake, time_range=(datetime(2023, 7, 1), None)))
-    assert "ep_j1" in got and "ent_biscuit" in got          # Biscuit's span (May–July) overlaps July
+    assert "ep_j1" in got and "ent_biscuit" in got  # Biscuit's span (May–July) overlaps July
     assert not {"ep_m1", "ep_m2", "f_m1"} & set(got)
-    got = _ids(recall("Biscuit puppy", "t", k=10, lake=lake,
-                      time_range=(datetime(2023, 5, 1), datetime(2023, 5, 31))))
+    got = _ids(recall("Biscuit puppy", "t", k=10, lake=lake, time_range=(datetime(2023, 5, 1), datetime(2023, 5, 31))))
     assert "ep_j1" not in got and "ent_contest" not in got and "ep_m1" in got
 
 
@@ -50,8 +50,9 @@ def test_as_of_sees_only_what_was_known_then_even_through_the_graph(lake):
 
 def test_aware_datetimes_are_read_as_utc(lake):
     aware = datetime(2023, 6, 1, tzinfo=timezone(timedelta(hours=8)))
-    assert _ids(recall("Biscuit", "t", k=10, lake=lake, as_of=aware)) == \
-        _ids(recall("Biscuit", "t", k=10, lake=lake, as_of=datetime(2023, 5, 31, 16, 0)))
+    assert _ids(recall("Biscuit", "t", k=10, lake=lake, as_of=aware)) == _ids(
+        recall("Biscuit", "t", k=10, lake=lake, as_of=datetime(2023, 5, 31, 16, 0))
+    )
 
 
 def test_bad_filters_are_errors(lake):
@@ -76,16 +77,23 @@ def test_mmr_lets_a_second_line_in_before_a_duplicate_of_the_first(lake):
 def test_budget_packing_fits_the_budget_and_keeps_the_best(lake):
     full = recall("Biscuit puppy", "t", k=10, lake=lake)
     costs = [result_tokens(r) for r in full]
-    assert costs[0] == estimate_tokens(full[0].title) + estimate_tokens(full[0].text) + \
-        sum(estimate_tokens(c.excerpt) for c in full[0].citations) > 0
+    assert (
+        costs[0]
+        == estimate_tokens(full[0].title)
+        + estimate_tokens(full[0].text)
+        + sum(estimate_tokens(c.excerpt) for c in full[0].citations)
+        > 0
+    )
     budget = sum(costs[:2]) + 1
     packed = recall("Biscuit puppy", "t", k=10, lake=lake, budget_tokens=budget)
     assert packed and len(packed) < len(full)
     assert sum(result_tokens(r) for r in packed) <= budget
     # at least half the best total score any subset within the budget reaches (the knapsack 2-approximation)
-    best = max(sum(full[i].score for i in range(len(full)) if mask >> i & 1)
-               for mask in range(1 << len(full))
-               if sum(costs[i] for i in range(len(full)) if mask >> i & 1) <= budget)
+    best = max(
+        sum(full[i].score for i in range(len(full)) if mask >> i & 1)
+        for mask in range(1 << len(full))
+        if sum(costs[i] for i in range(len(full)) if mask >> i & 1) <= budget
+    )
     assert sum(r.score for r in packed) >= best / 2
     assert recall("Biscuit puppy", "t", k=10, lake=lake, budget_tokens=0) == []
     # results keep score order
@@ -100,6 +108,7 @@ def test_estimate_tokens():
 
 
 # ---------------------------------------------------------------- degradation matrix (seed 004 §18)
+
 
 def _stages(trace: list) -> dict[str, dict]:
     return {t["stage"]: t for t in trace}
@@ -130,7 +139,7 @@ def test_degradation_graph_under_maintenance(tmp_path, damage):
             p.unlink()
         else:
             p.write_bytes(b"not an array")
-    current = folder / "CURRENT"   # the same version swapped in again: the next recall opens the damaged files
+    current = folder / "CURRENT"  # the same version swapped in again: the next recall opens the damaged files
     tmp = folder / ".CURRENT.tmp"
     tmp.write_bytes(current.read_bytes())
     tmp.replace(current)

@@ -1,4 +1,5 @@
 """recall.hop: the second evidence line of a multi-hop question, reached through the session or the first line's words."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -27,16 +28,29 @@ def _lake(root) -> Lake:
         ("D2:3", "John", "Dune is the best, Herbert built an amazing world."),
         ("D2:4", "Tim", "An injury report came in at work today."),
     ]
-    for i in range(8):   # more turns, so BM25's idf is not degenerate
+    for i in range(8):  # more turns, so BM25's idf is not degenerate
         turns.append((f"D3:{i + 1}", "Tim", f"Filler line number {i} about groceries and errands."))
     refs = b.conversation("u", "c1", turns, start=T0)
     prev = None
     for n, (msg_id, speaker, text) in enumerate(turns):
         t = T0 + timedelta(minutes=n)
         nid = f"ep_{msg_id}"
-        b.node("u", nid, "Episode", f"{speaker}: {text[:30]}", text, (), (refs[msg_id],), t,
-               conv_id="c1", msg_id=msg_id, first_seen=t, last_seen=t, speaker=speaker)
-        if prev is not None and prev.split(":")[0] == nid.split(":")[0]:   # the next turn of the same session
+        b.node(
+            "u",
+            nid,
+            "Episode",
+            f"{speaker}: {text[:30]}",
+            text,
+            (),
+            (refs[msg_id],),
+            t,
+            conv_id="c1",
+            msg_id=msg_id,
+            first_seen=t,
+            last_seen=t,
+            speaker=speaker,
+        )
+        if prev is not None and prev.split(":")[0] == nid.split(":")[0]:  # the next turn of the same session
             b.edge("u", prev, nid, "TEMPORAL_NEXT", 0.3)
         prev = nid
     return b.write()
@@ -52,18 +66,19 @@ def _turns(lake: Lake, q: str, cfg: RecallConfig, k: int = 3, depth: int = 1) ->
 
 
 def test_feedback_terms_skip_query_words_labels_and_light_verbs():
-    words = feedback_terms(["John: rereading The Alchemist", "Alchemist (OBJECT)", "cities be great"], ["cities"], 5,
-                           frozenset({"be"}))
-    assert words[0] == "alchemist"          # in two of the texts
+    words = feedback_terms(
+        ["John: rereading The Alchemist", "Alchemist (OBJECT)", "cities be great"], ["cities"], 5, frozenset({"be"})
+    )
+    assert words[0] == "alchemist"  # in two of the texts
     assert "object" not in words and "be" not in words and "cities" not in words
-    assert "city" not in feedback_terms(["a new city"], ["cities"], 5, frozenset())   # the query's word again
+    assert "city" not in feedback_terms(["a new city"], ["cities"], 5, frozenset())  # the query's word again
 
 
 def test_session_neighbour_brings_the_reply(lake):
     q = "How did John cope with his ankle injury?"
     # without expansion (PPR over TEMPORAL_NEXT brings it too, at a graph score), the seeds alone
     off = _turns(lake, q, OFF, k=5, depth=0)
-    assert off[:2] == ["D1:1", "D2:4"]    # the reply D1:2 shares only the speaker's name with the question
+    assert off[:2] == ["D1:1", "D2:4"]  # the reply D1:2 shares only the speaker's name with the question
     got = _turns(lake, q, replace(OFF, session_weight=0.9, session_top=1), k=5, depth=0)
     assert got[:2] == ["D1:1", "D1:2"]
 
@@ -77,6 +92,7 @@ def test_prf_brings_the_line_that_shares_only_the_first_lines_words(lake):
 
 def test_names_speaker_by_name_first_name_or_chinese_given_name():
     from recall.scoring import names_speaker
+
     assert names_speaker("what books has john read?", "john")
     assert names_speaker("where did caroline go?", "caroline smith")
     assert not names_speaker("what did johnny say?", "john")

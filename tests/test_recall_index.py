@@ -1,4 +1,5 @@
 """Recall's per-tenant index: BM25 equal to DuckDB FTS, base + deltas = a fresh base, atomic swaps, isolation."""
+
 from __future__ import annotations
 
 import json
@@ -25,20 +26,33 @@ T0 = datetime(2023, 3, 1, 9, 0)
 
 # --------------------------------------------------------------------------- BM25 = DuckDB FTS
 
+
 def _locomo_lake(root: Path, path: Path, convs: int) -> tuple[Lake, dict[str, list[str]]]:
     """A lake of real LoCoMo turns: one tenant per conversation, an Episode per turn, a chunk per session."""
     b = LakeBuilder(root)
     questions = {}
     for sample in json.loads(path.read_text("utf-8"))[:convs]:
         tenant, conv = sample["sample_id"], sample["conversation"]
-        sessions = sorted(int(k.split("_")[1]) for k in conv if k.startswith("session_") and k.count("_") == 1
-                          and isinstance(conv[k], list))
+        sessions = sorted(
+            int(k.split("_")[1])
+            for k in conv
+            if k.startswith("session_") and k.count("_") == 1 and isinstance(conv[k], list)
+        )
         for n in sessions:
             turns = [(t["dia_id"], t["speaker"], t["text"]) for t in conv[f"session_{n}"]]
             refs = b.conversation(tenant, f"s{n}", turns, start=T0 + timedelta(days=n))
             for msg_id, speaker, text in turns:
-                b.node(tenant, f"ep_{msg_id}", "Episode", f"{speaker}: {text[:40]}", text, (), (refs[msg_id],),
-                       T0 + timedelta(days=n), first_seen=T0 + timedelta(days=n))
+                b.node(
+                    tenant,
+                    f"ep_{msg_id}",
+                    "Episode",
+                    f"{speaker}: {text[:40]}",
+                    text,
+                    (),
+                    (refs[msg_id],),
+                    T0 + timedelta(days=n),
+                    first_seen=T0 + timedelta(days=n),
+                )
         questions[tenant] = [qa["question"] for qa in sample["qa"]]
     return b.write(), questions
 
@@ -74,8 +88,15 @@ def test_bm25_scores_equal_duckdb_fts_on_a_real_corpus(tmp_path: Path, name: str
 
 # --------------------------------------------------------------------------- base + deltas = fresh base
 
-def _tenant_rows(b: LakeBuilder, tenant: str, convs: range, removed: set[str] = frozenset(),
-                 changed: dict[str, dict] | None = None, weights: dict[tuple, float] | None = None) -> None:
+
+def _tenant_rows(
+    b: LakeBuilder,
+    tenant: str,
+    convs: range,
+    removed: set[str] = frozenset(),
+    changed: dict[str, dict] | None = None,
+    weights: dict[tuple, float] | None = None,
+) -> None:
     """A small graph per conversation: Episodes (TEMPORAL_NEXT), a Fact per turn (AGENT → person), shared
     Entities (aliases), a topic; `removed` node ids left out, `changed` node fields overridden."""
     words = ["garden", "coffee", "guitar", "hiking", "museum", "pottery", "kayak", "bakery", "chess", "jazz"]
@@ -94,25 +115,64 @@ def _tenant_rows(b: LakeBuilder, tenant: str, convs: range, removed: set[str] = 
             b.edge(tenant, src, dst, etype, (weights or {}).get((src, etype, dst), w))
 
     for key, (name, aliases) in people.items():
-        node(f"ent_{key}", "Entity", name, f"{name} (PERSON)", (name.lower(),), subtype="PERSON", aliases=aliases,
-             first_seen=T0, last_seen=T0)
+        node(
+            f"ent_{key}",
+            "Entity",
+            name,
+            f"{name} (PERSON)",
+            (name.lower(),),
+            subtype="PERSON",
+            aliases=aliases,
+            first_seen=T0,
+            last_seen=T0,
+        )
     node("topic_out", "Concept", "Outdoors", "Topic: outdoors", ("hiking", "kayak"), first_seen=T0)
     for c in convs:
         start = T0 + timedelta(days=3 * c)
         who = list(people)[c % 3]
-        turns = [(f"m{c}_{i}", people[who][0], f"{people[who][0]} talked about the {words[(c + i) % 10]} and the "
-                  f"{words[(c * 3 + i) % 10]} {'小明在公园里踢足球' if i == 2 else ''}{'' if tenant == 'alice' else tenant}")
-                 for i in range(4)]
+        turns = [
+            (
+                f"m{c}_{i}",
+                people[who][0],
+                f"{people[who][0]} talked about the {words[(c + i) % 10]} and the "
+                f"{words[(c * 3 + i) % 10]} {'小明在公园里踢足球' if i == 2 else ''}{'' if tenant == 'alice' else tenant}",
+            )
+            for i in range(4)
+        ]
         refs = b.conversation(tenant, f"c{c}", turns, start=start)
         prev = None
         for i, (mid, speaker, text) in enumerate(turns):
             ts = start + timedelta(minutes=i)
             ep, fact = f"ep_{mid}", f"f_{mid}"
-            node(ep, "Episode", f"{speaker}: {text[:30]}", text, (words[(c + i) % 10],), (refs[mid],), ts,
-                 first_seen=ts, last_seen=ts, conv_id=f"c{c}", msg_id=mid, speaker=speaker, importance=0.5)
-            node(fact, "Fact", f"{speaker} like {words[(c + i) % 10]}", f"likes {words[(c + i) % 10]}",
-                 (words[(c + i) % 10],), ({**refs[mid], "length": 12},), ts, first_seen=ts, last_seen=ts,
-                 conv_id=f"c{c}", msg_id=mid, frequency=1 + i)
+            node(
+                ep,
+                "Episode",
+                f"{speaker}: {text[:30]}",
+                text,
+                (words[(c + i) % 10],),
+                (refs[mid],),
+                ts,
+                first_seen=ts,
+                last_seen=ts,
+                conv_id=f"c{c}",
+                msg_id=mid,
+                speaker=speaker,
+                importance=0.5,
+            )
+            node(
+                fact,
+                "Fact",
+                f"{speaker} like {words[(c + i) % 10]}",
+                f"likes {words[(c + i) % 10]}",
+                (words[(c + i) % 10],),
+                ({**refs[mid], "length": 12},),
+                ts,
+                first_seen=ts,
+                last_seen=ts,
+                conv_id=f"c{c}",
+                msg_id=mid,
+                frequency=1 + i,
+            )
             edge(fact, ep, "DERIVED_FROM", 1.0)
             edge(fact, f"ent_{who}", "AGENT", 0.8)
             edge(ep, f"ent_{who}", "MENTIONS", 0.95)
@@ -124,8 +184,17 @@ def _tenant_rows(b: LakeBuilder, tenant: str, convs: range, removed: set[str] = 
             prev = ep
 
 
-QUERIES = ["garden coffee", "Ann Lee guitar", "Annie", "陈博 足球", "hiking kayak outdoors", "museum pottery jazz",
-           "what did Bo Chen say about the bakery", "chess", "0x00000709 error"]
+QUERIES = [
+    "garden coffee",
+    "Ann Lee guitar",
+    "Annie",
+    "陈博 足球",
+    "hiking kayak outdoors",
+    "museum pottery jazz",
+    "what did Bo Chen say about the bakery",
+    "chess",
+    "0x00000709 error",
+]
 
 
 def _answers(lake: Lake, tenant: str) -> list:
@@ -152,18 +221,26 @@ def _build(root: Path, rounds: list[dict]) -> tuple[Lake, list[dict]]:
 ROUNDS: list[dict[str, dict[str, Any]]] = [
     {"alice": {"convs": range(0, 6)}, "bob": {"convs": range(0, 2)}},
     # changed doc text, changed weight fields, a removed Fact and a removed Entity, an edge weight, a new conversation
-    {"alice": {"convs": range(0, 7), "removed": {"f_m1_2", "ent_cy"},
-               "changed": {"ep_m0_1": {"text": "Ann repaired the telescope"}, "f_m2_0": {"importance": 0.9},
-                           "ent_ann": {"aliases": ["Annie", "A. Lee"]}},
-               "weights": {("ep_m3_0", "MENTIONS", "ent_ann"): 0.4}},
-     "bob": {"convs": range(0, 2), "changed": {"ep_m1_3": {"status": "forgotten"}}}},
+    {
+        "alice": {
+            "convs": range(0, 7),
+            "removed": {"f_m1_2", "ent_cy"},
+            "changed": {
+                "ep_m0_1": {"text": "Ann repaired the telescope"},
+                "f_m2_0": {"importance": 0.9},
+                "ent_ann": {"aliases": ["Annie", "A. Lee"]},
+            },
+            "weights": {("ep_m3_0", "MENTIONS", "ent_ann"): 0.4},
+        },
+        "bob": {"convs": range(0, 2), "changed": {"ep_m1_3": {"status": "forgotten"}}},
+    },
     # a conversation forgotten (its chunk, messages and nodes gone), a removed node back; bob gone
     {"alice": {"convs": range(1, 7), "removed": {"ent_cy"}, "changed": {"ep_m0_1": {"text": "x"}}}},
 ]
 
 
 def test_base_plus_deltas_answers_exactly_like_a_fresh_base(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(index_build, "COMPACT_SHARE", 100.0)   # these small changes stay deltas
+    monkeypatch.setattr(index_build, "COMPACT_SHARE", 100.0)  # these small changes stay deltas
     inc, stats = _build(tmp_path / "inc", ROUNDS)
     assert [s["alice"]["mode"] for s in stats] == ["base", "delta", "delta"]
     assert stats[1]["bob"]["mode"] == "delta" and "bob" not in stats[2]
@@ -190,7 +267,7 @@ def test_a_compressed_base_with_deltas_answers_like_an_uncompressed_fresh_base(t
     base = a.v.segments[0]
     assert base.nodes.schema.field("text").type == pa.binary() and "id" not in base.nodes.column_names
     assert base.messages.schema.field("text").type == pa.binary()
-    monkeypatch.setattr(segment, "ZSTD_MIN_ROWS", 10 ** 9)
+    monkeypatch.setattr(segment, "ZSTD_MIN_ROWS", 10**9)
     fresh, _ = _build(tmp_path / "fresh", [ROUNDS[-1]])
     f = open_tenant_index(fresh.index_dir, "alice")
     assert f.v.segments[0].nodes.schema.field("text").type == pa.string()
@@ -201,27 +278,37 @@ def test_a_compressed_base_with_deltas_answers_like_an_uncompressed_fresh_base(t
 def test_each_delta_matches_a_fresh_base_of_its_round(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(index_build, "COMPACT_SHARE", 100.0)
     for i in range(1, len(ROUNDS) + 1):
-        inc, _ = _build(tmp_path / "inc", [ROUNDS[i - 1]])   # the same lake, one round further each time
+        inc, _ = _build(tmp_path / "inc", [ROUNDS[i - 1]])  # the same lake, one round further each time
         fresh, _ = _build(tmp_path / f"fresh{i}", [ROUNDS[i - 1]])
         for tenant in ROUNDS[i - 1]:
-            assert open_tenant_index(inc.index_dir, tenant).contents() == \
-                open_tenant_index(fresh.index_dir, tenant).contents(), (i, tenant)
+            assert (
+                open_tenant_index(inc.index_dir, tenant).contents()
+                == open_tenant_index(fresh.index_dir, tenant).contents()
+            ), (i, tenant)
             assert _answers(inc, tenant) == _answers(fresh, tenant), (i, tenant)
 
 
-def test_deltas_compact_into_a_base_past_the_threshold_and_unchanged_tables_write_nothing(tmp_path: Path,
-                                                                                           monkeypatch) -> None:
+def test_deltas_compact_into_a_base_past_the_threshold_and_unchanged_tables_write_nothing(
+    tmp_path: Path, monkeypatch
+) -> None:
     monkeypatch.setattr(index_build, "COMPACT_SHARE", 0.2)
-    lake, stats = _build(tmp_path, [ROUNDS[0], ROUNDS[0],
-                                    {"alice": {"convs": range(0, 6), "changed": {"f_m2_0": {"importance": 0.9}}}},
-                                    ROUNDS[1]])
+    lake, stats = _build(
+        tmp_path,
+        [
+            ROUNDS[0],
+            ROUNDS[0],
+            {"alice": {"convs": range(0, 6), "changed": {"f_m2_0": {"importance": 0.9}}}},
+            ROUNDS[1],
+        ],
+    )
     modes = [s["alice"]["mode"] for s in stats]
-    assert modes == ["base", "unchanged", "delta", "base"], modes   # round 2 touches < 20 %, round 3 more
+    assert modes == ["base", "unchanged", "delta", "base"], modes  # round 2 touches < 20 %, round 3 more
     idx = open_tenant_index(lake.index_dir, "alice")
     assert len(idx.v.segments) == 1
 
 
 # --------------------------------------------------------------------------- atomic swap
+
 
 def test_a_reader_keeps_its_version_while_deltas_and_a_compaction_replace_it(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(index_build, "COMPACT_SHARE", 100.0)
@@ -229,13 +316,13 @@ def test_a_reader_keeps_its_version_while_deltas_and_a_compaction_replace_it(tmp
     old = open_tenant_index(lake.index_dir, "alice")
     before = old.contents()
     old_segments = [seg.folder for seg in old.v.segments]
-    _build(tmp_path, [ROUNDS[1]])                                # a delta
+    _build(tmp_path, [ROUNDS[1]])  # a delta
     monkeypatch.setattr(index_build, "COMPACT_SHARE", 0.0)
-    _build(tmp_path, [ROUNDS[2]])                                # a compaction, then another:
-    assert any(p.exists() for p in old_segments)                 # (the version before the current one is kept)
+    _build(tmp_path, [ROUNDS[2]])  # a compaction, then another:
+    assert any(p.exists() for p in old_segments)  # (the version before the current one is kept)
     _build(tmp_path, [ROUNDS[1]])
-    assert not any(p.exists() for p in old_segments)             # the old base and delta are deleted
-    assert old.contents() == before                              # still served from its mapped files
+    assert not any(p.exists() for p in old_segments)  # the old base and delta are deleted
+    assert old.contents() == before  # still served from its mapped files
     new = open_tenant_index(lake.index_dir, "alice")
     assert new.v is not old.v and new.contents() != before and len(new.v.segments) == 1
     assert [r.to_json() for r in recall("garden coffee", "alice", lake=lake)]
@@ -249,8 +336,8 @@ def test_a_killed_writers_leftovers_are_cleaned_and_the_next_write_succeeds(tmp_
     folder = tenant_dir(lake.index_dir, "alice")
     current = (folder / "CURRENT").read_text()
     gen = int(current[1:7])
-    (folder / f".s{gen + 1:06d}.abc").mkdir()                    # killed while writing a segment
-    (folder / f"s{gen + 1:06d}").mkdir()                         # killed after renaming it, before the manifest
+    (folder / f".s{gen + 1:06d}.abc").mkdir()  # killed while writing a segment
+    (folder / f"s{gen + 1:06d}").mkdir()  # killed after renaming it, before the manifest
     (folder / f"s{gen + 1:06d}" / "junk").write_bytes(b"x")
     (folder / ".CURRENT.xyz.tmp").write_bytes(b"m999999.json")
     assert open_tenant_index(lake.index_dir, "alice").contents()  # readers never see any of it
@@ -261,6 +348,7 @@ def test_a_killed_writers_leftovers_are_cleaned_and_the_next_write_succeeds(tmp_
 
 
 # --------------------------------------------------------------------------- tenant isolation
+
 
 def test_no_read_without_a_tenant_and_no_folder_serves_another_tenant(tmp_path: Path) -> None:
     lake, _ = _build(tmp_path, [ROUNDS[0]])
@@ -277,8 +365,11 @@ def test_no_read_without_a_tenant_and_no_folder_serves_another_tenant(tmp_path: 
     b_chunks = {r["raw_id"] for r in b.nodes(["ep_m0_0"])["ep_m0_0"]["raw_refs"]}
     assert a.chunks(sorted(b_chunks)) == {} and a.messages_in(sorted(b_chunks)) == []
     assert "ep_m5_0" in a.contents()["nodes"] and "ep_m5_0" not in b.contents()["nodes"]
-    assert all(n.startswith(("ep_m0", "ep_m1", "f_m0", "f_m1", "ent_", "topic"))
-               for r in recall("garden coffee guitar", "bob", k=20, lake=lake) for n in [r.node_id])
+    assert all(
+        n.startswith(("ep_m0", "ep_m1", "f_m0", "f_m1", "ent_", "topic"))
+        for r in recall("garden coffee guitar", "bob", k=20, lake=lake)
+        for n in [r.node_id]
+    )
 
 
 def test_recall_on_a_lake_indexed_before_the_recall_index_answers_from_duckdb(tmp_path: Path) -> None:
@@ -295,13 +386,20 @@ def test_prepare_hashes_are_stable_and_see_every_column_recall_reads(tmp_path: P
     _tenant_rows(b, "alice", range(0, 2))
     lake = b.write(index=False)
     from r2g.lake_graph import read_lake_table
+
     tables = [read_lake_table(lake, n) for n in ("nodes", "edges", "raw_chunks", "messages")]
     assert tables[0].num_rows >= 2
     one, two = index_build.prepare(*tables), index_build.prepare(*tables)
     assert one.nodes["hash"].to_list() == two.nodes["hash"].to_list()
     nodes = tables[0].to_pylist()
-    for column, value in (("sentiment", 0.3), ("aliases", ["x"]), ("raw_refs", [{"raw_id": "raw_x", "offset": 1, "length": 2}]),
-                          ("keywords", ["new"]), ("last_seen", T0 + timedelta(days=400)), ("speaker", "Zed")):
+    for column, value in (
+        ("sentiment", 0.3),
+        ("aliases", ["x"]),
+        ("raw_refs", [{"raw_id": "raw_x", "offset": 1, "length": 2}]),
+        ("keywords", ["new"]),
+        ("last_seen", T0 + timedelta(days=400)),
+        ("speaker", "Zed"),
+    ):
         edited = [dict(n) for n in nodes]
         edited[0][column] = value
         p = index_build.prepare(pa.Table.from_pylist(edited, schema=tables[0].schema), *tables[1:])
@@ -331,11 +429,13 @@ def test_node_documents_and_mmr_tokens_from_one_segmentation_equal_their_definit
     assert docs == [node_doc(*row) for row in zip(titles, texts, keywords)]
     for title, text, tokens in zip(titles, texts, mmr):
         assert tokens is None or tokens == search_tokens(f"{title or ''} {text or ''}")
-    assert sum(t is not None for t in mmr) >= 3   # the built-in rows alone give three (eval files may be absent)
+    assert sum(t is not None for t in mmr) >= 3  # the built-in rows alone give three (eval files may be absent)
     # the same from documents made once by the index build (every other node's document given, the rest made)
     ids = [f"n{i:05d}" for i in range(len(titles))]
-    rows = pl.DataFrame({"id": ids, "title": titles, "text": texts, "keywords": keywords},
-                        schema={"id": pl.Utf8, "title": pl.Utf8, "text": pl.Utf8, "keywords": pl.List(pl.Utf8)})
+    rows = pl.DataFrame(
+        {"id": ids, "title": titles, "text": texts, "keywords": keywords},
+        schema={"id": pl.Utf8, "title": pl.Utf8, "text": pl.Utf8, "keywords": pl.List(pl.Utf8)},
+    )
     given = pl.DataFrame({"id": ids[::2], "doc": docs[::2]})
     assert docs_with_mmr(rows, given, node_doc) == (docs, mmr)
 
@@ -344,12 +444,12 @@ def test_an_index_of_another_format_is_not_read_and_recall_answers_from_duckdb(t
     lake, _ = _build(tmp_path, [ROUNDS[0]])
     folder = tenant_dir(lake.index_dir, "alice")
     manifest = folder / (folder / "CURRENT").read_text()
-    manifest.write_text(manifest.read_text().replace('"format": ', '"format": 9'))   # 3 → 93
+    manifest.write_text(manifest.read_text().replace('"format": ', '"format": 9'))  # 3 → 93
     (folder / ".CURRENT.tmp").write_text((folder / "CURRENT").read_text())
-    (folder / ".CURRENT.tmp").replace(folder / "CURRENT")            # readers reopen
+    (folder / ".CURRENT.tmp").replace(folder / "CURRENT")  # readers reopen
     trace: list = []
     assert recall("garden coffee", "alice", lake=lake, trace=trace)
     assert next(s for s in trace if s["stage"] == "expand")["detail"]["graph"] == "missing"
-    _, stats = _build(tmp_path, [ROUNDS[0]])                          # the next build makes a base of this format
+    _, stats = _build(tmp_path, [ROUNDS[0]])  # the next build makes a base of this format
     assert stats[0]["alice"]["mode"] == "base"
     assert open_tenant_index(lake.index_dir, "alice").v.manifest["format"] == FORMAT

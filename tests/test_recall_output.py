@@ -8,6 +8,7 @@ the shipped sample logs plus a small inbox this module writes:
   the whole line;
 - a citation whose blob was quarantined says so, in the result, in the human output and in the trace.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,20 +28,57 @@ from recall.citations import WINDOW_CHARS, excerpt_window, printable
 
 ROOT = Path(__file__).resolve().parent.parent
 FILLER = " ".join(["and then we talked about the weather for a while"] * 20)
-LONG_LINE = ("Pasted from QQ:\r" + FILLER + " we met the zanzibar ferry captain at noon\r " + FILLER)
+LONG_LINE = "Pasted from QQ:\r" + FILLER + " we met the zanzibar ferry captain at noon\r " + FILLER
 CHAT = [  # a chat export that names speakers by their role, with small talk that makes no memory
-    {"conv_id": "trip", "msg_id": "t1", "speaker": "user", "role": "user", "ts": "2024-04-01T09:00:00",
-     "text": "Alright. I am ok. Can you help me plan a trip to Lisbon?"},
-    {"conv_id": "trip", "msg_id": "t2", "speaker": "assistant", "role": "assistant", "ts": "2024-04-01T09:00:05",
-     "text": "Sure, I can help. Where would you like to stay in Lisbon?"},
-    {"conv_id": "trip", "msg_id": "t3", "speaker": "Nora", "role": "user", "ts": "2024-04-01T09:01:00",
-     "text": LONG_LINE},
+    {
+        "conv_id": "trip",
+        "msg_id": "t1",
+        "speaker": "user",
+        "role": "user",
+        "ts": "2024-04-01T09:00:00",
+        "text": "Alright. I am ok. Can you help me plan a trip to Lisbon?",
+    },
+    {
+        "conv_id": "trip",
+        "msg_id": "t2",
+        "speaker": "assistant",
+        "role": "assistant",
+        "ts": "2024-04-01T09:00:05",
+        "text": "Sure, I can help. Where would you like to stay in Lisbon?",
+    },
+    {
+        "conv_id": "trip",
+        "msg_id": "t3",
+        "speaker": "Nora",
+        "role": "user",
+        "ts": "2024-04-01T09:01:00",
+        "text": LONG_LINE,
+    },
 ]
-QUERIES = [("demo", "What does Caroline drink instead of coffee?"), ("demo", "小明帮我记什么？"),
-           ("demo", "以后用中文回答"), ("demo", "assistant"), ("demo", "Alright, be ok"),
-           ("research", "Is the compost bin done?"), ("demo", "Lisbon trip assistant")]
-JUNK_TITLES = {"alright", "be", "ok", "do", "compost bin do", "小明 帮", "我会优先", "晚饭前会", "assistant", "user",
-               "助手", "great", "happen"}
+QUERIES = [
+    ("demo", "What does Caroline drink instead of coffee?"),
+    ("demo", "小明帮我记什么？"),
+    ("demo", "以后用中文回答"),
+    ("demo", "assistant"),
+    ("demo", "Alright, be ok"),
+    ("research", "Is the compost bin done?"),
+    ("demo", "Lisbon trip assistant"),
+]
+JUNK_TITLES = {
+    "alright",
+    "be",
+    "ok",
+    "do",
+    "compost bin do",
+    "小明 帮",
+    "我会优先",
+    "晚饭前会",
+    "assistant",
+    "user",
+    "助手",
+    "great",
+    "happen",
+}
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +86,8 @@ def lake(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("recall_output") / "data"
     shutil.copytree(ROOT / "data" / "inbox", root / "inbox")
     (root / "inbox" / "demo" / "trip.jsonl").write_text(
-        "".join(json.dumps(m, ensure_ascii=False) + "\n" for m in CHAT), "utf-8")
+        "".join(json.dumps(m, ensure_ascii=False) + "\n" for m in CHAT), "utf-8"
+    )
     saved = {k: os.environ.get(k) for k in ("MEMCTL_DATA", "DAGSTER_HOME")}
     os.environ["MEMCTL_DATA"] = str(root)
     os.environ["DAGSTER_HOME"] = str(root / "dagster_home")
@@ -66,8 +105,14 @@ def lake(tmp_path_factory: pytest.TempPathFactory):
 def _memctl(lk: Lake, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "MEMCTL_DATA": str(lk.root)}
     log = ["--no-log"] if args[0] == "recall" else []
-    out = subprocess.run([sys.executable, "-m", "assets.cli", *args, *log], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "assets.cli", *args, *log],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     return out
 
@@ -90,7 +135,7 @@ def test_results_are_in_score_order_and_none_is_junk(lake, tenant: str, query: s
     got = json.loads(_memctl(lake, "recall", query, "--tenant", tenant, "--json", "--k", "20").stdout)
     scores = [r["score"] for r in got]
     assert scores == sorted(scores, reverse=True), [(r["title"], r["score"]) for r in got]
-    assert all("mmr" in r["breakdown"] for r in got[1:])          # MMR's part is in the score it shows
+    assert all("mmr" in r["breakdown"] for r in got[1:])  # MMR's part is in the score it shows
     assert not [r["title"] for r in got if _is_junk(r["type"], r["title"])]
     human = _human(_memctl(lake, "recall", query, "--tenant", tenant, "--k", "20").stdout)
     assert [(t, s) for t, _, s in human] == [(r["type"], round(r["score"], 3)) for r in got]
@@ -102,16 +147,27 @@ def test_results_are_in_score_order_and_none_is_junk(lake, tenant: str, query: s
 
 
 def test_the_answer_is_first_and_its_repeats_say_why_they_rank_low(lake) -> None:
-    got = json.loads(_memctl(lake, "recall", "What does Caroline drink instead of coffee?", "--tenant", "demo",
-                             "--json", "--k", "20").stdout)
+    got = json.loads(
+        _memctl(
+            lake, "recall", "What does Caroline drink instead of coffee?", "--tenant", "demo", "--json", "--k", "20"
+        ).stdout
+    )
     assert "green tea" in got[0]["citations"][0]["excerpt"]
     # without session seeds (recall.hop), whose neighbouring turns would push the repeat below the top 20 here
-    got = [r.to_json() for r in recall("What does Caroline drink instead of coffee?", "demo", k=20, lake=lake,
-                                       config=RecallConfig(session_weight=0.0))]
+    got = [
+        r.to_json()
+        for r in recall(
+            "What does Caroline drink instead of coffee?",
+            "demo",
+            k=20,
+            lake=lake,
+            config=RecallConfig(session_weight=0.0),
+        )
+    ]
     assert "green tea" in got[0]["citations"][0]["excerpt"]
     repeats = [r for r in got if r["breakdown"]["mmr_similarity"] >= 0.7]
     assert repeats, "the Fact and the Episode of the answering line both match"
-    for r in repeats:   # the same line again: MMR took most of its score, and the breakdown says how much
+    for r in repeats:  # the same line again: MMR took most of its score, and the breakdown says how much
         assert r["breakdown"]["mmr"] < 0 and r["score"] <= got[0]["score"]
 
 
@@ -129,7 +185,7 @@ def test_a_long_line_prints_as_a_window_and_json_keeps_it_whole(lake) -> None:
     cited = [line for line in out.stdout.splitlines() if "zanzibar" in line and "↳" in line]
     assert cited, out.stdout
     assert "\r" not in out.stdout and all(len(line) < WINDOW_CHARS + 80 for line in cited)
-    assert all('"…' in line and '…"' in line for line in cited)    # cut on both sides
+    assert all('"…' in line and '…"' in line for line in cited)  # cut on both sides
     got = json.loads(_memctl(lake, "recall", "zanzibar ferry captain", "--tenant", "demo", "--json").stdout)
     whole = [c["excerpt"] for r in got for c in r["citations"] if "zanzibar" in c["excerpt"]]
     # the whole message, its line breaks as the raw store holds them (ingest turned the \r into \n)
@@ -147,14 +203,20 @@ def test_a_quarantined_blob_is_named_in_the_result_the_output_and_the_trace(lake
     good = blob.read_bytes()
     blob.write_bytes(good[:-3] + bytes(b ^ 0xFF for b in good[-3:]))
     env = {**os.environ, "MEMCTL_DATA": str(root)}
-    verify = subprocess.run([sys.executable, "-m", "assets.cli", "verify"], cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=300)
+    verify = subprocess.run(
+        [sys.executable, "-m", "assets.cli", "verify"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert verify.returncode == 1 and "quarantined" in verify.stdout
     got = json.loads(_memctl(copy, "recall", "Xiaoming football", "--tenant", "demo", "--json").stdout)
     first = got[0]
     assert first["node_id"] == before[0]["node_id"] and first["citations"] == []
-    assert first["unavailable"] == [{"raw_id": raw_id, "error": "BlobCorrupt",
-                                     "reason": f"blob {raw_id} quarantined, run `memctl materialize` to repair"}]
+    assert first["unavailable"] == [
+        {
+            "raw_id": raw_id,
+            "error": "BlobCorrupt",
+            "reason": f"blob {raw_id} quarantined, run `memctl materialize` to repair",
+        }
+    ]
     human = _memctl(copy, "recall", "Xiaoming football", "--tenant", "demo", "--trace")
     assert f"↳ citation unavailable: blob {raw_id} quarantined, run `memctl materialize` to repair" in human.stdout
     cite = next(line for line in human.stderr.splitlines() if line.startswith("[trace] cite"))
@@ -162,6 +224,7 @@ def test_a_quarantined_blob_is_named_in_the_result_the_output_and_the_trace(lake
 
 
 # ---------------------------------------------------------------- the window itself (no lake)
+
 
 def test_printable_makes_control_characters_harmless() -> None:
     assert printable("one\rtwo\r\nthree\tfour") == "one two three four"

@@ -1,4 +1,5 @@
 """recall.scoring and recall.graph_csr.personalized_pagerank: the batch definitions equal the row-by-row ones."""
+
 from __future__ import annotations
 
 import random
@@ -23,15 +24,30 @@ def _rows(n: int, seed: int) -> dict[str, dict]:
     maybe = lambda v: v if r.random() < 0.7 else None  # noqa: E731
     rows = {}
     for i in range(n):
-        t = lambda: maybe(T0 + timedelta(days=r.randint(-400, 400), seconds=r.randint(0, 86399),  # noqa: E731
-                                         microseconds=r.randint(0, 999999)))
+
+        def t():
+            return maybe(
+                T0
+                + timedelta(days=r.randint(-400, 400), seconds=r.randint(0, 86399), microseconds=r.randint(0, 999999))
+            )
+
         rows[f"n{i:03d}"] = {
-            "id": f"n{i:03d}", "type": r.choice(["Episode", "Fact", "Entity", "Concept", "Preference", "Task"]),
-            "subtype": r.choice([None, "turn", "rollup", "PERSON"]), "title": maybe(f"title {i}"), "text": maybe("x"),
-            "conv_id": maybe("c1"), "msg_id": maybe(f"m{i}"), "time_start": t(), "time_end": t(),
-            "first_seen": t(), "last_seen": t(), "importance": maybe(r.choice([0.0, 0.3, 0.5, 1.2, -0.1])),
-            "frequency": maybe(r.choice([0, 1, 2, 7, 30])), "sentiment": maybe(r.choice([-0.8, 0.0, 0.4, 2.0])),
-            "raw_refs": [{"raw_id": "raw_a", "offset": i, "length": 3}] if r.random() < 0.8 else None}
+            "id": f"n{i:03d}",
+            "type": r.choice(["Episode", "Fact", "Entity", "Concept", "Preference", "Task"]),
+            "subtype": r.choice([None, "turn", "rollup", "PERSON"]),
+            "title": maybe(f"title {i}"),
+            "text": maybe("x"),
+            "conv_id": maybe("c1"),
+            "msg_id": maybe(f"m{i}"),
+            "time_start": t(),
+            "time_end": t(),
+            "first_seen": t(),
+            "last_seen": t(),
+            "importance": maybe(r.choice([0.0, 0.3, 0.5, 1.2, -0.1])),
+            "frequency": maybe(r.choice([0, 1, 2, 7, 30])),
+            "sentiment": maybe(r.choice([-0.8, 0.0, 0.4, 2.0])),
+            "raw_refs": [{"raw_id": "raw_a", "offset": i, "length": 3}] if r.random() < 0.8 else None,
+        }
     return rows
 
 
@@ -43,12 +59,17 @@ def test_batch_scores_equal_the_row_by_row_definitions_bit_for_bit(seed: int) ->
     b = NodeBatch.from_rows(rows, ids)
     cfg = RecallConfig(weight_emotion=r.choice([0.0, 0.2]))
     newest = r.choice([None, T0 + timedelta(days=30)])
-    filters = Filters.make(types=r.choice([None, ["Episode", "Fact"]]),
-                           time_range=r.choice([None, (T0 - timedelta(days=50), None),
-                                                (T0 - timedelta(days=90), T0 + timedelta(days=10))]),
-                           as_of=r.choice([None, T0 + timedelta(days=100)]))
-    times = tuple(TimeValue(start=T0 - timedelta(days=d), end=T0 - timedelta(days=d - 7), granularity="week",
-                            text="last week") for d in r.sample(range(0, 300), 2))
+    filters = Filters.make(
+        types=r.choice([None, ["Episode", "Fact"]]),
+        time_range=r.choice(
+            [None, (T0 - timedelta(days=50), None), (T0 - timedelta(days=90), T0 + timedelta(days=10))]
+        ),
+        as_of=r.choice([None, T0 + timedelta(days=100)]),
+    )
+    times = tuple(
+        TimeValue(start=T0 - timedelta(days=d), end=T0 - timedelta(days=d - 7), granularity="week", text="last week")
+        for d in r.sample(range(0, 300), 2)
+    )
     analysis = QueryAnalysis(("x",), False, r.choice([None, "preference", "when"]), r.choice([(), times]), ())
     seeds = {i: r.random() for i in r.sample(ids, 40)}
     graph = {i: r.random() for i in r.sample(ids, 100)}
@@ -65,10 +86,16 @@ def test_batch_scores_equal_the_row_by_row_definitions_bit_for_bit(seed: int) ->
         row = rows[nid]
         want_rec = recency_of(node_time(row), newest, cfg.tau_days.get(row["type"], cfg.default_tau_days))
         want_w = node_weight(row["importance"], row["frequency"], want_rec, row["sentiment"], cfg)
-        want = (cfg.lambda_bm25 * seeds.get(nid, 0.0) + cfg.lambda_vector * (vec or {}).get(nid, 0.0)
-                + cfg.lambda_graph * graph.get(nid, 0.0) + cfg.lambda_weight * want_w) \
-            * cfg.type_prior.get(f"{row['type']}/{row['subtype']}", cfg.type_prior.get(row["type"], 1.0)) \
+        want = (
+            (
+                cfg.lambda_bm25 * seeds.get(nid, 0.0)
+                + cfg.lambda_vector * (vec or {}).get(nid, 0.0)
+                + cfg.lambda_graph * graph.get(nid, 0.0)
+                + cfg.lambda_weight * want_w
+            )
+            * cfg.type_prior.get(f"{row['type']}/{row['subtype']}", cfg.type_prior.get(row["type"], 1.0))
             * query_boost(row, analysis, cfg)
+        )
         assert (rec[k], w[k], got[k], keep[k]) == (want_rec, want_w, want, filters.node(row)), nid
 
 
@@ -78,9 +105,10 @@ def test_personalized_pagerank_equals_igraph_prpack() -> None:
         n = r.randint(1, 60)
         edges = [(s, t) for s, t in ((r.randrange(n), r.randrange(n)) for _ in range(r.randint(0, 3 * n))) if s != t]
         w = [r.choice([0.3, 0.5, 0.8, 0.95, 1.0]) * r.choice([0.6, 0.8, 1.0]) for _ in edges]
-        reset = [r.random() if r.random() < 0.3 else 0.0 for _ in range(n)]   # isolated seeds: dangling vertices
+        reset = [r.random() if r.random() < 0.3 else 0.0 for _ in range(n)]  # isolated seeds: dangling vertices
         reset[0] += 0.1
-        want = igraph.Graph(n=n, edges=edges).personalized_pagerank(directed=False, damping=0.85, reset=reset,
-                                                                    weights=w if edges else None)
+        want = igraph.Graph(n=n, edges=edges).personalized_pagerank(
+            directed=False, damping=0.85, reset=reset, weights=w if edges else None
+        )
         got = personalized_pagerank(n, [s for s, _ in edges], [t for _, t in edges], w, reset, damping=0.85)
         assert np.abs(got - np.array(want)).max() < 1e-12

@@ -1,4 +1,5 @@
 """The recall index's storage (FORMAT 4): compact Arrow rows, text compressed row by row, narrow arrays — same answers."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -19,15 +20,39 @@ def _nodes(n: int) -> pa.Table:
     rows = []
     for i in range(n):
         text = None if i % 11 == 0 else " ".join(rng.choice(words, 6).tolist())
-        refs = None if i % 5 == 0 else [{"raw_id": f"raw_{i % 7}", "offset": i, "length": 3},
-                                        {"raw_id": None, "offset": None, "length": None}][: 1 + i % 2]
-        rows.append({"id": f"n_{i:05d}", "slot": i, "hash": (i * 2654435761) % 2 ** 64, "type": ["Fact", "Episode"][i % 2],
-                     "subtype": None, "title": f"t{i % 40}", "text": text, "time_start": None,
-                     "time_end": datetime(2024, 1, 1 + i % 28), "first_seen": datetime(2024, 2, 1),
-                     "last_seen": None, "raw_refs": refs, "conv_id": f"c{i % 9}", "msg_id": str(i),
-                     "speaker": ["Ann", None][i % 2], "status": "active", "importance": [0.5, 0.25, None][i % 3],
-                     "frequency": i % 4, "sentiment": None, "aliases": ["x", "y"] if i % 3 else [],
-                     "mmr": None if i % 4 else ["咖啡", "馆"]})
+        refs = (
+            None
+            if i % 5 == 0
+            else [
+                {"raw_id": f"raw_{i % 7}", "offset": i, "length": 3},
+                {"raw_id": None, "offset": None, "length": None},
+            ][: 1 + i % 2]
+        )
+        rows.append(
+            {
+                "id": f"n_{i:05d}",
+                "slot": i,
+                "hash": (i * 2654435761) % 2**64,
+                "type": ["Fact", "Episode"][i % 2],
+                "subtype": None,
+                "title": f"t{i % 40}",
+                "text": text,
+                "time_start": None,
+                "time_end": datetime(2024, 1, 1 + i % 28),
+                "first_seen": datetime(2024, 2, 1),
+                "last_seen": None,
+                "raw_refs": refs,
+                "conv_id": f"c{i % 9}",
+                "msg_id": str(i),
+                "speaker": ["Ann", None][i % 2],
+                "status": "active",
+                "importance": [0.5, 0.25, None][i % 3],
+                "frequency": i % 4,
+                "sentiment": None,
+                "aliases": ["x", "y"] if i % 3 else [],
+                "mmr": None if i % 4 else ["咖啡", "馆"],
+            }
+        )
     return pa.Table.from_pylist(rows, schema=SEG_NODES)
 
 
@@ -35,10 +60,10 @@ def _nodes(n: int) -> pa.Table:
 def test_compact_rows_read_back_equal_in_their_declared_types(n: int) -> None:
     t = _nodes(n)
     c = compact(t)
-    assert pa.types.is_dictionary(c.schema.field("type").type)   # repeated strings
+    assert pa.types.is_dictionary(c.schema.field("type").type)  # repeated strings
     assert pa.types.is_dictionary(c.schema.field("raw_refs").type.value_type.field("raw_id").type)
     assert c.schema.field("frequency").type == pa.int32()
-    assert c.schema.field("hash").type == pa.uint64()            # distinct: as it is
+    assert c.schema.field("hash").type == pa.uint64()  # distinct: as it is
     zipped = c.schema.field("text").type == pa.binary()
     assert zipped == (n >= segment.ZSTD_MIN_ROWS)
     assert decode(c, SEG_NODES).equals(t)
@@ -50,11 +75,27 @@ def test_compact_rows_read_back_equal_in_their_declared_types(n: int) -> None:
 
 def test_message_rows_compact_and_back() -> None:
     n = 2000
-    t = pa.Table.from_pylist([{"piece": f"raw_{i // 50}", "piece_offset": i, "piece_length": 5, "conv_id": "c",
-                               "msg_id": str(i), "seq": i, "speaker": "Bo", "ts": None, "text": f"line {i} 喝茶",
-                               "raw_id": f"raw_{i // 50}", "offset": i, "length": 5,
-                               "raw_refs": [{"raw_id": f"raw_{i // 50}", "offset": i, "length": 5}]}
-                              for i in range(n)], schema=SEG_MESSAGES)
+    t = pa.Table.from_pylist(
+        [
+            {
+                "piece": f"raw_{i // 50}",
+                "piece_offset": i,
+                "piece_length": 5,
+                "conv_id": "c",
+                "msg_id": str(i),
+                "seq": i,
+                "speaker": "Bo",
+                "ts": None,
+                "text": f"line {i} 喝茶",
+                "raw_id": f"raw_{i // 50}",
+                "offset": i,
+                "length": 5,
+                "raw_refs": [{"raw_id": f"raw_{i // 50}", "offset": i, "length": 5}],
+            }
+            for i in range(n)
+        ],
+        schema=SEG_MESSAGES,
+    )
     c = compact(t)
     assert c.schema.field("text").type == pa.binary() and pa.types.is_dictionary(c.schema.field("piece").type)
     assert decode(c, SEG_MESSAGES).equals(t)
@@ -64,9 +105,14 @@ def test_adjacency_weights_are_exact_through_the_table_and_past_it(tmp_path: Pat
     rng = np.random.default_rng(5)
     for name, w in (("few", rng.choice([0.1, 1 / 3, 0.7, 1.0], 5000)), ("many", rng.random(70_000))):
         n = len(w)
-        a = AdjacencyArrays(slot=np.arange(n, dtype=np.int32), ptr=np.arange(n + 1, dtype=np.int64),
-                            nbr=rng.integers(0, n, n).astype(np.int32), code=rng.integers(0, 40, n).astype(np.uint16),
-                            w=w.astype(np.float64), hash=np.zeros(n, np.uint64))
+        a = AdjacencyArrays(
+            slot=np.arange(n, dtype=np.int32),
+            ptr=np.arange(n + 1, dtype=np.int64),
+            nbr=rng.integers(0, n, n).astype(np.int32),
+            code=rng.integers(0, 40, n).astype(np.uint16),
+            w=w.astype(np.float64),
+            hash=np.zeros(n, np.uint64),
+        )
         (tmp_path / name).mkdir()
         write_adjacency(tmp_path / name, a)
         got = Adjacency(tmp_path / name)

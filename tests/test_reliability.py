@@ -11,6 +11,7 @@
 The default suite injects three kills, one in each third of a run (early, middle, late; the point inside its third
 is random); `-m soak` runs the long variant (40 kills over the same thirds' fortieths).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -35,19 +36,23 @@ from recall.store import connect
 from recall.tenant_index import open_tenant_index, recall_dir
 
 ROOT = Path(__file__).resolve().parent.parent
-KILLS = 3    # one per third of a run: early (imports, ingest), middle (graph), late (consolidation, indexes)
+KILLS = 3  # one per third of a run: early (imports, ingest), middle (graph), late (consolidation, indexes)
 SOAK_KILLS = 40
 MESSY = {
     "messy/half_good.jsonl": (
         b'{"conv_id": "c1", "speaker": "Ann", "ts": "2024-01-02 10:00:00", "text": "The backup server is in Oslo."}\n'
-        b'{"conv_id": "c1", "speaker": "Bob", "ts": "2024-01-02 10:01:00", "text": "broken line\n'),
+        b'{"conv_id": "c1", "speaker": "Bob", "ts": "2024-01-02 10:01:00", "text": "broken line\n'
+    ),
     "messy/crlf_bom.txt": "\ufeffAnn: first line\r\nBob: 第二行\r\n\r\n".encode(),
 }
 
 
 def _inbox_files() -> dict[str, bytes]:
-    files = {p.relative_to(ROOT / "data" / "inbox").as_posix(): p.read_bytes()
-             for p in sorted((ROOT / "data" / "inbox").rglob("*")) if p.is_file()}
+    files = {
+        p.relative_to(ROOT / "data" / "inbox").as_posix(): p.read_bytes()
+        for p in sorted((ROOT / "data" / "inbox").rglob("*"))
+        if p.is_file()
+    }
     return {**files, **MESSY}
 
 
@@ -72,21 +77,35 @@ def _cmd(*args: str) -> list[str]:
 
 def _materialize(root: Path, env: dict[str, str]) -> subprocess.Popen:
     # own session, so a kill takes the NLP worker processes down with it
-    return subprocess.Popen(_cmd("materialize", "--quiet"), cwd=ROOT, env=env, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        _cmd("materialize", "--quiet"),
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def lake_fingerprint(root: Path) -> dict[str, str]:
     """sha256 of every Parquet table and manifest in the lake, and of every blob in the raw store. Recall's index
     (lake/recall/: its versions' names depend on how many builds ran) is compared by index_contents instead."""
     lake = root / "lake"
-    out = {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-           for p in sorted(lake.rglob("*")) if p.suffix in (".parquet", ".json") and not p.name.startswith(".")
-           # these and recall/ are the index's (node_docs.parquet: its cache of segmented documents)
-           and p.name not in ("_state.json", "_fts.json", "tenants.parquet", "node_docs.parquet")
-           and not p.relative_to(lake).as_posix().startswith("recall/")}
-    out.update({p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-                for p in sorted((root / "raw").rglob("*.blob.zst"))})
+    out = {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(lake.rglob("*"))
+        if p.suffix in (".parquet", ".json")
+        and not p.name.startswith(".")
+        # these and recall/ are the index's (node_docs.parquet: its cache of segmented documents)
+        and p.name not in ("_state.json", "_fts.json", "tenants.parquet", "node_docs.parquet")
+        and not p.relative_to(lake).as_posix().startswith("recall/")
+    }
+    out.update(
+        {
+            p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted((root / "raw").rglob("*.blob.zst"))
+        }
+    )
     return out
 
 
@@ -94,10 +113,17 @@ def index_contents(root: Path) -> dict:
     """What the indexes answer (their files' bytes may differ run to run; their contents must not)."""
     con = connect(root / "lake" / "memory.duckdb", read_only=True)
     try:
-        docs = [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE table_name LIKE 'node_docs_%' "
-                                          "OR table_name LIKE 'raw_docs_%' ORDER BY 1").fetchall()]
-        out = {t: con.execute(f"SELECT md5(string_agg(x::VARCHAR, '|' ORDER BY x::VARCHAR)) FROM {t} x").fetchone()[0]
-               for t in ("nodes", "edges", "messages", "raw_chunks", "rejects", "tenants", *docs)}
+        docs = [
+            r[0]
+            for r in con.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE table_name LIKE 'node_docs_%' "
+                "OR table_name LIKE 'raw_docs_%' ORDER BY 1"
+            ).fetchall()
+        ]
+        out = {
+            t: con.execute(f"SELECT md5(string_agg(x::VARCHAR, '|' ORDER BY x::VARCHAR)) FROM {t} x").fetchone()[0]
+            for t in ("nodes", "edges", "messages", "raw_chunks", "rejects", "tenants", *docs)
+        }
     finally:
         con.close()
     for tenant in _index_tenants(root):
@@ -118,7 +144,7 @@ def assert_whole(root: Path) -> None:
     assert RawStore(root).verify().ok
     for p in (root / "lake").rglob("*.parquet"):
         if not p.name.startswith("."):
-            pq.read_table(p)   # raises on a truncated file
+            pq.read_table(p)  # raises on a truncated file
     for p in (root / "lake").rglob("manifest.json"):
         json.loads(p.read_text("utf-8"))
     if (root / "lake" / "memory.duckdb").exists():
@@ -167,8 +193,9 @@ def _crash_and_converge(reference: tuple[Path, float], root: Path, kills: int, s
     proc = _materialize(root, env)
     _, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err.decode()
-    verify = subprocess.run(_cmd("--data", str(root), "verify", "--json"), cwd=ROOT, env=env,
-                            capture_output=True, text=True)
+    verify = subprocess.run(
+        _cmd("--data", str(root), "verify", "--json"), cwd=ROOT, env=env, capture_output=True, text=True
+    )
     assert verify.returncode == 0, verify.stdout + verify.stderr
     report = json.loads(verify.stdout)
     assert report["corrupt"] == []
@@ -226,8 +253,13 @@ def test_recall_and_sql_keep_answering_while_indexes_are_rebuilt(reference, tmp_
                 hits = recall("football park", "demo", k=5, lake=lake)
                 assert hits and hits[0].citations, "no cited answer"
                 answered["recall"] += 1
-                sql = subprocess.run(_cmd("--data", str(root), "sql", "SELECT count(*) AS n FROM nodes", "--json"),
-                                     cwd=ROOT, capture_output=True, text=True, timeout=120)
+                sql = subprocess.run(
+                    _cmd("--data", str(root), "sql", "SELECT count(*) AS n FROM nodes", "--json"),
+                    cwd=ROOT,
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                )
                 assert sql.returncode == 0, sql.stderr
                 assert json.loads(sql.stdout)[0]["n"] > 0
                 answered["sql"] += 1
@@ -246,7 +278,7 @@ def test_recall_and_sql_keep_answering_while_indexes_are_rebuilt(reference, tmp_
     reader.join(timeout=120)
     assert proc.returncode == 0, err.decode()
     assert errors == []
-    assert index.stat().st_ino != inode                       # the index really was swapped under the readers
+    assert index.stat().st_ino != inode  # the index really was swapped under the readers
     assert answered["recall"] >= 3 and answered["sql"] >= 3 and answered["after_swap"] >= 1
     assert recall("lighthouse Bergen", "demo", k=3, lake=lake)[0].citations
 

@@ -5,6 +5,7 @@ real CLI twice: in-process (the default) and with MEMCTL_EXECUTOR=dask. The per-
 land on both workers and overlap in time, and the lake's Parquet tables, manifests and raw blobs
 must be the same bytes as the in-process run's.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,10 +32,16 @@ FORMATS = ("transcript", "jsonl", "whatsapp", "qq", "locomo")
 
 def _turns() -> list[tuple[str, str]]:
     """(speaker, text) of the English and Chinese sample logs, in file order."""
-    en = [line.split("] ", 1)[1].split(": ", 1) for line in
-          (SAMPLES / "demo" / "weekend_en.txt").read_text("utf-8").splitlines() if line.strip()]
-    zh = [(r["speaker"], r["text"]) for r in map(json.loads,
-          (SAMPLES / "demo" / "family_zh.jsonl").read_text("utf-8").splitlines()) if r]
+    en = [
+        line.split("] ", 1)[1].split(": ", 1)
+        for line in (SAMPLES / "demo" / "weekend_en.txt").read_text("utf-8").splitlines()
+        if line.strip()
+    ]
+    zh = [
+        (r["speaker"], r["text"])
+        for r in map(json.loads, (SAMPLES / "demo" / "family_zh.jsonl").read_text("utf-8").splitlines())
+        if r
+    ]
     return [(s, t) for s, t in en + zh]
 
 
@@ -50,9 +57,14 @@ def _file(i: int, turns: list[tuple[str, str]]) -> tuple[str, bytes]:
         body = "".join(f"[{t:%Y-%m-%d %H:%M:%S}] {s}: {x}\n" for (s, x), t in zip(lines, stamps))
         return f"{name}.txt", body.encode()
     if fmt == "jsonl":
-        body = "".join(json.dumps({"conv_id": f"c{i}", "msg_id": f"m{n}", "speaker": s, "ts": t.isoformat(),
-                                   "text": x}, ensure_ascii=False) + "\n"
-                       for n, ((s, x), t) in enumerate(zip(lines, stamps)))
+        body = "".join(
+            json.dumps(
+                {"conv_id": f"c{i}", "msg_id": f"m{n}", "speaker": s, "ts": t.isoformat(), "text": x},
+                ensure_ascii=False,
+            )
+            + "\n"
+            for n, ((s, x), t) in enumerate(zip(lines, stamps))
+        )
         return f"{name}.jsonl", body.encode()
     if fmt == "whatsapp":
         body = "".join(f"[{t:%d/%m/%Y, %H:%M:%S}] {s}: {x}\n" for (s, x), t in zip(lines, stamps))
@@ -84,8 +96,14 @@ def _root(path: Path, files: dict[str, bytes]) -> Path:
 def _cli_materialize(root: Path, **env: str) -> subprocess.Popen:
     full = {k: v for k, v in os.environ.items() if not k.startswith(("MEMCTL_", "DAGSTER_HOME"))}
     full.update(MEMCTL_DATA=str(root), **env)
-    return subprocess.Popen([sys.executable, "-m", "assets.cli", "materialize", "--quiet"], cwd=ROOT, env=full,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "assets.cli", "materialize", "--quiet"],
+        cwd=ROOT,
+        env=full,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait(proc: subprocess.Popen) -> None:
@@ -99,8 +117,13 @@ def test_scale_inbox_covers_formats_and_tenants() -> None:
     files = scale_inbox()
     assert len(files) == N_FILES and scale_inbox() == files
     assert {rel.split("/")[0] for rel in files} == set(TENANTS)
-    assert {detect_format(data, rel) for rel, data in files.items()} == \
-        {"transcript", "canonical_jsonl", "whatsapp", "qq", "locomo_json"}
+    assert {detect_format(data, rel) for rel, data in files.items()} == {
+        "transcript",
+        "canonical_jsonl",
+        "whatsapp",
+        "qq",
+        "locomo_json",
+    }
 
 
 def test_dask_executor_fans_files_out_and_builds_the_same_bytes(tmp_path: Path) -> None:
@@ -128,8 +151,9 @@ def test_dask_executor_fans_files_out_and_builds_the_same_bytes(tmp_path: Path) 
     assert any(wa != wb and a0 < b1 and b0 < a1 for wa, a0, a1 in spans for wb, b0, b1 in spans)
 
 
-def test_auto_executor_fans_out_only_when_the_input_is_worth_a_cluster(tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_executor_fans_out_only_when_the_input_is_worth_a_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The default executor: a small inbox runs in this process; past AUTO_PARALLEL_BYTES the files go to a
     LocalCluster of one worker process per core, and the lake is the same bytes."""
     from assets import run

@@ -3,6 +3,7 @@
 emerging, episodes decaying and being archived, a fact getting a new version, a contradiction settled by prio,
 a preference promoted to core, tiers moving short → mid → long, and a forget request fully honoured.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -19,10 +20,12 @@ from raw_store.lake import Lake
 from recall.engine import recall
 
 SCENARIO = Path(__file__).parent / "fixtures" / "scenario"
-STEPS = [("2024-04-03T20:00:00", ["day01.jsonl", "day03.jsonl"]),
-         ("2024-04-12T00:00:00", ["day11.jsonl"]),
-         ("2024-04-21T00:00:00", ["day20.jsonl"]),
-         ("2024-05-10T00:00:00", [])]
+STEPS = [
+    ("2024-04-03T20:00:00", ["day01.jsonl", "day03.jsonl"]),
+    ("2024-04-12T00:00:00", ["day11.jsonl"]),
+    ("2024-04-21T00:00:00", ["day20.jsonl"]),
+    ("2024-05-10T00:00:00", []),
+]
 
 
 def _cli(lake: Lake, *args: str) -> tuple[int, str]:
@@ -34,12 +37,14 @@ def _cli(lake: Lake, *args: str) -> tuple[int, str]:
 
 def _snapshot(lake: Lake) -> dict:
     nodes = read_lake_table(lake, "nodes").to_pylist()
-    return {"nodes": {n["id"]: n for n in nodes},
-            "by_title": {(n["type"], n["title"]): n for n in nodes},
-            "edges": read_lake_table(lake, "edges").to_pylist(),
-            "communities": read_lake_table(lake, "communities").to_pylist(),
-            "promotions": read_lake_table(lake, "promotions").to_pylist(),
-            "review": read_lake_table(lake, "review_queue").to_pylist()}
+    return {
+        "nodes": {n["id"]: n for n in nodes},
+        "by_title": {(n["type"], n["title"]): n for n in nodes},
+        "edges": read_lake_table(lake, "edges").to_pylist(),
+        "communities": read_lake_table(lake, "communities").to_pylist(),
+        "promotions": read_lake_table(lake, "promotions").to_pylist(),
+        "review": read_lake_table(lake, "review_queue").to_pylist(),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +88,9 @@ def test_episodes_decay_and_are_archived(days) -> None:
     day3, day12 = _node(snaps["2024-04-03"], "Episode", title), _node(snaps["2024-04-12"], "Episode", title)
     assert day3["status"] == "active" and day3["tier"] == "short"
     assert day12["weight"] < day3["weight"] and day12["status"] == "archived"
-    archived = [p for p in snaps["2024-04-12"]["promotions"] if p["node_id"] == day12["id"] and p["to_status"] == "archived"]
+    archived = [
+        p for p in snaps["2024-04-12"]["promotions"] if p["node_id"] == day12["id"] and p["to_status"] == "archived"
+    ]
     assert archived and str(archived[0]["at"])[:10] == "2024-04-12"
 
 
@@ -96,7 +103,9 @@ def test_a_fact_gets_a_new_version(days) -> None:
     active = [e for e in snap["edges"] if e["type"] == "ACTIVE_OF" and e["dst"] in (old["id"], new["id"])]
     assert [e["dst"] for e in active] == [new["id"]]
     # a change over ten days is a version, not a contradiction
-    assert not [e for e in snap["edges"] if e["type"] == "CONTRADICTS" and {e["src"], e["dst"]} == {old["id"], new["id"]}]
+    assert not [
+        e for e in snap["edges"] if e["type"] == "CONTRADICTS" and {e["src"], e["dst"]} == {old["id"], new["id"]}
+    ]
 
 
 def test_a_contradiction_is_settled_by_prio(days) -> None:
@@ -106,7 +115,7 @@ def test_a_contradiction_is_settled_by_prio(days) -> None:
     pairs = {(e["src"], e["dst"]) for e in snap["edges"] if e["type"] == "CONTRADICTS"}
     assert (oslo["id"], bergen["id"]) in pairs and (bergen["id"], oslo["id"]) in pairs
     active = {e["dst"] for e in snap["edges"] if e["type"] == "ACTIVE_OF"}
-    assert oslo["id"] in active and bergen["id"] not in active         # three people say Oslo, one Bergen
+    assert oslo["id"] in active and bergen["id"] not in active  # three people say Oslo, one Bergen
     assert not [r for r in snap["review"] if r["kind"] == "contradiction_near_tie"]
 
 
@@ -117,7 +126,7 @@ def test_a_repeated_preference_is_promoted_to_core(days) -> None:
     pref = _node(snaps["2024-04-12"], "Preference", title)
     assert pref["category"] == "core"
     assert [p for p in snaps["2024-04-12"]["promotions"] if p["node_id"] == pref["id"] and p["to_category"] == "core"]
-    assert _node(snaps["2024-05-10"], "Preference", title)["category"] == "core"   # core never decays away
+    assert _node(snaps["2024-05-10"], "Preference", title)["category"] == "core"  # core never decays away
 
 
 def test_tiers_move_with_age_and_promotions_record_it(days) -> None:
@@ -126,7 +135,9 @@ def test_tiers_move_with_age_and_promotions_record_it(days) -> None:
     tiers = [_node(snaps[d], "Fact", fact)["tier"] for d in ("2024-04-03", "2024-04-12", "2024-05-10")]
     rank = {"short": 0, "mid": 1, "long": 2}
     assert [rank[t] for t in tiers] == sorted(rank[t] for t in tiers) and tiers[-1] == "long"
-    history = [p for p in snaps["2024-05-10"]["promotions"] if p["node_id"] == _node(snaps["2024-05-10"], "Fact", fact)["id"]]
+    history = [
+        p for p in snaps["2024-05-10"]["promotions"] if p["node_id"] == _node(snaps["2024-05-10"], "Fact", fact)["id"]
+    ]
     assert [p["to_tier"] for p in sorted(history, key=lambda p: p["at"])][-1] == "long"
     # re-running as of the same day promotes nothing new
     assert len(snaps["2024-05-10"]["promotions"]) >= len(snaps["2024-04-21"]["promotions"])

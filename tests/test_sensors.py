@@ -1,4 +1,5 @@
 """Inbox and lake sensors: partitions and run requests for new/changed files only."""
+
 from pathlib import Path
 
 import dagster as dg
@@ -13,7 +14,9 @@ def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Lake:
     monkeypatch.setenv("MEMCTL_DATA", str(tmp_path))
     (tmp_path / "inbox" / "alice").mkdir(parents=True)
     (tmp_path / "inbox" / "alice" / "a.txt").write_text("Ann: hello\n", "utf-8")
-    (tmp_path / "inbox" / "bob.jsonl").write_text('{"conv_id": "c", "speaker": "B", "ts": "2024-01-01", "text": "hi"}\n')
+    (tmp_path / "inbox" / "bob.jsonl").write_text(
+        '{"conv_id": "c", "speaker": "B", "ts": "2024-01-01", "text": "hi"}\n'
+    )
     return Lake(tmp_path)
 
 
@@ -88,12 +91,12 @@ def test_recall_hits_after_materialize_start_no_lake_run(lake: Lake) -> None:
 
     _built(lake)
     log_hits(lake, "alice", ["n_1", "n_2"], "hello")
-    assert not lake_is_current(lake)   # `memctl materialize` folds them in
+    assert not lake_is_current(lake)  # `memctl materialize` folds them in
     with dg.DagsterInstance.ephemeral() as instance:
-        for _ in range(2):   # two ticks
+        for _ in range(2):  # two ticks
             assert isinstance(_evaluate(lake_sensor, instance), dg.SkipReason)
             assert _evaluate(inbox_sensor, instance).run_requests == []
-        (lake.inbox / "carol.txt").write_text("C: new\n", "utf-8")   # new input still rebuilds
+        (lake.inbox / "carol.txt").write_text("C: new\n", "utf-8")  # new input still rebuilds
         sha = stale_partitions(lake, scan_inbox(lake.inbox))["carol.txt"]
         write_manifest(lake.part_dir("carol.txt"), {"source_sha256": sha, "graph_sha256": sha})
         assert len(_evaluate(lake_sensor, instance).run_requests) == 1
@@ -103,13 +106,14 @@ def test_a_state_from_before_the_hit_free_fingerprint_still_counts(lake: Lake) -
     from raw_store.lake import lake_fingerprint, write_lake_state
 
     _built(lake)
-    write_lake_state(lake, lake_fingerprint(lake))   # an older build recorded only the full fingerprint
+    write_lake_state(lake, lake_fingerprint(lake))  # an older build recorded only the full fingerprint
     with dg.DagsterInstance.ephemeral() as instance:
         assert isinstance(_evaluate(lake_sensor, instance), dg.SkipReason)
 
 
 def test_a_relative_settings_file_is_the_same_setting_in_the_ui_processes(
-        lake: Lake, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    lake: Lake, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`MEMCTL_CONSOLIDATION=settings.json memctl materialize` in one folder, then `memctl ui`, whose daemon and
     code server run in the project folder: the sensor must find the same file and the same fingerprint."""
     from assets.ui import ui_command
@@ -125,7 +129,7 @@ def test_a_relative_settings_file_is_the_same_setting_in_the_ui_processes(
     monkeypatch.setenv("MEMCTL_CONSOLIDATION", env["MEMCTL_CONSOLIDATION"])
     with dg.DagsterInstance.ephemeral() as instance:
         assert isinstance(_evaluate(lake_sensor, instance), dg.SkipReason)
-        (here / "settings.json").write_text('{"tiers": {"short_days": 6}}', "utf-8")   # a changed setting
+        (here / "settings.json").write_text('{"tiers": {"short_days": 6}}', "utf-8")  # a changed setting
         assert len(_evaluate(lake_sensor, instance).run_requests) == 1
 
 
@@ -142,5 +146,5 @@ def test_the_ui_runs_dg_of_this_venv_declared_active(monkeypatch: pytest.MonkeyP
         assert Path(cmd[0]).parent == Path(sys.executable).parent
         assert Path(env["VIRTUAL_ENV"]).resolve() == Path(sys.prefix).resolve()
         assert not (project / ".venv").exists() or (project / ".venv").resolve() == Path(sys.prefix).resolve()
-    else:   # memctl runs outside the project's venv: plain `dagster dev` with this interpreter, no venv check
+    else:  # memctl runs outside the project's venv: plain `dagster dev` with this interpreter, no venv check
         assert cmd[:4] == [sys.executable, "-m", "dagster", "dev"]

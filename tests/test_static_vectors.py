@@ -1,6 +1,7 @@
 """The static embedders (recall.static_vectors, recall.distil): distillation from the pinned weights is
 deterministic, a tampered weight or table file is refused, text is routed to its language's table, and a
 missing table turns stage B off with the reason in the build log and the recall trace."""
+
 from __future__ import annotations
 
 import logging
@@ -78,7 +79,7 @@ def test_a_tampered_or_foreign_table_is_refused(small_tables, tmp_path):
     with pytest.raises(TableError):
         read_table(E5, tmp_path)
     assert needed(tmp_path) == [MINILM, E5]
-    foreign = StaticTable(MINILM, minilm.table, (), minilm.tokenizer, "0" * 64)   # distilled from other weights
+    foreign = StaticTable(MINILM, minilm.table, (), minilm.tokenizer, "0" * 64)  # distilled from other weights
     write_table(foreign, tmp_path)
     with pytest.raises(TableError, match="pinned"):
         read_table(MINILM, tmp_path)
@@ -90,7 +91,7 @@ def test_language_routing(small_tables):
     emb = StaticEmbedder(*small_tables)
     assert [space_of(t) for t in ("I played football", "小明在公园里踢足球", "Xiaoming 踢足球", "")] == [0, 1, 1, 0]
     m, spaces = emb.embed(["a text", "小明在公园里踢足球", ""])
-    assert spaces.tolist() == [0, 1, 0] and m.shape == (3, 128)   # the first 128 principal axes (VECTOR_DIMS)
+    assert spaces.tolist() == [0, 1, 0] and m.shape == (3, 128)  # the first 128 principal axes (VECTOR_DIMS)
     assert abs(float(np.linalg.norm(m[1])) - 1) < 1e-5 and not m[2].any()
     # a query meets only the vectors of its own space: a Chinese memory is never an English query's neighbour
     index = VectorIndex(np.array(["en", "zh"]), np.stack([m[1], m[1]]), "static", np.array([0, 1], np.int8))
@@ -100,9 +101,17 @@ def test_language_routing(small_tables):
 
 def test_the_installed_tables_are_semantic():
     """The tables set-up distilled (`python -m recall.distil`): related texts are nearer than unrelated ones."""
-    m, spaces = embed("static", ["Where did he play soccer?", "We played football in the park",
-                                 "I bought groceries for dinner",
-                                 "小明在哪里运动？", "小明在公园里踢足球", "我去超市买菜"])
+    m, spaces = embed(
+        "static",
+        [
+            "Where did he play soccer?",
+            "We played football in the park",
+            "I bought groceries for dinner",
+            "小明在哪里运动？",
+            "小明在公园里踢足球",
+            "我去超市买菜",
+        ],
+    )
     assert spaces.tolist() == [0, 0, 0, 1, 1, 1]
     assert m[0] @ m[1] > m[0] @ m[2] and m[3] @ m[4] > m[3] @ m[5]
     assert {t.name for t in (load_static().minilm, load_static().e5)} == {MINILM, E5}

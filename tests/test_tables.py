@@ -1,4 +1,5 @@
 """The lake's logical tables (raw_store.tables, r2g.lake_graph): overlays, their SQL twin, imports, docs."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -27,13 +28,18 @@ from raw_store.tables import (
 
 SMALL = pa.schema([("tenant", pa.string()), ("id", pa.string()), ("v", pa.int64()), ("tag", pa.string())])
 
-rows = st.dictionaries(st.tuples(st.sampled_from(["a", "b"]), st.text("xyz", min_size=1, max_size=3)),
-                       st.tuples(st.integers(0, 3), st.sampled_from([None, "p", "q"])), max_size=12)
+rows = st.dictionaries(
+    st.tuples(st.sampled_from(["a", "b"]), st.text("xyz", min_size=1, max_size=3)),
+    st.tuples(st.integers(0, 3), st.sampled_from([None, "p", "q"])),
+    max_size=12,
+)
 
 
 def _frame(d: dict) -> pl.DataFrame:
-    return pl.DataFrame([{"tenant": t, "id": i, "v": v, "tag": g} for (t, i), (v, g) in sorted(d.items())],
-                        schema={"tenant": pl.String, "id": pl.String, "v": pl.Int64, "tag": pl.String})
+    return pl.DataFrame(
+        [{"tenant": t, "id": i, "v": v, "tag": g} for (t, i), (v, g) in sorted(d.items())],
+        schema={"tenant": pl.String, "id": pl.String, "v": pl.Int64, "tag": pl.String},
+    )
 
 
 @settings(max_examples=60, deadline=None)
@@ -47,8 +53,10 @@ def test_an_overlay_turns_the_base_into_the_target(base: dict, target: dict) -> 
     same = {k for k in base.keys() & target.keys() if base[k] == target[k]}
     upserted = set(zip(overlay.upserts.column("tenant").to_pylist(), overlay.upserts.column("id").to_pylist()))
     assert not (same & upserted)
-    assert set(zip(overlay.removed.column("tenant").to_pylist(), overlay.removed.column("id").to_pylist())) == \
-        base.keys() - target.keys()
+    assert (
+        set(zip(overlay.removed.column("tenant").to_pylist(), overlay.removed.column("id").to_pylist()))
+        == base.keys() - target.keys()
+    )
 
 
 @settings(max_examples=60, deadline=None)
@@ -60,30 +68,49 @@ def test_diff_overlay_takes_arrow_tables_as_it_takes_frames(base: dict, target: 
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["a", "b"]), st.text("xyz", min_size=1, max_size=3), st.integers(0, 3)),
-                max_size=14), rows, rows, rows)
-def test_layered_table_is_the_overlays_applied_in_turn_then_sorted(parts: list, first: dict, second: dict,
-                                                                    removed: dict) -> None:
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["a", "b"]), st.text("xyz", min_size=1, max_size=3), st.integers(0, 3)), max_size=14
+    ),
+    rows,
+    rows,
+    rows,
+)
+def test_layered_table_is_the_overlays_applied_in_turn_then_sorted(
+    parts: list, first: dict, second: dict, removed: dict
+) -> None:
     # a base with repeated keys (as the partitions' union has), one overlay that makes the keys unique (as the
     # merge overlay does: it upserts every repeated key), then one that upserts and removes some keys
-    base = pl.DataFrame([{"tenant": t, "id": i, "v": v, "tag": None} for t, i, v in parts],
-                        schema={"tenant": pl.String, "id": pl.String, "v": pl.Int64, "tag": pl.String})
-    repeated = base.filter(pl.struct("tenant", "id").is_duplicated()).unique(["tenant", "id"], keep="first",
-                                                                              maintain_order=True)
-    one = Overlay(pa.concat_tables([conform_small(repeated), conform_small(_frame(first))]).group_by(
-        ["tenant", "id"], use_threads=False).aggregate([("v", "max"), ("tag", "max")]).rename_columns(
-        ["tenant", "id", "v", "tag"]).select(SMALL.names).cast(SMALL), REMOVED.empty_table())
+    base = pl.DataFrame(
+        [{"tenant": t, "id": i, "v": v, "tag": None} for t, i, v in parts],
+        schema={"tenant": pl.String, "id": pl.String, "v": pl.Int64, "tag": pl.String},
+    )
+    repeated = base.filter(pl.struct("tenant", "id").is_duplicated()).unique(
+        ["tenant", "id"], keep="first", maintain_order=True
+    )
+    one = Overlay(
+        pa.concat_tables([conform_small(repeated), conform_small(_frame(first))])
+        .group_by(["tenant", "id"], use_threads=False)
+        .aggregate([("v", "max"), ("tag", "max")])
+        .rename_columns(["tenant", "id", "v", "tag"])
+        .select(SMALL.names)
+        .cast(SMALL),
+        REMOVED.empty_table(),
+    )
     gone = sorted(set(removed) - set(second))
-    two = Overlay(conform_small(_frame(second)),
-                  pa.Table.from_pylist([{"tenant": t, "id": i} for t, i in gone], REMOVED))
+    two = Overlay(
+        conform_small(_frame(second)), pa.Table.from_pylist([{"tenant": t, "id": i} for t, i in gone], REMOVED)
+    )
     want = apply_overlay(apply_overlay(base, one), two).sort("tenant", "id")
     got = layered_table(base.to_arrow().cast(SMALL), [one, two])
     assert pl.from_arrow(got).equals(want)
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["a", "b", None]), st.sampled_from(["x", "y", "xy", None])), max_size=20),
-       st.booleans())
+@given(
+    st.lists(st.tuples(st.sampled_from(["a", "b", None]), st.sampled_from(["x", "y", "xy", None])), max_size=20),
+    st.booleans(),
+)
 def test_sort_stable_is_polars_stable_multi_column_sort(pairs: list, nulls_last: bool) -> None:
     frame = pl.DataFrame(pairs, schema={"tenant": pl.String, "id": pl.String}, orient="row").with_row_index("_row")
     want = frame.sort(["tenant", "id"], maintain_order=True, nulls_last=nulls_last)
@@ -102,8 +129,16 @@ def test_ignored_columns_do_not_make_an_upsert() -> None:
 
 
 def _node(tenant: str, nid: str, title: str, **kw) -> dict:
-    return {"tenant": tenant, "id": nid, "type": kw.pop("type", "Episode"), "title": title, "text": title,
-            "keywords": [title], "first_seen": datetime(2024, 1, 1), **kw}
+    return {
+        "tenant": tenant,
+        "id": nid,
+        "type": kw.pop("type", "Episode"),
+        "title": title,
+        "text": title,
+        "keywords": [title],
+        "first_seen": datetime(2024, 1, 1),
+        **kw,
+    }
 
 
 def _edge(tenant: str, src: str, dst: str, etype: str = "MENTIONS") -> dict:
@@ -114,30 +149,83 @@ def _layered_lake(root) -> Lake:
     """Two partitions, an R2G overlay (a merged row, a removed node and edge, a link) and a consolidation overlay
     with a state table."""
     lake = Lake(root)
-    write_import(lake, {"nodes": (pa.Table.from_pylist([_node("t", "n1", "hiking"), _node("t", "n2", "chess"),
-                                                        _node("t", "e1", "Ann", type="Entity", mentions=1)], NODES),
-                                  NODES),
-                        "edges": (pa.Table.from_pylist([_edge("t", "n1", "e1"), _edge("t", "n2", "e1")], EDGES), EDGES)},
-                 key="one")
-    write_import(lake, {"nodes": (pa.Table.from_pylist([_node("t", "n3", "running"),
-                                                        _node("t", "e1", "Ann", type="Entity", mentions=2),
-                                                        _node("u", "n1", "other tenant")], NODES), NODES),
-                        "edges": (pa.Table.from_pylist([_edge("t", "n3", "e1")], EDGES), EDGES)}, key="two")
+    write_import(
+        lake,
+        {
+            "nodes": (
+                pa.Table.from_pylist(
+                    [
+                        _node("t", "n1", "hiking"),
+                        _node("t", "n2", "chess"),
+                        _node("t", "e1", "Ann", type="Entity", mentions=1),
+                    ],
+                    NODES,
+                ),
+                NODES,
+            ),
+            "edges": (pa.Table.from_pylist([_edge("t", "n1", "e1"), _edge("t", "n2", "e1")], EDGES), EDGES),
+        },
+        key="one",
+    )
+    write_import(
+        lake,
+        {
+            "nodes": (
+                pa.Table.from_pylist(
+                    [
+                        _node("t", "n3", "running"),
+                        _node("t", "e1", "Ann", type="Entity", mentions=2),
+                        _node("u", "n1", "other tenant"),
+                    ],
+                    NODES,
+                ),
+                NODES,
+            ),
+            "edges": (pa.Table.from_pylist([_edge("t", "n3", "e1")], EDGES), EDGES),
+        },
+        key="two",
+    )
     r2g = layer_dir(lake, "r2g")
-    write_overlay(r2g, "nodes", Overlay(pa.Table.from_pylist([_node("t", "e1", "Ann", type="Entity", mentions=3)], NODES),
-                                        pa.Table.from_pylist([{"tenant": "t", "id": "n2"}], REMOVED)), NODES)
-    write_overlay(r2g, "edges", Overlay(pa.Table.from_pylist([_edge("t", "n1", "n3", "SUPPORTS")], EDGES),
-                                        pa.Table.from_pylist([{"tenant": "t", "id": "e_n2_MENTIONS_e1"}], REMOVED)),
-                  EDGES)
+    write_overlay(
+        r2g,
+        "nodes",
+        Overlay(
+            pa.Table.from_pylist([_node("t", "e1", "Ann", type="Entity", mentions=3)], NODES),
+            pa.Table.from_pylist([{"tenant": "t", "id": "n2"}], REMOVED),
+        ),
+        NODES,
+    )
+    write_overlay(
+        r2g,
+        "edges",
+        Overlay(
+            pa.Table.from_pylist([_edge("t", "n1", "n3", "SUPPORTS")], EDGES),
+            pa.Table.from_pylist([{"tenant": "t", "id": "e_n2_MENTIONS_e1"}], REMOVED),
+        ),
+        EDGES,
+    )
     cons = layer_dir(lake, "consolidated")
-    write_overlay(cons, "nodes", Overlay(pa.Table.from_pylist([_node("t", "c1", "topic", type="Concept",
-                                                                     tier="long")], NODES),
-                                         REMOVED.empty_table()), NODES)
-    write_overlay(cons, "edges", Overlay(pa.Table.from_pylist([_edge("t", "n1", "c1", "ABOUT")], EDGES),
-                                         pa.Table.from_pylist([{"tenant": "t", "id": "e_n1_SUPPORTS_n3"}], REMOVED)),
-                  EDGES)
-    state = [{"tenant": t, "id": i, "tier": "mid", "status": "active", "weight": 0.5}
-             for t, i in (("t", "n1"), ("t", "n3"), ("t", "e1"), ("t", "c1"), ("u", "n1"))]
+    write_overlay(
+        cons,
+        "nodes",
+        Overlay(
+            pa.Table.from_pylist([_node("t", "c1", "topic", type="Concept", tier="long")], NODES), REMOVED.empty_table()
+        ),
+        NODES,
+    )
+    write_overlay(
+        cons,
+        "edges",
+        Overlay(
+            pa.Table.from_pylist([_edge("t", "n1", "c1", "ABOUT")], EDGES),
+            pa.Table.from_pylist([{"tenant": "t", "id": "e_n1_SUPPORTS_n3"}], REMOVED),
+        ),
+        EDGES,
+    )
+    state = [
+        {"tenant": t, "id": i, "tier": "mid", "status": "active", "weight": 0.5}
+        for t, i in (("t", "n1"), ("t", "n3"), ("t", "e1"), ("t", "c1"), ("u", "n1"))
+    ]
     write_table(pa.Table.from_pylist(state, NODE_STATE), cons / "state.parquet", NODE_STATE)
     return lake
 
@@ -146,11 +234,11 @@ def test_layers_read_as_the_overlays_say(tmp_path) -> None:
     lake = _layered_lake(tmp_path)
     n, e = read_graph(lake, "r2g")
     assert sorted(zip(n["tenant"], n["id"])) == [("t", "e1"), ("t", "n1"), ("t", "n3"), ("u", "n1")]
-    assert n.filter(pl.col("id") == "e1")["mentions"].to_list() == [3]          # one merged row, not three
+    assert n.filter(pl.col("id") == "e1")["mentions"].to_list() == [3]  # one merged row, not three
     assert sorted(e["id"]) == ["e_n1_MENTIONS_e1", "e_n1_SUPPORTS_n3", "e_n3_MENTIONS_e1"]
     n, e = read_graph(lake, "consolidated")
     assert sorted(n["id"]) == ["c1", "e1", "n1", "n1", "n3"]
-    assert set(n["tier"]) == {"mid"}                                            # the state table wins
+    assert set(n["tier"]) == {"mid"}  # the state table wins
     assert sorted(e["id"]) == ["e_n1_ABOUT_c1", "e_n1_MENTIONS_e1", "e_n3_MENTIONS_e1"]
     only, _ = read_graph(lake, "consolidated", node_columns=["title"])
     assert only.columns == ["tenant", "id", "title"]
@@ -169,7 +257,7 @@ def test_the_duckdb_views_equal_the_polars_tables(tmp_path) -> None:
         got = pl.from_arrow(con.execute(sql).fetch_arrow_table())
         want = pl.from_arrow(read_lake_table(lake, name))
         keys = [c for c in ("tenant", "id", "node_id", "source_file", "line") if c in want.columns]
-        got = got.cast(dict(want.schema))    # DuckDB names the UTC zone "Etc/UTC"
+        got = got.cast(dict(want.schema))  # DuckDB names the UTC zone "Etc/UTC"
         assert got.sort(keys).equals(want.sort(keys)), name
 
 
@@ -196,15 +284,15 @@ def test_docs_are_reused_while_the_text_is_the_same(tmp_path, monkeypatch) -> No
 
     lake = Lake(tmp_path)
     rows = pl.DataFrame([_node("t", "n1", "小明踢足球"), _node("t", "n2", "hiking")]).select(
-        "tenant", "id", "title", "text", "keywords")
+        "tenant", "id", "title", "text", "keywords"
+    )
     write_import(lake, {"docs": (make_docs(rows, "node"), DOCS)})
     made: list[int] = []
     real = lake_graph.make_docs
     monkeypatch.setattr(lake_graph, "make_docs", lambda f, k: made.append(f.height) or real(f, k))
-    changed = rows.with_columns(pl.when(pl.col("id") == "n2").then(pl.lit("sailing")).otherwise("title")
-                                .alias("title"))
+    changed = rows.with_columns(pl.when(pl.col("id") == "n2").then(pl.lit("sailing")).otherwise("title").alias("title"))
     docs = lake_docs(lake, changed, "node").sort("id")
-    assert made == [1]                                        # only the row whose text changed is segmented again
+    assert made == [1]  # only the row whose text changed is segmented again
     assert docs["doc"].to_list()[0] == node_doc("小明踢足球", "小明踢足球", ["小明踢足球"])
     assert docs["doc"].to_list()[1].startswith("sailing")
 
@@ -223,12 +311,15 @@ def test_the_consolidated_graph_handed_to_the_index_step_is_the_one_its_files_gi
     shutil.copytree(Path(__file__).resolve().parent.parent / "data" / "inbox", tmp_path / "inbox")
     handed: list = []
     real = lake_graph.hand_over_graph_tables
-    monkeypatch.setattr(consolidation, "hand_over_graph_tables",
-                        lambda lake, layer, n, e: handed.append((layer, n, e)) or real(lake, layer, n, e))
+    monkeypatch.setattr(
+        consolidation,
+        "hand_over_graph_tables",
+        lambda lake, layer, n, e: handed.append((layer, n, e)) or real(lake, layer, n, e),
+    )
     lake = Lake(tmp_path)
     assert materialize(lake, progress=False, executor=ExecutorConfig(kind="in_process")).ok
     assert [h[0] for h in handed] == ["consolidated"]
-    assert not lake_graph._HANDED_OVER                     # the index step took it
+    assert not lake_graph._HANDED_OVER  # the index step took it
     nodes, edges = lake_graph.read_graph_tables(lake, "consolidated")
     assert handed[0][1].num_rows > 50 and handed[0][2].num_rows > 50
     assert handed[0][1].equals(nodes) and handed[0][2].equals(edges)
@@ -236,5 +327,5 @@ def test_the_consolidated_graph_handed_to_the_index_step_is_the_one_its_files_gi
     stale = nodes.slice(0, 1)
     lake_graph.hand_over_graph_tables(lake, "consolidated", stale, edges)
     state = layer_dir(lake, "consolidated") / "state.parquet"
-    state.write_bytes(state.read_bytes())                 # the same bytes, written again: another stamp
+    state.write_bytes(state.read_bytes())  # the same bytes, written again: another stamp
     assert lake_graph.read_graph_tables(lake, "consolidated")[0].equals(nodes)

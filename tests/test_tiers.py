@@ -1,4 +1,5 @@
 """jobs.tiers: promotion, decay, BOOST anti-abuse and the tiers_monotone check, on small hand-built tables."""
+
 from __future__ import annotations
 
 import random
@@ -23,13 +24,27 @@ FACT = DecayRule(5.0, 0.85)
 EPISODE = DecayRule(3.0, 0.6)
 
 
-def node(id: str, type: str = "Fact", tenant: str = "t1", seen: datetime = D0, importance: float = 0.5,
-         **extra) -> dict:
-    return {"id": id, "tenant": tenant, "type": type, "title": id, "text": id, "importance": importance,
-            "confidence": 0.5, "frequency": 1, "first_seen": seen, "last_seen": seen, "time_start": seen,
-            "tier": "short", "category": "episode" if type == "Episode" else "fact",
-            "status": "open" if type == "Task" else "active",
-            "raw_refs": [{"raw_id": f"raw_{id}", "offset": 0, "length": 5}], **extra}
+def node(
+    id: str, type: str = "Fact", tenant: str = "t1", seen: datetime = D0, importance: float = 0.5, **extra
+) -> dict:
+    return {
+        "id": id,
+        "tenant": tenant,
+        "type": type,
+        "title": id,
+        "text": id,
+        "importance": importance,
+        "confidence": 0.5,
+        "frequency": 1,
+        "first_seen": seen,
+        "last_seen": seen,
+        "time_start": seen,
+        "tier": "short",
+        "category": "episode" if type == "Episode" else "fact",
+        "status": "open" if type == "Task" else "active",
+        "raw_refs": [{"raw_id": f"raw_{id}", "offset": 0, "length": 5}],
+        **extra,
+    }
 
 
 def nodes_table(rows: list[dict]) -> pa.Table:
@@ -38,8 +53,10 @@ def nodes_table(rows: list[dict]) -> pa.Table:
 
 def fb(events: list[tuple], tenant: str = "t1") -> pa.Table:
     """(node_id, kind, at) rows as a FEEDBACK table."""
-    return pa.Table.from_pylist([{"tenant": tenant, "node_id": n, "kind": k, "at": at, "source": "recall"}
-                                 for n, k, at in events], schema=FEEDBACK)
+    return pa.Table.from_pylist(
+        [{"tenant": tenant, "node_id": n, "kind": k, "at": at, "source": "recall"} for n, k, at in events],
+        schema=FEEDBACK,
+    )
 
 
 NO_FEEDBACK = FEEDBACK.empty_table()
@@ -51,18 +68,22 @@ def by_id(table: pa.Table, key: str = "id") -> dict[str, dict]:
 
 # ------------------------------------------------------------------------------------ BOOST anti-abuse
 
-@pytest.mark.parametrize("offsets_h, expected", [
-    ([], 0.0),
-    ([0], 0.3),
-    ([0, 1], 0.3),                       # 2 h cooldown: a second use an hour later counts once
-    ([0, 2], 0.6),                       # exactly 2 h later counts again
-    ([0, 1.99, 2.01], 0.6),              # the window is anchored at the last *counted* use
-    ([0, 1, 1.5, 1.9], 0.3),
-    ([0, 3, 6, 9], 1.0),                 # daily cap +1.0: 0.3 + 0.3 + 0.3 + 0.1
-    ([0, 3, 6, 9, 12], 1.0),
-    ([0, 3, 6, 9, 24, 27], 1.6),         # the cap is per UTC calendar day
-    ([9, 3, 0, 6], 1.0),                 # order of the input does not matter
-])
+
+@pytest.mark.parametrize(
+    "offsets_h, expected",
+    [
+        ([], 0.0),
+        ([0], 0.3),
+        ([0, 1], 0.3),  # 2 h cooldown: a second use an hour later counts once
+        ([0, 2], 0.6),  # exactly 2 h later counts again
+        ([0, 1.99, 2.01], 0.6),  # the window is anchored at the last *counted* use
+        ([0, 1, 1.5, 1.9], 0.3),
+        ([0, 3, 6, 9], 1.0),  # daily cap +1.0: 0.3 + 0.3 + 0.3 + 0.1
+        ([0, 3, 6, 9, 12], 1.0),
+        ([0, 3, 6, 9, 24, 27], 1.6),  # the cap is per UTC calendar day
+        ([9, 3, 0, 6], 1.0),  # order of the input does not matter
+    ],
+)
 def test_apply_boosts_cooldown_and_daily_cap(offsets_h: list[float], expected: float) -> None:
     assert apply_boosts([D0.replace(hour=0) + h * H for h in offsets_h]) == pytest.approx(expected)
 
@@ -88,27 +109,31 @@ def test_apply_boosts_properties(minutes: list[int]) -> None:
 
 # ------------------------------------------------------------------------------------ step decay
 
-@pytest.mark.parametrize("base, events, days, rule, expected", [
-    (0.5, [], 4.9, FACT, 0.5),                                # inside the first 5-day period
-    (0.5, [], 5, FACT, 0.425),                                # fact: ×0.85 per 5 days
-    (0.5, [], 14, FACT, 0.5 * 0.85 ** 2),
-    (1.0, [], 3, EPISODE, 0.6),                               # episode: ×0.6 per 3 days
-    (1.0, [], 6.5, EPISODE, 0.36),
-    (0.5, [(4, 0.0, True)], 8, FACT, 0.5),                    # a use at day 4 restarts the idle clock
-    (0.5, [(4, 0.0, True)], 9, FACT, 0.425),
-    (0.5, [(6, 0.0, True), (6, 0.3, False)], 6, FACT, 0.425 + 0.3),     # decay up to the use, then BOOST
-    (0.5, [(6, 0.0, True), (6, 0.3, False)], 11, FACT, (0.425 + 0.3) * 0.85),
-    (0.5, [(6, 0.0, True), (6, 0.3, False)], 400, None, 0.8),           # no rule (core, pinned): never decays
-    (0.2, [(1, -0.3, False)], 2, FACT, 0.0),                  # a downvote never takes it below 0
-    (0.5, [(30, 0.3, True)], 10, FACT, 0.5 * 0.85 ** 2),                # events after as_of are not replayed
-])
-def test_decayed_weight(base: float, events: list[tuple], days: float, rule: DecayRule | None,
-                        expected: float) -> None:
+
+@pytest.mark.parametrize(
+    "base, events, days, rule, expected",
+    [
+        (0.5, [], 4.9, FACT, 0.5),  # inside the first 5-day period
+        (0.5, [], 5, FACT, 0.425),  # fact: ×0.85 per 5 days
+        (0.5, [], 14, FACT, 0.5 * 0.85**2),
+        (1.0, [], 3, EPISODE, 0.6),  # episode: ×0.6 per 3 days
+        (1.0, [], 6.5, EPISODE, 0.36),
+        (0.5, [(4, 0.0, True)], 8, FACT, 0.5),  # a use at day 4 restarts the idle clock
+        (0.5, [(4, 0.0, True)], 9, FACT, 0.425),
+        (0.5, [(6, 0.0, True), (6, 0.3, False)], 6, FACT, 0.425 + 0.3),  # decay up to the use, then BOOST
+        (0.5, [(6, 0.0, True), (6, 0.3, False)], 11, FACT, (0.425 + 0.3) * 0.85),
+        (0.5, [(6, 0.0, True), (6, 0.3, False)], 400, None, 0.8),  # no rule (core, pinned): never decays
+        (0.2, [(1, -0.3, False)], 2, FACT, 0.0),  # a downvote never takes it below 0
+        (0.5, [(30, 0.3, True)], 10, FACT, 0.5 * 0.85**2),  # events after as_of are not replayed
+    ],
+)
+def test_decayed_weight(base: float, events: list[tuple], days: float, rule: DecayRule | None, expected: float) -> None:
     replay = [(D0 + d * DAY, delta, use) for d, delta, use in events]
     assert decayed_weight(base, D0, replay, D0 + days * DAY, rule) == pytest.approx(expected)
 
 
 # ------------------------------------------------------------------------------------ tiers over time
+
 
 def run_chain(rows: list[dict], feedback: pa.Table, days: list[float], **kw):
     """promote at D0 + each day, each run's previous = the last run's nodes; returns the results."""
@@ -125,17 +150,53 @@ def test_a_fact_ages_short_mid_long_with_promotion_rows() -> None:
     assert [r.nodes.column("tier").to_pylist() for r in runs] == [["short"], ["mid"], ["long"]]
     rows = [r.promotions.to_pylist() for r in runs]
     assert rows == [
-        [{"tenant": "t1", "node_id": "f1", "from_tier": None, "to_tier": "short", "from_category": None,
-          "to_category": "fact", "from_status": None, "to_status": "active", "reason": "new", "at": D0, "provenance": PROMOTION}],
-        [{"tenant": "t1", "node_id": "f1", "from_tier": "short", "to_tier": "mid", "from_category": "fact",
-          "to_category": "fact", "from_status": "active", "to_status": "active", "reason": "age>=7d",
-          "at": D0 + 8 * DAY, "provenance": PROMOTION}],
-        [{"tenant": "t1", "node_id": "f1", "from_tier": "mid", "to_tier": "long", "from_category": "fact",
-          "to_category": "fact", "from_status": "active", "to_status": "active", "reason": "age>=30d",
-          "at": D0 + 31 * DAY, "provenance": PROMOTION}],
+        [
+            {
+                "tenant": "t1",
+                "node_id": "f1",
+                "from_tier": None,
+                "to_tier": "short",
+                "from_category": None,
+                "to_category": "fact",
+                "from_status": None,
+                "to_status": "active",
+                "reason": "new",
+                "at": D0,
+                "provenance": PROMOTION,
+            }
+        ],
+        [
+            {
+                "tenant": "t1",
+                "node_id": "f1",
+                "from_tier": "short",
+                "to_tier": "mid",
+                "from_category": "fact",
+                "to_category": "fact",
+                "from_status": "active",
+                "to_status": "active",
+                "reason": "age>=7d",
+                "at": D0 + 8 * DAY,
+                "provenance": PROMOTION,
+            }
+        ],
+        [
+            {
+                "tenant": "t1",
+                "node_id": "f1",
+                "from_tier": "mid",
+                "to_tier": "long",
+                "from_category": "fact",
+                "to_category": "fact",
+                "from_status": "active",
+                "to_status": "active",
+                "reason": "age>=30d",
+                "at": D0 + 31 * DAY,
+                "provenance": PROMOTION,
+            }
+        ],
     ]
-    assert [r.nodes.column("weight").to_pylist()[0] for r in runs] == pytest.approx(
-        [0.5, 0.5 * 0.85, 0.5 * 0.85 ** 6])
+    assert [r.nodes.column("weight").to_pylist()[0] for r in runs] == pytest.approx([0.5, 0.5 * 0.85, 0.5 * 0.85**6])
     history = pa.concat_tables([r.promotions for r in runs])
     assert history.schema == PROMOTIONS
     assert tiers_monotone(runs[-1].nodes, history).passed
@@ -143,27 +204,46 @@ def test_a_fact_ages_short_mid_long_with_promotion_rows() -> None:
 
 def test_early_triggers_topic_repetition_activation_and_consistency() -> None:
     rows = [
-        node("freq", frequency=3),                                        # seen in 3 places
-        node("about1"), node("about2"), node("about3"), node("lonely"),   # three nodes ABOUT one topic
+        node("freq", frequency=3),  # seen in 3 places
+        node("about1"),
+        node("about2"),
+        node("about3"),
+        node("lonely"),  # three nodes ABOUT one topic
         node("topic", "Concept"),
         node("used"),
-        node("stable", confidence=0.9, frequency=2, seen=D0 - 8 * DAY,
-             raw_refs=[{"raw_id": "raw_a", "offset": 0, "length": 3}, {"raw_id": "raw_b", "offset": 4, "length": 3}]),
-        node("unsure", confidence=0.7, frequency=2, seen=D0 - 8 * DAY,
-             raw_refs=[{"raw_id": "raw_a", "offset": 0, "length": 3}, {"raw_id": "raw_b", "offset": 4, "length": 3}]),
+        node(
+            "stable",
+            confidence=0.9,
+            frequency=2,
+            seen=D0 - 8 * DAY,
+            raw_refs=[{"raw_id": "raw_a", "offset": 0, "length": 3}, {"raw_id": "raw_b", "offset": 4, "length": 3}],
+        ),
+        node(
+            "unsure",
+            confidence=0.7,
+            frequency=2,
+            seen=D0 - 8 * DAY,
+            raw_refs=[{"raw_id": "raw_a", "offset": 0, "length": 3}, {"raw_id": "raw_b", "offset": 4, "length": 3}],
+        ),
     ]
-    edges = pa.Table.from_pylist([{"id": f"e{i}", "tenant": "t1", "src": s, "dst": "topic", "type": "ABOUT"}
-                                  for i, s in enumerate(["about1", "about2", "about3"])]
-                                 + [{"id": "e9", "tenant": "t2", "src": "lonely", "dst": "topic", "type": "ABOUT"}],
-                                 schema=pa.schema([EDGES.field(c) for c in ("id", "tenant", "src", "dst", "type")]))
+    edges = pa.Table.from_pylist(
+        [
+            {"id": f"e{i}", "tenant": "t1", "src": s, "dst": "topic", "type": "ABOUT"}
+            for i, s in enumerate(["about1", "about2", "about3"])
+        ]
+        + [{"id": "e9", "tenant": "t2", "src": "lonely", "dst": "topic", "type": "ABOUT"}],
+        schema=pa.schema([EDGES.field(c) for c in ("id", "tenant", "src", "dst", "type")]),
+    )
     feedback = fb([("used", "hit", D0 + h * 3 * H) for h in range(3)])
     res = promote(nodes_table(rows), feedback, None, D0 + DAY, edges=edges)
     got = {r["node_id"]: (r["to_tier"], r["reason"]) for r in res.promotions.to_pylist()}
     assert got == {
         "freq": ("mid", "topic_repetition>=3"),
-        "about1": ("mid", "topic_repetition>=3"), "about2": ("mid", "topic_repetition>=3"),
-        "about3": ("mid", "topic_repetition>=3"), "topic": ("mid", "topic_repetition>=3"),
-        "lonely": ("short", "new"),                      # its ABOUT edge lies in another tenant
+        "about1": ("mid", "topic_repetition>=3"),
+        "about2": ("mid", "topic_repetition>=3"),
+        "about3": ("mid", "topic_repetition>=3"),
+        "topic": ("mid", "topic_repetition>=3"),
+        "lonely": ("short", "new"),  # its ABOUT edge lies in another tenant
         "used": ("mid", "activation>=3"),
         "stable": ("long", "age>=7d; consistent:sessions>=2,sources>=2,confidence>=0.8"),
         "unsure": ("mid", "age>=7d"),
@@ -174,14 +254,24 @@ def test_early_triggers_topic_repetition_activation_and_consistency() -> None:
 def test_an_episode_is_archived_after_its_forced_delete_age() -> None:
     six, seven = run_chain([node("ep", "Episode")], NO_FEEDBACK, [6, 7])
     e6, e7 = six.nodes.to_pylist()[0], seven.nodes.to_pylist()[0]
-    assert (e6["status"], e6["weight"]) == ("active", pytest.approx(0.5 * 0.6 ** 2))
+    assert (e6["status"], e6["weight"]) == ("active", pytest.approx(0.5 * 0.6**2))
     assert (e7["status"], e7["tier"], e7["category"]) == ("archived", "mid", "episode")
-    assert seven.promotions.to_pylist() == [{
-        "tenant": "t1", "node_id": "ep", "from_tier": "short", "to_tier": "mid", "from_category": "episode",
-        "to_category": "episode", "from_status": "active", "to_status": "archived",
-        "reason": "age>=7d; archive:episode_age>=7d", "at": D0 + 7 * DAY,
-        "provenance": PROMOTION}]
-    assert seven.review.num_rows == 0                     # episodes are archived, not reviewed
+    assert seven.promotions.to_pylist() == [
+        {
+            "tenant": "t1",
+            "node_id": "ep",
+            "from_tier": "short",
+            "to_tier": "mid",
+            "from_category": "episode",
+            "to_category": "episode",
+            "from_status": "active",
+            "to_status": "archived",
+            "reason": "age>=7d; archive:episode_age>=7d",
+            "at": D0 + 7 * DAY,
+            "provenance": PROMOTION,
+        }
+    ]
+    assert seven.review.num_rows == 0  # episodes are archived, not reviewed
 
 
 def test_access_protection_keeps_an_episode_three_days_and_restores_it() -> None:
@@ -194,7 +284,8 @@ def test_access_protection_keeps_an_episode_three_days_and_restores_it() -> None
     back = fb([("ep", "hit", D0 + 6 * DAY), ("ep", "hit", D0 + 19 * DAY)])
     restored = promote(nodes_table([node("ep", "Episode")]), back, later.nodes, D0 + 20 * DAY)
     assert restored.promotions.select(["from_status", "to_status", "reason"]).to_pylist() == [
-        {"from_status": "archived", "to_status": "active", "reason": "restore:access"}]
+        {"from_status": "archived", "to_status": "active", "reason": "restore:access"}
+    ]
 
 
 def test_core_promotion_is_sticky_and_never_decays() -> None:
@@ -211,27 +302,27 @@ def test_core_promotion_is_sticky_and_never_decays() -> None:
 
 def test_a_preference_repeated_across_sessions_is_core() -> None:
     refs = [{"raw_id": "raw_a", "offset": 0, "length": 3}, {"raw_id": "raw_b", "offset": 0, "length": 3}]
-    res = promote(nodes_table([node("p", "Preference", raw_refs=refs), node("q", "Preference")]),
-                  NO_FEEDBACK, None, D0 + DAY)
+    res = promote(
+        nodes_table([node("p", "Preference", raw_refs=refs), node("q", "Preference")]), NO_FEEDBACK, None, D0 + DAY
+    )
     assert {r["id"]: r["category"] for r in res.nodes.to_pylist()} == {"p": "core", "q": "fact"}
     assert by_id(res.promotions, "node_id")["p"]["reason"] == "core:preference_sessions>=2"
 
 
 def test_a_downvote_drops_core_and_demotes_with_its_reason() -> None:
     hits = fb([("f", "hit", D0 + DAY + i * 3 * H) for i in range(3)])
-    _, before = run_chain([node("f", importance=0.8)], hits, [2, 40])     # core at day 2, sticky since
+    _, before = run_chain([node("f", importance=0.8)], hits, [2, 40])  # core at day 2, sticky since
     assert before.nodes.select(["tier", "category"]).to_pylist() == [{"tier": "long", "category": "core"}]
     down = fb([("f", "hit", D0 + DAY + i * 3 * H) for i in range(3)] + [("f", "downvote", D0 + 41 * DAY)])
     after = promote(nodes_table([node("f", importance=0.8)]), down, before.nodes, D0 + 42 * DAY)
     row = after.nodes.to_pylist()[0]
     assert (row["tier"], row["category"], row["feedback"]) == ("mid", "fact", pytest.approx(-0.3))
-    assert after.promotions.select(["from_tier", "to_tier", "from_category", "to_category", "reason"]).to_pylist() \
-        == [{"from_tier": "long", "to_tier": "mid", "from_category": "core", "to_category": "fact",
-             "reason": "downvote"}]
+    assert after.promotions.select(["from_tier", "to_tier", "from_category", "to_category", "reason"]).to_pylist() == [
+        {"from_tier": "long", "to_tier": "mid", "from_category": "core", "to_category": "fact", "reason": "downvote"}
+    ]
     history = pa.concat_tables([before.promotions, after.promotions])
     assert tiers_monotone(after.nodes, history).passed
-    forged = history.set_column(history.schema.get_field_index("reason"), "reason",
-                                pa.array(["age>=30d", "tidy-up"]))
+    forged = history.set_column(history.schema.get_field_index("reason"), "reason", pa.array(["age>=30d", "tidy-up"]))
     outcome = tiers_monotone(after.nodes, forged)
     assert (outcome.passed, outcome.failures, outcome.examples[0]["problem"]) == (False, 1, "demoted_without_reason")
 
@@ -241,13 +332,13 @@ def test_pinned_never_decays_and_unpin_lets_it_decay_again() -> None:
     res = promote(nodes_table([node("f"), node("g")]), pin, None, D0 + 100 * DAY)
     f, g = res.nodes.to_pylist()
     assert (f["pinned"], f["weight"], f["category"], f["tier"], f["status"]) == (True, 0.5, "core", "long", "active")
-    assert (g["pinned"], g["weight"]) == (False, pytest.approx(0.5 * 0.85 ** 20))
-    assert res.review.column("node_ids").to_pylist() == [["g"]]          # the pinned one is never reviewed
+    assert (g["pinned"], g["weight"]) == (False, pytest.approx(0.5 * 0.85**20))
+    assert res.review.column("node_ids").to_pylist() == [["g"]]  # the pinned one is never reviewed
     unpin = fb([("f", "pin", D0), ("f", "unpin", D0 + 101 * DAY)])
     after = promote(nodes_table([node("f"), node("g")]), unpin, res.nodes, D0 + 102 * DAY)
     f = after.nodes.to_pylist()[0]
-    assert (f["pinned"], f["category"], f["tier"]) == (False, "fact", "long")   # the tier stays
-    assert f["weight"] == pytest.approx(0.5 * 0.85 ** 20)                          # idle since the pin at D0
+    assert (f["pinned"], f["category"], f["tier"]) == (False, "fact", "long")  # the tier stays
+    assert f["weight"] == pytest.approx(0.5 * 0.85**20)  # idle since the pin at D0
     assert by_id(after.promotions, "node_id")["f"]["reason"] == "unpin"
 
 
@@ -257,26 +348,40 @@ def test_low_weight_facts_go_to_review_and_structural_nodes_keep_a_floor() -> No
     res = promote(nodes_table(rows), fresh, None, D0 + 31 * DAY)
     assert res.review.schema == REVIEW_QUEUE
     assert res.review.to_pylist() == [
-        {"id": stable_id("rq", "t1", "fact_low_weight", "f"), "tenant": "t1", "kind": "fact_low_weight",
-         "node_ids": ["f"], "scores": [pytest.approx(0.5 * 0.85 ** 6)], "reason": "weight<0.2",
-         "created_at": D0 + 31 * DAY, "provenance": REVIEW},
-        {"id": stable_id("rq", "t1", "fact_low_weight", "task"), "tenant": "t1", "kind": "fact_low_weight",
-         "node_ids": ["task"], "scores": [pytest.approx(0.5 * 0.85 ** 6)], "reason": "weight<0.2",
-         "created_at": D0 + 31 * DAY, "provenance": REVIEW},
+        {
+            "id": stable_id("rq", "t1", "fact_low_weight", "f"),
+            "tenant": "t1",
+            "kind": "fact_low_weight",
+            "node_ids": ["f"],
+            "scores": [pytest.approx(0.5 * 0.85**6)],
+            "reason": "weight<0.2",
+            "created_at": D0 + 31 * DAY,
+            "provenance": REVIEW,
+        },
+        {
+            "id": stable_id("rq", "t1", "fact_low_weight", "task"),
+            "tenant": "t1",
+            "kind": "fact_low_weight",
+            "node_ids": ["task"],
+            "scores": [pytest.approx(0.5 * 0.85**6)],
+            "reason": "weight<0.2",
+            "created_at": D0 + 31 * DAY,
+            "provenance": REVIEW,
+        },
     ]
     status = {r["id"]: (r["status"], r["weight"]) for r in res.nodes.to_pylist()}
-    assert status["f"] == ("active", pytest.approx(0.5 * 0.85 ** 6))   # flagged, still active
-    assert status["task"][0] == "open"                                   # a Task keeps its own live status
-    assert status["ent"] == ("active", 0.2)                              # floored, not reviewed
+    assert status["f"] == ("active", pytest.approx(0.5 * 0.85**6))  # flagged, still active
+    assert status["task"][0] == "open"  # a Task keeps its own live status
+    assert status["ent"] == ("active", 0.2)  # floored, not reviewed
     # a use stops the idle clock (decay so far stays) and, within 3 days, keeps the fact out of review
-    assert status["fresh"] == ("active", pytest.approx(0.5 * 0.85 ** 6))
+    assert status["fresh"] == ("active", pytest.approx(0.5 * 0.85**6))
 
 
 # ------------------------------------------------------------------------------------ capacity (seed 002)
 
+
 def facts(n: int, tenant: str = "t1", high: int = 0) -> list[dict]:
-    return [node(f"f{i:02d}", tenant=tenant, seen=D0 - 10 * DAY, importance=0.7 if i < high else 0.5)
-            for i in range(n)]
+    return [node(f"f{i:02d}", tenant=tenant, seen=D0 - 10 * DAY, importance=0.7 if i < high else 0.5) for i in range(n)]
 
 
 def test_overflow_transfer_all_moves_the_whole_mid_tier() -> None:
@@ -299,8 +404,12 @@ def test_half_full_mid_tier_transfers_the_important_ones() -> None:
     tiers = res.nodes.column("tier").to_pylist()
     assert tiers == ["long"] * 5 + ["mid"] * 11
     assert res.promotions.column("reason").to_pylist()[0] == "age>=7d; importance>=0.6:occupancy>=50%"
-    assert promote(nodes_table(facts(16, high=5)), NO_FEEDBACK, None, D0,
-                   TierConfig(overflow_strategy=None)).nodes.column("tier").to_pylist() == ["mid"] * 16
+    assert (
+        promote(nodes_table(facts(16, high=5)), NO_FEEDBACK, None, D0, TierConfig(overflow_strategy=None))
+        .nodes.column("tier")
+        .to_pylist()
+        == ["mid"] * 16
+    )
 
 
 def test_bad_overflow_strategy_is_refused() -> None:
@@ -309,6 +418,7 @@ def test_bad_overflow_strategy_is_refused() -> None:
 
 
 # ------------------------------------------------------------------------------------ isolation, determinism
+
 
 def test_tenants_never_mix() -> None:
     # 20 mid facts per tenant: below the 30 capacity each, though 40 together would overflow
@@ -323,15 +433,31 @@ def test_tenants_never_mix() -> None:
 
 
 def scenario() -> tuple[list[dict], pa.Table]:
-    rows = (facts(18, high=6) + [node("ep", "Episode", seen=D0 - 9 * DAY), node("pin"), node("down"),
-                                  node("pref", "Preference", tenant="t2"), node("ent", "Entity", tenant="t2"),
-                                  node("core", importance=0.9, seen=D0 - 40 * DAY)])
-    feedback = pa.concat_tables([
-        fb([("pin", "pin", D0 - DAY), ("down", "downvote", D0 - 2 * H), ("down", "downvote", D0 - 3 * H),
-            ("f03", "upvote", D0 - 5 * H), ("f03", "upvote", D0 - 4 * H), ("f03", "hit", D0 - H),
-            ("f04", "hit", D0 + 5 * DAY)]                                   # after as_of: ignored
-           + [("core", "hit", D0 - 30 * DAY + i * 3 * H) for i in range(3)]),
-        fb([("pref", "upvote", D0 - DAY)], tenant="t2")])
+    rows = facts(18, high=6) + [
+        node("ep", "Episode", seen=D0 - 9 * DAY),
+        node("pin"),
+        node("down"),
+        node("pref", "Preference", tenant="t2"),
+        node("ent", "Entity", tenant="t2"),
+        node("core", importance=0.9, seen=D0 - 40 * DAY),
+    ]
+    feedback = pa.concat_tables(
+        [
+            fb(
+                [
+                    ("pin", "pin", D0 - DAY),
+                    ("down", "downvote", D0 - 2 * H),
+                    ("down", "downvote", D0 - 3 * H),
+                    ("f03", "upvote", D0 - 5 * H),
+                    ("f03", "upvote", D0 - 4 * H),
+                    ("f03", "hit", D0 - H),
+                    ("f04", "hit", D0 + 5 * DAY),
+                ]  # after as_of: ignored
+                + [("core", "hit", D0 - 30 * DAY + i * 3 * H) for i in range(3)]
+            ),
+            fb([("pref", "upvote", D0 - DAY)], tenant="t2"),
+        ]
+    )
     return rows, feedback
 
 
@@ -353,7 +479,7 @@ def test_determinism_shuffled_rows_give_identical_tables() -> None:
 def test_idempotence_a_second_run_changes_nothing() -> None:
     rows, feedback = scenario()
     first = promote(nodes_table(rows), feedback, None, D0)
-    assert first.promotions.num_rows == len(rows)                 # all first seen
+    assert first.promotions.num_rows == len(rows)  # all first seen
     second = promote(nodes_table(rows), feedback, first.nodes, D0)
     assert second.promotions.num_rows == 0
     assert second.nodes.equals(first.nodes)
@@ -375,13 +501,15 @@ def test_output_keeps_every_node_and_the_nodes_schema() -> None:
     rows, feedback = scenario()
     res = promote(nodes_table(rows), feedback, None, D0)
     assert res.nodes.schema == NODES and res.nodes.num_rows == len(rows)
-    assert res.nodes.drop_columns(["tier", "category", "status", "weight", "activation", "feedback", "pinned"]) \
-        .equals(nodes_table(sorted(rows, key=lambda r: (r["tenant"], r["id"])))
-                .drop_columns(["tier", "category", "status", "weight", "activation", "feedback", "pinned"]))
+    assert res.nodes.drop_columns(["tier", "category", "status", "weight", "activation", "feedback", "pinned"]).equals(
+        nodes_table(sorted(rows, key=lambda r: (r["tenant"], r["id"]))).drop_columns(
+            ["tier", "category", "status", "weight", "activation", "feedback", "pinned"]
+        )
+    )
     for col in ("tier", "category", "status", "weight", "activation", "feedback", "pinned"):
         assert res.nodes.column(col).null_count == 0, col
     f03 = by_id(res.nodes)["f03"]
-    assert (f03["activation"], f03["feedback"]) == (2, 0.3)       # second upvote inside the cooldown; hit 3 h later
+    assert (f03["activation"], f03["feedback"]) == (2, 0.3)  # second upvote inside the cooldown; hit 3 h later
 
 
 def test_empty_inputs() -> None:
@@ -393,8 +521,7 @@ def test_empty_inputs() -> None:
 def test_tiers_monotone_catches_a_broken_chain_and_a_stale_tier() -> None:
     res = run_chain([node("f1")], NO_FEEDBACK, [0, 8])
     history = pa.concat_tables([r.promotions for r in res])
-    broken = history.set_column(history.schema.get_field_index("from_tier"), "from_tier",
-                                pa.array([None, "long"]))
+    broken = history.set_column(history.schema.get_field_index("from_tier"), "from_tier", pa.array([None, "long"]))
     problems = {e["problem"] for e in tiers_monotone(res[-1].nodes, broken).examples}
     assert problems == {"broken_chain", "demoted_without_reason"}
     stale = res[0].nodes

@@ -1,4 +1,5 @@
 """Table-driven tests of r2g.time_norm: relative and absolute expressions in English and Chinese."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -83,17 +84,17 @@ CASES = [
     ("May 7th, 2023", "en", "2023-05-07", "2023-05-08", "day"),
     ("7 May", "en", "2023-05-07", "2023-05-08", "day"),
     ("the 7th of May", "en", "2023-05-07", "2023-05-08", "day"),
-    ("5/7/2023", "en", "2023-05-07", "2023-05-08", "day"),           # US order: month first
-    ("25/12/2022", "en", "2022-12-25", "2022-12-26", "day"),         # only day-first can be valid
+    ("5/7/2023", "en", "2023-05-07", "2023-05-08", "day"),  # US order: month first
+    ("25/12/2022", "en", "2022-12-25", "2022-12-26", "day"),  # only day-first can be valid
     ("2023/5/7", "zh", "2023-05-07", "2023-05-08", "day"),
     ("in 2022", "en", "2022-01-01", "2023-01-01", "year"),
     ("last Saturday night", "en", "2023-05-06T18:00", "2023-05-07T00:00", "part_of_day"),
-    ("on Saturday", "en", "2023-05-06", "2023-05-07", "day"),         # bare weekday: the latest one, on or before
+    ("on Saturday", "en", "2023-05-06", "2023-05-07", "day"),  # bare weekday: the latest one, on or before
     ("大前天", "zh", "2023-05-05", "2023-05-06", "day"),
     ("大后天", "zh", "2023-05-11", "2023-05-12", "day"),
     ("今晚", "zh", "2023-05-08T18:00", "2023-05-09T00:00", "part_of_day"),
     ("今天早上", "zh", "2023-05-08T06:00", "2023-05-08T12:00", "part_of_day"),
-    ("早上", "zh", "2023-05-08T06:00", "2023-05-08T12:00", "part_of_day"),   # bare: the message's own day
+    ("早上", "zh", "2023-05-08T06:00", "2023-05-08T12:00", "part_of_day"),  # bare: the message's own day
     ("晚上", "zh", "2023-05-08T18:00", "2023-05-09T00:00", "part_of_day"),
     ("下周三", "zh", "2023-05-17", "2023-05-18", "day"),
     ("周六晚上", "zh", "2023-05-06T18:00", "2023-05-07T00:00", "part_of_day"),
@@ -105,15 +106,15 @@ CASES = [
     ("去年五月", "zh", "2022-05-01", "2022-06-01", "month"),
     ("去年5月7号", "zh", "2022-05-07", "2022-05-08", "day"),
     ("今年三月份", "zh", "2023-03-01", "2023-04-01", "month"),
-    ("五月", "zh", "2023-05-01", "2023-06-01", "month"),             # a bare month (full-match only): the anchor year's
+    ("五月", "zh", "2023-05-01", "2023-06-01", "month"),  # a bare month (full-match only): the anchor year's
     ("三天后", "zh", "2023-05-11", "2023-05-12", "day"),
     ("两个月以后", "zh", "2023-07-01", "2023-08-01", "month"),
     ("一年前", "zh", "2022-01-01", "2023-01-01", "year"),
     ("2023年5月7号", "zh", "2023-05-07", "2023-05-08", "day"),
     # --- vague counts: the window of every day/week it could mean, granularity unspecified
-    ("a few days ago", "en", "2023-05-03", "2023-05-07", "unspecified"),       # 2–5 days back
+    ("a few days ago", "en", "2023-05-03", "2023-05-07", "unspecified"),  # 2–5 days back
     ("a couple of days ago", "en", "2023-05-05", "2023-05-07", "unspecified"),  # 2–3 days back
-    ("several weeks ago", "en", "2023-03-20", "2023-04-24", "unspecified"),     # 3–7 weeks back
+    ("several weeks ago", "en", "2023-03-20", "2023-04-24", "unspecified"),  # 3–7 weeks back
     ("in a few days", "en", "2023-05-10", "2023-05-14", "unspecified"),
     ("几天前", "zh", "2023-05-03", "2023-05-07", "unspecified"),
     ("前几天", "zh", "2023-05-03", "2023-05-07", "unspecified"),
@@ -131,21 +132,27 @@ def test_resolve(expr: str, lang: str, start: str, end: str, gran: str) -> None:
     assert v.text == expr
 
 
-@pytest.mark.parametrize("expr,lang", [("yesterday", "en"), ("last week", "en"), ("昨天", "zh"), ("上周六", "zh"),
-                                       ("5月7号", "zh"), ("May 7", "en")])
+@pytest.mark.parametrize(
+    "expr,lang",
+    [("yesterday", "en"), ("last week", "en"), ("昨天", "zh"), ("上周六", "zh"), ("5月7号", "zh"), ("May 7", "en")],
+)
 def test_relative_needs_anchor(expr: str, lang: str) -> None:
     assert resolve(expr, None, lang) is None
 
 
-@pytest.mark.parametrize("expr,lang,start", [("May 7, 2023", "en", "2023-05-07"), ("2023-05-07", "en", "2023-05-07"),
-                                             ("2023年5月7日", "zh", "2023-05-07")])
+@pytest.mark.parametrize(
+    "expr,lang,start",
+    [("May 7, 2023", "en", "2023-05-07"), ("2023-05-07", "en", "2023-05-07"), ("2023年5月7日", "zh", "2023-05-07")],
+)
 def test_absolute_without_anchor(expr: str, lang: str, start: str) -> None:
     v = resolve(expr, None, lang)
     assert v is not None and v.start == datetime.fromisoformat(start)
 
 
-@pytest.mark.parametrize("expr", ["sometimes", "a while", "", "周围", "星期", "recently", "lately", "最近", "an hour ago",
-                                  "everyday", "maybe"])
+@pytest.mark.parametrize(
+    "expr",
+    ["sometimes", "a while", "", "周围", "星期", "recently", "lately", "最近", "an hour ago", "everyday", "maybe"],
+)
 def test_unresolvable(expr: str) -> None:
     assert resolve(expr, ANCHOR, "zh") is None and resolve(expr, ANCHOR, "en") is None
 
@@ -157,11 +164,18 @@ RECURRING = [
     ("on Sundays", "en", "2023-05-07", "2023-05-08", "P1W", "R/2023-05-07/P1W"),
     ("Sundays", "en", "2023-05-07", "2023-05-08", "P1W", "R/2023-05-07/P1W"),
     ("every Sunday", "en", "2023-05-07", "2023-05-08", "P1W", "R/2023-05-07/P1W"),
-    ("each Monday", "en", "2023-05-08", "2023-05-09", "P1W", "R/2023-05-08/P1W"),       # today is a Monday
-    ("every Friday", "en", "2023-05-05", "2023-05-06", "P1W", "R/2023-05-05/P1W"),      # not the coming one
+    ("each Monday", "en", "2023-05-08", "2023-05-09", "P1W", "R/2023-05-08/P1W"),  # today is a Monday
+    ("every Friday", "en", "2023-05-05", "2023-05-06", "P1W", "R/2023-05-05/P1W"),  # not the coming one
     ("Sunday mornings", "en", "2023-05-07T06:00", "2023-05-07T12:00", "P1W", "R/2023-05-07T06:00/P1W"),
     ("every day", "en", "2023-05-08", "2023-05-09", "P1D", "R/2023-05-08/P1D"),
-    ("every night", "en", "2023-05-07T18:00", "2023-05-08T00:00", "P1D", "R/2023-05-07T18:00/P1D"),  # tonight hasn't begun
+    (
+        "every night",
+        "en",
+        "2023-05-07T18:00",
+        "2023-05-08T00:00",
+        "P1D",
+        "R/2023-05-07T18:00/P1D",
+    ),  # tonight hasn't begun
     ("every morning", "en", "2023-05-08T06:00", "2023-05-08T12:00", "P1D", "R/2023-05-08T06:00/P1D"),
     ("in the mornings", "en", "2023-05-08T06:00", "2023-05-08T12:00", "P1D", "R/2023-05-08T06:00/P1D"),
     ("every other day", "en", "2023-05-08", "2023-05-09", "P2D", "R/2023-05-08/P2D"),
@@ -188,7 +202,11 @@ def test_recurring(expr: str, lang: str, start: str, end: str, period: str, iso:
     v = resolve(expr, ANCHOR, lang)
     assert v is not None, expr
     assert (v.start, v.end, v.granularity, v.period) == (
-        datetime.fromisoformat(start), datetime.fromisoformat(end), "recurring", period)
+        datetime.fromisoformat(start),
+        datetime.fromisoformat(end),
+        "recurring",
+        period,
+    )
     assert v.iso == iso and v.text == expr
     assert resolve(expr, None, lang) is None  # relative to the message, like "last Sunday"
 
@@ -196,16 +214,26 @@ def test_recurring(expr: str, lang: str, start: str, end: str, period: str, iso:
 def test_find_times_recurring() -> None:
     en = find_times("I go to church on Sundays, every Sunday morning I sing; we hike on weekends.", "en", ANCHOR)
     assert [(t.text, t.value.granularity) for t in en] == [
-        ("Sundays", "recurring"), ("every Sunday morning", "recurring"), ("weekends", "recurring")]
+        ("Sundays", "recurring"),
+        ("every Sunday morning", "recurring"),
+        ("weekends", "recurring"),
+    ]
     zh = find_times("我每周日都去教堂，每天跑步，每晚看书，周日也加班", "zh", ANCHOR)
     assert [(t.text, t.value.granularity) for t in zh] == [
-        ("每周日", "recurring"), ("每天", "recurring"), ("每晚", "recurring"), ("周日", "day")]
+        ("每周日", "recurring"),
+        ("每天", "recurring"),
+        ("每晚", "recurring"),
+        ("周日", "day"),
+    ]
 
 
 def test_find_times_weekday_after_a_word() -> None:
     """A bare weekday right after another word is found (the optional "last/next" must not swallow the space)."""
     found = find_times("We met on Saturday and again on Friday evening.", "en", ANCHOR)
-    assert [(t.text, t.value.iso) for t in found] == [("Saturday", "2023-05-06"), ("Friday evening", "2023-05-05T18/22")]
+    assert [(t.text, t.value.iso) for t in found] == [
+        ("Saturday", "2023-05-06"),
+        ("Friday evening", "2023-05-05T18/22"),
+    ]
 
 
 def test_find_times_zh_vague_and_parts() -> None:
@@ -246,10 +274,12 @@ def test_zh_number() -> None:
 
 # ---------------------------------------------------------------- the English rules' literal prefilter
 
-_TIME_WORDS = ("in every each the last next this past coming two a few couple of ago later day days week weeks "
-               "weekend weekends month months year years may jan sept 7 7th 2023 05/07/2023 2023-05-07 sunday "
-               "sundays saturday morning mornings evening evenings afternoons night tonight today yesterday "
-               "tomorrow before after single other , . ١٢ ０７").split()
+_TIME_WORDS = (
+    "in every each the last next this past coming two a few couple of ago later day days week weeks "
+    "weekend weekends month months year years may jan sept 7 7th 2023 05/07/2023 2023-05-07 sunday "
+    "sundays saturday morning mornings evening evenings afternoons night tonight today yesterday "
+    "tomorrow before after single other , . ١٢ ０７"
+).split()
 
 
 @PROPS
@@ -267,6 +297,7 @@ def test_prefilter_has_one_entry_per_rule_and_skips_plain_chat() -> None:
     assert len(time_en.EN_NEEDS) == len(time_en.EN_RULES) == len(time_en.EN_LOWER)
     assert time_en.en_rules_for("thanks, that sounds great!") == []
     assert [p.pattern for p, _ in time_en.en_rules_for("see you on sunday")] == [
-        p.pattern for (p, _), needs in zip(time_en.EN_LOWER, time_en.EN_NEEDS) if needs == (time_en._WD_LIT,)]
+        p.pattern for (p, _), needs in zip(time_en.EN_LOWER, time_en.EN_NEEDS) if needs == (time_en._WD_LIT,)
+    ]
     found = find_times("Back in 2019, and again two weeks ago on Sunday mornings.", "en", ANCHOR)
     assert [t.text for t in found] == ["in 2019", "two weeks ago", "Sunday mornings"]

@@ -5,6 +5,7 @@ with every process it started.
 
 Screenshots go to $MEMCTL_ARTIFACTS/ui (default: test-artifacts/ui, gitignored), kept after the run.
 """
+
 import json
 import os
 import shlex
@@ -33,8 +34,11 @@ def _free_port() -> int:
 
 
 def _graphql(port: int, query: str) -> dict:
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql",
+        data=json.dumps({"query": query}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     return json.loads(urllib.request.urlopen(req, timeout=5).read())
 
 
@@ -53,7 +57,7 @@ def _wait_for_ui(proc: subprocess.Popen, port: int, log: Path, timeout: float = 
 
 
 def _env(data: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}   # default: $MEMCTL_DATA/dagster_home
+    env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}  # default: $MEMCTL_DATA/dagster_home
     env["MEMCTL_DATA"] = str(data)
     return env
 
@@ -68,8 +72,14 @@ def test_sigterm_stops_memctl_ui_and_every_process_it_started(tmp_path: Path) ->
     port, log = _free_port(), tmp_path / "ui.log"
     cmd = shlex.join([sys.executable, "-m", "assets.cli", "ui", "--port", str(port)])
     with open(log, "wb") as out:
-        proc = subprocess.Popen(["sh", "-c", f"trap '' INT; exec {cmd}"], cwd=ROOT, env=_env(tmp_path / "data"),
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            ["sh", "-c", f"trap '' INT; exec {cmd}"],
+            cwd=ROOT,
+            env=_env(tmp_path / "data"),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     family: list[psutil.Process] = []
     try:
         _wait_for_ui(proc, port, log)
@@ -80,8 +90,8 @@ def test_sigterm_stops_memctl_ui_and_every_process_it_started(tmp_path: Path) ->
         assert proc.wait(timeout=60) == 128 + signal.SIGTERM
         _, alive = psutil.wait_procs(family, timeout=10)
         assert alive == [], [p.cmdline() for p in alive]
-        with socket.socket() as s:   # nothing listens any more (SO_REUSEADDR: the closed connections' TIME_WAIT
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # does not count, a listener does)
+        with socket.socket() as s:  # nothing listens any more (SO_REUSEADDR: the closed connections' TIME_WAIT
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # does not count, a listener does)
             s.bind(("127.0.0.1", port))
     finally:
         for p in family:
@@ -102,12 +112,19 @@ def ui(tmp_path_factory: pytest.TempPathFactory):
     shutil.copytree(ROOT / "data" / "inbox", data / "inbox")
     env = _env(data)
     for cmd in (["materialize", "--quiet"], ["recall", "Where did Xiaoming play football?", "--tenant", "demo"]):
-        subprocess.run([sys.executable, "-m", "assets.cli", *cmd], cwd=ROOT, env=env, check=True,
-                       capture_output=True, timeout=300)
+        subprocess.run(
+            [sys.executable, "-m", "assets.cli", *cmd], cwd=ROOT, env=env, check=True, capture_output=True, timeout=300
+        )
     port, log = _free_port(), data.parent / "ui.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "assets.cli", "ui", "--port", str(port)], cwd=ROOT, env=env,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "assets.cli", "ui", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         body = _wait_for_ui(proc, port, log)
         yield port, data, body, log
@@ -136,8 +153,9 @@ def test_the_ui_opens_on_the_up_to_date_lake_with_no_run_and_no_warning(ui) -> N
     assert text.count("Sensor lake_sensor skipped: lake is up to date") >= 2, text[-4000:]
     assert "Creating new run" not in text
     runs = _graphql(port, "{ runsOrError { ... on Runs { results { runId tags { key value } } } } }")
-    launched = [r for r in runs["data"]["runsOrError"]["results"]
-                if any(t["key"] == "dagster/sensor_name" for t in r["tags"])]
+    launched = [
+        r for r in runs["data"]["runsOrError"]["results"] if any(t["key"] == "dagster/sensor_name" for t in r["tags"])
+    ]
     assert launched == []
     assert "virtual environment" not in text and "Traceback" not in text, text[:4000]
 
@@ -168,7 +186,7 @@ def _browser():
 def test_a_person_sees_assets_metadata_charts_and_checks(ui) -> None:
     port, data, _, _ = ui
     base, shots = f"http://127.0.0.1:{port}", _artifacts()
-    _graphql(port, "mutation { setNuxSeen }")   # the one-time "join the community" dialog would cover the page
+    _graphql(port, "mutation { setNuxSeen }")  # the one-time "join the community" dialog would cover the page
     n_nodes = read_lake_table(Lake(data), "nodes", ["id"]).num_rows
     with _browser() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])

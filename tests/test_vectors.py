@@ -1,6 +1,7 @@
 """Stage B (recall.vectors): the hashing embedder, the per-tenant vector files, and recall with vectors on
 and off — the degradation matrix rows of seed 004 §18 that involve vectors. (The default static embedder:
 tests/test_static_vectors.py.)"""
+
 from __future__ import annotations
 
 import numpy as np
@@ -44,7 +45,7 @@ def lake(tmp_path, monkeypatch):
 def test_index_build_writes_the_tenants_vectors(lake):
     index = load_vectors(lake, next(p.stem for p in (lake.index_dir / "vectors").glob("*.npz")))
     assert index.spec == "hashing" and index.vectors.shape[1] == HASHING_DIMS
-    assert sorted(index.ids.tolist()) == ["ep_j1", "ep_m1", "ep_m2"]   # the Episodes (vectors.VECTOR_TYPES)
+    assert sorted(index.ids.tolist()) == ["ep_j1", "ep_m1", "ep_m2"]  # the Episodes (vectors.VECTOR_TYPES)
 
 
 def test_off_by_default(lake):
@@ -66,7 +67,9 @@ def test_vectors_find_what_bm25_misses(lake):
     typo = "Biscit agilty contst"
     assert recall(typo, "t", k=10, lake=lake, config=RecallConfig(raw_fallback=False, vectors_enabled=False)) == []
     trace: list = []
-    got = recall(typo, "t", k=10, lake=lake, trace=trace, config=RecallConfig(vectors_enabled=True, lambda_vector=0.4 / 0.6))
+    got = recall(
+        typo, "t", k=10, lake=lake, trace=trace, config=RecallConfig(vectors_enabled=True, lambda_vector=0.4 / 0.6)
+    )
     assert _stages(trace)["vectors"]["detail"]["state"] == "ok"
     assert got[0].node_id == "ep_j1" and got[0].breakdown["vector"] > 0 and got[0].breakdown["bm25"] == 0
     assert any("agility contest" in c.excerpt for c in got[0].citations)
@@ -96,11 +99,17 @@ def test_vectors_alone_answer(lake):
 
 def test_vector_index_not_ready_degrades_to_a_then_c(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMCTL_VECTORS", "off")
-    lake = puppy_lake(tmp_path)   # built without vectors
+    lake = puppy_lake(tmp_path)  # built without vectors
     for spec, state in ((None, "no embedder"), ("hashing", "missing")):
         trace: list = []
-        got = recall("Biscuit agility", "t", k=10, lake=lake, trace=trace,
-                     config=RecallConfig(vectors_enabled=True, vector_embedder=spec))
+        got = recall(
+            "Biscuit agility",
+            "t",
+            k=10,
+            lake=lake,
+            trace=trace,
+            config=RecallConfig(vectors_enabled=True, vector_embedder=spec),
+        )
         assert _stages(trace)["vectors"]["detail"]["state"] == state
         assert got[0].node_id == "ep_j1" and all(r.breakdown["vector"] == 0 for r in got)
 
@@ -119,7 +128,7 @@ def test_a_plugged_in_embedder_builds_and_serves(lake, monkeypatch):
     slug = next(p.stem for p in (lake.index_dir / "vectors").glob("*.npz"))
     assert load_vectors(lake, slug).spec == "tests.test_vectors:constant_embedder"
     got = recall("anything at all", "t", k=10, lake=lake, config=RecallConfig(vectors_enabled=True, raw_fallback=False))
-    assert {r.node_id for r in got} >= {"ep_j1", "ep_m1"}   # every node is as near as any other
+    assert {r.node_id for r in got} >= {"ep_j1", "ep_m1"}  # every node is as near as any other
 
 
 def test_switching_vectors_off_removes_the_files(lake, monkeypatch):

@@ -1,4 +1,5 @@
 """jobs.versions: version chains, contradictions with the seed-004 §7.2 prio, the review queue, the ACTIVE_OF check."""
+
 from __future__ import annotations
 
 import json
@@ -34,28 +35,69 @@ class Graph:
         self.edges: list[dict] = []
 
     def entity(self, tenant: str, nid: str, title: str, subtype: str = "PERSON") -> str:
-        self.nodes.append({"id": nid, "tenant": tenant, "type": "Entity", "subtype": subtype, "title": title,
-                           "status": "active"})
+        self.nodes.append(
+            {"id": nid, "tenant": tenant, "type": "Entity", "subtype": subtype, "title": title, "status": "active"}
+        )
         return nid
 
-    def fact(self, tenant: str, nid: str, predicate: str, t: datetime, agent: str | None, patient: str | None = None,
-             *, negation: bool = False, speaker: str = "Alice", frequency: int = 1, location: str | None = None,
-             type: str = "Fact", ref: tuple[str, int, int] | None = None, conv: str = "c", msg: str = "m") -> str:
-        self.nodes.append({"id": nid, "tenant": tenant, "type": type, "subtype": "state", "title": nid,
-                           "predicate_norm": predicate if type == "Fact" else None, "negation": negation,
-                           "first_seen": t, "last_seen": t, "confidence": 0.8, "frequency": frequency,
-                           "speaker": speaker, "status": "active", "conv_id": conv, "msg_id": msg,
-                           "raw_refs": [{"raw_id": ref[0], "offset": ref[1], "length": ref[2]}] if ref else [],
-                           "provenance": "r2g.rule.fact.en.v1"})
+    def fact(
+        self,
+        tenant: str,
+        nid: str,
+        predicate: str,
+        t: datetime,
+        agent: str | None,
+        patient: str | None = None,
+        *,
+        negation: bool = False,
+        speaker: str = "Alice",
+        frequency: int = 1,
+        location: str | None = None,
+        type: str = "Fact",
+        ref: tuple[str, int, int] | None = None,
+        conv: str = "c",
+        msg: str = "m",
+    ) -> str:
+        self.nodes.append(
+            {
+                "id": nid,
+                "tenant": tenant,
+                "type": type,
+                "subtype": "state",
+                "title": nid,
+                "predicate_norm": predicate if type == "Fact" else None,
+                "negation": negation,
+                "first_seen": t,
+                "last_seen": t,
+                "confidence": 0.8,
+                "frequency": frequency,
+                "speaker": speaker,
+                "status": "active",
+                "conv_id": conv,
+                "msg_id": msg,
+                "raw_refs": [{"raw_id": ref[0], "offset": ref[1], "length": ref[2]}] if ref else [],
+                "provenance": "r2g.rule.fact.en.v1",
+            }
+        )
         for role, dst in (("AGENT", agent), ("PATIENT", patient), ("LOCATION", location)):
             if dst is not None:
                 self.edge(tenant, nid, role, dst, "r2g.rule.fact.en.v1")
         return nid
 
     def edge(self, tenant: str, src: str, etype: str, dst: str, provenance: str = R2G_LINK) -> None:
-        self.edges.append({"id": edge_id(tenant, src, etype, dst), "tenant": tenant, "src": src, "dst": dst,
-                           "type": etype, "weight": 0.75, "confidence": 0.5, "raw_refs": [],
-                           "provenance": provenance})
+        self.edges.append(
+            {
+                "id": edge_id(tenant, src, etype, dst),
+                "tenant": tenant,
+                "src": src,
+                "dst": dst,
+                "type": etype,
+                "weight": 0.75,
+                "confidence": 0.5,
+                "raw_refs": [],
+                "provenance": provenance,
+            }
+        )
 
     def tables(self) -> tuple[pa.Table, pa.Table]:
         return _table(self.nodes, NODES), _table(self.edges, EDGES)
@@ -82,11 +124,29 @@ def coffee_change(g: Graph, tenant: str = "t") -> None:
     g.entity(tenant, "coffee", "coffee", "OBJECT")
     g.fact(tenant, "f_love", "love_coffee", D1, "alice", "coffee", ref=("raw_1", 2, 12), msg="m1")
     g.fact(tenant, "p_love", "", D1, "alice", type="Preference", ref=("raw_1", 0, 14), msg="m1")
-    g.fact(tenant, "f_not_like", "like_coffee", D1 + 10 * DAY, "alice", "coffee", negation=True,
-           ref=("raw_2", 0, 27), msg="m2")
-    g.fact(tenant, "p_dislike", "", D1 + 10 * DAY, "alice", negation=True, type="Preference", ref=("raw_2", 0, 28),
-           msg="m2")
-    g.edge(tenant, "f_not_like", "CONTRADICTS", "f_love")   # what r2g.link made: a change, not a conflict
+    g.fact(
+        tenant,
+        "f_not_like",
+        "like_coffee",
+        D1 + 10 * DAY,
+        "alice",
+        "coffee",
+        negation=True,
+        ref=("raw_2", 0, 27),
+        msg="m2",
+    )
+    g.fact(
+        tenant,
+        "p_dislike",
+        "",
+        D1 + 10 * DAY,
+        "alice",
+        negation=True,
+        type="Preference",
+        ref=("raw_2", 0, 28),
+        msg="m2",
+    )
+    g.edge(tenant, "f_not_like", "CONTRADICTS", "f_love")  # what r2g.link made: a change, not a conflict
 
 
 def test_a_preference_that_changed_is_a_version_chain_not_a_contradiction() -> None:
@@ -120,12 +180,17 @@ def test_concurrent_claims_contradict_and_the_better_supported_one_is_active() -
     assert _edges(r, "CONTRADICTS") == {("g_like", "g_hate"), ("g_hate", "g_like")}
     assert _edges(r, "ACTIVE_OF") == {("bob", "g_like")}
     assert _edges(r, "VERSION_NEXT") == set()
-    weights = {(s, d): w for s, d, w in pl.from_arrow(r.edges).filter(pl.col("type") == "CONTRADICTS")
-               .select(["src", "dst", "weight"]).iter_rows()}
-    assert weights[("g_like", "g_hate")] == _prio(1.0, math.exp(-2 / 24), 3)     # 0.809009
-    assert weights[("g_hate", "g_like")] == _prio(1.0, 1.0, 1)                    # 0.75
+    weights = {
+        (s, d): w
+        for s, d, w in pl.from_arrow(r.edges)
+        .filter(pl.col("type") == "CONTRADICTS")
+        .select(["src", "dst", "weight"])
+        .iter_rows()
+    }
+    assert weights[("g_like", "g_hate")] == _prio(1.0, math.exp(-2 / 24), 3)  # 0.809009
+    assert weights[("g_hate", "g_like")] == _prio(1.0, 1.0, 1)  # 0.75
     v = _validity(r)
-    assert v["g_like"] == (D1, None) and v["g_hate"] == (None, None)   # the loser is kept, never active
+    assert v["g_like"] == (D1, None) and v["g_hate"] == (None, None)  # the loser is kept, never active
     assert r.review_queue.num_rows == 0
     assert one_active_per_chain(r.nodes, r.edges).passed
 
@@ -140,7 +205,7 @@ def test_a_near_tie_goes_to_the_review_queue() -> None:
     q = r.review_queue.to_pylist()
     assert len(q) == 1
     assert q[0]["kind"] == "contradiction_near_tie" and q[0]["tenant"] == "t"
-    assert q[0]["node_ids"] == ["h_not", "h_like"]                    # best prio first: the newer claim
+    assert q[0]["node_ids"] == ["h_not", "h_like"]  # best prio first: the newer claim
     assert q[0]["scores"] == [_prio(1.0, 1.0, 1), _prio(1.0, math.exp(-1 / 24), 1)]
     assert q[0]["created_at"] == D1 + timedelta(hours=1)
     assert q[0]["provenance"] == "jobs.versions.near_tie.v1" and q[0]["reason"].startswith("prio gap 0.008 < 0.05")
@@ -179,7 +244,7 @@ def test_a_single_valued_attribute_changes_its_value() -> None:
     g.fact("t", "live_paris", "live", D1, "fay", location="loc_paris", speaker="Fay")
     g.fact("t", "live_paris2", "live", D1 + 3 * DAY, "fay", location="loc_paris", speaker="Fay")
     g.fact("t", "live_berlin", "live", D1 + 30 * DAY, "fay", location="loc_berlin", speaker="Fay")
-    g.fact("t", "live_vague", "live", D1 + 31 * DAY, "fay", speaker="Fay")   # no place: no claim on the value
+    g.fact("t", "live_vague", "live", D1 + 31 * DAY, "fay", speaker="Fay")  # no place: no claim on the value
     g.edge("t", "live_paris2", "SUPPORTS", "live_paris")
     r = version_facts(*g.tables())
     assert _edges(r, "VERSION_NEXT") == {("live_paris", "live_berlin")}
@@ -278,15 +343,31 @@ def test_shuffled_rows_give_the_same_output_and_a_rerun_changes_nothing() -> Non
 
 
 @fuzz_settings(60)
-@given(st.lists(st.tuples(st.booleans(), st.integers(0, 40), st.integers(0, 23), st.integers(1, 3),
-                          st.sampled_from(["Ivy", "Bot"])), min_size=1, max_size=12))
+@given(
+    st.lists(
+        st.tuples(
+            st.booleans(), st.integers(0, 40), st.integers(0, 23), st.integers(1, 3), st.sampled_from(["Ivy", "Bot"])
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
 def test_random_histories_keep_the_invariants(history) -> None:
     g = Graph()
     g.entity("t", "ivy", "Ivy")
     g.entity("t", "tea", "tea", "OBJECT")
     for i, (neg, day, hour, freq, speaker) in enumerate(history):
-        g.fact("t", f"x{i:02d}", "like_tea", D1 + day * DAY + timedelta(hours=hour), "ivy", "tea", negation=neg,
-               frequency=freq, speaker=speaker)
+        g.fact(
+            "t",
+            f"x{i:02d}",
+            "like_tea",
+            D1 + day * DAY + timedelta(hours=hour),
+            "ivy",
+            "tea",
+            negation=neg,
+            frequency=freq,
+            speaker=speaker,
+        )
     r = version_facts(*g.tables())
     assert one_active_per_chain(r.nodes, r.edges).passed
     assert len(_edges(r, "ACTIVE_OF")) <= 1
@@ -297,7 +378,7 @@ def test_random_histories_keep_the_invariants(history) -> None:
     for older, newer in _edges(r, "VERSION_NEXT"):
         assert claim[older] != claim[newer] and times[newer] - times[older] > DAY
     current = [i for i, (s, u) in v.items() if s is not None and u is None]
-    assert current and all(v[i][0] == v[current[0]][0] for i in current)   # one current version
+    assert current and all(v[i][0] == v[current[0]][0] for i in current)  # one current version
     contradicts = _edges(r, "CONTRADICTS")
     assert all(claim[a] != claim[b] and (b, a) in contradicts for a, b in contradicts)
 
@@ -324,7 +405,8 @@ def test_the_invariants_hold_on_the_r2g_output_of_a_locomo_conversation(tmp_path
     n = pl.from_arrow(r.nodes)
     assert n.filter(pl.col("valid_until") <= pl.col("valid_since")).height == 0
     assert n.drop(["valid_since", "valid_until"]).equals(
-        pl.from_arrow(graph.nodes).sort("id").drop(["valid_since", "valid_until"]))
+        pl.from_arrow(graph.nodes).sort("id").drop(["valid_since", "valid_until"])
+    )
     e = pl.from_arrow(r.edges)
     assert e["id"].is_unique().all() and e["weight"].is_between(0, 1).all()
     mine = e.filter(pl.col("provenance").str.starts_with("jobs.versions."))

@@ -1,5 +1,6 @@
 """Applying an ops batch (apply_ops): each op all-or-nothing, in order, a failing op an OPS_REJECTED row with its
 code, never aborting the batch; re-applying a batch writes nothing new."""
+
 from __future__ import annotations
 
 import json
@@ -43,11 +44,11 @@ from raw_store.text import detect_lang
 
 @dataclass(frozen=True)
 class OpsResult:
-    nodes: pa.Table          # NODES: input nodes with created / edited / archived rows
-    edges: pa.Table          # EDGES: input edges with created rows, minus the ones moved to cold_edges
-    applied: pa.Table        # OPS_APPLIED
-    rejected: pa.Table       # OPS_REJECTED (apply-time rejects; parse_ops returns the parse-time ones)
-    cold_edges: pa.Table     # COLD_EDGES: the input cold edges plus the edges link_delete moved out
+    nodes: pa.Table  # NODES: input nodes with created / edited / archived rows
+    edges: pa.Table  # EDGES: input edges with created rows, minus the ones moved to cold_edges
+    applied: pa.Table  # OPS_APPLIED
+    rejected: pa.Table  # OPS_REJECTED (apply-time rejects; parse_ops returns the parse-time ones)
+    cold_edges: pa.Table  # COLD_EDGES: the input cold edges plus the edges link_delete moved out
 
 
 def _time_of(expr: str, anchor: datetime, lang: str) -> tuple[datetime | None, datetime | None, str | None]:
@@ -62,7 +63,7 @@ def _time_of(expr: str, anchor: datetime, lang: str) -> tuple[datetime | None, d
     except (ValueError, OverflowError):
         pass
     found = find_times(expr, lang, anchor)
-    if found and (v := found[0].value) is not None:   # a mention's rule may find no such date (31 February)
+    if found and (v := found[0].value) is not None:  # a mention's rule may find no such date (31 February)
         return v.start, v.end, v.granularity
     return None, None, None
 
@@ -89,13 +90,26 @@ class _Batch(_Resolver):
         f.pop("title", None)
         t = self.anchor(op)
         row: dict[str, Any] = {c: None for c in NODES.names}
-        row.update({
-            "id": node_id, "tenant": op.tenant, "type": type_, "title": title[: self.cfg.title_max_chars],
-            "text": text if text is not None else title, "keywords": [], "entities": [], "aliases": [],
-            "importance": self.cfg.memory_importance, "confidence": self.cfg.confidence, "frequency": 1,
-            "first_seen": t, "last_seen": t, "status": "active", "raw_refs": [op.raw_ref] if op.raw_ref else [],
-            "provenance": provenance(op.name),
-        })
+        row.update(
+            {
+                "id": node_id,
+                "tenant": op.tenant,
+                "type": type_,
+                "title": title[: self.cfg.title_max_chars],
+                "text": text if text is not None else title,
+                "keywords": [],
+                "entities": [],
+                "aliases": [],
+                "importance": self.cfg.memory_importance,
+                "confidence": self.cfg.confidence,
+                "frequency": 1,
+                "first_seen": t,
+                "last_seen": t,
+                "status": "active",
+                "raw_refs": [op.raw_ref] if op.raw_ref else [],
+                "provenance": provenance(op.name),
+            }
+        )
         row["lang"] = detect_lang(f"{row['title']} {row['text']}")
         self.set_fields(op, row, f)
         return row
@@ -112,10 +126,20 @@ class _Batch(_Resolver):
 
     def new_edge(self, op: Op, src: str, type_: str, dst: str, weight: float) -> dict:
         row: dict[str, Any] = {c: None for c in EDGES.names}
-        row.update({"id": edge_id(op.tenant, src, type_, dst), "tenant": op.tenant, "src": src, "dst": dst,
-                    "type": type_, "weight": weight, "confidence": self.cfg.confidence,
-                    "valid_since": self.anchor(op), "raw_refs": [op.raw_ref] if op.raw_ref else [],
-                    "provenance": provenance(op.name)})
+        row.update(
+            {
+                "id": edge_id(op.tenant, src, type_, dst),
+                "tenant": op.tenant,
+                "src": src,
+                "dst": dst,
+                "type": type_,
+                "weight": weight,
+                "confidence": self.cfg.confidence,
+                "valid_since": self.anchor(op),
+                "raw_refs": [op.raw_ref] if op.raw_ref else [],
+                "provenance": provenance(op.name),
+            }
+        )
         return row
 
     def link_edges(self, op: Op, plan: _Plan, src: str, dst: str, type_: str, direction: str, weight: float) -> None:
@@ -149,9 +173,14 @@ class _Batch(_Resolver):
         row = self.g.node(op.tenant, nid)
         if row is None:
             row = self.new_node(op, nid, type_, {"text": text, "subtype": subtype}, title=title)
-            row.update({"importance": a.get("importance", self.cfg.memory_importance),
-                        "keywords": list(dict.fromkeys(p for p in parts if p)), "entities": [parts[0]],
-                        "predicate_norm": parts[1]})
+            row.update(
+                {
+                    "importance": a.get("importance", self.cfg.memory_importance),
+                    "keywords": list(dict.fromkeys(p for p in parts if p)),
+                    "entities": [parts[0]],
+                    "predicate_norm": parts[1],
+                }
+            )
             when = next((attrs[k] for k in ("时间", "time", "when") if attrs.get(k, "").strip()), None)
             if when is not None:
                 start, end, gran = _time_of(when, self.anchor(op), row["lang"])
@@ -159,7 +188,7 @@ class _Batch(_Resolver):
             plan.nodes.append(row)
         plan.target_ids.append(nid)
         # the subject and object, when the tenant knows them as Entities, fill the AGENT / PATIENT roles
-        known = self.g.entities(op.tenant, exclude=self.batch_nodes)   # the same on a re-run
+        known = self.g.entities(op.tenant, exclude=self.batch_nodes)  # the same on a re-run
         for part, role in ((parts[0], "AGENT"), (parts[2], "PATIENT")):
             ent = known.get(part.casefold()) if part else None
             if ent is not None:
@@ -177,7 +206,7 @@ class _Batch(_Resolver):
 
     def _links(self, op: Op, plan: _Plan, src: str, links: list[Mapping[str, Any]]) -> None:
         ends = []
-        for link in links:   # every target must resolve before any edge is planned: all-or-nothing
+        for link in links:  # every target must resolve before any edge is planned: all-or-nothing
             if "targetRef" in link:
                 dst = self.target(op, link["targetRef"], ref_key=True)
             else:
@@ -193,7 +222,7 @@ class _Batch(_Resolver):
         if row is None:
             row = self.new_node(op, nid, a["type"], a.get("fields") or {}, title=a.get("title"))
             plan.nodes.append(row)
-            self.g.node_rows[(op.tenant, nid)] = row   # visible to its own links; dropped if the op fails
+            self.g.node_rows[(op.tenant, nid)] = row  # visible to its own links; dropped if the op fails
         try:
             plan.target_ids.append(nid)
             self._links(op, plan, nid, a.get("links") or [])
@@ -217,7 +246,7 @@ class _Batch(_Resolver):
         plan.result = {"id": nid, "set": sorted(fields), "cleared": sorted(a.get("clearFields") or ())}
 
     def delete(self, op: Op, plan: _Plan) -> None:
-        nid = self.target(op, op.args["nodeId"], archived_ok=True)   # archiving again is a no-op
+        nid = self.target(op, op.args["nodeId"], archived_ok=True)  # archiving again is a no-op
         row = dict(self.g.existing(op.tenant, nid))
         if row.get("status") != "archived":
             row["status"] = "archived"
@@ -247,7 +276,7 @@ class _Batch(_Resolver):
             if row is not None:
                 plan.cold.append((row, reason, self.at))
                 plan.target_ids.append(eid)
-            elif (op.tenant, eid) in self.g.cold_ids:   # moved out already (this batch, applied before)
+            elif (op.tenant, eid) in self.g.cold_ids:  # moved out already (this batch, applied before)
                 plan.target_ids.append(eid)
         if not plan.target_ids:
             raise _Reject(NOT_FOUND, f"no {type_} link between {src!r} and {dst!r}")
@@ -295,9 +324,17 @@ class _Batch(_Resolver):
         return plan
 
 
-def apply_ops(nodes: pa.Table, edges: pa.Table, ops: Iterable[Op], batch_id: str, at: datetime,
-              resolve: Callable[[str, str], str | None] | None, *, cold_edges: pa.Table | None = None,
-              config: OpsConfig = DEFAULT_CONFIG) -> OpsResult:
+def apply_ops(
+    nodes: pa.Table,
+    edges: pa.Table,
+    ops: Iterable[Op],
+    batch_id: str,
+    at: datetime,
+    resolve: Callable[[str, str], str | None] | None,
+    *,
+    cold_edges: pa.Table | None = None,
+    config: OpsConfig = DEFAULT_CONFIG,
+) -> OpsResult:
     """Apply a batch's ops in order to nodes/edges (any tenants mixed); see the module docstring.
 
     `at` (naive UTC) is when the batch is applied: OPS_APPLIED.at, COLD_EDGES.capped_at, and the time
@@ -321,8 +358,9 @@ def apply_ops(nodes: pa.Table, edges: pa.Table, ops: Iterable[Op], batch_id: str
             rejected.append(_reject_row(op.tenant, batch_id, op.index, op.name, r.code, r.message, op.raw))
             continue
         except Exception as e:  # noqa: BLE001 — a planning bug rejects this op (nothing was written), never the batch
-            rejected.append(_reject_row(op.tenant, batch_id, op.index, op.name, OP_FAILED,
-                                        f"{type(e).__name__}: {e}", op.raw))
+            rejected.append(
+                _reject_row(op.tenant, batch_id, op.index, op.name, OP_FAILED, f"{type(e).__name__}: {e}", op.raw)
+            )
             continue
         graph.commit(plan)
         if op.ref is not None:
@@ -330,12 +368,24 @@ def apply_ops(nodes: pa.Table, edges: pa.Table, ops: Iterable[Op], batch_id: str
         if plan.ref_node is not None:
             batch.made.add((op.tenant, plan.ref_node))
             batch.created.setdefault(op.tenant, []).append((op.index, plan.ref_node))
-        applied.append({"tenant": op.tenant, "batch_id": batch_id, "op_index": op.index, "op": op.name,
-                        "ref": op.ref, "target_ids": plan.target_ids,
-                        "result": json.dumps(plan.result, ensure_ascii=False, sort_keys=True), "at": at})
+        applied.append(
+            {
+                "tenant": op.tenant,
+                "batch_id": batch_id,
+                "op_index": op.index,
+                "op": op.name,
+                "ref": op.ref,
+                "target_ids": plan.target_ids,
+                "result": json.dumps(plan.result, ensure_ascii=False, sort_keys=True),
+                "at": at,
+            }
+        )
     nodes_out, edges_out, cold_out = graph.tables()
     key = lambda r: (r["tenant"], r["op_index"])  # noqa: E731
-    return OpsResult(nodes=nodes_out, edges=edges_out,
-                     applied=pa.Table.from_pylist(sorted(applied, key=key), schema=OPS_APPLIED),
-                     rejected=pa.Table.from_pylist(sorted(rejected, key=key), schema=OPS_REJECTED),
-                     cold_edges=cold_out)
+    return OpsResult(
+        nodes=nodes_out,
+        edges=edges_out,
+        applied=pa.Table.from_pylist(sorted(applied, key=key), schema=OPS_APPLIED),
+        rejected=pa.Table.from_pylist(sorted(rejected, key=key), schema=OPS_REJECTED),
+        cold_edges=cold_out,
+    )

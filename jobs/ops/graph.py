@@ -1,5 +1,6 @@
 """The graph an ops batch writes to: the op tenants' nodes and edges indexed by (tenant, id), what one op would
 write (_Plan), and the output tables once the batch has run."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -23,15 +24,23 @@ class _Graph:
         e_mask = pc.fill_null(pc.is_in(edges.column("tenant"), keep), False)
         self.other_nodes, self.mine_nodes = nodes.filter(pc.invert(n_mask)), nodes.filter(n_mask)
         self.other_edges, self.mine_edges = edges.filter(pc.invert(e_mask)), edges.filter(e_mask)
-        self.node_pos = {k: i for i, k in enumerate(zip(self.mine_nodes.column("tenant").to_pylist(),
-                                                        self.mine_nodes.column("id").to_pylist()))}
-        self.edge_pos = {k: i for i, k in enumerate(zip(self.mine_edges.column("tenant").to_pylist(),
-                                                        self.mine_edges.column("id").to_pylist()))}
+        self.node_pos = {
+            k: i
+            for i, k in enumerate(
+                zip(self.mine_nodes.column("tenant").to_pylist(), self.mine_nodes.column("id").to_pylist())
+            )
+        }
+        self.edge_pos = {
+            k: i
+            for i, k in enumerate(
+                zip(self.mine_edges.column("tenant").to_pylist(), self.mine_edges.column("id").to_pylist())
+            )
+        }
         self.cold_in = cold
         self.cold_ids = set(zip(cold.column("tenant").to_pylist(), cold.column("id").to_pylist()))
-        self.node_rows: dict[tuple[str, str], dict] = {}    # changed or new
-        self.edge_rows: dict[tuple[str, str], dict] = {}    # new
-        self.edges_gone: set[tuple[str, str]] = set()       # moved to cold by this batch
+        self.node_rows: dict[tuple[str, str], dict] = {}  # changed or new
+        self.edge_rows: dict[tuple[str, str], dict] = {}  # new
+        self.edges_gone: set[tuple[str, str]] = set()  # moved to cold by this batch
         self.cold_new: list[dict] = []
         self.parents: dict[tuple[str, str], set[str]] = {}  # (tenant, child) → rollup parents
         sc = self.mine_edges.filter(pc.equal(self.mine_edges.column("type"), "SEMANTIC_CONTAINS"))
@@ -103,17 +112,28 @@ class _Graph:
 
     def tables(self) -> tuple[pa.Table, pa.Table, pa.Table]:
         changed = {self.node_pos[k] for k in self.node_rows if k in self.node_pos}
-        kept = self.mine_nodes.filter(pa.array([i not in changed for i in range(self.mine_nodes.num_rows)],
-                                               pa.bool_()))
-        nodes = pa.concat_tables([conform(self.other_nodes, NODES), conform(kept, NODES),
-                                  pa.Table.from_pylist(list(self.node_rows.values()), schema=NODES)])
+        kept = self.mine_nodes.filter(pa.array([i not in changed for i in range(self.mine_nodes.num_rows)], pa.bool_()))
+        nodes = pa.concat_tables(
+            [
+                conform(self.other_nodes, NODES),
+                conform(kept, NODES),
+                pa.Table.from_pylist(list(self.node_rows.values()), schema=NODES),
+            ]
+        )
         dropped = {self.edge_pos[k] for k in (self.edges_gone | set(self.edge_rows)) if k in self.edge_pos}
-        kept_e = self.mine_edges.filter(pa.array([i not in dropped for i in range(self.mine_edges.num_rows)],
-                                                 pa.bool_()))
-        edges = pa.concat_tables([conform(self.other_edges, EDGES), conform(kept_e, EDGES),
-                                  pa.Table.from_pylist(list(self.edge_rows.values()), schema=EDGES)])
-        cold = pa.concat_tables([conform(self.cold_in, COLD_EDGES),
-                                 pa.Table.from_pylist(self.cold_new, schema=COLD_EDGES)])
+        kept_e = self.mine_edges.filter(
+            pa.array([i not in dropped for i in range(self.mine_edges.num_rows)], pa.bool_())
+        )
+        edges = pa.concat_tables(
+            [
+                conform(self.other_edges, EDGES),
+                conform(kept_e, EDGES),
+                pa.Table.from_pylist(list(self.edge_rows.values()), schema=EDGES),
+            ]
+        )
+        cold = pa.concat_tables(
+            [conform(self.cold_in, COLD_EDGES), pa.Table.from_pylist(self.cold_new, schema=COLD_EDGES)]
+        )
         return _sorted(nodes, ["tenant", "id"]), _sorted(edges, ["tenant", "id"]), _sorted(cold, ["tenant", "id"])
 
 
@@ -124,6 +144,7 @@ def _sorted(table: pa.Table, keys: list[str]) -> pa.Table:
 @dataclass
 class _Plan:
     """What one op would write; committed only when the whole op succeeds."""
+
     nodes: list[dict] = field(default_factory=list)
     edges: list[dict] = field(default_factory=list)
     cold: list[tuple[dict, str, datetime]] = field(default_factory=list)

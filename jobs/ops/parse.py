@@ -1,5 +1,6 @@
 """Reading an ops file: JSONL lines of either shape (seed 000 tool calls, seed 001 ops) → validated Ops, and
 OPS_REJECTED rows for the lines that are not; looks_like_ops tells an ops batch from a chat log."""
+
 from __future__ import annotations
 
 import hashlib
@@ -31,13 +32,14 @@ from raw_store.cas import raw_id_for
 @dataclass(frozen=True)
 class Op:
     """One validated op of a batch."""
+
     tenant: str
-    index: int                          # op_index: the op's 1-based line in the ops file
-    name: str                           # one of OP_NAMES
-    args: Mapping[str, Any]             # validated arguments (envelope keys lifted out)
-    ref: str | None = None              # the batch-local name this op defines
-    ts: datetime | None = None          # when the agent made the call (naive UTC); anchors relative times
-    raw: str = ""                       # the line as given
+    index: int  # op_index: the op's 1-based line in the ops file
+    name: str  # one of OP_NAMES
+    args: Mapping[str, Any]  # validated arguments (envelope keys lifted out)
+    ref: str | None = None  # the batch-local name this op defines
+    ts: datetime | None = None  # when the agent made the call (naive UTC); anchors relative times
+    raw: str = ""  # the line as given
     raw_ref: Mapping[str, Any] | None = field(default=None, compare=False)  # the line in the ops file's blob
 
 
@@ -47,8 +49,15 @@ def batch_id_for(data: bytes) -> str:
 
 
 def _reject_row(tenant: str, batch_id: str, index: int, op: str | None, code: str, message: str, raw: str) -> dict:
-    return {"tenant": tenant, "batch_id": batch_id, "op_index": index, "op": op, "code": code, "message": message,
-            "raw": raw}
+    return {
+        "tenant": tenant,
+        "batch_id": batch_id,
+        "op_index": index,
+        "op": op,
+        "code": code,
+        "message": message,
+        "raw": raw,
+    }
 
 
 def _no_constants(name: str) -> Any:
@@ -59,8 +68,9 @@ def _loads(text: str) -> Any:
     return json.loads(text, parse_constant=_no_constants)
 
 
-_ENVELOPE = frozenset({"op", "tool", "name", "args", "arguments", "function", "ref", "ts", "tenant", "id", "call_id",
-                       "type"})
+_ENVELOPE = frozenset(
+    {"op", "tool", "name", "args", "arguments", "function", "ref", "ts", "tenant", "id", "call_id", "type"}
+)
 
 
 def _unwrap(obj: dict) -> tuple[str, Any, dict]:
@@ -68,8 +78,11 @@ def _unwrap(obj: dict) -> tuple[str, Any, dict]:
     if "op" in obj:
         name = obj["op"]
         nested = "args" in obj or "arguments" in obj
-        args = obj.get("args", obj.get("arguments")) if nested else {
-            k: v for k, v in obj.items() if k not in ("op", "ref", "ts", "tenant")}
+        args = (
+            obj.get("args", obj.get("arguments"))
+            if nested
+            else {k: v for k, v in obj.items() if k not in ("op", "ref", "ts", "tenant")}
+        )
         envelope = {k: v for k, v in obj.items() if k in ("ref", "ts", "tenant")}
         extra = sorted(k for k in obj if k not in _ENVELOPE) if nested else []
     elif isinstance(obj.get("function"), dict):
@@ -171,33 +184,50 @@ def parse_ops(data: bytes, source_file: str, tenant: str) -> tuple[list[Op], lis
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError:
-            rejected.append(_reject_row(tenant, bid, n, None, BAD_ARGS, f"{source_file}:{n}: line is not valid UTF-8",
-                                        line.decode("utf-8", "backslashreplace")))
+            rejected.append(
+                _reject_row(
+                    tenant,
+                    bid,
+                    n,
+                    None,
+                    BAD_ARGS,
+                    f"{source_file}:{n}: line is not valid UTF-8",
+                    line.decode("utf-8", "backslashreplace"),
+                )
+            )
             continue
         try:
             ops.append(parse_line(text, tenant, n, {"raw_id": raw_id, "offset": start, "length": len(line)}))
         except _Reject as r:
-            rejected.append(_reject_row(tenant, bid, n, _op_name_of(text), r.code, f"{source_file}:{n}: {r.message}",
-                                        text))
+            rejected.append(
+                _reject_row(tenant, bid, n, _op_name_of(text), r.code, f"{source_file}:{n}: {r.message}", text)
+            )
     return ops, rejected
 
 
 @dataclass(frozen=True)
 class OpsBatch:
     """One ops file, parsed: what apply_ops takes, plus the lines parsing rejected."""
+
     tenant: str
     source_file: str
-    batch_id: str                # batch_id_for(the file's bytes)
-    at: datetime                 # when the batch is applied (naive UTC), from the caller — never the clock
+    batch_id: str  # batch_id_for(the file's bytes)
+    at: datetime  # when the batch is applied (naive UTC), from the caller — never the clock
     ops: tuple[Op, ...]
-    parse_rejects: pa.Table      # OPS_REJECTED
+    parse_rejects: pa.Table  # OPS_REJECTED
 
 
 def read_batch(data: bytes, source_file: str, tenant: str, at: datetime) -> OpsBatch:
     """parse_ops of one ops file, bundled for apply_ops(nodes, edges, b.ops, b.batch_id, b.at, resolve)."""
     ops, rejects = parse_ops(data, source_file, tenant)
-    return OpsBatch(tenant=tenant, source_file=source_file, batch_id=batch_id_for(data), at=_naive(at),
-                    ops=tuple(ops), parse_rejects=pa.Table.from_pylist(rejects, schema=OPS_REJECTED))
+    return OpsBatch(
+        tenant=tenant,
+        source_file=source_file,
+        batch_id=batch_id_for(data),
+        at=_naive(at),
+        ops=tuple(ops),
+        parse_rejects=pa.Table.from_pylist(rejects, schema=OPS_REJECTED),
+    )
 
 
 def _op_name_of(text: str) -> str | None:

@@ -1,5 +1,6 @@
 """Naming nodes within a batch: a node id, a batch-local ref ("$m1", {"ref": "m1"}) or, for link_memories, a
 free-text description (this batch's new memories by character bigrams, then the host's `resolve`)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -14,18 +15,24 @@ from r2g.ids import stable_id
 
 def _bigrams(text: str) -> set[str]:
     s = "".join(ch for ch in text.lower() if ch.isalnum())
-    return {s[i:i + 2] for i in range(len(s) - 1)} or ({s} if s else set())
+    return {s[i : i + 2] for i in range(len(s) - 1)} or ({s} if s else set())
 
 
 class _Resolver:
     """The state of a batch being applied that naming a node needs, and the lookups over it."""
 
-    def __init__(self, graph: _Graph, batch_id: str, at: datetime,
-                 resolve: Callable[[str, str], str | None] | None, config: OpsConfig) -> None:
+    def __init__(
+        self,
+        graph: _Graph,
+        batch_id: str,
+        at: datetime,
+        resolve: Callable[[str, str], str | None] | None,
+        config: OpsConfig,
+    ) -> None:
         self.g, self.batch_id, self.at, self.resolve, self.cfg = graph, batch_id, at, resolve, config
         # (tenant, ref) → (node id, op index); the id is None when the op that defined the ref made no node (an edit)
         self.refs: dict[tuple[str, str], tuple[str | None, int]] = {}
-        self.created: dict[str, list[tuple[int, str]]] = {}      # tenant → [(op index, node id)] in op order
+        self.created: dict[str, list[tuple[int, str]]] = {}  # tenant → [(op index, node id)] in op order
         # The ids this batch's create ops will make. Until its op has run, such a node is invisible
         # (a re-run finds it in the input already), so a re-run sees what the first run saw.
         self.batch_nodes: set[tuple[str, str]] = set()
@@ -56,8 +63,9 @@ class _Resolver:
             raise _Reject(code, f"ref {name!r} names no node: the op at line {hit[1]} made none")
         return hit[0]
 
-    def target(self, op: Op, value: Any, code: str = NOT_FOUND, ref_key: bool = False,
-               archived_ok: bool = False) -> str:
+    def target(
+        self, op: Op, value: Any, code: str = NOT_FOUND, ref_key: bool = False, archived_ok: bool = False
+    ) -> str:
         """The live (or, with `archived_ok`, archived) node of op's tenant that `value` names (id, "$ref",
         {"ref"}, {"id"}; a bare ref name when `ref_key`)."""
         if ref_key:

@@ -1,6 +1,7 @@
 """Helpers every rule shares (content words, spans, clipping), and the language-independent rules: time
 expressions (r2g.rule.time.v1), the speaker entity (r2g.rule.entity.speaker.v2) and cause pairs
 (r2g.rule.cause.v1)."""
+
 from __future__ import annotations
 
 import re
@@ -82,6 +83,7 @@ def _dedup_refs(refs: list[EntityRef]) -> list[EntityRef]:
 
 # ---------------------------------------------------------------- r2g.rule.time.v1
 
+
 def time_rule(ctx: MessageCtx) -> list[TimeRef]:
     """Time expressions of the message, resolved against its ts (R2G-4: relative → ISO + granularity).
 
@@ -121,8 +123,9 @@ def _labelled_ents(ctx: MessageCtx, labels: dict[str, str]) -> Iterator[tuple[in
 
 # What chat exports put where a name belongs (ChatGPT's "user"/"assistant", a system prompt): a role, not a
 # person anyone would remember things about, so no Entity (v2; v1 made "[Entity] assistant").
-ROLE_LABELS = frozenset({"assistant", "user", "system", "tool", "function", "developer", "human", "model",
-                         "助手", "用户", "系统"})
+ROLE_LABELS = frozenset(
+    {"assistant", "user", "system", "tool", "function", "developer", "human", "model", "助手", "用户", "系统"}
+)
 
 
 def is_role_label(name: str | None) -> bool:
@@ -140,8 +143,9 @@ def speaker_rule(ctx: MessageCtx) -> EntityRef | None:
     return ctx.__dict__["_speaker"]
 
 
-_BARE_WEEKDAY = re.compile(r"^(?:on\s+)?(?:mon|tues|wednes|thurs|fri|satur|sun)day$|^(?:周|星期|礼拜)[一二三四五六日天]$",
-                           re.I)
+_BARE_WEEKDAY = re.compile(
+    r"^(?:on\s+)?(?:mon|tues|wednes|thurs|fri|satur|sun)day$|^(?:周|星期|礼拜)[一二三四五六日天]$", re.I
+)
 FUTURE_MODALITIES = frozenset({"will", "plan", "want", "must", "should"})
 
 
@@ -154,12 +158,19 @@ def _forward(tr: TimeRef, ts: datetime | None) -> TimeRef:
     if v.start >= ts.replace(hour=0, minute=0, second=0, microsecond=0):
         return tr
     week = timedelta(days=7)
-    return TimeRef(tr.start, tr.end, tr.tok_start, tr.tok_end, tr.text,
-                   TimeValue(v.start + week, v.end + week, v.granularity, v.text, v.period))
+    return TimeRef(
+        tr.start,
+        tr.end,
+        tr.tok_start,
+        tr.tok_end,
+        tr.text,
+        TimeValue(v.start + week, v.end + week, v.granularity, v.text, v.period),
+    )
 
 
-def _time_roles(times: list[TimeRef], roles: list[Role], future: bool = False,
-                ts: datetime | None = None) -> tuple[TimeValue | None, str | None]:
+def _time_roles(
+    times: list[TimeRef], roles: list[Role], future: bool = False, ts: datetime | None = None
+) -> tuple[TimeValue | None, str | None]:
     """Append a TIME role per resolved time of a clause; return the fact's (time value, time text).
 
     The first resolved expression dates the fact; an unresolved one still keeps its text.
@@ -180,6 +191,7 @@ def _time_roles(times: list[TimeRef], roles: list[Role], future: bool = False,
 
 
 # ---------------------------------------------------------------- r2g.rule.cause.v1
+
 
 def cause_rule(facts: list[FactDraft]) -> list[tuple[int, int]]:
     """(cause, effect) pairs of positions in `facts` from because/so markers (因为/所以/导致/because/so/therefore).

@@ -1,5 +1,6 @@
 """r2g.rule.coref.v1: name variants within a conversation (Mel/Melanie, 明明/小明), canonical names, and who a
 pronoun stands for; with the person nouns both languages' rules use."""
+
 from __future__ import annotations
 
 import re
@@ -9,16 +10,20 @@ from r2g.rules.drafts import EntityRef, MessageCtx
 from r2g.rules.ids import COREF
 
 # Nouns that denote a person: "for my mom" is a BENEFICIARY, "my neighbour Xiaoming" a PERSON.
-PERSON_NOUNS_EN = frozenset("""
+PERSON_NOUNS_EN = frozenset(
+    """
 friend neighbour neighbor mom mum mother dad father parent sister brother sibling son daughter kid child
 wife husband partner boyfriend girlfriend fiance fiancee boss colleague coworker teacher student grandma
 grandmother grandpa grandfather granny aunt uncle cousin nephew niece roommate classmate doctor therapist
 mentor counselor coach baby family people guy girl boy man woman buddy pal
-""".split())
-PERSON_NOUNS_ZH = frozenset("""
+""".split()
+)
+PERSON_NOUNS_ZH = frozenset(
+    """
 妈妈 妈 母亲 爸爸 爸 父亲 爸妈 父母 奶奶 爷爷 外婆 外公 姥姥 姥爷 姐姐 哥哥 弟弟 妹妹 朋友 好友 同事 老师 老板 邻居
 女儿 儿子 孩子 老婆 老公 妻子 丈夫 男朋友 女朋友 室友 同学 医生 叔叔 阿姨 舅舅 姑姑 表哥 表姐 宝宝 家人 领导 师傅
-""".split())
+""".split()
+)
 _EN_THIRD_PRON = frozenset({"he", "she", "him", "her"})
 _EN_YOU = frozenset({"you"})
 _ZH_THIRD_PRON = frozenset({"他", "她"})
@@ -38,7 +43,7 @@ def _zh_short_forms(name: str) -> set[str]:
         return set()
     forms = set()
     if len(name) == 3 and name[0] not in "小阿老":
-        forms.add(name[1:])                       # 王小明 → 小明
+        forms.add(name[1:])  # 王小明 → 小明
     last = name[-1]
     forms |= {last * 2, "小" + last, "阿" + last}
     forms.discard(name)
@@ -78,8 +83,7 @@ def name_variants(names: list[str], speakers: list[str]) -> dict[str, str]:
         if _HAN.match(a):
             cands = by_form.get(a, []) + [b for b in _zh_short_forms(a) if b in present]
         else:
-            cands = [b for b in by_prefix.get(_norm_name(a)[:3], []) if b != a] if " " not in _norm_name(a) \
-                else []
+            cands = [b for b in by_prefix.get(_norm_name(a)[:3], []) if b != a] if " " not in _norm_name(a) else []
             first = _norm_name(a).split(" ")[0]
             cands += [b for b in by_prefix.get(first[:3], []) if b != a and _is_variant(b, a)]
         return list(dict.fromkeys(b for b in cands if b != a and (_is_variant(a, b) or _is_variant(b, a))))
@@ -122,6 +126,11 @@ def pronoun_ref(ctx: MessageCtx, word: str, start: int, end: int) -> EntityRef |
     w = word.lower()
     if w in _FIRST_PERSON or w in _ZH_SELF:
         return speaker_rule(ctx)
-    name = ctx.you if (w in _EN_YOU or w in _ZH_YOU) else ctx.third if (w in _EN_THIRD_PRON or w in _ZH_THIRD_PRON) \
+    name = (
+        ctx.you
+        if (w in _EN_YOU or w in _ZH_YOU)
+        else ctx.third
+        if (w in _EN_THIRD_PRON or w in _ZH_THIRD_PRON)
         else None
+    )
     return EntityRef("PERSON", name, start, end, COREF) if name and not is_role_label(name) else None

@@ -1,4 +1,5 @@
 """What the rules see and what they propose: a message's context and the drafts r2g.extract turns into rows."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -22,22 +23,22 @@ class MessageCtx:
     text: str
     ann: Annotation
     # coreference context (r2g.rule.coref.v1), filled by r2g.extract from the conversation so far:
-    names: dict[str, str] = field(default_factory=dict)   # normalised name variant → canonical name
-    you: str | None = None      # who "you"/你 addresses (the other participant of a two-party talk)
-    third: str | None = None    # the one third person recently mentioned, for he/she/他/她
+    names: dict[str, str] = field(default_factory=dict)  # normalised name variant → canonical name
+    you: str | None = None  # who "you"/你 addresses (the other participant of a two-party talk)
+    third: str | None = None  # the one third person recently mentioned, for he/she/他/她
 
 
 @dataclass(frozen=True)
 class EntityRef:
     """A mention of an entity: subtype, display name, char span in the text (-1 when not in the text)."""
 
-    subtype: str          # PERSON | LOC | ORG | OBJECT | TIME | MISC
-    name: str             # display form
+    subtype: str  # PERSON | LOC | ORG | OBJECT | TIME | MISC
+    name: str  # display form
     start: int = -1
     end: int = -1
     provenance: str = ENTITY_EN
     time: TimeValue | None = None
-    alias: str | None = None   # the surface form when coreference mapped it to another name
+    alias: str | None = None  # the surface form when coreference mapped it to another name
     # the dedup key part: lower-cased, whitespace-collapsed name (computed once: every rule asks for it)
     norm: str = field(init=False, repr=False, compare=False)
 
@@ -64,7 +65,7 @@ class TimeRef:
 
 @dataclass
 class Role:
-    type: str             # AGENT | PATIENT | LOCATION | TIME | RECIPIENT | MANNER | INSTRUMENT
+    type: str  # AGENT | PATIENT | LOCATION | TIME | RECIPIENT | MANNER | INSTRUMENT
     target: EntityRef
     provenance: str
 
@@ -73,9 +74,9 @@ class Role:
 class FactDraft:
     """One predicate clause: normalised predicate, polarity, modality, roles, time and its text span."""
 
-    index: int                      # clause index within the message (part of the Fact id)
+    index: int  # clause index within the message (part of the Fact id)
     predicate_norm: str
-    subtype: str                    # event | state
+    subtype: str  # event | state
     negation: bool
     modality: str | None
     start: int
@@ -98,7 +99,7 @@ class FactDraft:
 @dataclass
 class PreferenceDraft:
     index: int
-    subtype: str                    # like | dislike | prefer | instruction
+    subtype: str  # like | dislike | prefer | instruction
     start: int
     end: int
     text: str
@@ -119,11 +120,11 @@ class TaskDraft:
     """A plan or to-do: from a Fact the speaker must/plans/will do, or a reminder sentence."""
 
     index: int
-    subtype: str                    # todo | plan | reminder
+    subtype: str  # todo | plan | reminder
     start: int
     end: int
     text: str
     keywords: list[str]
-    fact: int | None                # position in the message's facts it was made from
+    fact: int | None  # position in the message's facts it was made from
     time: TimeValue | None = None
     time_text: str | None = None

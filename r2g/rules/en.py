@@ -1,5 +1,6 @@
 """English rules over the spaCy parse: NER entities (r2g.rule.entity.en.v1) and predicate-clause facts
 (r2g.rule.fact.en.v2), with their LOCATION (r2g.rule.location.v2) and extra roles (r2g.rule.roles_extra.v1)."""
+
 from __future__ import annotations
 
 import re
@@ -24,9 +25,19 @@ from r2g.rules.ids import ENTITY_EN, FACT_EN, LOCATION, ROLES_EXTRA
 
 # ---------------------------------------------------------------- r2g.rule.entity.en.v1
 
-_EN_LABEL = {"PERSON": "PERSON", "ORG": "ORG", "GPE": "LOC", "LOC": "LOC", "FAC": "LOC",
-             "NORP": "MISC", "PRODUCT": "MISC", "EVENT": "MISC", "WORK_OF_ART": "MISC", "LANGUAGE": "MISC",
-             "LAW": "MISC"}
+_EN_LABEL = {
+    "PERSON": "PERSON",
+    "ORG": "ORG",
+    "GPE": "LOC",
+    "LOC": "LOC",
+    "FAC": "LOC",
+    "NORP": "MISC",
+    "PRODUCT": "MISC",
+    "EVENT": "MISC",
+    "WORK_OF_ART": "MISC",
+    "LANGUAGE": "MISC",
+    "LAW": "MISC",
+}
 _EN_LEADING = re.compile(r"^(?:the|a|an|my|our|your|his|her|their)\s+", re.IGNORECASE)
 
 
@@ -54,29 +65,55 @@ def entity_en_rule(ctx: MessageCtx) -> list[tuple[int, int, EntityRef]]:
 # ---------------------------------------------------------------- r2g.rule.fact.en.v2
 
 _EN_PRED_DEPS = frozenset({"ROOT", "conj", "advcl", "ccomp", "parataxis", "relcl"})
-_EN_MODAL_AUX = {"can": "can", "could": "can", "ca": "can", "should": "should", "ought": "should", "must": "must",
-                 "will": "will", "wo": "will", "'ll": "will", "shall": "will", "would": "will", "'d": "will",
-                 "might": "maybe", "may": "maybe"}
+_EN_MODAL_AUX = {
+    "can": "can",
+    "could": "can",
+    "ca": "can",
+    "should": "should",
+    "ought": "should",
+    "must": "must",
+    "will": "will",
+    "wo": "will",
+    "'ll": "will",
+    "shall": "will",
+    "would": "will",
+    "'d": "will",
+    "might": "maybe",
+    "may": "maybe",
+}
 _EN_MODAL_ADV = {"maybe": "maybe", "perhaps": "maybe", "probably": "maybe", "possibly": "maybe"}
 # verb + infinitive: the verb becomes modality and the infinitive the predicate (want to play soccer → play_soccer)
-_EN_MODAL_VERBS = {"want": "want", "wish": "want", "hope": "want", "plan": "plan", "intend": "plan",
-                   "decide": "plan", "need": "must", "have": "must"}
+_EN_MODAL_VERBS = {
+    "want": "want",
+    "wish": "want",
+    "hope": "want",
+    "plan": "plan",
+    "intend": "plan",
+    "decide": "plan",
+    "need": "must",
+    "have": "must",
+}
 _EN_NEG = frozenset({"not", "n't", "never", "no"})
 _EN_LOC_PREPS = frozenset({"at", "in", "on", "to", "into", "inside", "near"})
 # Place evidence for LOCATION (r2g.rule.location.v2): "in life", "on the list", "at the moment" are not places.
 _EN_PLACE_LABELS = frozenset({"GPE", "LOC", "FAC"})
-_EN_ORG_PREPS = frozenset({"at", "in", "to"})                 # "works at Google"; "on Door Dash" is not a place
+_EN_ORG_PREPS = frozenset({"at", "in", "to"})  # "works at Google"; "on Door Dash" is not a place
 _EN_DESTINATION_PREPS = frozenset({"to", "into", "at", "in"})  # after a motion verb: "went to the support group"
-_EN_MOTION_VERBS = frozenset("""
+_EN_MOTION_VERBS = frozenset(
+    """
 go come travel move drive walk fly head return ride arrive relocate commute hike sail cycle bike
-""".split())
+""".split()
+)
 # "at the concert" says where someone was; "in the competition" does not
-_EN_AT_EVENTS = frozenset("""
+_EN_AT_EVENTS = frozenset(
+    """
 party concert wedding conference festival workshop class meeting game show convention fair parade event
 competition tournament match ceremony funeral reunion rally exhibition exhibit gig recital
-""".split())
+""".split()
+)
 _EN_NOT_DESTINATIONS = frozenset("life mind conclusion point end terms trouble touch contact rescue top".split())
-PLACE_NOUNS_EN = frozenset("""
+PLACE_NOUNS_EN = frozenset(
+    """
 park beach library gym office mall museum lake cafe café restaurant bar pub diner airport hospital clinic
 campus school college university classroom dorm church temple mosque synagogue shelter studio kitchen home
 house apartment flat room bedroom bathroom garden backyard yard porch balcony garage basement playground store
@@ -85,9 +122,29 @@ river sea ocean coast shore island city town village country countryside neighbo
 road downtown center centre hall station hotel motel hostel farm zoo aquarium pool club venue camp campsite
 workplace lab laboratory factory warehouse salon spa bank embassy prison jail gallery bookstore bookshop plaza
 harbor harbour port bridge valley desert canyon cabin cottage resort lodge building tower castle palace
-""".split())
-_EN_QUANTITY_HEADS = frozenset({"cup", "glass", "bottle", "lot", "bit", "kind", "piece", "couple", "bunch", "bowl",
-                                "slice", "type", "sort", "pair", "box", "bag", "plate"})
+""".split()
+)
+_EN_QUANTITY_HEADS = frozenset(
+    {
+        "cup",
+        "glass",
+        "bottle",
+        "lot",
+        "bit",
+        "kind",
+        "piece",
+        "couple",
+        "bunch",
+        "bowl",
+        "slice",
+        "type",
+        "sort",
+        "pair",
+        "box",
+        "bag",
+        "plate",
+    }
+)
 _EN_NP_MODS = frozenset({"compound", "amod", "nmod", "nummod"})
 _EN_CAUSE_MARKS = frozenset({"because", "cause", "'cause", "cuz", "coz"})
 _EN_EFFECT_MARKS = frozenset({"so", "therefore", "thus", "hence", "consequently"})
@@ -160,24 +217,46 @@ class _EnNps:
             words.append(w)
         if not words:
             return None
-        if lo == i and (ann.pos[i] == "PROPN" and ann.dep[i] in ("nsubj", "nsubjpass")
-                        or ann.lemma[i].lower() in PERSON_NOUNS_EN):
+        if lo == i and (
+            ann.pos[i] == "PROPN" and ann.dep[i] in ("nsubj", "nsubjpass") or ann.lemma[i].lower() in PERSON_NOUNS_EN
+        ):
             subtype = "PERSON"
         return _canonical(self.ctx, EntityRef(subtype, " ".join(words), ann.idx[lo], _tok_end(ann, i), FACT_EN))
 
     def is_person(self, i: int) -> bool:
         ann = self.ctx.ann
-        return (self.label_by_tok.get(i) == "PERSON" or ann.pos[i] == "PRON"
-                or ann.lemma[i].lower() in PERSON_NOUNS_EN)
+        return self.label_by_tok.get(i) == "PERSON" or ann.pos[i] == "PRON" or ann.lemma[i].lower() in PERSON_NOUNS_EN
 
 
 _EN_CAUSE_PREPS = frozenset({"because", "due", "owing", "thanks"})
-_EN_VEHICLES = frozenset({"bus", "car", "train", "plane", "bike", "bicycle", "taxi", "boat", "ship", "subway", "metro",
-                          "tram", "foot", "air", "sea", "email", "mail", "phone", "text"})
+_EN_VEHICLES = frozenset(
+    {
+        "bus",
+        "car",
+        "train",
+        "plane",
+        "bike",
+        "bicycle",
+        "taxi",
+        "boat",
+        "ship",
+        "subway",
+        "metro",
+        "tram",
+        "foot",
+        "air",
+        "sea",
+        "email",
+        "mail",
+        "phone",
+        "text",
+    }
+)
 
 
-def _en_prep_role(prep: str, person: bool, label: str | None, ann: Annotation, g: int,
-                  kids: list[list[int]], motion: bool = False) -> str | None:
+def _en_prep_role(
+    prep: str, person: bool, label: str | None, ann: Annotation, g: int, kids: list[list[int]], motion: bool = False
+) -> str | None:
     """The role a prepositional object plays (r2g.rule.location.v2 / r2g.rule.roles_extra.v1).
 
     to + person → RECIPIENT; for + person → BENEFICIARY; because of / due to → CAUSE;
@@ -222,10 +301,12 @@ def _en_is_place(prep: str, label: str | None, ann: Annotation, g: int, motion: 
 # powerful" answers how a thing felt (dropping those cost recall).
 EMPTY_VERBS_EN = frozenset("be do happen seem let".split())
 LIGHT_VERBS_EN = frozenset("have get make go come take give put keep say tell become".split())
-FILLERS_EN = frozenset("""
+FILLERS_EN = frozenset(
+    """
 alright ok okay yeah yes yep yup sure cool nice wow right fine great awesome good thanks thank hi hello hey oh
 lol haha hmm true sorry yay well
-""".split())
+""".split()
+)
 _EN_NOT_BARE = frozenset({"dobj", "attr", "oprd", "prep", "dative", "acomp", "xcomp", "ccomp", "npadvmod", "agent"})
 
 
@@ -242,8 +323,7 @@ def is_memory_fact(f: FactDraft) -> bool:
     return True
 
 
-def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
-                 ner: list[tuple[int, int, EntityRef]]) -> list[FactDraft]:
+def fact_en_rule(ctx: MessageCtx, times: list[TimeRef], ner: list[tuple[int, int, EntityRef]]) -> list[FactDraft]:
     """Event-centred facts from the English dependency parse: one per predicate clause.
 
     Predicates are VERBs (and copular AUX with an adjective/attribute) that head a
@@ -268,9 +348,13 @@ def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
             preds.append(i)
         elif pos == "AUX" and dep in _EN_PRED_DEPS and any(ann.dep[c] in ("acomp", "attr") for c in kids[i]):
             preds.append(i)
-        elif pos == "AUX" and dep in _EN_PRED_DEPS and has_subj(i) and any(ann.dep[c] == "prep" for c in kids[i]) \
-                or (pos == "AUX" and dep in _EN_PRED_DEPS and has_subj(i)
-                    and any(nps.is_time(c) for c in kids[i])):
+        elif (
+            pos == "AUX"
+            and dep in _EN_PRED_DEPS
+            and has_subj(i)
+            and any(ann.dep[c] == "prep" for c in kids[i])
+            or (pos == "AUX" and dep in _EN_PRED_DEPS and has_subj(i) and any(nps.is_time(c) for c in kids[i]))
+        ):
             preds.append(i)  # "my birthday is on May 7", "I was at the gym": be + where/when
         elif pos == "ADJ" and dep == "ROOT":  # fragments like "So happy today!"
             preds.append(i)
@@ -299,8 +383,14 @@ def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
 
     time_owner: dict[int, list[TimeRef]] = {}
     for tr in times:
-        root = next((k for k in range(tr.tok_start, tr.tok_end)
-                     if not (tr.tok_start <= ann.head[k] < tr.tok_end) or ann.head[k] == k), tr.tok_start)
+        root = next(
+            (
+                k
+                for k in range(tr.tok_start, tr.tok_end)
+                if not (tr.tok_start <= ann.head[k] < tr.tok_end) or ann.head[k] == k
+            ),
+            tr.tok_start,
+        )
         time_owner.setdefault(owner[root], []).append(tr)
     ner_owner: dict[int, list[EntityRef]] = {}
     for s, _e, ref in ner:
@@ -337,7 +427,9 @@ def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
                 low = ann.tokens[c].lower()
                 if ann.dep[c] == "neg" or (low in _EN_NEG and ann.dep[c] in ("advmod", "neg")):
                     negation = True
-                elif ann.dep[c] in ("aux", "auxpass") and (low in _EN_MODAL_AUX or ann.lemma[c].lower() in _EN_MODAL_AUX):
+                elif ann.dep[c] in ("aux", "auxpass") and (
+                    low in _EN_MODAL_AUX or ann.lemma[c].lower() in _EN_MODAL_AUX
+                ):
                     modality = modality or _EN_MODAL_AUX.get(low) or _EN_MODAL_AUX[ann.lemma[c].lower()]
                 elif ann.dep[c] == "advmod" and low in _EN_MODAL_ADV:
                     modality = modality or _EN_MODAL_ADV[low]
@@ -378,8 +470,9 @@ def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
                     tgt = nps.target(g)
                     if tgt is None:
                         continue
-                    role = _en_prep_role(prep, nps.is_person(g), label, ann, g, kids,
-                                         ann.lemma[q].lower() in _EN_MOTION_VERBS)
+                    role = _en_prep_role(
+                        prep, nps.is_person(g), label, ann, g, kids, ann.lemma[q].lower() in _EN_MOTION_VERBS
+                    )
                     if q not in (main, xc, p) and role not in ("BENEFICIARY", "RECIPIENT"):
                         continue
                     if role == "LOCATION":
@@ -412,17 +505,36 @@ def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
             if low in _EN_CAUSE_MARKS and ann.dep[c] in ("mark", "advmod", "prep") and ann.dep[p] == "advcl":
                 marker = ("because", ann.head[p])
         prev_pred = preds[preds.index(p) - 1] if preds.index(p) > 0 else -1
-        if marker is None and prev_pred >= 0 and any(
+        if (
+            marker is None
+            and prev_pred >= 0
+            and any(
                 ann.tokens[t].lower() in _EN_EFFECT_MARKS and ann.pos[t] in ("CCONJ", "ADV", "SCONJ")
-                for t in range(prev_pred + 1, p)):
+                for t in range(prev_pred + 1, p)
+            )
+        ):
             marker = ("so", None)  # "It rained, so I stayed home" / "… . So I am tired.
         index_of[p] = len(facts)
-        facts.append(FactDraft(
-            index=len(facts), predicate_norm=predicate_norm, subtype=subtype, negation=negation,
-            modality=modality, start=start, end=end, title=clip(" ".join(w for w in words if w), 120),
-            keywords=_dedup(content_words(ann, lo, hi + 1) + parts), provenance=FACT_EN, roles=roles,
-            mentions=mentions, time=ftime, time_text=ftext, cause_marker=marker,
-            bare=not any(ann.dep[c] in _EN_NOT_BARE for q in scope for c in kids[q])))
+        facts.append(
+            FactDraft(
+                index=len(facts),
+                predicate_norm=predicate_norm,
+                subtype=subtype,
+                negation=negation,
+                modality=modality,
+                start=start,
+                end=end,
+                title=clip(" ".join(w for w in words if w), 120),
+                keywords=_dedup(content_words(ann, lo, hi + 1) + parts),
+                provenance=FACT_EN,
+                roles=roles,
+                mentions=mentions,
+                time=ftime,
+                time_text=ftext,
+                cause_marker=marker,
+                bare=not any(ann.dep[c] in _EN_NOT_BARE for q in scope for c in kids[q]),
+            )
+        )
     for f in facts:  # map "because" markers from token ids to fact indices
         if f.cause_marker and f.cause_marker[0] == "because":
             head = f.cause_marker[1]
@@ -430,7 +542,7 @@ def fact_en_rule(ctx: MessageCtx, times: list[TimeRef],
     kept = [f for f in facts if is_memory_fact(f)]
     if len(kept) < len(facts):
         gone = {f.index for f in facts} - {f.index for f in kept}
-        for f in kept:   # a cause or effect that made no Fact links nothing
+        for f in kept:  # a cause or effect that made no Fact links nothing
             if f.cause_marker and (f.cause_marker[1] in gone or (f.cause_marker[0] == "so" and f.index - 1 in gone)):
                 f.cause_marker = None
     return kept

@@ -1,6 +1,7 @@
 """One turn as an Episode: importance (r2g.rule.importance.v1), topic blocks of a long text
 (r2g.rule.topic_block.v1), title and extractive summary (r2g.rule.episode.v1), and the conversation's
 TEMPORAL_NEXT chain (r2g.rule.temporal_next.v1)."""
+
 from __future__ import annotations
 
 import re
@@ -10,28 +11,70 @@ from r2g.rules.drafts import EpisodeDraft, MessageCtx
 
 # ---------------------------------------------------------------- r2g.rule.importance.v1
 
-_LIFE_EVENTS_EN = frozenset("""
+_LIFE_EVENTS_EN = frozenset(
+    """
 born birth birthday marry married marriage wedding engaged engagement divorce divorced pregnant pregnancy baby
 adopt adoption graduate graduation degree die died death funeral pass hire hired fire fired job promotion promote
 retire retirement move moved relocate house apartment diagnose diagnosed cancer surgery hospital accident
 anniversary transition propose proposal breakup quit start business enroll admitted
-""".split())
-_LIFE_EVENTS_ZH = ("出生", "生日", "结婚", "婚礼", "订婚", "离婚", "怀孕", "宝宝", "领养", "收养", "毕业", "学位", "去世",
-                   "葬礼", "入职", "辞职", "升职", "被裁", "退休", "搬家", "买房", "确诊", "手术", "住院", "车祸", "周年",
-                   "求婚", "分手", "创业", "录取")
+""".split()
+)
+_LIFE_EVENTS_ZH = (
+    "出生",
+    "生日",
+    "结婚",
+    "婚礼",
+    "订婚",
+    "离婚",
+    "怀孕",
+    "宝宝",
+    "领养",
+    "收养",
+    "毕业",
+    "学位",
+    "去世",
+    "葬礼",
+    "入职",
+    "辞职",
+    "升职",
+    "被裁",
+    "退休",
+    "搬家",
+    "买房",
+    "确诊",
+    "手术",
+    "住院",
+    "车祸",
+    "周年",
+    "求婚",
+    "分手",
+    "创业",
+    "录取",
+)
 _LIFE_EVENTS_ZH_RE = re.compile("|".join(map(re.escape, _LIFE_EVENTS_ZH)))
 # matched against lower-cased text: case-sensitive patterns let re skip ahead on their first characters
 _NAME_CUES = re.compile(r"\bmy name is\b|\bi'?m called\b|\bcall me\b|\bbirthday\b|我叫|名字|生日")
-_NAME_CUE_WORDS = ("name", "call", "birthday", "我叫", "名字", "生日")   # every _NAME_CUES match holds one
+_NAME_CUE_WORDS = ("name", "call", "birthday", "我叫", "名字", "生日")  # every _NAME_CUES match holds one
 _IMPORTANCE_BASE = {"Preference": 0.6, "Task": 0.55, "Fact": 0.35, "Episode": 0.25, "Concept": 0.5}
 _SMALL_TALK = re.compile(
     r"^\W*(?:hi|hey|hello|yo|thanks?|thank you|thx|ok(?:ay)?|sure|lol|haha+|hah|yeah|yep|yes|no|nope|cool|nice|"
     r"great|wow|bye|good ?night|good ?morning|see you|ttyl|np|you're welcome|"
-    r"你好|您好|嗨|哈+|嗯+|好的?|谢谢|多谢|再见|拜拜|晚安|早安|早上好|收到|行|可以|哦+|噢+)\W*$", re.I)
+    r"你好|您好|嗨|哈+|嗯+|好的?|谢谢|多谢|再见|拜拜|晚安|早安|早上好|收到|行|可以|哦+|噢+)\W*$",
+    re.I,
+)
 
 
-def importance(kind: str, text: str, lang: str, words: list[str], *, n_entities: int = 0, n_roles: int = 0,
-               n_facts: int = 0, n_prefs: int = 0) -> float:
+def importance(
+    kind: str,
+    text: str,
+    lang: str,
+    words: list[str],
+    *,
+    n_entities: int = 0,
+    n_roles: int = 0,
+    n_facts: int = 0,
+    n_prefs: int = 0,
+) -> float:
     """Heuristic importance in [0, 1]: preferences, life events and names/birthdays over small talk.
 
     Base by kind (Preference 0.6, Task 0.55, Fact 0.35, Episode 0.25, Concept 0.5), then
@@ -57,9 +100,9 @@ def importance(kind: str, text: str, lang: str, words: list[str], *, n_entities:
 
 # ---------------------------------------------------------------- r2g.rule.topic_block.v1
 
-TOPIC_BLOCK_MIN_SENTS = 8      # a turn is "long" from this many sentences …
-TOPIC_BLOCK_MIN_CHARS = 500    # … and characters on
-TOPIC_BLOCK_MIN_LEN = 3        # sentences per block at least
+TOPIC_BLOCK_MIN_SENTS = 8  # a turn is "long" from this many sentences …
+TOPIC_BLOCK_MIN_CHARS = 500  # … and characters on
+TOPIC_BLOCK_MIN_LEN = 3  # sentences per block at least
 
 
 def topic_blocks(ctx: MessageCtx) -> list[tuple[int, int]]:
@@ -78,12 +121,12 @@ def topic_blocks(ctx: MessageCtx) -> list[tuple[int, int]]:
     words = [set(content_words(ann, s, e)) for s, e in sents]
     sims = []
     for g in range(1, n):
-        left = set().union(*words[max(0, g - 2):g])
-        right = set().union(*words[g:g + 2])
+        left = set().union(*words[max(0, g - 2) : g])
+        right = set().union(*words[g : g + 2])
         sims.append(len(left & right) / len(left | right) if left | right else 0.0)
     depths = []
     for k, v in enumerate(sims):
-        lpeak = max(sims[:k + 1])
+        lpeak = max(sims[: k + 1])
         rpeak = max(sims[k:])
         depths.append((lpeak - v) + (rpeak - v))
     mean = sum(depths) / len(depths)
@@ -103,8 +146,15 @@ def topic_blocks(ctx: MessageCtx) -> list[tuple[int, int]]:
 
 # ---------------------------------------------------------------- r2g.rule.episode.v1
 
-def episode_rule(ctx: MessageCtx, n_entities: int, n_facts: int, n_prefs: int,
-                 block: tuple[int, int] | None = None, n_blocks: int = 1) -> EpisodeDraft:
+
+def episode_rule(
+    ctx: MessageCtx,
+    n_entities: int,
+    n_facts: int,
+    n_prefs: int,
+    block: tuple[int, int] | None = None,
+    n_blocks: int = 1,
+) -> EpisodeDraft:
     """Title, extractive summary, keywords and importance of one turn (or of one topic block of it).
 
     Summary: the most informative sentences (content words + entities), kept in
@@ -115,18 +165,20 @@ def episode_rule(ctx: MessageCtx, n_entities: int, n_facts: int, n_prefs: int,
     ann = ctx.ann
     sents = [(s, e) for s, e in ann.sents if e > s]
     if block is not None:
-        sents = sents[block[0]:block[1]]
+        sents = sents[block[0] : block[1]]
     texts = []
     for k, (s, e) in enumerate(sents):
-        text = " ".join(ctx.text[ann.idx[s]:_tok_end(ann, e - 1)].split())
+        text = " ".join(ctx.text[ann.idx[s] : _tok_end(ann, e - 1)].split())
         if text:
             texts.append((k, s, e, text))
     if len(texts) == 1:
         summary = clip(texts[0][3], SUMMARY_MAX_CHARS)
     else:
         ent_toks = {k for s, e, _ in ann.ents for k in range(s, e)}
-        scored = [(len(content_words(ann, s, e)) + 2 * sum(1 for t in range(s, e) if t in ent_toks), k, text)
-                  for k, s, e, text in texts]
+        scored = [
+            (len(content_words(ann, s, e)) + 2 * sum(1 for t in range(s, e) if t in ent_toks), k, text)
+            for k, s, e, text in texts
+        ]
         chosen: list[tuple[int, str]] = []
         used = 0
         for _score, k, text in sorted(scored, key=lambda x: (-x[0], x[1])):
@@ -140,7 +192,7 @@ def episode_rule(ctx: MessageCtx, n_entities: int, n_facts: int, n_prefs: int,
         summary = " ".join(t for _, t in sorted(chosen))
     if sents:
         lo_tok, hi_tok = sents[0][0], sents[-1][1]
-        span = ctx.text[ann.idx[lo_tok]:_tok_end(ann, hi_tok - 1)]
+        span = ctx.text[ann.idx[lo_tok] : _tok_end(ann, hi_tok - 1)]
         words = content_words(ann, lo_tok, hi_tok)
     else:
         span, words = ctx.text, []

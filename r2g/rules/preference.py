@@ -1,5 +1,6 @@
 """What the speaker wants: preference and instruction sentences (r2g.rule.preference.v1) and plans, to-dos
 and reminders (r2g.rule.task.v1), English and Chinese side by side."""
+
 from __future__ import annotations
 
 import re
@@ -14,11 +15,23 @@ _ONE_DAY = timedelta(days=1)
 
 _EN_PREF = [
     (re.compile(r"\b(?:i|we)\s+(?:really\s+|much\s+|would\s+|'d\s+)?prefer\b", re.I), "prefer"),
-    (re.compile(r"\bfrom now on\b|\bgoing forward\b|\bin the future,?\s+(?:please|always|never)\b", re.I), "instruction"),
+    (
+        re.compile(r"\bfrom now on\b|\bgoing forward\b|\bin the future,?\s+(?:please|always|never)\b", re.I),
+        "instruction",
+    ),
     (re.compile(r"^\s*(?:please\s+)?(?:always|never|don't|do not|stop)\s+\w+", re.I), "instruction"),
-    (re.compile(r"\bplease\s+(?:always|never|don't|do not|use|answer|reply|respond|call|write|speak|keep)\b", re.I), "instruction"),
-    (re.compile(r"\b(?:i|we)\s+(?:really\s+|absolutely\s+)?"
-                r"(?:hate|dislike|can't stand|cannot stand|don't like|do not like|don't enjoy)\b", re.I), "dislike"),
+    (
+        re.compile(r"\bplease\s+(?:always|never|don't|do not|use|answer|reply|respond|call|write|speak|keep)\b", re.I),
+        "instruction",
+    ),
+    (
+        re.compile(
+            r"\b(?:i|we)\s+(?:really\s+|absolutely\s+)?"
+            r"(?:hate|dislike|can't stand|cannot stand|don't like|do not like|don't enjoy)\b",
+            re.I,
+        ),
+        "dislike",
+    ),
     (re.compile(r"\b(?:i|we)\s+(?:really\s+|absolutely\s+|just\s+)?(?:like|love|enjoy|adore)\b", re.I), "like"),
     (re.compile(r"\bmy\s+favou?rite\b", re.I), "like"),
 ]
@@ -51,16 +64,20 @@ def preference_rule(ctx: MessageCtx, ner: list[tuple[int, int, EntityRef]]) -> l
             if ctx.lang == "zh" and sub in ("like", "dislike", "prefer") and _ZH_THIRD.search(sent):
                 continue
             ents = [ref for ts_, te_, ref in ner if s <= ts_ and te_ <= e]
-            out.append(PreferenceDraft(si, sub, cs, ce, clip(sent, SUMMARY_MAX_CHARS),
-                                       content_words(ann, s, e), _dedup_refs(ents)))
+            out.append(
+                PreferenceDraft(
+                    si, sub, cs, ce, clip(sent, SUMMARY_MAX_CHARS), content_words(ann, s, e), _dedup_refs(ents)
+                )
+            )
             break
     return out
 
 
 # ---------------------------------------------------------------- r2g.rule.task.v1
 
-_EN_REMIND = re.compile(r"\b(?:remind me to|don't forget to|do not forget to|remember to|to-?do:?|my to-?do list)\b",
-                        re.I)
+_EN_REMIND = re.compile(
+    r"\b(?:remind me to|don't forget to|do not forget to|remember to|to-?do:?|my to-?do list)\b", re.I
+)
 _ZH_REMIND = re.compile(r"记得|别忘了|不要忘了|提醒我|待办")
 _TASK_MODALITY = {"must": "todo", "plan": "plan"}
 
@@ -80,14 +97,29 @@ def task_rule(ctx: MessageCtx, facts: list[FactDraft]) -> list[TaskDraft]:
         if agent is not None and (speaker is None or agent.norm != speaker.norm):
             continue
         sub = _TASK_MODALITY.get(f.modality or "")
-        future = f.time is not None and ctx.ts is not None and f.time.start is not None and \
-            f.time.start >= ctx.ts.replace(hour=0, minute=0, second=0, microsecond=0) + _ONE_DAY
+        future = (
+            f.time is not None
+            and ctx.ts is not None
+            and f.time.start is not None
+            and f.time.start >= ctx.ts.replace(hour=0, minute=0, second=0, microsecond=0) + _ONE_DAY
+        )
         if sub is None and f.modality == "will" and future:
             sub = "plan"
         if sub is None:
             continue
-        out.append(TaskDraft(len(out), sub, f.start, f.end, clip(ctx.text[f.start:f.end], SUMMARY_MAX_CHARS),
-                             f.keywords, k, f.time, f.time_text))
+        out.append(
+            TaskDraft(
+                len(out),
+                sub,
+                f.start,
+                f.end,
+                clip(ctx.text[f.start : f.end], SUMMARY_MAX_CHARS),
+                f.keywords,
+                k,
+                f.time,
+                f.time_text,
+            )
+        )
     covered = [(t.start, t.end) for t in out]
     pat = _ZH_REMIND if ctx.lang == "zh" else _EN_REMIND
     ann = ctx.ann
@@ -98,9 +130,19 @@ def task_rule(ctx: MessageCtx, facts: list[FactDraft]) -> list[TaskDraft]:
         if not pat.search(ctx.text[cs:ce]) or any(a < ce and cs < b for a, b in covered):
             continue
         inside = [k for k, f in enumerate(facts) if cs <= f.start < ce]
-        fk = inside[-1] if inside else None   # "remind me to call mom": the last clause is the task
+        fk = inside[-1] if inside else None  # "remind me to call mom": the last clause is the task
         task_fact = facts[fk] if fk is not None else None
-        out.append(TaskDraft(len(out), "reminder", cs, ce, clip(ctx.text[cs:ce], SUMMARY_MAX_CHARS),
-                             content_words(ann, s, e), fk, task_fact.time if task_fact else None,
-                             task_fact.time_text if task_fact else None))
+        out.append(
+            TaskDraft(
+                len(out),
+                "reminder",
+                cs,
+                ce,
+                clip(ctx.text[cs:ce], SUMMARY_MAX_CHARS),
+                content_words(ann, s, e),
+                fk,
+                task_fact.time if task_fact else None,
+                task_fact.time_text if task_fact else None,
+            )
+        )
     return out

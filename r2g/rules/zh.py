@@ -1,5 +1,6 @@
 """Chinese rules over jieba POS: entities (r2g.rule.entity.zh.v1) and per-clause facts (r2g.rule.fact.zh.v2,
 R2G-6), with their LOCATION (r2g.rule.location.v2) and extra roles (r2g.rule.roles_extra.v1)."""
+
 from __future__ import annotations
 
 import re
@@ -36,32 +37,56 @@ def entity_zh_rule(ctx: MessageCtx) -> list[tuple[int, int, EntityRef]]:
     if cached is None:
         cached = ctx.__dict__["_entities_zh"] = [
             (s, e, _canonical(ctx, EntityRef(sub, ctx.text[cs:ce], cs, ce, ENTITY_ZH)))
-            for s, e, sub, cs, ce in _labelled_ents(ctx, _ZH_LABEL)]
+            for s, e, sub, cs, ce in _labelled_ents(ctx, _ZH_LABEL)
+        ]
     return cached
 
 
 # ---------------------------------------------------------------- r2g.rule.fact.zh.v2
 
-_ZH_CLAUSE_PUNCT = frozenset("，,；;。！？!?\n…~～：")   # v2: 「帮我记一下：…」 the colon ends the clause
+_ZH_CLAUSE_PUNCT = frozenset("，,；;。！？!?\n…~～：")  # v2: 「帮我记一下：…」 the colon ends the clause
 _ZH_BOUNDARY_TOKEN = re.compile("[" + re.escape("".join(sorted(_ZH_CLAUSE_PUNCT))) + "\\s]+")  # punctuation/space only
 _ZH_CAUSE_CONJ = frozenset({"因为", "由于"})
 _ZH_EFFECT_CONJ = frozenset({"所以", "因此", "于是", "因而", "导致", "从而"})
 _ZH_NEG = frozenset({"不", "没", "没有", "别", "未", "甭", "不要", "不会", "不能", "不想"})
-_ZH_MODAL = {"想": "want", "要": "will", "想要": "want", "可能": "maybe", "也许": "maybe", "打算": "plan", "计划": "plan",
-             "准备": "plan", "会": "will", "将": "will", "将要": "will", "能": "can", "可以": "can", "能够": "can",
-             "应该": "should", "应当": "should", "必须": "must", "得": "must", "需要": "must"}
-_ZH_PRONOUNS = frozenset({"我", "我们", "咱们", "咱", "你", "您", "你们", "他", "她", "它", "他们", "她们", "它们", "大家", "本人"})
+_ZH_MODAL = {
+    "想": "want",
+    "要": "will",
+    "想要": "want",
+    "可能": "maybe",
+    "也许": "maybe",
+    "打算": "plan",
+    "计划": "plan",
+    "准备": "plan",
+    "会": "will",
+    "将": "will",
+    "将要": "will",
+    "能": "can",
+    "可以": "can",
+    "能够": "can",
+    "应该": "should",
+    "应当": "should",
+    "必须": "must",
+    "得": "must",
+    "需要": "must",
+}
+_ZH_PRONOUNS = frozenset(
+    {"我", "我们", "咱们", "咱", "你", "您", "你们", "他", "她", "它", "他们", "她们", "它们", "大家", "本人"}
+)
 _ZH_LOC_PREP = frozenset({"在", "于"})
 _ZH_POLITE = frozenset({"请", "麻烦", "劳驾"})
 _ZH_INSTR_PREP = frozenset({"用", "拿", "通过", "使用"})
 _ZH_WITH = frozenset({"和", "跟", "与", "同"})
 _ZH_DEGREE = frozenset({"好", "很", "太", "真", "挺", "非常", "特别", "超", "超级", "蛮", "有点", "比较", "更", "最"})
 _ZH_BENEFIT_PREP = {"给": "RECIPIENT", "为": "BENEFICIARY", "替": "BENEFICIARY", "帮": "BENEFICIARY"}
-_ZH_LANGUAGES = frozenset({"中文", "英文", "英语", "汉语", "普通话", "粤语", "日语", "日文", "韩语", "法语", "德语",
-                           "西班牙语", "俄语"})
+_ZH_LANGUAGES = frozenset(
+    {"中文", "英文", "英语", "汉语", "普通话", "粤语", "日语", "日文", "韩语", "法语", "德语", "西班牙语", "俄语"}
+)
 _ZH_ASPECT = frozenset({"了", "过", "着", "的", "地", "得"})
 _ZH_RESULT = frozenset("好完到见懂着错会掉")
-_ZH_MOTION = frozenset({"去", "来", "回", "到", "住", "住在", "搬到", "飞", "飞到", "回到", "前往", "来到", "离开", "访问", "拜访"})
+_ZH_MOTION = frozenset(
+    {"去", "来", "回", "到", "住", "住在", "搬到", "飞", "飞到", "回到", "前往", "来到", "离开", "访问", "拜访"}
+)
 _ZH_NOUNISH = ("n", "ng", "nr", "nrfg", "nrt", "ns", "nt", "nz", "s", "eng", "j", "vn", "an")
 _ZH_SUBJECT_TAGS = ("n", "nr", "nrfg", "nrt", "ns", "nt", "nz", "j", "eng")
 _ZH_ENT_SUB = {"nr": "PERSON", "nrfg": "PERSON", "nrt": "PERSON", "ns": "LOC", "nt": "ORG", "nz": "MISC", "s": "LOC"}
@@ -73,8 +98,9 @@ _ZH_PRONOUN_CHARS = frozenset("我你您他她它咱")
 _ZH_BEFORE_AFTER = frozenset({"前", "后", "以前", "以后", "之前", "之后", "时", "的时候"})
 _ZH_MODAL_CHARS = frozenset("会要想能将得")
 # v2: a light verb (是, 有, 帮, 做, …) alone, with no participant beyond the doer, is no memory (「小明 帮」).
-LIGHT_VERBS_ZH = frozenset({"是", "有", "做", "帮", "搞", "弄", "让", "给", "把", "被", "来", "去", "在", "要", "会",
-                            "干", "弄好", "搞定"})
+LIGHT_VERBS_ZH = frozenset(
+    {"是", "有", "做", "帮", "搞", "弄", "让", "给", "把", "被", "来", "去", "在", "要", "会", "干", "弄好", "搞定"}
+)
 
 
 def _zh_glued(w: str) -> tuple[str, str] | None:
@@ -142,8 +168,8 @@ _ZH_IMPERATIVE = ("请", "别", "不要", "不许", "记得", "快", "来", "去
 
 def _zh_first_person_default(ctx: MessageCtx, ann: Annotation, lo: int, hi: int) -> bool:
     """A subjectless opening clause defaults to the speaker unless it asks or tells someone to do something."""
-    clause = ctx.text[ann.idx[lo]:_tok_end(ann, hi - 1)].strip()
-    after = ctx.text[_tok_end(ann, hi - 1):].lstrip()[:1]
+    clause = ctx.text[ann.idx[lo] : _tok_end(ann, hi - 1)].strip()
+    after = ctx.text[_tok_end(ann, hi - 1) :].lstrip()[:1]
     if not clause or clause.endswith(_ZH_QUESTION_END) or after in ("？", "?"):
         return False
     if clause.startswith(_ZH_IMPERATIVE) or clause.endswith(("吧", "啊吧")) or _ZH_PREF[0][0].search(clause):
@@ -160,8 +186,13 @@ def _zh_personish(ann: Annotation, lo: int, hi: int) -> bool:
 def _zh_noun_run(ann: Annotation, i: int, hi: int, in_time: list[bool]) -> int:
     """End (exclusive) of the run of noun-like tokens starting at i (i itself when there is none)."""
     j = i
-    while j < hi and not in_time[j] and _zh_nounish(ann.tag[j]) and ann.tokens[j] not in _ZH_PRONOUNS \
-            and _zh_glued(ann.tokens[j]) is None:
+    while (
+        j < hi
+        and not in_time[j]
+        and _zh_nounish(ann.tag[j])
+        and ann.tokens[j] not in _ZH_PRONOUNS
+        and _zh_glued(ann.tokens[j]) is None
+    ):
         j += 1
     return j
 
@@ -185,7 +216,7 @@ def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
     speaker = speaker_rule(ctx)
     facts: list[FactDraft] = []
     prev_agent: EntityRef | None = None
-    pending_cause: list[tuple[int, EntityRef]] = []   # (index of the next fact, cause entity)
+    pending_cause: list[tuple[int, EntityRef]] = []  # (index of the next fact, cause entity)
     ents = entity_zh_rule(ctx)  # once per message; each clause keeps its own
     for ci, (lo, hi, marker) in enumerate(zh_clauses(ann)):
         agent: EntityRef | None = None
@@ -256,7 +287,7 @@ def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
                 pred = i
                 break
             glued = _zh_glued(w)
-            if glued is not None:   # 我会 → 我 (the subject) + 会 (a modal); 前会 → 前 + 会 (after a time noun)
+            if glued is not None:  # 我会 → 我 (the subject) + 会 (a modal); 前会 → 前 + 会 (after a time noun)
                 head, modal = glued
                 modality = modality or _ZH_MODAL.get(modal)
                 if not agent_seen and head in _ZH_PRONOUN_CHARS:
@@ -277,9 +308,10 @@ def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
                 while j + 1 < hi and ann.tokens[j] == "的" and _zh_noun_run(ann, j + 1, hi, in_time) > j + 1:
                     i = j + 1  # 姐夫的父亲: the possessed noun is the subject
                     j = _zh_noun_run(ann, i, hi, in_time)
-                if j < hi and (ann.tokens[j] in _ZH_BEFORE_AFTER or (_zh_glued(ann.tokens[j]) or ("",))[0]
-                               in _ZH_BEFORE_AFTER):
-                    i = j   # 晚饭前(会)回来: "before dinner" says when, it is not the subject
+                if j < hi and (
+                    ann.tokens[j] in _ZH_BEFORE_AFTER or (_zh_glued(ann.tokens[j]) or ("",))[0] in _ZH_BEFORE_AFTER
+                ):
+                    i = j  # 晚饭前(会)回来: "before dinner" says when, it is not the subject
                     continue
                 agent_seen = True
                 # 朋友张伟: a person noun in apposition to a name — the name is the subject
@@ -289,7 +321,7 @@ def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
                 i = j
                 continue
             i += 1
-        clause_text = ctx.text[ann.idx[lo]:_tok_end(ann, hi - 1)]
+        clause_text = ctx.text[ann.idx[lo] : _tok_end(ann, hi - 1)]
         if _SMALL_TALK.match(clause_text):
             continue  # 好的, 哈哈, 嗯嗯: an acknowledgement, not a statement
         if pred < 0 and location is None:
@@ -359,10 +391,16 @@ def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
                         companions.append(_zh_entity_for(ctx, k, j, "PERSON" if _zh_personish(ann, k, j) else None))
                     k, j = j + 2, j2
             obj = (k, j) if j > k else None
-            if obj is None and recipient is None and k < hi and ann.tokens[k] in _ZH_PRONOUNS and not in_time[k] \
-                    and (k + 1 >= hi or not (ann.tokens[k + 1] == "的" or _zh_nounish(ann.tag[k + 1]))):
+            if (
+                obj is None
+                and recipient is None
+                and k < hi
+                and ann.tokens[k] in _ZH_PRONOUNS
+                and not in_time[k]
+                and (k + 1 >= hi or not (ann.tokens[k + 1] == "的" or _zh_nounish(ann.tag[k + 1])))
+            ):
                 patient = pronoun_ref(ctx, ann.tokens[k], ann.idx[k], _tok_end(ann, k))  # 我喜欢她
-            obj_name = ctx.text[ann.idx[k]:_tok_end(ann, j - 1)] if obj else ""
+            obj_name = ctx.text[ann.idx[k] : _tok_end(ann, j - 1)] if obj else ""
             if _zh_is_state(ann, v) and v2 is None and obj is None:
                 subtype = "state"
             last_verb = ann.tokens[v2] if v2 is not None else verb
@@ -395,21 +433,42 @@ def fact_zh_rule(ctx: MessageCtx, times: list[TimeRef]) -> list[FactDraft]:
             roles.append(Role("INSTRUMENT", instrument, FACT_ZH))
         roles.extend(extra)
         roles.extend(Role("CAUSE", c, ROLES_EXTRA) for at, c in pending_cause if at == len(facts))
-        if pred >= 0 and len(parts) == 1 and ann.tokens[pred] in LIGHT_VERBS_ZH and not any(
-                r.type != "AGENT" and (agent is None or r.target.norm != agent.norm) for r in roles):
-            continue   # 帮我…, 我去, 是: a light verb with no participant but the doer (v2)
+        if (
+            pred >= 0
+            and len(parts) == 1
+            and ann.tokens[pred] in LIGHT_VERBS_ZH
+            and not any(r.type != "AGENT" and (agent is None or r.target.norm != agent.norm) for r in roles)
+        ):
+            continue  # 帮我…, 我去, 是: a light verb with no participant but the doer (v2)
         cs_clause, ce_clause = ann.idx[lo], _tok_end(ann, hi - 1)
-        ftime, ftext = _time_roles([tr for tr in times if cs_clause <= tr.start and tr.end <= ce_clause], roles,
-                                   modality in FUTURE_MODALITIES, ctx.ts)
+        ftime, ftext = _time_roles(
+            [tr for tr in times if cs_clause <= tr.start and tr.end <= ce_clause],
+            roles,
+            modality in FUTURE_MODALITIES,
+            ctx.ts,
+        )
         clause_ents = [ref for s, e, ref in ents if lo <= s and e <= hi]
         mentions = _dedup_refs([r.target for r in roles] + companions + clause_ents)
-        surface = ctx.text[ann.idx[surface_lo]:_tok_end(ann, max(surface_lo, surface_hi - 1))]
+        surface = ctx.text[ann.idx[surface_lo] : _tok_end(ann, max(surface_lo, surface_hi - 1))]
         prefix = "" if pred >= 0 and ann.tokens[pred] == neg_word else neg_word
         title = " ".join(x for x in ((agent.name if agent else ""), prefix + surface) if x)
-        facts.append(FactDraft(
-            index=ci, predicate_norm="_".join(parts), subtype=subtype, negation=negation, modality=modality,
-            start=cs_clause, end=ce_clause, title=clip(title, 120),
-            keywords=_dedup(content_words(ann, lo, hi) + [p for part in parts for p in part.split("_")]),
-            provenance=FACT_ZH, roles=roles, mentions=mentions, time=ftime, time_text=ftext,
-            cause_marker=(marker, None) if marker else None))
+        facts.append(
+            FactDraft(
+                index=ci,
+                predicate_norm="_".join(parts),
+                subtype=subtype,
+                negation=negation,
+                modality=modality,
+                start=cs_clause,
+                end=ce_clause,
+                title=clip(title, 120),
+                keywords=_dedup(content_words(ann, lo, hi) + [p for part in parts for p in part.split("_")]),
+                provenance=FACT_ZH,
+                roles=roles,
+                mentions=mentions,
+                time=ftime,
+                time_text=ftext,
+                cause_marker=(marker, None) if marker else None,
+            )
+        )
     return facts

@@ -6,6 +6,7 @@ record is, a `sniff(Sample) -> bool` that recognises the content, and a `read(So
 ReadResult` that never raises on bad input. Registration (which formats, in which order
 they are tried) lives apart, in `raw_store.formats.registry`.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,7 @@ from raw_store import errors as E
 UNKNOWN = "unknown"
 MAX_MESSAGE_BYTES = 1 << 20
 LINES, DOCUMENT = "lines", "document"
-NOT_JSON = object()   # Sample.doc / Source.doc when the text is not one JSON value
+NOT_JSON = object()  # Sample.doc / Source.doc when the text is not one JSON value
 ROLES = ("user", "assistant", "system", "other")
 
 _SAMPLE_LINES = 50
@@ -50,10 +51,10 @@ class Message:
 class Reject:
     tenant: str
     source_file: str
-    line: int          # 1-based line / record number; 0 = the whole file
-    byte_offset: int   # offset of the rejected bytes in the file (0 for whole-file rejects and records
-                       # re-serialised from inside a JSON document)
-    reason: str        # raw_store.errors code
+    line: int  # 1-based line / record number; 0 = the whole file
+    byte_offset: int  # offset of the rejected bytes in the file (0 for whole-file rejects and records
+    # re-serialised from inside a JSON document)
+    reason: str  # raw_store.errors code
     detail: str
     raw: bytes
     format: str
@@ -69,6 +70,7 @@ class ReadResult:
 class Line(NamedTuple):
     """One line of a file: 1-based number, byte offset in the file, its bytes without the line
     terminator, and the line decoded (None when its bytes are not valid in the file's encoding)."""
+
     no: int
     offset: int
     raw: bytes
@@ -78,18 +80,19 @@ class Line(NamedTuple):
 @dataclass
 class Source:
     """One file as a reader gets it: the bytes as given, and the decoded body its kind needs."""
+
     data: bytes
     source_file: str
     tenant: str
     codec: str = "utf-8"
-    text: str = ""                     # DOCUMENT readers: the body decoded (always UTF-8)
-    doc: object = NOT_JSON             # DOCUMENT readers: the JSON value when detection parsed it
-    offset: int = 0                    # where the body starts in `data` (after a byte-order mark)
-    lines: list[Line] = field(default_factory=list)   # LINES readers: the body's lines
+    text: str = ""  # DOCUMENT readers: the body decoded (always UTF-8)
+    doc: object = NOT_JSON  # DOCUMENT readers: the JSON value when detection parsed it
+    offset: int = 0  # where the body starts in `data` (after a byte-order mark)
+    lines: list[Line] = field(default_factory=list)  # LINES readers: the body's lines
 
     @property
     def body(self) -> bytes:
-        return self.data[self.offset:]
+        return self.data[self.offset :]
 
     @property
     def default_conv(self) -> str:
@@ -127,7 +130,7 @@ class Sample:
         if opening is None:
             return False
         if stripped[:1] == "{" and sum(1 for ln in self.lines if ln.startswith("{")) >= 2:
-            return False   # several top-level objects: JSON lines, some of them broken
+            return False  # several top-level objects: JSON lines, some of them broken
         first = stripped.split("\n", 1)[0].strip()
         try:
             json.loads(first)
@@ -155,14 +158,16 @@ class Sample:
 @dataclass(frozen=True)
 class Format:
     """One input format: how it is recognised, what a record is, and how it is read."""
+
     name: str
-    kind: str                               # LINES or DOCUMENT
-    record: str                             # what one input record is (conservation counts these)
+    kind: str  # LINES or DOCUMENT
+    record: str  # what one input record is (conservation counts these)
     sniff: Callable[[Sample], bool]
     read: Callable[[Source], ReadResult]
 
 
 # -- building results ----------------------------------------------------------------------------
+
 
 def normalize_newlines(text: str) -> str:
     """CRLF and lone CR as LF: a message's text never holds a raw CR (a terminal would overwrite the line)."""
@@ -180,20 +185,54 @@ class Builder:
         self._seq: dict[tuple[str, str], int] = {}
         self._ids: set[tuple[str, str, str]] = set()
 
-    def message(self, *, conv_id: str, msg_id: str, speaker: str, role: str, ts: datetime | None, text: str,
-                line: int, caption: str | None = None, tenant: str | None = None) -> None:
+    def message(
+        self,
+        *,
+        conv_id: str,
+        msg_id: str,
+        speaker: str,
+        role: str,
+        ts: datetime | None,
+        text: str,
+        line: int,
+        caption: str | None = None,
+        tenant: str | None = None,
+    ) -> None:
         tenant = tenant or self.tenant
         key = (tenant, conv_id)
         seq = self._seq.get(key, 0)
         self._seq[key] = seq + 1
-        if (tenant, conv_id, msg_id) in self._ids:   # an export that repeats an id: each message keeps its own
+        if (tenant, conv_id, msg_id) in self._ids:  # an export that repeats an id: each message keeps its own
             msg_id = f"{msg_id}#L{line}"
         self._ids.add((tenant, conv_id, msg_id))
-        self.messages.append(Message(tenant, conv_id, msg_id, seq, speaker, role, ts, normalize_newlines(text),
-                                     caption, self.source_file, line, self.format))
+        self.messages.append(
+            Message(
+                tenant,
+                conv_id,
+                msg_id,
+                seq,
+                speaker,
+                role,
+                ts,
+                normalize_newlines(text),
+                caption,
+                self.source_file,
+                line,
+                self.format,
+            )
+        )
 
-    def record(self, p: Pending, raw: bytes, *, conv_id: str, speaker: str, role: str,
-               stamp: Callable[[], datetime | None], text: str) -> None:
+    def record(
+        self,
+        p: Pending,
+        raw: bytes,
+        *,
+        conv_id: str,
+        speaker: str,
+        role: str,
+        stamp: Callable[[], datetime | None],
+        text: str,
+    ) -> None:
         """A finished multi-line record (`raw`: its bytes): a message, or a reject when `stamp()` raises
         ValueError or the text is empty or too large."""
         try:
@@ -205,12 +244,10 @@ class Builder:
         if problem:
             self.reject(p.line, p.offset, problem[0], problem[1], raw)
             return
-        self.message(conv_id=conv_id, msg_id=f"L{p.line}", speaker=speaker, role=role, ts=ts, text=text,
-                     line=p.line)
+        self.message(conv_id=conv_id, msg_id=f"L{p.line}", speaker=speaker, role=role, ts=ts, text=text, line=p.line)
 
     def reject(self, line: int, byte_offset: int, reason: str, detail: str, raw: bytes) -> None:
-        self.rejects.append(Reject(self.tenant, self.source_file, line, byte_offset, reason, detail, raw,
-                                   self.format))
+        self.rejects.append(Reject(self.tenant, self.source_file, line, byte_offset, reason, detail, raw, self.format))
 
     def result(self) -> ReadResult:
         return ReadResult(self.format, self.messages, self.rejects)
@@ -226,6 +263,7 @@ def whole_file(data: bytes, source_file: str, tenant: str, fmt: str, reason: str
 @dataclass
 class Pending:
     """A multi-line record being read: its first (head) line, the match that recognised it, and the lines after."""
+
     head: Line
     match: re.Match
     more: list[Line] = field(default_factory=list)
@@ -248,10 +286,11 @@ class Pending:
         while n and not (self.more[n - 1].text or "").strip():
             n -= 1
         last = self.more[n - 1] if n else self.head
-        return [ln.text or "" for ln in self.more[:n]], data[self.head.offset:last.offset + len(last.raw)]
+        return [ln.text or "" for ln in self.more[:n]], data[self.head.offset : last.offset + len(last.raw)]
 
 
 # -- small checks ---------------------------------------------------------------------------------
+
 
 def text_problem(text: str) -> tuple[str, str] | None:
     if not text.strip():

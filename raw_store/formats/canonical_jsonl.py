@@ -1,4 +1,5 @@
 """canonical_jsonl: one JSON object per line {tenant?, conv_id?, msg_id?, speaker, role?, ts, text}."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,16 @@ from raw_store.timeparse import parse_ts
 
 NAME = "canonical_jsonl"
 RECORD = "every non-blank line"
-ROLES = {"user": "user", "human": "user", "assistant": "assistant", "bot": "assistant", "ai": "assistant",
-         "model": "assistant", "system": "system", "other": "other"}
+ROLES = {
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "bot": "assistant",
+    "ai": "assistant",
+    "model": "assistant",
+    "system": "system",
+    "other": "other",
+}
 
 
 def jsonl_like(s: Sample) -> bool:
@@ -20,7 +29,8 @@ def jsonl_like(s: Sample) -> bool:
     if not n or not json_lines:
         return False
     return 2 * len(json_lines) >= n or (
-        s.suffix == ".jsonl" and len(json_lines) >= sum(1 for ln in s.lines if speaker_line(ln)))
+        s.suffix == ".jsonl" and len(json_lines) >= sum(1 for ln in s.lines if speaker_line(ln))
+    )
 
 
 def canonical_count(s: Sample) -> int:
@@ -29,7 +39,7 @@ def canonical_count(s: Sample) -> int:
 
 def sniff(s: Sample) -> bool:
     if not s.document and isinstance(s.doc, dict) and ("text" in s.doc or "speaker" in s.doc):
-        return True   # a single one-line record
+        return True  # a single one-line record
     # a JSONL of some other app's shape is not ours to half-accept; lines that all fail to parse are ours to reject
     return jsonl_like(s) and (canonical_count(s) > 0 or not s.json_dicts)
 
@@ -62,9 +72,16 @@ def read(src: Source) -> ReadResult:
             continue
         role = rec.get("role")
         role = ROLES.get(role.strip().lower(), "other") if isinstance(role, str) and role.strip() else "user"
-        b.message(tenant=(rec.get("tenant") or "").strip() or src.tenant,
-                  conv_id=id_field(rec.get("conv_id")) or default_conv, msg_id=id_field(rec.get("msg_id")) or str(no),
-                  speaker=rec["speaker"].strip(), role=role, ts=ts, text=rec["text"], line=no)
+        b.message(
+            tenant=(rec.get("tenant") or "").strip() or src.tenant,
+            conv_id=id_field(rec.get("conv_id")) or default_conv,
+            msg_id=id_field(rec.get("msg_id")) or str(no),
+            speaker=rec["speaker"].strip(),
+            role=role,
+            ts=ts,
+            text=rec["text"],
+            line=no,
+        )
     return b.result()
 
 

@@ -1,4 +1,5 @@
 """chatgpt_json: ChatGPT export conversations.json, conversations holding a message tree."""
+
 from __future__ import annotations
 
 import json
@@ -20,15 +21,20 @@ from raw_store.formats.base import (
 from raw_store.timeparse import parse_ts
 
 NAME = "chatgpt_json"
-RECORD = ("every message node on each conversation's current branch (current_node up to the root; without "
-          "current_node, the path to the newest leaf by create_time) with visible, non-empty text — the root "
-          "(message null), hidden and empty nodes (e.g. the blank system prompt) are not messages of the chat, and "
-          "other branches (regenerated answers, edits) are not the conversation; a malformed conversation is one "
-          "reject")
+RECORD = (
+    "every message node on each conversation's current branch (current_node up to the root; without "
+    "current_node, the path to the newest leaf by create_time) with visible, non-empty text — the root "
+    "(message null), hidden and empty nodes (e.g. the blank system prompt) are not messages of the chat, and "
+    "other branches (regenerated answers, edits) are not the conversation; a malformed conversation is one "
+    "reject"
+)
 _JSON_WS = " \t\n\r"
-_ROLES = {"user": "user", "assistant": "assistant", "system": "system"}   # tool and others → "other"
-PART_NOTES = {"image_asset_pointer": "[image]", "audio_asset_pointer": "[audio]",
-              "video_container_asset_pointer": "[video]"}
+_ROLES = {"user": "user", "assistant": "assistant", "system": "system"}  # tool and others → "other"
+PART_NOTES = {
+    "image_asset_pointer": "[image]",
+    "audio_asset_pointer": "[audio]",
+    "video_container_asset_pointer": "[video]",
+}
 
 
 def sniff(s: Sample) -> bool:
@@ -37,8 +43,11 @@ def sniff(s: Sample) -> bool:
         return isinstance(doc.get("mapping"), dict)
     if isinstance(doc, list):
         return any(isinstance(c, dict) and "mapping" in c for c in doc)
-    return s.document and '"mapping"' in s.text and any(
-        k in s.text for k in ('"current_node"', '"children"', '"message"', '"parent"'))
+    return (
+        s.document
+        and '"mapping"' in s.text
+        and any(k in s.text for k in ('"current_node"', '"children"', '"message"', '"parent"'))
+    )
 
 
 def _skip_ws(text: str, i: int) -> int:
@@ -89,7 +98,7 @@ class ByteOffsets:
     def __call__(self, pos: int) -> int:
         if pos < self.char:
             self.char = self.byte = 0
-        self.byte += len(self.text[self.char:pos].encode("utf-8", "surrogatepass"))
+        self.byte += len(self.text[self.char : pos].encode("utf-8", "surrogatepass"))
         self.char = pos
         return self.byte
 
@@ -113,14 +122,14 @@ def read(src: Source) -> ReadResult:
     for i, (start, end, conv) in enumerate(items):
         raw_start, raw_end = at(start), at(end)
         branch = _branch(conv)
-        if isinstance(branch, str) or not isinstance(conv, dict):   # (_branch found conv is no object)
+        if isinstance(branch, str) or not isinstance(conv, dict):  # (_branch found conv is no object)
             record += 1
             b.reject(record, base + raw_start, E.E_JSON_SHAPE, f"conversation {i}: {branch}", body[raw_start:raw_end])
             continue
         conv_id = id_field(conv.get("conversation_id")) or id_field(conv.get("id")) or f"{default_conv}#{i}"
         for node_id, node in branch:
             if node.get("message") is None:
-                continue   # the root: a placeholder node, not a message
+                continue  # the root: a placeholder node, not a message
             record += 1
             _node(b, record, node_id, node, conv_id)
     if stop is not None:
@@ -214,8 +223,15 @@ def _node(b: Builder, record: int, node_id: str, node: dict, conv_id: str) -> No
         b.reject(record, 0, E.E_TS_PARSE, f"create_time: {str(exc)[:200]}", dump(node))
         return
     role, name = msg["author"]["role"].strip(), msg["author"].get("name")
-    b.message(conv_id=conv_id, msg_id=node_id, speaker=name.strip() if name and name.strip() else role,
-              role=_ROLES.get(role, "other"), ts=ts, text=text, line=record)
+    b.message(
+        conv_id=conv_id,
+        msg_id=node_id,
+        speaker=name.strip() if name and name.strip() else role,
+        role=_ROLES.get(role, "other"),
+        ts=ts,
+        text=text,
+        line=record,
+    )
 
 
 def _message_problem(node_id: str, msg: object) -> tuple[str, str] | None:

@@ -7,6 +7,7 @@ file_type, extracted_content}], files[{file_name}]}. The text is `text`, else th
 blocks of `content` joined; attachments and files become notes ("[attachment: notes.pdf]").
 "human" is the user (speaker "user"), "assistant" the assistant.
 """
+
 from __future__ import annotations
 
 from raw_store import errors as E
@@ -75,8 +76,11 @@ def _text(msg: dict) -> str | None:
     if isinstance(text, str) and text.strip():
         return text
     if isinstance(content, list):
-        return "\n\n".join(c["text"] for c in content
-                           if isinstance(c, dict) and c.get("type") == "text" and isinstance(c.get("text"), str))
+        return "\n\n".join(
+            c["text"]
+            for c in content
+            if isinstance(c, dict) and c.get("type") == "text" and isinstance(c.get("text"), str)
+        )
     return text if isinstance(text, str) else None
 
 
@@ -112,8 +116,15 @@ def _message(b: Builder, record: int, msg: object, conv_id: str) -> None:
     except ValueError as exc:
         b.reject(record, 0, E.E_TS_PARSE, f"created_at: {str(exc)[:200]}", dump(msg))
         return
-    b.message(conv_id=conv_id, msg_id=id_field(msg.get("uuid")) or f"R{record}", speaker=speaker, role=role, ts=ts,
-              text=text, line=record)
+    b.message(
+        conv_id=conv_id,
+        msg_id=id_field(msg.get("uuid")) or f"R{record}",
+        speaker=speaker,
+        role=role,
+        ts=ts,
+        text=text,
+        line=record,
+    )
 
 
 FORMAT = Format(NAME, DOCUMENT, RECORD, sniff, read)

@@ -1,4 +1,5 @@
 """CSV exports read as lines: rows (a quoted field may span lines) with the file's exact bytes of each row."""
+
 from __future__ import annotations
 
 import csv
@@ -12,6 +13,7 @@ from raw_store.formats.base import Line
 @dataclass
 class Row:
     """One CSV row: its lines, its fields (None when it does not parse as one CSV row), the file's bytes."""
+
     lines: list[Line]
     fields: list[str] | None
     raw: bytes
@@ -43,7 +45,7 @@ def split_header(lines: list[Line]) -> tuple[list[str] | None, list[Line]]:
     """The column names of the first non-blank line, and the lines after it."""
     for i, ln in enumerate(lines):
         if ln.text is None or ln.text.strip():
-            return (header(ln.text) if ln.text is not None else None), lines[i + 1:]
+            return (header(ln.text) if ln.text is not None else None), lines[i + 1 :]
     return None, []
 
 
@@ -61,7 +63,7 @@ def rows(lines: list[Line], data: bytes, starts_row: Callable[[str], bool]) -> I
     def finish() -> Row:
         text = "\n".join(ln.text or "" for ln in group)
         last = group[-1]
-        return Row(list(group), _parse(text + "\n"), data[group[0].offset:last.offset + len(last.raw)])
+        return Row(list(group), _parse(text + "\n"), data[group[0].offset : last.offset + len(last.raw)])
 
     for ln in lines:
         if ln.text is None:

@@ -5,6 +5,7 @@ versions, a locale date ("1/17/2023 7:33 PM", "17-Jan-23 07:33 PM") in older one
 Attachments is a comma-separated list of URLs, each becoming a note "[attachment: <file name>]".
 The CSV has no message types or bot flags: every row is a role "user" message.
 """
+
 from __future__ import annotations
 
 import re
@@ -18,12 +19,12 @@ from raw_store.timeparse import parse_ts
 NAME = "discord_csv"
 RECORD = "every CSV row after the header (a quoted Content may span lines)"
 COLUMNS = ["AuthorID", "Author", "Date", "Content", "Attachments", "Reactions"]
-_ROW_START = re.compile(r'^"?\d{4,20}"?,')   # an author id: a row starts here even after an unclosed quote
+_ROW_START = re.compile(r'^"?\d{4,20}"?,')  # an author id: a row starts here even after an unclosed quote
 
 
 def sniff(s: Sample) -> bool:
     names = csvrows.header(s.lines[0]) if s.lines else None
-    return names is not None and names[:len(COLUMNS)] == COLUMNS
+    return names is not None and names[: len(COLUMNS)] == COLUMNS
 
 
 def parse_date(value: str) -> datetime | None:
@@ -32,14 +33,17 @@ def parse_date(value: str) -> datetime | None:
     except ValueError:
         pass
     try:
-        return datetime.strptime(value.strip(), "%d-%b-%y %I:%M %p")   # DiscordChatExporter before 2.30
+        return datetime.strptime(value.strip(), "%d-%b-%y %I:%M %p")  # DiscordChatExporter before 2.30
     except ValueError as exc:
         raise ValueError(f"unrecognised timestamp: {value[:80]!r}") from exc
 
 
 def attachment_notes(cell: str) -> list[str]:
-    return [f"[attachment: {url.rstrip('/').rsplit('/', 1)[-1].split('?', 1)[0]}]"
-            for url in (u.strip() for u in cell.split(",")) if url]
+    return [
+        f"[attachment: {url.rstrip('/').rsplit('/', 1)[-1].split('?', 1)[0]}]"
+        for url in (u.strip() for u in cell.split(","))
+        if url
+    ]
 
 
 def read(src: Source) -> ReadResult:
@@ -65,8 +69,7 @@ def read(src: Source) -> ReadResult:
         except ValueError as exc:
             b.reject(row.no, row.offset, E.E_TS_PARSE, str(exc)[:200], row.raw)
             continue
-        b.message(conv_id=conv, msg_id=f"L{row.no}", speaker=author.strip(), role="user", ts=ts, text=text,
-                  line=row.no)
+        b.message(conv_id=conv, msg_id=f"L{row.no}", speaker=author.strip(), role="user", ts=ts, text=text, line=row.no)
     return b.result()
 
 

@@ -9,6 +9,7 @@ is role "system", speaker "system", text "<author>: <content or type>". The spea
 server nickname when set, else the user name. Attachments, stickers and embeds become
 bracketed notes after the content ("[attachment: map.png]", "[sticker: wave]", "[link preview: title]").
 """
+
 from __future__ import annotations
 
 from typing import Any, TypeGuard
@@ -35,8 +36,12 @@ MESSAGE_TYPES = frozenset({"Default", "Reply", "ChatInputCommand", "ContextMenuC
 
 
 def _looks_discord(doc: object) -> TypeGuard[dict[str, Any]]:
-    return (isinstance(doc, dict) and isinstance(doc.get("messages"), list) and isinstance(doc.get("channel"), dict)
-            and isinstance(doc.get("guild"), dict))
+    return (
+        isinstance(doc, dict)
+        and isinstance(doc.get("messages"), list)
+        and isinstance(doc.get("channel"), dict)
+        and isinstance(doc.get("guild"), dict)
+    )
 
 
 def sniff(s: Sample) -> bool:
@@ -107,8 +112,15 @@ def _message(b: Builder, record: int, msg: object, conv_id: str) -> None:
     except ValueError as exc:
         b.reject(record, 0, E.E_TS_PARSE, str(exc)[:200], dump(msg))
         return
-    b.message(conv_id=conv_id, msg_id=id_field(msg.get("id")) or f"R{record}", speaker=speaker.strip(), role=role,
-              ts=ts, text=text, line=record)
+    b.message(
+        conv_id=conv_id,
+        msg_id=id_field(msg.get("id")) or f"R{record}",
+        speaker=speaker.strip(),
+        role=role,
+        ts=ts,
+        text=text,
+        line=record,
+    )
 
 
 FORMAT = Format(NAME, DOCUMENT, RECORD, sniff, read)

@@ -12,6 +12,7 @@ cites the original bytes in the original encoding. Messages are stored as text: 
 body is the UTF-8 rendering of the decoded messages (raw_store.chunker), and citations
 (raw_refs) are byte ranges of that UTF-8 body, never of the GBK/UTF-16 file.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -24,15 +25,31 @@ _BINARY_SAMPLE = 1 << 16
 _CONTROL_BYTES = frozenset(range(0x20)) - {0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x1B}
 _CONTROL_CHARS = frozenset(chr(c) for c in _CONTROL_BYTES)
 _BOMS = (  # longest first: the UTF-32-LE mark starts with the UTF-16-LE one
-    (codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be"), (codecs.BOM_UTF8, UTF8),
-    (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"),
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF8, UTF8),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
 )
 # charset-normalizer's names → the codec we decode with (GB18030 is the superset of GBK / GB2312)
 _TRUSTED_GUESSES = {
-    "gb18030": "gb18030", "gbk": "gb18030", "gb2312": "gb18030", "big5": "big5", "big5hkscs": "big5hkscs",
-    "cp950": "cp950", "shift_jis": "shift_jis", "cp932": "cp932", "euc_jp": "euc_jp", "euc_kr": "euc_kr",
-    "cp949": "cp949", "utf_16_le": "utf-16-le", "utf_16_be": "utf-16-be", "utf_16": "utf-16-le",
-    "utf_32_le": "utf-32-le", "utf_32_be": "utf-32-be", "utf_32": "utf-32-le",
+    "gb18030": "gb18030",
+    "gbk": "gb18030",
+    "gb2312": "gb18030",
+    "big5": "big5",
+    "big5hkscs": "big5hkscs",
+    "cp950": "cp950",
+    "shift_jis": "shift_jis",
+    "cp932": "cp932",
+    "euc_jp": "euc_jp",
+    "euc_kr": "euc_kr",
+    "cp949": "cp949",
+    "utf_16_le": "utf-16-le",
+    "utf_16_be": "utf-16-be",
+    "utf_16": "utf-16-le",
+    "utf_32_le": "utf-32-le",
+    "utf_32_be": "utf-32-be",
+    "utf_32": "utf-32-le",
 }
 
 
@@ -80,17 +97,17 @@ def split_lines(data: bytes, offset: int, codec: str) -> list[Line]:
     """The lines of data[offset:] in `codec`: LF ends a line, a CR before it is dropped; each keeps its
     byte offset in `data` and is decoded on its own (None when its bytes are not valid in `codec`)."""
     lf, cr = "\n".encode(codec), "\r".encode(codec)
-    unit = len(lf)   # 1 for UTF-8 and the CJK encodings (LF never occurs inside their characters), 2 / 4 for UTF-16/32
+    unit = len(lf)  # 1 for UTF-8 and the CJK encodings (LF never occurs inside their characters), 2 / 4 for UTF-16/32
     out: list[Line] = []
     start, end, no = offset, len(data), 1
     while True:
         pos = data.find(lf, start)
         while pos != -1 and (pos - offset) % unit:
-            pos = data.find(lf, pos + 1)   # an LF byte inside a UTF-16/32 code unit
+            pos = data.find(lf, pos + 1)  # an LF byte inside a UTF-16/32 code unit
         stop = end if pos == -1 else pos
         raw = data[start:stop]
         if raw.endswith(cr) and (len(raw) % unit == 0):
-            raw = raw[:-len(cr)]
+            raw = raw[: -len(cr)]
         try:
             text: str | None = raw.decode(codec)
         except UnicodeDecodeError:

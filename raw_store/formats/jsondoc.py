@@ -1,4 +1,5 @@
 """Helpers of the JSON-document readers (the export formats that are one JSON value)."""
+
 from __future__ import annotations
 
 import json

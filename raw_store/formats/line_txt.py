@@ -13,6 +13,7 @@ Times may read "下午08:04" / "午後8:04" / "08:04PM". A message's date is the
 above it (none above: ts None — the export does not say). System lines, and the notices
 LINE writes under a member's name ("Alice unsent a message."), are role "system".
 """
+
 from __future__ import annotations
 
 import re
@@ -22,8 +23,10 @@ from raw_store import errors as E
 from raw_store.formats.base import LINES, Format, Pending, ReadResult, Sample, Source
 
 NAME = "line_txt"
-RECORD = ("a message line (`HH:MM<TAB>Name<TAB>text`, or a system line without a name) with its continuation "
-          "lines, or a stray line before the first message; the title, `Saved on:` and date lines are header")
+RECORD = (
+    "a message line (`HH:MM<TAB>Name<TAB>text`, or a system line without a name) with its continuation "
+    "lines, or a stray line before the first message; the title, `Saved on:` and date lines are header"
+)
 TITLE = re.compile(r"^\[LINE\]")
 SAVED = re.compile(r"^(?:Saved on|保存日時|保存日期|儲存日期|保存時間)\s*[:：]")
 _DATES = (
@@ -36,9 +39,11 @@ MESSAGE = re.compile(rf"^{_TIME}\t(?P<name>[^\t]*)\t(?P<text>.*)$", re.S)
 SYSTEM = re.compile(rf"^{_TIME}\t(?P<text>[^\t]*)$", re.S)
 _CLOCK = re.compile(r"^(?P<pre>上午|下午|午前|午後)?\s?(?P<h>\d{1,2}):(?P<mi>\d{2})\s?(?P<ap>[AaPp][Mm])?$")
 # notices LINE writes under a member's name
-_NOTICES = re.compile(r"unsent a message|joined the group|left the group|added .+ to the group|"
-                      r"撤回了一条消息|已收回訊息|送信を取り消しました|已加入该群|已加入群組|已退群|已離開群組|"
-                      r"がグループに参加しました|がグループを退会しました|をグループに追加しました")
+_NOTICES = re.compile(
+    r"unsent a message|joined the group|left the group|added .+ to the group|"
+    r"撤回了一条消息|已收回訊息|送信を取り消しました|已加入该群|已加入群組|已退群|已離開群組|"
+    r"がグループに参加しました|がグループを退会しました|をグループに追加しました"
+)
 
 
 def date_line(line: str) -> re.Match | None:
@@ -97,7 +102,7 @@ def read(src: Source) -> ReadResult:
     b = src.builder(NAME)
     conv = src.default_conv
     day: datetime | None = None
-    bad_day: str | None = None   # a date line that names no real day: its messages are E_TS_PARSE
+    bad_day: str | None = None  # a date line that names no real day: its messages are E_TS_PARSE
     pending: Pending | None = None
     pending_day: tuple[datetime | None, str | None] = (None, None)
 
@@ -117,8 +122,15 @@ def read(src: Source) -> ReadResult:
                 raise ValueError(f"date line {broken!r} names no day")
             return _stamp(at, p.match.group("time"))
 
-        b.record(p, raw, conv_id=conv, speaker="system" if system else p.match.group("name").strip(),
-                 role="system" if system else "user", stamp=stamp, text=text)
+        b.record(
+            p,
+            raw,
+            conv_id=conv,
+            speaker="system" if system else p.match.group("name").strip(),
+            role="system" if system else "user",
+            stamp=stamp,
+            text=text,
+        )
 
     for ln in src.lines:
         if ln.text is None:

@@ -1,4 +1,5 @@
 """locomo_json: LoCoMo samples, conversation.session_N turn lists + session_N_date_time."""
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,9 @@ def read(src: Source) -> ReadResult:
             b.reject(0, 0, E.E_JSON_SHAPE, f"sample {i} has no conversation object", dump(sample))
             continue
         conv_id = id_field(sample.get("sample_id")) or f"{default_conv}#{i}"
-        sessions = sorted((int(m.group(1)), k) for k in conv
-                          if (m := _SESSION_KEY.match(k)) and isinstance(conv[k], list))
+        sessions = sorted(
+            (int(m.group(1)), k) for k in conv if (m := _SESSION_KEY.match(k)) and isinstance(conv[k], list)
+        )
         for n, key in sessions:
             stamp = conv.get(f"{key}_date_time")
             try:
@@ -72,9 +74,16 @@ def read(src: Source) -> ReadResult:
                 caption = caption.strip() if isinstance(caption, str) and caption.strip() else None
                 if caption:
                     utterance = f"{utterance} [image: {caption}]" if utterance else f"[image: {caption}]"
-                b.message(conv_id=conv_id, msg_id=id_field(turn.get("dia_id")) or f"D{n}:{turn_no}",
-                          speaker=turn["speaker"].strip(), role="user", ts=ts, text=utterance,
-                          caption=caption, line=turn_no)
+                b.message(
+                    conv_id=conv_id,
+                    msg_id=id_field(turn.get("dia_id")) or f"D{n}:{turn_no}",
+                    speaker=turn["speaker"].strip(),
+                    role="user",
+                    ts=ts,
+                    text=utterance,
+                    caption=caption,
+                    line=turn_no,
+                )
     if not b.messages and not b.rejects:
         # a file never vanishes silently: no turns at all is itself a reject
         b.reject(0, 0, E.E_JSON_SHAPE, "no session_N turn lists in any sample", src.data)

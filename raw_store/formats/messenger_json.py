@@ -9,6 +9,7 @@ Meta writes every string as its UTF-8 bytes escaped one by one as latin-1 code p
 "Subscribe" / "Unsubscribe" (joins and leaves) and "Call" are role "system"; media and
 shares become notes ("[photo]", "[share: https://…]").
 """
+
 from __future__ import annotations
 
 from pathlib import PurePosixPath
@@ -21,8 +22,13 @@ from raw_store.timeparse import parse_ts
 
 NAME = "messenger_json"
 RECORD = "every element of messages[]"
-_MEDIA = (("photos", "[photo]"), ("videos", "[video]"), ("audio_files", "[audio]"), ("gifs", "[GIF]"),
-          ("files", "[file]"))
+_MEDIA = (
+    ("photos", "[photo]"),
+    ("videos", "[video]"),
+    ("audio_files", "[audio]"),
+    ("gifs", "[GIF]"),
+    ("files", "[file]"),
+)
 _SYSTEM_TYPES = frozenset({"Subscribe", "Unsubscribe", "Call"})
 
 
@@ -35,8 +41,7 @@ def fix_mojibake(s: str) -> str:
 
 
 def _looks_messenger(doc: object) -> TypeGuard[dict[str, Any]]:
-    return (isinstance(doc, dict) and isinstance(doc.get("participants"), list)
-            and isinstance(doc.get("messages"), list))
+    return isinstance(doc, dict) and isinstance(doc.get("participants"), list) and isinstance(doc.get("messages"), list)
 
 
 def sniff(s: Sample) -> bool:
@@ -55,7 +60,7 @@ def read(src: Source) -> ReadResult:
         return b.result()
     conv_id = fix_mojibake(string(doc, "thread_path") or "") or src.default_conv
     messages = doc["messages"]
-    for record in range(len(messages), 0, -1):   # newest first in the file: read oldest first
+    for record in range(len(messages), 0, -1):  # newest first in the file: read oldest first
         _message(b, record, messages[record - 1], conv_id)
     b.rejects.sort(key=lambda r: r.line)
     if not b.messages and not b.rejects:
@@ -84,8 +89,11 @@ def _message(b: Builder, record: int, msg: object, conv_id: str) -> None:
         b.reject(record, 0, E.E_JSON_SHAPE, "a message must be an object", dump(msg))
         return
     sender = msg.get("sender_name")
-    if not isinstance(sender, str) or not sender.strip() or (msg.get("content") is not None
-                                                             and not isinstance(msg["content"], str)):
+    if (
+        not isinstance(sender, str)
+        or not sender.strip()
+        or (msg.get("content") is not None and not isinstance(msg["content"], str))
+    ):
         b.reject(record, 0, E.E_JSON_SHAPE, "sender_name must be a non-empty string, content a string", dump(msg))
         return
     sender = fix_mojibake(sender).strip()
@@ -93,7 +101,7 @@ def _message(b: Builder, record: int, msg: object, conv_id: str) -> None:
     if msg.get("is_unsent") is True and not text.strip():
         text = "[unsent message]"
     system = msg.get("type") in _SYSTEM_TYPES
-    if system and not text.strip():   # a join / leave / call names its actor in its content; else say who
+    if system and not text.strip():  # a join / leave / call names its actor in its content; else say who
         text = f"{sender}: {msg['type']}"
     if not encodable(text) or not encodable(sender):
         b.reject(record, 0, E.E_JSON_SHAPE, "unpaired surrogates", dump(msg))
@@ -108,8 +116,15 @@ def _message(b: Builder, record: int, msg: object, conv_id: str) -> None:
         b.reject(record, 0, E.E_TS_PARSE, f"timestamp_ms: {str(exc)[:200]}", dump(msg))
         return
     # message_1.json, message_2.json … hold one thread: the file and the position name a message
-    b.message(conv_id=conv_id, msg_id=f"{PurePosixPath(b.source_file).stem}#{record}", speaker="system" if system else sender,
-              role="system" if system else "user", ts=ts, text=text.strip(), line=record)
+    b.message(
+        conv_id=conv_id,
+        msg_id=f"{PurePosixPath(b.source_file).stem}#{record}",
+        speaker="system" if system else sender,
+        role="system" if system else "user",
+        ts=ts,
+        text=text.strip(),
+        line=record,
+    )
 
 
 FORMAT = Format(NAME, DOCUMENT, RECORD, sniff, read)

@@ -6,6 +6,7 @@ brackets), and an empty nick (`2016-07-19 23:51:24 (747150918)`: the account num
 the speaker). QQ saves these files as UTF-8 with a BOM, as GBK, or as UTF-16 (see
 raw_store.formats.encoding); CRLF and bare CRs inside messages become LF in message text.
 """
+
 from __future__ import annotations
 
 import re
@@ -15,14 +16,18 @@ from raw_store.formats.base import LINES, Format, Pending, ReadResult, Sample, S
 from raw_store.timeparse import parse_ts
 
 NAME = "qq"
-RECORD = ("a `date time nick(QQ)` line with its text lines, or a stray text line; the banner, `====` rules and "
-          "`消息分组:` / `消息对象:` lines are header")
+RECORD = (
+    "a `date time nick(QQ)` line with its text lines, or a stray text line; the banner, `====` rules and "
+    "`消息分组:` / `消息对象:` lines are header"
+)
 BANNER = re.compile(r"^消息记录[（(]此消息记录为文本格式，?不支持重新导入[）)]$")
 RULE = re.compile(r"^={16,}$")
 FIELD = re.compile(r"^(?P<key>消息分组|消息对象)[:：](?P<value>.*)$")
-HEAD = re.compile(r"^(?P<date>\d{4}-\d{1,2}-\d{1,2})\s+(?P<time>\d{1,2}:\d{2}:\d{2})(?:\s+(?P<nick>.*?))?\s*"
-                  r"(?:\((?P<qq>\d{4,12})\)|<(?P<mail>[^<>\s@]+@[^<>\s]+)>|<(?P<number>\d{4,15})>)$")
-_SYSTEM_ID = "10000"   # QQ's own account: "系统消息(10000)"
+HEAD = re.compile(
+    r"^(?P<date>\d{4}-\d{1,2}-\d{1,2})\s+(?P<time>\d{1,2}:\d{2}:\d{2})(?:\s+(?P<nick>.*?))?\s*"
+    r"(?:\((?P<qq>\d{4,12})\)|<(?P<mail>[^<>\s@]+@[^<>\s]+)>|<(?P<number>\d{4,15})>)$"
+)
+_SYSTEM_ID = "10000"  # QQ's own account: "系统消息(10000)"
 
 
 def sniff(s: Sample) -> bool:
@@ -58,10 +63,15 @@ def read(src: Source) -> ReadResult:
             return
         p, pending = pending, None
         more, raw = p.trimmed(src.data)
-        b.record(p, raw, conv_id=conv, speaker=_speaker(p.match),
-                 role="system" if p.match.group("qq") == _SYSTEM_ID else "user",
-                 stamp=lambda: parse_ts(f"{p.match.group('date')} {p.match.group('time')}"),
-                 text="\n".join(more).strip())
+        b.record(
+            p,
+            raw,
+            conv_id=conv,
+            speaker=_speaker(p.match),
+            role="system" if p.match.group("qq") == _SYSTEM_ID else "user",
+            stamp=lambda: parse_ts(f"{p.match.group('date')} {p.match.group('time')}"),
+            text="\n".join(more).strip(),
+        )
 
     for ln in src.lines:
         if ln.text is None:

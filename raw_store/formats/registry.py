@@ -6,6 +6,7 @@ file: JSON documents first (by their keys), then JSON lines (SillyTavern before 
 CSV exports (by their header row), then the text exports, the loosest (`Speaker: text`
 transcripts) last. A file no format claims is "unknown" — one E_FORMAT_UNKNOWN reject.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
@@ -60,10 +61,21 @@ class Registry:
         return UNKNOWN
 
 
-REGISTRY = Registry([
-    locomo_json.FORMAT, chatgpt_json.FORMAT, claude_json.FORMAT, telegram_json.FORMAT, discord_json.FORMAT,
-    messenger_json.FORMAT,
-    sillytavern_jsonl.FORMAT, canonical_jsonl.FORMAT,
-    wechat_csv.FORMAT, discord_csv.FORMAT,
-    line_txt.FORMAT, qq.FORMAT, whatsapp.FORMAT, transcript.FORMAT,
-])
+REGISTRY = Registry(
+    [
+        locomo_json.FORMAT,
+        chatgpt_json.FORMAT,
+        claude_json.FORMAT,
+        telegram_json.FORMAT,
+        discord_json.FORMAT,
+        messenger_json.FORMAT,
+        sillytavern_jsonl.FORMAT,
+        canonical_jsonl.FORMAT,
+        wechat_csv.FORMAT,
+        discord_csv.FORMAT,
+        line_txt.FORMAT,
+        qq.FORMAT,
+        whatsapp.FORMAT,
+        transcript.FORMAT,
+    ]
+)

@@ -1,4 +1,5 @@
 """sillytavern_jsonl: SillyTavern / Luker chat, a header object line, then {name, is_user, send_date, mes} lines."""
+
 from __future__ import annotations
 
 import json
@@ -45,7 +46,7 @@ def read(src: Source) -> ReadResult:
             b.reject(no, off, E.E_JSON_PARSE, str(exc)[:200], raw)
             continue
         if is_first and is_header(rec):
-            continue   # chat metadata, not a message: consumed, not an input record
+            continue  # chat metadata, not a message: consumed, not an input record
         problem = _problem(rec)
         if problem:
             b.reject(no, off, problem[0], problem[1], raw)
@@ -55,8 +56,15 @@ def read(src: Source) -> ReadResult:
         except ValueError as exc:
             b.reject(no, off, E.E_TS_PARSE, f"send_date: {str(exc)[:200]}", raw)
             continue
-        b.message(conv_id=conv, msg_id=f"L{no}", speaker=rec["name"].strip(), role=_role(rec), ts=ts,
-                  text=rec["mes"].strip(), line=no)
+        b.message(
+            conv_id=conv,
+            msg_id=f"L{no}",
+            speaker=rec["name"].strip(),
+            role=_role(rec),
+            ts=ts,
+            text=rec["mes"].strip(),
+            line=no,
+        )
     return b.result()
 
 

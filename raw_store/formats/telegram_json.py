@@ -8,6 +8,7 @@ Service messages (type "service": actor, action — "invite_members", "pin_messa
 ("[photo]", "[sticker 😀]", "[voice message]", "[file: report.pdf]", "[poll: question]").
 Times: date_unixtime (UTC) when present, else `date` (the exporting machine's local time).
 """
+
 from __future__ import annotations
 
 from raw_store import errors as E
@@ -28,13 +29,22 @@ from raw_store.timeparse import parse_ts
 
 NAME = "telegram_json"
 RECORD = "every element of every chat's messages[] (chats.list[] and left_chats.list[] in a full export)"
-_MEDIA_TYPES = {"sticker": "sticker", "voice_message": "voice message", "video_message": "video message",
-                "audio_file": "audio", "video_file": "video", "animation": "GIF"}
+_MEDIA_TYPES = {
+    "sticker": "sticker",
+    "voice_message": "voice message",
+    "video_message": "video message",
+    "audio_file": "audio",
+    "video_file": "video",
+    "animation": "GIF",
+}
 
 
 def _chat_like(obj: object) -> bool:
-    return isinstance(obj, dict) and isinstance(obj.get("messages"), list) and (
-        "type" in obj or "id" in obj or "name" in obj)
+    return (
+        isinstance(obj, dict)
+        and isinstance(obj.get("messages"), list)
+        and ("type" in obj or "id" in obj or "name" in obj)
+    )
 
 
 def _chats(doc: object) -> list[object] | None:
@@ -43,8 +53,9 @@ def _chats(doc: object) -> list[object] | None:
         return [doc]
     if isinstance(doc, dict) and isinstance(doc.get("chats"), dict) and isinstance(doc["chats"].get("list"), list):
         left = doc.get("left_chats")
-        return doc["chats"]["list"] + (left["list"] if isinstance(left, dict) and isinstance(left.get("list"), list)
-                                       else [])
+        return doc["chats"]["list"] + (
+            left["list"] if isinstance(left, dict) and isinstance(left.get("list"), list) else []
+        )
     return None
 
 
@@ -53,10 +64,14 @@ def sniff(s: Sample) -> bool:
     if chats is not None:
         msgs = [m for c in chats if isinstance(c, dict) for m in c.get("messages") or [] if isinstance(m, dict)]
         # Telegram's own keys (or an empty export); other apps' {messages: [...]} are not ours
-        return not msgs or any("from_id" in m or "date_unixtime" in m or m.get("type") in ("message", "service")
-                               for m in msgs[:50])
-    return s.document and '"messages"' in s.text and any(k in s.text for k in ('"from_id"', '"date_unixtime"',
-                                                                                 '"text_entities"'))
+        return not msgs or any(
+            "from_id" in m or "date_unixtime" in m or m.get("type") in ("message", "service") for m in msgs[:50]
+        )
+    return (
+        s.document
+        and '"messages"' in s.text
+        and any(k in s.text for k in ('"from_id"', '"date_unixtime"', '"text_entities"'))
+    )
 
 
 def read(src: Source) -> ReadResult:
@@ -66,8 +81,7 @@ def read(src: Source) -> ReadResult:
         return b.result()
     chats = _chats(doc)
     if chats is None:
-        b.reject(0, 0, E.E_JSON_SHAPE, "neither a chat with messages[] nor a full export with chats.list[]",
-                 src.data)
+        b.reject(0, 0, E.E_JSON_SHAPE, "neither a chat with messages[] nor a full export with chats.list[]", src.data)
         return b.result()
     record = 0
     for i, chat in enumerate(chats):
@@ -174,8 +188,15 @@ def _message(b: Builder, record: int, msg: object, conv_id: str) -> None:
     except ValueError as exc:
         b.reject(record, 0, E.E_TS_PARSE, str(exc)[:200], dump(msg))
         return
-    b.message(conv_id=conv_id, msg_id=id_field(msg.get("id")) or f"R{record}", speaker=speaker.strip(), role=role,
-              ts=ts, text=text.strip(), line=record)
+    b.message(
+        conv_id=conv_id,
+        msg_id=id_field(msg.get("id")) or f"R{record}",
+        speaker=speaker.strip(),
+        role=role,
+        ts=ts,
+        text=text.strip(),
+        line=record,
+    )
 
 
 FORMAT = Format(NAME, DOCUMENT, RECORD, sniff, read)

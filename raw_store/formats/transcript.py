@@ -1,4 +1,5 @@
 """transcript: `Speaker: text` lines, optional `[timestamp] ` prefix, indented lines continue the message."""
+
 from __future__ import annotations
 
 import re
@@ -10,8 +11,7 @@ from raw_store.timeparse import parse_ts
 NAME = "transcript"
 RECORD = "a `Speaker: text` line with its indented continuation lines, or a stray line"
 _ASSISTANT_NAMES = frozenset({"assistant", "bot", "ai"})
-_LINE = re.compile(
-    r"^(?:\[(?P<ts>[^\]\n]{0,80})\]\s*)?(?P<speaker>[^:：\[\]{}<>\n]{1,80}?)\s*[:：](?P<text>.*)$", re.S)
+_LINE = re.compile(r"^(?:\[(?P<ts>[^\]\n]{0,80})\]\s*)?(?P<speaker>[^:：\[\]{}<>\n]{1,80}?)\s*[:：](?P<text>.*)$", re.S)
 _URLISH = re.compile(r"https?|www\.|://|\.(?:com|org|net|io)\b", re.I)
 _LETTER = re.compile(r"[^\W\d_]")
 
@@ -58,8 +58,15 @@ def read(src: Source) -> ReadResult:
         elif len(text.encode("utf-8")) > MAX_MESSAGE_BYTES:
             b.reject(p["line"], p["offset"], E.E_MSG_TOO_LARGE, f"text above {MAX_MESSAGE_BYTES} bytes", raw)
         else:
-            b.message(conv_id=conv, msg_id=f"L{p['line']}", speaker=p["speaker"],
-                      role=role_of_speaker(p["speaker"]), ts=p["ts"], text=text, line=p["line"])
+            b.message(
+                conv_id=conv,
+                msg_id=f"L{p['line']}",
+                speaker=p["speaker"],
+                role=role_of_speaker(p["speaker"]),
+                ts=p["ts"],
+                text=text,
+                line=p["line"],
+            )
 
     for no, off, raw, s in src.lines:
         if s is None:
@@ -89,8 +96,14 @@ def read(src: Source) -> ReadResult:
         if stamp is not None and ts is None:
             b.reject(no, off, E.E_TS_PARSE, "empty timestamp brackets", raw)
             continue
-        pending = {"line": no, "offset": off, "speaker": m.group("speaker").strip(), "ts": ts,
-                   "parts": [m.group("text").strip()], "raw": [raw]}
+        pending = {
+            "line": no,
+            "offset": off,
+            "speaker": m.group("speaker").strip(),
+            "ts": ts,
+            "parts": [m.group("text").strip()],
+            "raw": [raw],
+        }
     flush()
     return b.result()
 

@@ -9,6 +9,7 @@ Text messages keep their text; images, voice, video, stickers, files, locations 
 become bracketed notes ("[image]", "[voice]", …); system messages (Type 10000/10002,
 "系统通知", revoked messages) are role "system", speaker "system".
 """
+
 from __future__ import annotations
 
 import json
@@ -24,15 +25,36 @@ RECORD = "every CSV row after the header (a quoted StrContent / msg may span lin
 WECHATMSG = ("localId", "TalkerId", "Type", "SubType", "IsSender", "CreateTime", "StrContent")
 PYWXDUMP = ("type_name", "is_sender", "talker", "CreateTime")
 # WeChat message types (Type column) → note; 1 is text, 10000/10002 system
-_TYPE_NOTES = {3: "[image]", 34: "[voice]", 42: "[contact card]", 43: "[video]", 47: "[sticker]", 48: "[location]",
-               49: "[link]", 50: "[audio/video call]"}
+_TYPE_NOTES = {
+    3: "[image]",
+    34: "[voice]",
+    42: "[contact card]",
+    43: "[video]",
+    47: "[sticker]",
+    48: "[location]",
+    49: "[link]",
+    50: "[audio/video call]",
+}
 _SYSTEM_TYPES = {10000, 10002}
-_TYPE_NAME_NOTES = {"图片": "[image]", "语音": "[voice]", "视频": "[video]", "动画表情": "[sticker]", "表情包": "[sticker]",
-                    "文件": "[file]", "位置": "[location]", "名片": "[contact card]", "分享链接": "[link]",
-                    "卡片式链接": "[link]", "音视频通话": "[audio/video call]", "语音/视频通话": "[audio/video call]", "转账": "[transfer]",
-                    "红包": "[red packet]", "小程序": "[mini program]"}
+_TYPE_NAME_NOTES = {
+    "图片": "[image]",
+    "语音": "[voice]",
+    "视频": "[video]",
+    "动画表情": "[sticker]",
+    "表情包": "[sticker]",
+    "文件": "[file]",
+    "位置": "[location]",
+    "名片": "[contact card]",
+    "分享链接": "[link]",
+    "卡片式链接": "[link]",
+    "音视频通话": "[audio/video call]",
+    "语音/视频通话": "[audio/video call]",
+    "转账": "[transfer]",
+    "红包": "[red packet]",
+    "小程序": "[mini program]",
+}
 _SYSTEM_TYPE_NAMES = {"系统通知", "系统消息", "撤回消息", "撤回", "拍一拍"}
-_ROW_START = re.compile(r"^\d*,?\d+,\d+,")   # localId,TalkerId,Type / id,MsgSvrID,…
+_ROW_START = re.compile(r"^\d*,?\d+,\d+,")  # localId,TalkerId,Type / id,MsgSvrID,…
 
 
 def _layout(names: list[str] | None) -> str | None:
@@ -74,7 +96,7 @@ def _pywxdump(f: dict[str, str]) -> tuple[str, str, str, object]:
     """(speaker, role, text, time) of a PyWxDump row."""
     kind = f["type_name"].strip()
     content = f.get("msg")
-    if content is None:   # the older layout: content is a JSON {msg, src}
+    if content is None:  # the older layout: content is a JSON {msg, src}
         try:
             obj = json.loads(f.get("content") or "")
         except (ValueError, RecursionError):

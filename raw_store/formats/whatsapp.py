@@ -13,6 +13,7 @@ notices stay their sender's messages, with the text replaced by a bracketed note
 "[document: Plan.pdf]", "[deleted message]") as chatgpt_json notes attachments: R2G finds
 no fact in a note, while recall still shows who sent a photo when.
 """
+
 from __future__ import annotations
 
 import re
@@ -26,13 +27,14 @@ from raw_store.timeparse import parse_ts
 
 NAME = "whatsapp"
 RECORD = "a dated line with its undated continuation lines, or a stray line before the first dated line"
-MARKS = "\u200e\u200f"   # left-to-right / right-to-left marks: iOS puts them before generated text
+MARKS = "\u200e\u200f"  # left-to-right / right-to-left marks: iOS puts them before generated text
 _DATE = r"(?P<a>\d{1,2})(?P<sep>[/.\-])(?P<b>\d{1,2})[/.\-](?P<y>\d{4}|\d{2})"
 _TIME = r"(?P<time>\d{1,2}:\d{2}(?::\d{2})?(?:\s?[AaPp]\.?\s?[Mm]\.?)?)"
 # iOS "[15/06/2023, 20:04:12] Name: text"; Android "15/06/2023, 20:04 - Name: text" (also ISO dates in some locales)
 _IOS = re.compile(rf"^[{MARKS}]?\[{_DATE},?\s+{_TIME}\]\s?(?P<rest>.*)$", re.S)
 _ANDROID = re.compile(
-    rf"^[{MARKS}]?(?:{_DATE}|(?P<iso>\d{{4}}-\d{{1,2}}-\d{{1,2}})),?\s+{_TIME}\s[-–]\s(?P<rest>.*)$", re.S)
+    rf"^[{MARKS}]?(?:{_DATE}|(?P<iso>\d{{4}}-\d{{1,2}}-\d{{1,2}})),?\s+{_TIME}\s[-–]\s(?P<rest>.*)$", re.S
+)
 _NAME = re.compile(r"^(?P<name>[^:\n]{1,80}?):(?:\s|$)(?P<text>.*)$", re.S)
 
 
@@ -70,7 +72,7 @@ def _ts(head: re.Match, dayfirst: bool) -> datetime | None:
 
 def _name(candidate: str) -> str | None:
     """A sender name, or None when the text before ':' is not one (an Android system line with a colon)."""
-    name = candidate.strip().strip(MARKS).strip().lstrip("~").strip()   # "~ Alice": not in the address book
+    name = candidate.strip().strip(MARKS).strip().lstrip("~").strip()  # "~ Alice": not in the address book
     if not name or len(name) > 64 or len(name.split()) > 6 or any(q in name for q in '"“”„«»'):
         return None
     return name
@@ -118,7 +120,7 @@ def _classify(sender: str | None, text: str, group: set[str]) -> tuple[str, str,
         return sender, "user", f"{note}\n{more}" if more.strip() else note
     if _marked(text) and (sender in group or P.is_event(bare)):
         return "system", "system", bare
-    if P.is_encryption_notice(first):   # older iOS exports write the notice unmarked, as the contact's line
+    if P.is_encryption_notice(first):  # older iOS exports write the notice unmarked, as the contact's line
         return "system", "system", bare
     return sender, "user", bare
 
@@ -130,7 +132,7 @@ def read(src: Source) -> ReadResult:
     matched = [(ln, dated_line(ln.text) if ln.text is not None else None) for ln in src.lines]
     heads = [m for _, m in matched if m is not None]
     dayfirst = _dayfirst(heads)
-    splits = {ln.no: _split(m.group("rest")) for ln, m in matched if m is not None}   # (sender, first line)
+    splits = {ln.no: _split(m.group("rest")) for ln, m in matched if m is not None}  # (sender, first line)
     group = _group_senders(list(splits.values()))
     pending: Pending | None = None
 
@@ -142,8 +144,15 @@ def read(src: Source) -> ReadResult:
         more, raw = p.trimmed(src.data)
         sender, first = splits[p.line]
         speaker, role, text = _classify(sender, "\n".join([first, *more]), group)
-        b.record(p, raw, conv_id=conv, speaker=speaker, role=role, stamp=lambda: _ts(p.match, dayfirst),
-                 text=text.strip().lstrip(MARKS).strip())
+        b.record(
+            p,
+            raw,
+            conv_id=conv,
+            speaker=speaker,
+            role=role,
+            stamp=lambda: _ts(p.match, dayfirst),
+            text=text.strip().lstrip(MARKS).strip(),
+        )
 
     for ln, head in matched:
         if ln.text is None:

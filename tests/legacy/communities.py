@@ -37,6 +37,7 @@ update Concept nodes". Per tenant, pure, deterministic:
 Only level 0 (the Leiden partition itself) is built; COMMUNITIES.level leaves room for
 coarser levels.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -59,13 +60,13 @@ from raw_store.lake import conform
 PROVENANCE = "jobs.communities.leiden.v1"
 CONCEPT_SUBTYPE = "community"
 LEVEL = 0
-E_COMMUNITY_CONFIG = "E_COMMUNITY_CONFIG"   # a CommunityConfig value outside its documented range
+E_COMMUNITY_CONFIG = "E_COMMUNITY_CONFIG"  # a CommunityConfig value outside its documented range
 
 MEMBER_TYPES = ("Entity", "Fact", "Preference", "Task", "Concept")
-_CARRIER_TYPES = ("Fact", "Preference", "Task")          # attach to the Episode they derive from
+_CARRIER_TYPES = ("Fact", "Preference", "Task")  # attach to the Episode they derive from
 _LINK_EDGES = frozenset({"MENTIONS", "ABOUT"}) | ROLE_EDGES  # context → item
-_DERIVE_DEPTH = 3                                         # Task → Fact → Episode is the longest R2G chain
-_RNG_LOCK = threading.Lock()                              # igraph's RNG is process-global
+_DERIVE_DEPTH = 3  # Task → Fact → Episode is the longest R2G chain
+_RNG_LOCK = threading.Lock()  # igraph's RNG is process-global
 
 
 @dataclass(frozen=True)
@@ -101,13 +102,14 @@ class CommunityConfig:
     def __post_init__(self) -> None:
         bad = [t for t in self.member_types if t not in MEMBER_TYPES]
         if bad or not self.member_types:
-            raise ValueError(f"{E_COMMUNITY_CONFIG}: member_types must be a non-empty subset of {MEMBER_TYPES}, "
-                             f"got {self.member_types}")
+            raise ValueError(
+                f"{E_COMMUNITY_CONFIG}: member_types must be a non-empty subset of {MEMBER_TYPES}, "
+                f"got {self.member_types}"
+            )
         if not 0.0 < self.hub_share <= 1.0 or not 0.0 < self.keep_jaccard <= 1.0:
             raise ValueError(f"{E_COMMUNITY_CONFIG}: hub_share and keep_jaccard must lie in (0, 1]")
         if self.min_size < 2 or self.label_terms < 1 or self.keyword_count < 1 or self.resolution <= 0:
-            raise ValueError(f"{E_COMMUNITY_CONFIG}: min_size ≥ 2, label_terms ≥ 1, keyword_count ≥ 1, "
-                             "resolution > 0")
+            raise ValueError(f"{E_COMMUNITY_CONFIG}: min_size ≥ 2, label_terms ≥ 1, keyword_count ≥ 1, resolution > 0")
 
 
 @dataclass
@@ -150,14 +152,17 @@ def _is_own_concept(row: dict) -> bool:
     return row["type"] == "Concept" and row.get("subtype") == CONCEPT_SUBTYPE
 
 
-def cooccurrence_graph(tenant: str, nodes: list[dict], edges: list[dict],
-                       config: CommunityConfig = CommunityConfig()) -> CooccurrenceGraph:
+def cooccurrence_graph(
+    tenant: str, nodes: list[dict], edges: list[dict], config: CommunityConfig = CommunityConfig()
+) -> CooccurrenceGraph:
     """Build one tenant's co-occurrence graph from its node rows (id, type, subtype, …) and edge rows
     (src, dst, type); rows of other tenants must already be filtered out."""
     kind = {r["id"]: r for r in nodes if not _is_own_concept(r)}
-    members = {i for i, r in kind.items()
-               if r["type"] in config.member_types
-               and not (r["type"] == "Entity" and r.get("subtype") in config.skip_subtypes)}
+    members = {
+        i
+        for i, r in kind.items()
+        if r["type"] in config.member_types and not (r["type"] == "Entity" and r.get("subtype") in config.skip_subtypes)
+    }
 
     derived: dict[str, set[str]] = defaultdict(set)
     links: dict[str, set[str]] = defaultdict(set)
@@ -212,8 +217,7 @@ def cooccurrence_graph(tenant: str, nodes: list[dict], edges: list[dict],
     vertices = sorted({v for p in kept for v in p})
     index = {v: i for i, v in enumerate(vertices)}
     weights = dict(sorted(((index[a], index[b]), w) for (a, b), w in kept.items()))
-    return CooccurrenceGraph(tenant, vertices, weights,
-                             {v: frozenset(seen_in[v]) for v in vertices}, hubs)
+    return CooccurrenceGraph(tenant, vertices, weights, {v: frozenset(seen_in[v]) for v in vertices}, hubs)
 
 
 def leiden(graph: CooccurrenceGraph, config: CommunityConfig = CommunityConfig()) -> tuple[list[int], float]:
@@ -226,11 +230,15 @@ def leiden(graph: CooccurrenceGraph, config: CommunityConfig = CommunityConfig()
     with _RNG_LOCK:
         igraph.set_random_number_generator(random.Random(config.seed))
         try:
-            part = g.community_leiden(objective_function="modularity", weights="weight",
-                                      resolution=config.resolution, beta=config.beta,
-                                      n_iterations=config.n_iterations)
+            part = g.community_leiden(
+                objective_function="modularity",
+                weights="weight",
+                resolution=config.resolution,
+                beta=config.beta,
+                n_iterations=config.n_iterations,
+            )
         finally:
-            igraph.set_random_number_generator(random)   # igraph's default generator
+            igraph.set_random_number_generator(random)  # igraph's default generator
     renumber: dict[int, int] = {}
     membership = [renumber.setdefault(m, len(renumber)) for m in part.membership]
     return membership, float(g.modularity(membership, weights="weight", resolution=config.resolution))
@@ -254,8 +262,9 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b) if a or b else 0.0
 
 
-def match_previous(current: list[frozenset[str]], previous: list[tuple[str, frozenset[str]]],
-                   threshold: float) -> dict[int, str]:
+def match_previous(
+    current: list[frozenset[str]], previous: list[tuple[str, frozenset[str]]], threshold: float
+) -> dict[int, str]:
     """One-to-one matching current community index → previous id: pairs with Jaccard ≥ threshold taken
     best first (ties: previous id, then current index)."""
     by_member: dict[str, list[int]] = defaultdict(list)
@@ -299,9 +308,12 @@ def label_of(ranked: list[dict], config: CommunityConfig = CommunityConfig()) ->
         if t and t.casefold() not in seen:
             seen.add(t.casefold())
             titles.append(t)
-    keywords = list(dict.fromkeys([t.casefold() for t in titles]
-                                  + [k.casefold() for r in ranked for k in (r.get("keywords") or []) if k]))
-    return ", ".join(titles[:config.label_terms]), keywords[:config.keyword_count]
+    keywords = list(
+        dict.fromkeys(
+            [t.casefold() for t in titles] + [k.casefold() for r in ranked for k in (r.get("keywords") or []) if k]
+        )
+    )
+    return ", ".join(titles[: config.label_terms]), keywords[: config.keyword_count]
 
 
 def _importance(total_mentions: int) -> float:
@@ -319,32 +331,68 @@ def _ts(values: Iterable[datetime | None], pick: Callable[[list[datetime]], date
     return pick(vals) if vals else None
 
 
-def concept_row(tenant: str, nid: str, label: str, keywords: list[str], ranked: list[dict], frequency: int,
-                confidence: float | None, status: str) -> dict:
+def concept_row(
+    tenant: str,
+    nid: str,
+    label: str,
+    keywords: list[str],
+    ranked: list[dict],
+    frequency: int,
+    confidence: float | None,
+    status: str,
+) -> dict:
     """A NODES row for the Concept of a community (members given ranked, as rows)."""
     titles = [r.get("title") for r in ranked if r.get("type") == "Entity" and r.get("title")]
     first = _ts((r.get("first_seen") or r.get("time_start") for r in ranked), min)
     last = _ts((r.get("last_seen") or r.get("time_end") or r.get("time_start") for r in ranked), max)
     return {
-        "id": nid, "tenant": tenant, "type": "Concept", "subtype": CONCEPT_SUBTYPE, "title": label,
-        "text": f"Topic: {label} ({len(ranked)} members)", "keywords": keywords,
-        "entities": list(dict.fromkeys(titles)), "lang": _most_common(r.get("lang") for r in ranked),
-        "time_start": first, "time_end": last, "time_granularity": "unspecified",
+        "id": nid,
+        "tenant": tenant,
+        "type": "Concept",
+        "subtype": CONCEPT_SUBTYPE,
+        "title": label,
+        "text": f"Topic: {label} ({len(ranked)} members)",
+        "keywords": keywords,
+        "entities": list(dict.fromkeys(titles)),
+        "lang": _most_common(r.get("lang") for r in ranked),
+        "time_start": first,
+        "time_end": last,
+        "time_granularity": "unspecified",
         "importance": _importance(sum(r.get("mentions") or r.get("frequency") or 1 for r in ranked)),
-        "confidence": confidence, "frequency": frequency, "first_seen": first, "last_seen": last,
-        "status": status, "raw_refs": [], "provenance": PROVENANCE, "aliases": [],
+        "confidence": confidence,
+        "frequency": frequency,
+        "first_seen": first,
+        "last_seen": last,
+        "status": status,
+        "raw_refs": [],
+        "provenance": PROVENANCE,
+        "aliases": [],
     }
 
 
 # ------------------------------------------------------------------------------------------ the job
 
 
-_NODE_COLS = ("id", "tenant", "type", "subtype", "title", "keywords", "lang", "mentions", "frequency",
-              "first_seen", "last_seen", "time_start", "time_end")
+_NODE_COLS = (
+    "id",
+    "tenant",
+    "type",
+    "subtype",
+    "title",
+    "keywords",
+    "lang",
+    "mentions",
+    "frequency",
+    "first_seen",
+    "last_seen",
+    "time_start",
+    "time_end",
+)
 
 
-def detect_communities(nodes: pa.Table, edges: pa.Table, previous: pa.Table | None = None,
-                       config: CommunityConfig = CommunityConfig()) -> CommunityResult:
+def detect_communities(
+    nodes: pa.Table, edges: pa.Table, previous: pa.Table | None = None, config: CommunityConfig = CommunityConfig()
+) -> CommunityResult:
     """Communities of every tenant in `nodes`/`edges` (NODES/EDGES schemas, tenants mixed), their Concept
     nodes and ABOUT edges; `previous` is the last run's COMMUNITIES table (ids are carried over from it)."""
     nodes = conform(nodes, NODES)
@@ -363,8 +411,9 @@ def detect_communities(nodes: pa.Table, edges: pa.Table, previous: pa.Table | No
 
     communities, concepts, abouts, hubs = [], [], [], {}
     for tenant in sorted(set(node_rows) | set(prev_rows), key=lambda t: (t is None, t or "")):
-        c, n, e, h = _tenant(tenant, node_rows.get(tenant, []), edge_rows.get(tenant, []),
-                             prev_rows.get(tenant, []), config)
+        c, n, e, h = _tenant(
+            tenant, node_rows.get(tenant, []), edge_rows.get(tenant, []), prev_rows.get(tenant, []), config
+        )
         communities += c
         concepts += n
         abouts += e
@@ -377,11 +426,13 @@ def detect_communities(nodes: pa.Table, edges: pa.Table, previous: pa.Table | No
         communities=pa.Table.from_pylist(communities, schema=COMMUNITIES),
         nodes=pa.Table.from_pylist(concepts, schema=NODES),
         edges=pa.Table.from_pylist(abouts, schema=EDGES),
-        hubs=hubs)
+        hubs=hubs,
+    )
 
 
-def _tenant(tenant: str, nodes: list[dict], edges: list[dict], previous: list[dict],
-            config: CommunityConfig) -> tuple[list[dict], list[dict], list[dict], tuple[str, ...]]:
+def _tenant(
+    tenant: str, nodes: list[dict], edges: list[dict], previous: list[dict], config: CommunityConfig
+) -> tuple[list[dict], list[dict], list[dict], tuple[str, ...]]:
     info = {r["id"]: r for r in nodes}
     graph = cooccurrence_graph(tenant, nodes, edges, config)
     membership, modularity = leiden(graph, config)
@@ -410,7 +461,7 @@ def _tenant(tenant: str, nodes: list[dict], edges: list[dict], previous: list[di
             nid = prev_by_id[cid].get("concept_id") or concept_id(tenant, cid)
         else:
             cid, salt = community_id(tenant, LEVEL, mem), 0
-            while cid in used_ids:   # a retired community once had exactly these members: never reuse its id
+            while cid in used_ids:  # a retired community once had exactly these members: never reuse its id
                 salt += 1
                 cid = community_id(tenant, LEVEL, [*mem, f"#{salt}"])
             used_ids.add(cid)
@@ -421,15 +472,35 @@ def _tenant(tenant: str, nodes: list[dict], edges: list[dict], previous: list[di
         ranked = ranked_members(mem, info)
         label, keywords = label_of(ranked, config)
         frequency = len(frozenset().union(*(graph.contexts[m] for m in mem)))
-        communities.append({"id": cid, "tenant": tenant, "level": LEVEL, "members": sorted(mem), "label": label,
-                            "size": len(mem), "modularity": round(modularity, 6), "concept_id": nid})
+        communities.append(
+            {
+                "id": cid,
+                "tenant": tenant,
+                "level": LEVEL,
+                "members": sorted(mem),
+                "label": label,
+                "size": len(mem),
+                "modularity": round(modularity, 6),
+                "concept_id": nid,
+            }
+        )
         concepts.append(concept_row(tenant, nid, label, keywords, ranked, frequency, cohesion, "active"))
         for v in sorted(verts):
             share = round(inside[v] / strength[v], 6) if strength[v] else 0.0
             src = graph.vertices[v]
-            abouts.append({"id": edge_id(tenant, src, "ABOUT", nid), "tenant": tenant, "src": src, "dst": nid,
-                           "type": "ABOUT", "weight": share, "confidence": share, "raw_refs": [],
-                           "provenance": PROVENANCE})
+            abouts.append(
+                {
+                    "id": edge_id(tenant, src, "ABOUT", nid),
+                    "tenant": tenant,
+                    "src": src,
+                    "dst": nid,
+                    "type": "ABOUT",
+                    "weight": share,
+                    "confidence": share,
+                    "raw_refs": [],
+                    "provenance": PROVENANCE,
+                }
+            )
 
     taken = set(matched.values())
     for pid, mem in prev:
@@ -440,6 +511,16 @@ def _tenant(tenant: str, nodes: list[dict], edges: list[dict], previous: list[di
         fresh_label, keywords = label_of(ranked, config)
         label = r.get("label") or fresh_label
         frequency = len(frozenset().union(*(graph.contexts.get(m, frozenset()) for m in mem)))
-        concepts.append(concept_row(tenant, r.get("concept_id") or concept_id(tenant, pid), label, keywords,
-                                    ranked, frequency, None, "archived"))
+        concepts.append(
+            concept_row(
+                tenant,
+                r.get("concept_id") or concept_id(tenant, pid),
+                label,
+                keywords,
+                ranked,
+                frequency,
+                None,
+                "archived",
+            )
+        )
     return communities, concepts, abouts, graph.hubs

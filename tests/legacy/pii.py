@@ -22,6 +22,7 @@ the stronger evidence wins: email > id_card (checksum + date) > card (Luhn) > ph
 `flag_nodes` and `redact` touch only graph text: the raw store keeps its bytes, so
 citations still verify against the original lines.
 """
+
 from __future__ import annotations
 
 import re
@@ -42,12 +43,14 @@ _PRIORITY = {EMAIL: 0, ID_CARD: 1, CARD: 2, PHONE: 3}
 TEXT_COLUMNS = ("title", "text")
 LIST_COLUMNS = ("keywords", "aliases", "entities")
 
-_L = r"(?<![0-9A-Za-z])"      # not inside an ASCII word/number (Chinese may touch it)
+_L = r"(?<![0-9A-Za-z])"  # not inside an ASCII word/number (Chinese may touch it)
 _R = r"(?![0-9A-Za-z])"
 
-_EMAIL_RE = re.compile(r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9](?:[A-Za-z0-9._%+-]*[A-Za-z0-9_%+-])?"
-                       r"@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
-                       r"\.[A-Za-z]{2,24}" + _R)
+_EMAIL_RE = re.compile(
+    r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9](?:[A-Za-z0-9._%+-]*[A-Za-z0-9_%+-])?"
+    r"@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
+    r"\.[A-Za-z]{2,24}" + _R
+)
 _PHONE_RES = (
     # Chinese mobile, optional +86 / 0086 / 86 prefix, groups 3-4-4 with optional single separators.
     re.compile(_L + r"(?:(?:\+|00)86[ -]?)?(?<!\+)1[3-9]\d(?:[ -]?\d{4}){2}" + _R),
@@ -56,8 +59,10 @@ _PHONE_RES = (
     # International: leading +, country code, then digit groups (checked for 8–15 digits below).
     re.compile(r"(?<![\w+])\+[1-9]\d{0,2}(?:[ .-]?(?:\(\d{1,4}\)|\d{1,4})){2,6}" + _R),
     # US: (NXX) NXX-XXXX, NXX-NXX-XXXX, NXX.NXX.XXXX, NXX NXX XXXX, optional 1- prefix; separators required.
-    re.compile(_L + r"(?:1[ .-])?(?:\([2-9]\d{2}\) ?|[2-9]\d{2}(?P<sep>[ .-]))"
-               r"[2-9]\d{2}(?(sep)(?P=sep)|[ .-])\d{4}" + _R),
+    re.compile(
+        _L + r"(?:1[ .-])?(?:\([2-9]\d{2}\) ?|[2-9]\d{2}(?P<sep>[ .-]))"
+        r"[2-9]\d{2}(?(sep)(?P=sep)|[ .-])\d{4}" + _R
+    ),
 )
 _ID_CARD_RE = re.compile(_L + r"[1-9]\d{5}(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\d{3}[\dXx]" + _R)
 _CARD_RE = re.compile(_L + r"[2-6](?:[ -]?\d){12,18}" + _R)
@@ -68,8 +73,8 @@ _ID_CHECK = "10X98765432"
 
 @dataclass(frozen=True)
 class PiiHit:
-    kind: str       # one of KINDS
-    start: int      # character offsets into the text, end exclusive
+    kind: str  # one of KINDS
+    start: int  # character offsets into the text, end exclusive
     end: int
 
 
@@ -107,8 +112,11 @@ def _card_valid(s: str) -> bool:
     if not 13 <= len(digits) <= 19:
         return False
     groups = [len(g) for g in re.split(r"[ -]", s)]
-    grouped = (len(groups) == 1 or groups in ([4, 6, 5], [4, 6, 4])
-               or (all(g == 4 for g in groups[:-1]) and 1 <= groups[-1] <= 4))
+    grouped = (
+        len(groups) == 1
+        or groups in ([4, 6, 5], [4, 6, 4])
+        or (all(g == 4 for g in groups[:-1]) and 1 <= groups[-1] <= 4)
+    )
     return grouped and luhn_valid(digits)
 
 
@@ -142,7 +150,7 @@ def redact(text: str) -> tuple[str, list[str]]:
         return text, []
     parts, pos = [], 0
     for h in hits:
-        parts += [text[pos:h.start], PLACEHOLDERS[h.kind]]
+        parts += [text[pos : h.start], PLACEHOLDERS[h.kind]]
         pos = h.end
     parts.append(text[pos:])
     return "".join(parts), sorted({h.kind for h in hits})

@@ -22,6 +22,7 @@ again (seed: CHILD_HAS_PARENT), so running on nodes ∪ output and edges ∪ out
 With group_by="concept" an Episode about two Concepts could sit in two groups; the first group
 (timeline order, then key) takes it, the other is re-formed from what is left.
 """
+
 from __future__ import annotations
 
 from collections import Counter, defaultdict
@@ -45,7 +46,7 @@ from recall.read_api import (
 )
 from recall.read_views import LIVE_STATUS
 
-PROVENANCE = "jobs.rollup.compact.v2"   # v2 (issue 17): the title is the start of the summary, not keywords
+PROVENANCE = "jobs.rollup.compact.v2"  # v2 (issue 17): the title is the start of the summary, not keywords
 ID_SCHEME = "jobs.rollup.compact.v1"
 ROLLUP_SUBTYPE = "rollup"
 SEMANTIC_CONTAINS = "SEMANTIC_CONTAINS"
@@ -59,17 +60,17 @@ _SENTENCE_END = frozenset("。！？!?；;\n")
 class RollupConfig:
     # seed 001 compactionCandidates' compression settings; the seed names them without values, these are
     # recall.read_api's COMPACTION_* (Luker's defaults), shared so both pick the same groups.
-    threshold: int = COMPACTION_THRESHOLD                   # 6
-    fan_in: int = COMPACTION_FAN_IN                         # 3
-    max_depth: int = COMPACTION_MAX_DEPTH                   # 6
+    threshold: int = COMPACTION_THRESHOLD  # 6
+    fan_in: int = COMPACTION_FAN_IN  # 3
+    max_depth: int = COMPACTION_MAX_DEPTH  # 6
     keep_recent_leaves: int = COMPACTION_KEEP_RECENT_LEAVES  # 0
-    group_by: str = "conversation"                          # read_api.GROUP_BY: conversation | concept
+    group_by: str = "conversation"  # read_api.GROUP_BY: conversation | concept
     # SPEC §8 "one topic/period": None keeps compaction_candidates' grouping; day|week|month|year splits
     # each key further by the calendar bucket of the node's time (undated nodes share one bucket).
     period: str | None = None
     # Summary bound: r2g.rules.SUMMARY_MAX_CHARS (200, one turn) × 2 — a parent summarises several turns.
     text_max_chars: int = 400
-    max_keywords: int = 12                                  # a handful per child at fan_in 3
+    max_keywords: int = 12  # a handful per child at fan_in 3
     max_entities: int = 20
 
     def __post_init__(self) -> None:
@@ -85,8 +86,8 @@ class RollupConfig:
 
 @dataclass(frozen=True)
 class RollupResult:
-    nodes: pa.Table   # NODES: the new parent Episodes (subtype rollup), sorted by (tenant, id)
-    edges: pa.Table   # EDGES: SEMANTIC_CONTAINS parent → child, sorted by (tenant, id)
+    nodes: pa.Table  # NODES: the new parent Episodes (subtype rollup), sorted by (tenant, id)
+    edges: pa.Table  # EDGES: SEMANTIC_CONTAINS parent → child, sorted by (tenant, id)
 
 
 def rollup_episodes(nodes: pa.Table, edges: pa.Table, config: RollupConfig = RollupConfig()) -> RollupResult:
@@ -107,8 +108,9 @@ def rollup_episodes(nodes: pa.Table, edges: pa.Table, config: RollupConfig = Rol
         new_edges += e
     new_nodes.sort(key=lambda r: (r["tenant"], r["id"]))
     new_edges.sort(key=lambda r: (r["tenant"], r["id"]))
-    return RollupResult(nodes=pa.Table.from_pylist(new_nodes, schema=NODES),
-                        edges=pa.Table.from_pylist(new_edges, schema=EDGES))
+    return RollupResult(
+        nodes=pa.Table.from_pylist(new_nodes, schema=NODES), edges=pa.Table.from_pylist(new_edges, schema=EDGES)
+    )
 
 
 class _Tenant:
@@ -116,13 +118,13 @@ class _Tenant:
 
     def __init__(self, tenant: str, rows: list[dict], edges: list[dict], config: RollupConfig) -> None:
         self.tenant, self.config = tenant, config
-        self.nodes = {r["id"]: r for r in sorted(rows, key=_row_order)}   # duplicate ids: one, deterministically
+        self.nodes = {r["id"]: r for r in sorted(rows, key=_row_order)}  # duplicate ids: one, deterministically
         self.children: dict[str, list[str]] = defaultdict(list)
         self.claimed: set[str] = set()
         self.concepts: dict[str, set[str]] = defaultdict(set)
         for e in edges:
             if e["src"] not in self.nodes or e["dst"] not in self.nodes:
-                continue            # an edge into another tenant's node (or a RawChunk) links nothing here
+                continue  # an edge into another tenant's node (or a RawChunk) links nothing here
             if e["type"] == SEMANTIC_CONTAINS:
                 self.children[e["src"]].append(e["dst"])
                 self.claimed.add(e["dst"])
@@ -135,7 +137,7 @@ class _Tenant:
 
     def depth(self, nid: str) -> int:
         if nid not in self._depth:
-            self._depth[nid] = 0        # guards a SEMANTIC_CONTAINS cycle
+            self._depth[nid] = 0  # guards a SEMANTIC_CONTAINS cycle
             row = self.nodes[nid]
             if row["subtype"] == ROLLUP_SUBTYPE:
                 self._depth[nid] = 1 + max((self.depth(c) for c in self.children.get(nid, ())), default=0)
@@ -145,7 +147,7 @@ class _Tenant:
         """The keys a node is grouped under: its conversation, or the Concepts it is about (a rollup's: its
         children's shared ones), each paired with its period bucket."""
         if nid not in self._keys:
-            self._keys[nid] = frozenset()   # cycle guard
+            self._keys[nid] = frozenset()  # cycle guard
             row = self.nodes[nid]
             kids = self.children.get(nid, ()) if row["subtype"] == ROLLUP_SUBTYPE else ()
             if self.config.group_by == "conversation":
@@ -181,8 +183,12 @@ class _Tenant:
         """compaction_candidates' groups at `depth`: ((sort key), child ids) in (first time, key, run) order."""
         pools: dict[tuple, list[tuple]] = defaultdict(list)
         for nid, row in self.nodes.items():
-            if (row["type"] != EPISODE or nid in self.claimed or (row["status"] or "active") not in LIVE_STATUS
-                    or self.depth(nid) != depth):
+            if (
+                row["type"] != EPISODE
+                or nid in self.claimed
+                or (row["status"] or "active") not in LIVE_STATUS
+                or self.depth(nid) != depth
+            ):
                 continue
             t = _time(row)
             for key in self.keys(nid):
@@ -196,7 +202,7 @@ class _Tenant:
             if kept < self.config.threshold:
                 continue
             for g in range(kept // fan):
-                run = pool[g * fan:(g + 1) * fan]
+                run = pool[g * fan : (g + 1) * fan]
                 groups.append(((run[0][0], run[0][1], _key_order(key), g), tuple(nid for *_, nid in run)))
         groups.sort()
         return groups
@@ -211,42 +217,63 @@ class _Tenant:
         return accepted
 
     def _parent(self, child_ids: tuple[str, ...]) -> dict:
-        kids = [self.nodes[c] for c in child_ids]          # timeline order
+        kids = [self.nodes[c] for c in child_ids]  # timeline order
         starts = [t for t in (_time(k) for k in kids) if t is not None]
-        ends = [t for t in (_coalesce(k, "time_end", "time_start", "last_seen", "first_seen") for k in kids)
-                if t is not None]
+        ends = [
+            t
+            for t in (_coalesce(k, "time_end", "time_start", "last_seen", "first_seen") for k in kids)
+            if t is not None
+        ]
         firsts = [k["first_seen"] for k in kids if k["first_seen"] is not None]
         lasts = [k["last_seen"] for k in kids if k["last_seen"] is not None]
         keywords = _top((k["keywords"] or () for k in kids), self.config.max_keywords)
-        best = min(kids, key=lambda k: -(k["importance"] or 0.0))   # earliest among the most important
+        best = min(kids, key=lambda k: -(k["importance"] or 0.0))  # earliest among the most important
         text = _summary(kids, self.config.text_max_chars)
         title = clip(text or best["title"] or "", TITLE_MAX_CHARS)
         langs = Counter(k["lang"] for k in kids if k["lang"])
         return {
-            "id": _parent_id(self.tenant, child_ids), "tenant": self.tenant, "type": EPISODE,
-            "subtype": ROLLUP_SUBTYPE, "title": title, "text": text,
+            "id": _parent_id(self.tenant, child_ids),
+            "tenant": self.tenant,
+            "type": EPISODE,
+            "subtype": ROLLUP_SUBTYPE,
+            "title": title,
+            "text": text,
             "keywords": keywords,
             "entities": _top((k["entities"] or () for k in kids), self.config.max_entities) or None,
             "lang": min(langs, key=lambda x: (-langs[x], x)) if langs else None,
-            "time_start": min(starts) if starts else None, "time_end": max(ends) if ends else None,
+            "time_start": min(starts) if starts else None,
+            "time_end": max(ends) if ends else None,
             "importance": max((k["importance"] or 0.0) for k in kids),
             "confidence": max((k["confidence"] or 0.0) for k in kids),
             "frequency": sum(k["frequency"] or 1 for k in kids),
-            "first_seen": min(firsts) if firsts else None, "last_seen": max(lasts) if lasts else None,
-            "status": "active", "raw_refs": _refs(kids), "provenance": PROVENANCE,
-            "conv_id": _shared(k["conv_id"] for k in kids), "speaker": _shared(k["speaker"] for k in kids),
+            "first_seen": min(firsts) if firsts else None,
+            "last_seen": max(lasts) if lasts else None,
+            "status": "active",
+            "raw_refs": _refs(kids),
+            "provenance": PROVENANCE,
+            "conv_id": _shared(k["conv_id"] for k in kids),
+            "speaker": _shared(k["speaker"] for k in kids),
         }
 
 
 # -- helpers
+
 
 def _parent_id(tenant: str, child_ids: Iterable[str]) -> str:
     return stable_id("n", tenant, ID_SCHEME, *sorted(child_ids))
 
 
 def _contains_edge(tenant: str, parent: str, child: str) -> dict:
-    return {"id": edge_id(tenant, parent, SEMANTIC_CONTAINS, child), "tenant": tenant, "src": parent, "dst": child,
-            "type": SEMANTIC_CONTAINS, "weight": 1.0, "confidence": 1.0, "provenance": PROVENANCE}
+    return {
+        "id": edge_id(tenant, parent, SEMANTIC_CONTAINS, child),
+        "tenant": tenant,
+        "src": parent,
+        "dst": child,
+        "type": SEMANTIC_CONTAINS,
+        "weight": 1.0,
+        "confidence": 1.0,
+        "provenance": PROVENANCE,
+    }
 
 
 def _row_order(row: dict) -> tuple:

@@ -27,6 +27,7 @@ keeps every MENTIONS edge, since each is the only link from that Episode to it.
 Not done here: seed §22.1.2 age–confidence pruning, §22.1.4 evidence folding, §22.1.5 Concept
 down-sampling and SIMILAR_TO triangle-closure limits.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -41,7 +42,7 @@ from jobs.schema import COLD_EDGES
 from r2g.schema import EDGES, NODES
 from raw_store.lake import conform
 
-PROVENANCE = "jobs.sparsify.degree_cap.v1"   # the rule set; cold rows keep each edge's own provenance
+PROVENANCE = "jobs.sparsify.degree_cap.v1"  # the rule set; cold rows keep each edge's own provenance
 STRUCTURAL_EDGE_TYPES = frozenset({"DERIVED_FROM", "VERSION_NEXT", "ACTIVE_OF", "SEMANTIC_CONTAINS", "TEMPORAL_NEXT"})
 
 # seed 004 §22.1.1 gives ABOUT=256 and SIMILAR_TO=64 as examples of k_type.
@@ -82,16 +83,20 @@ class SparsifyConfig:
 
 @dataclass(frozen=True)
 class SparsifyResult:
-    edges: pa.Table   # EDGES: the hot edges kept, sorted by (tenant, id)
-    cold: pa.Table    # COLD_EDGES: the rest, each with reason and capped_at = as_of, sorted by (tenant, id)
+    edges: pa.Table  # EDGES: the hot edges kept, sorted by (tenant, id)
+    cold: pa.Table  # COLD_EDGES: the rest, each with reason and capped_at = as_of, sorted by (tenant, id)
 
 
 def _node_times(nodes: pa.Table) -> pl.DataFrame:
-    n = pl.from_arrow(conform(nodes, NODES).select(["tenant", "id", "type", "last_seen", "time_end", "time_start",
-                                                     "first_seen"]))
-    return n.select("tenant", pl.col("id").alias("other"), pl.col("type").alias("other_type"),
-                    pl.coalesce("last_seen", "time_end", "time_start", "first_seen").alias("other_t")
-                    ).unique(subset=["tenant", "other"], keep="first", maintain_order=True)
+    n = pl.from_arrow(
+        conform(nodes, NODES).select(["tenant", "id", "type", "last_seen", "time_end", "time_start", "first_seen"])
+    )
+    return n.select(
+        "tenant",
+        pl.col("id").alias("other"),
+        pl.col("type").alias("other_type"),
+        pl.coalesce("last_seen", "time_end", "time_start", "first_seen").alias("other_t"),
+    ).unique(subset=["tenant", "other"], keep="first", maintain_order=True)
 
 
 def _over_cap(e: pl.DataFrame, nodes: pl.DataFrame, as_of: datetime, config: SparsifyConfig) -> pl.DataFrame:
@@ -101,31 +106,52 @@ def _over_cap(e: pl.DataFrame, nodes: pl.DataFrame, as_of: datetime, config: Spa
     if not caps or e.height == 0:
         return pl.DataFrame(schema={"row": pl.UInt32, "reason": pl.String})
     capped = e.filter(pl.col("type").is_in(list(caps)))
-    sides = [capped.select("row", "tenant", "type", "weight", "valid_since",
-                           pl.col("src").alias("node"), pl.col("dst").alias("other"))]
+    sides = [
+        capped.select(
+            "row", "tenant", "type", "weight", "valid_since", pl.col("src").alias("node"), pl.col("dst").alias("other")
+        )
+    ]
     sym = capped.filter(pl.col("type").is_in(list(config.symmetric)))
     if sym.height:
-        sides.append(sym.select("row", "tenant", "type", "weight", "valid_since",
-                                pl.col("dst").alias("node"), pl.col("src").alias("other")))
+        sides.append(
+            sym.select(
+                "row",
+                "tenant",
+                "type",
+                "weight",
+                "valid_since",
+                pl.col("dst").alias("node"),
+                pl.col("src").alias("other"),
+            )
+        )
     inc = pl.concat(sides).join(nodes, on=["tenant", "other"], how="left")
-    tau = pl.col("other_type").replace_strict(dict(config.tau_days), default=config.default_tau_days,
-                                              return_dtype=pl.Float64)
+    tau = pl.col("other_type").replace_strict(
+        dict(config.tau_days), default=config.default_tau_days, return_dtype=pl.Float64
+    )
     t = pl.coalesce("valid_since", "other_t")
     age = ((pl.lit(as_of, dtype=pl.Datetime("us")) - t).dt.total_microseconds() / 86_400e6).clip(lower_bound=0.0)
     w = pl.col("weight").fill_null(0.0)
     inc = inc.with_columns(t.alias("t"), (w * (-age / tau).exp()).fill_null(0.0).alias("score"), w.alias("w"))
     inc = inc.join(e.select("row", pl.col("id").alias("id_key")), on="row").sort(
         ["tenant", "node", "type", "score", "w", "t", "id_key"],
-        descending=[False, False, False, True, True, True, False], nulls_last=True)
-    inc = inc.with_columns(pl.int_range(pl.len()).over(["tenant", "node", "type"]).alias("rank"),
-                           pl.col("type").replace_strict(caps, return_dtype=pl.Int64).alias("cap"))
+        descending=[False, False, False, True, True, True, False],
+        nulls_last=True,
+    )
+    inc = inc.with_columns(
+        pl.int_range(pl.len()).over(["tenant", "node", "type"]).alias("rank"),
+        pl.col("type").replace_strict(caps, return_dtype=pl.Int64).alias("cap"),
+    )
     over = inc.filter(pl.col("rank") >= pl.col("cap"))
-    return over.group_by("row").agg(pl.col("type").first(), pl.col("cap").first()).select(
-        "row", pl.format("degree_cap:{}>{}", "type", "cap").alias("reason"))
+    return (
+        over.group_by("row")
+        .agg(pl.col("type").first(), pl.col("cap").first())
+        .select("row", pl.format("degree_cap:{}>{}", "type", "cap").alias("reason"))
+    )
 
 
-def sparsify(nodes: pa.Table, edges: pa.Table, as_of: datetime, config: SparsifyConfig = SparsifyConfig()
-             ) -> SparsifyResult:
+def sparsify(
+    nodes: pa.Table, edges: pa.Table, as_of: datetime, config: SparsifyConfig = SparsifyConfig()
+) -> SparsifyResult:
     """Split `edges` into the hot edges kept and the cold ones (seed 004 §22.1); per tenant, nothing lost.
 
     `nodes` supply the other endpoint's time and type for recency; `as_of` (naive UTC) is the
@@ -133,9 +159,9 @@ def sparsify(nodes: pa.Table, edges: pa.Table, as_of: datetime, config: Sparsify
     """
     edges = conform(edges, EDGES)
     e = pl.from_arrow(edges).with_row_index("row")
-    below = e.filter((pl.col("type") == "SIMILAR_TO")
-                     & (pl.col("weight").fill_null(0.0) < config.similar_threshold)).select(
-        "row", pl.lit(f"similar_to<{config.similar_threshold:g}").alias("reason"))
+    below = e.filter(
+        (pl.col("type") == "SIMILAR_TO") & (pl.col("weight").fill_null(0.0) < config.similar_threshold)
+    ).select("row", pl.lit(f"similar_to<{config.similar_threshold:g}").alias("reason"))
     over = _over_cap(e.join(below, on="row", how="anti"), _node_times(nodes), as_of, config)
     cold_rows = pl.concat([below, over]).sort("row")
     reason = dict(zip(cold_rows.get_column("row").to_list(), cold_rows.get_column("reason").to_list()))

@@ -66,6 +66,7 @@ crossed since the previous tier ("new" when nothing fired) — at = as_of.
 own output: a status "archived" on it is someone else's decision and is kept as is, while an archive made here
 lives in `previous` and can be restored.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -87,8 +88,21 @@ _RANK = {t: i for i, t in enumerate(TIERS)}
 USE_KINDS = frozenset({"hit", "upvote", "pin"})
 FEEDBACK_KINDS = frozenset({"hit", "pin", "unpin", "upvote", "downvote"})
 # the node columns the rules read, and the ones promote() sets
-_RULE_COLUMNS = ["id", "tenant", "type", "importance", "confidence", "frequency", "first_seen", "last_seen",
-                 "time_start", "status", "pinned", "raw_refs", "conv_id"]
+_RULE_COLUMNS = [
+    "id",
+    "tenant",
+    "type",
+    "importance",
+    "confidence",
+    "frequency",
+    "first_seen",
+    "last_seen",
+    "time_start",
+    "status",
+    "pinned",
+    "raw_refs",
+    "conv_id",
+]
 _OUTPUT_COLUMNS = ("tier", "category", "weight", "activation", "feedback", "pinned", "status")
 
 # Versioned rule ids: the provenance of the rows this module writes (PROMOTIONS / REVIEW_QUEUE carry it once
@@ -100,6 +114,7 @@ RULE_REVIEW = "jobs.tiers.review.v1"
 @dataclass(frozen=True)
 class DecayRule:
     """×`factor` per whole `period_days` without use (seed 003 step decay)."""
+
     period_days: float
     factor: float
 
@@ -107,53 +122,58 @@ class DecayRule:
 @dataclass(frozen=True)
 class TierConfig:
     """Knobs of promotion and decay; each default names its seed (see the module docstring)."""
-    short_days: float = 7.0                   # seed 004 §6.2: short 0–7 d
-    long_days: float = 30.0                   # seed 004 §6.2: long 30 d+
-    topic_repetition: int = 3                 # seed 004 §6.2: 主题重复 ≥ 3
-    activation_threshold: int = 3             # seed 002: perceptual_activation_threshold = 3
-    confidence_threshold: float = 0.8         # seed 004 §6.2: θ_conf 0.8
-    min_sessions: int = 2                     # seed 004 §6.2: 跨 ≥ 2 个会话
-    min_sources: int = 2                      # seed 004 §6.2: ≥ 2 种不同来源
-    access_protection_days: float = 3.0       # seed 004 §6.2: 访问 ≥ 1 次延长 3 天保护期
-    decay: Mapping[str, DecayRule] = field(default_factory=lambda: {
-        "episode": DecayRule(3.0, 0.6),       # seed 003 更新：episode 3 天 ×0.6
-        "fact": DecayRule(5.0, 0.85),         # seed 003 更新：fact 5 天 ×0.85 (core: never)
-    })
-    episode_archive_days: float = 7.0         # seed 003 更新：episode 7 天强制删除 → archived
-    review_threshold: float = 0.2             # seed 003 更新：fact < 0.2 触发审核
+
+    short_days: float = 7.0  # seed 004 §6.2: short 0–7 d
+    long_days: float = 30.0  # seed 004 §6.2: long 30 d+
+    topic_repetition: int = 3  # seed 004 §6.2: 主题重复 ≥ 3
+    activation_threshold: int = 3  # seed 002: perceptual_activation_threshold = 3
+    confidence_threshold: float = 0.8  # seed 004 §6.2: θ_conf 0.8
+    min_sessions: int = 2  # seed 004 §6.2: 跨 ≥ 2 个会话
+    min_sources: int = 2  # seed 004 §6.2: ≥ 2 种不同来源
+    access_protection_days: float = 3.0  # seed 004 §6.2: 访问 ≥ 1 次延长 3 天保护期
+    decay: Mapping[str, DecayRule] = field(
+        default_factory=lambda: {
+            "episode": DecayRule(3.0, 0.6),  # seed 003 更新：episode 3 天 ×0.6
+            "fact": DecayRule(5.0, 0.85),  # seed 003 更新：fact 5 天 ×0.85 (core: never)
+        }
+    )
+    episode_archive_days: float = 7.0  # seed 003 更新：episode 7 天强制删除 → archived
+    review_threshold: float = 0.2  # seed 003 更新：fact < 0.2 触发审核
     structural_types: frozenset[str] = frozenset({"Entity", "Concept", "Meta"})
-    structural_floor: float = 0.2             # ours: hubs keep at least the review mark, never reviewed
-    default_importance: float = 0.5           # ours: a node without importance starts mid-scale
-    boost: float = 0.3                        # seed 003 [BOOST] +0.3
-    boost_on_hit: bool = False                # seed 003: retrieved ≠ used
-    downvote_penalty: float = 0.3             # ours: the mirror of BOOST
-    cooldown_hours: float = 2.0               # seed 003 BOOST 防刷: 2 h
-    daily_cap: float = 1.0                    # seed 003 BOOST 防刷: +1.0 per memory per day
-    core_weight: float = 0.8                  # seed 003 upgrade review at 2.5 / 3.0
-    core_activation: int = 3                  # seed 002 activation threshold
-    core_preference_sessions: int = 2         # seed 003: 长期稳定的喜好
-    short_term_max_memories: int = 30         # seed 002
-    transfer_occupancy: float = 0.5           # seed 002: 占用率 ≥ 50% 时开始批量转移
-    transfer_threshold: float = 0.6           # seed 002: short_term_transfer_threshold
-    overflow_strategy: str | None = "transfer_all"   # seed 002: transfer_all (default) | selective_cleanup; None: off
-    capacity_types: frozenset[str] = frozenset({"Fact", "Preference", "Task"})   # seed 002 short-term memories
-    review_types: frozenset[str] = frozenset({"Fact", "Preference", "Task"})     # seed 003 fact category
+    structural_floor: float = 0.2  # ours: hubs keep at least the review mark, never reviewed
+    default_importance: float = 0.5  # ours: a node without importance starts mid-scale
+    boost: float = 0.3  # seed 003 [BOOST] +0.3
+    boost_on_hit: bool = False  # seed 003: retrieved ≠ used
+    downvote_penalty: float = 0.3  # ours: the mirror of BOOST
+    cooldown_hours: float = 2.0  # seed 003 BOOST 防刷: 2 h
+    daily_cap: float = 1.0  # seed 003 BOOST 防刷: +1.0 per memory per day
+    core_weight: float = 0.8  # seed 003 upgrade review at 2.5 / 3.0
+    core_activation: int = 3  # seed 002 activation threshold
+    core_preference_sessions: int = 2  # seed 003: 长期稳定的喜好
+    short_term_max_memories: int = 30  # seed 002
+    transfer_occupancy: float = 0.5  # seed 002: 占用率 ≥ 50% 时开始批量转移
+    transfer_threshold: float = 0.6  # seed 002: short_term_transfer_threshold
+    overflow_strategy: str | None = "transfer_all"  # seed 002: transfer_all (default) | selective_cleanup; None: off
+    capacity_types: frozenset[str] = frozenset({"Fact", "Preference", "Task"})  # seed 002 short-term memories
+    review_types: frozenset[str] = frozenset({"Fact", "Preference", "Task"})  # seed 003 fact category
     demotion_reasons: tuple[str, ...] = ("downvote",)
 
     def __post_init__(self) -> None:
         if self.overflow_strategy not in (None, "transfer_all", "selective_cleanup"):
-            raise ValueError(f"overflow_strategy must be transfer_all, selective_cleanup or None, "
-                             f"not {self.overflow_strategy!r}")
+            raise ValueError(
+                f"overflow_strategy must be transfer_all, selective_cleanup or None, not {self.overflow_strategy!r}"
+            )
 
 
 @dataclass(frozen=True)
 class TierResult:
-    nodes: pa.Table        # NODES, every node with tier, category, weight, activation, feedback, pinned, status
-    promotions: pa.Table   # PROMOTIONS, the changes against `previous`
-    review: pa.Table       # REVIEW_QUEUE, kind fact_low_weight
+    nodes: pa.Table  # NODES, every node with tier, category, weight, activation, feedback, pinned, status
+    promotions: pa.Table  # PROMOTIONS, the changes against `previous`
+    review: pa.Table  # REVIEW_QUEUE, kind fact_low_weight
 
 
 # ----------------------------------------------------------------------------------------------- boosts
+
 
 def counted_events(events: Iterable[datetime], cooldown: timedelta) -> list[datetime]:
     """The events (sorted) that count: each at least `cooldown` after the last counted one (seed 003)."""
@@ -164,8 +184,9 @@ def counted_events(events: Iterable[datetime], cooldown: timedelta) -> list[date
     return out
 
 
-def boost_schedule(events: Iterable[datetime], config: TierConfig = TierConfig(),
-                   amount: float | None = None) -> list[tuple[datetime, float]]:
+def boost_schedule(
+    events: Iterable[datetime], config: TierConfig = TierConfig(), amount: float | None = None
+) -> list[tuple[datetime, float]]:
     """(time, amount) of each boost the events earn after the cooldown and the per-UTC-day cap."""
     amount = config.boost if amount is None else amount
     spent: dict = defaultdict(float)
@@ -185,14 +206,20 @@ def apply_boosts(events: Iterable[datetime], config: TierConfig = TierConfig(), 
 
 # ----------------------------------------------------------------------------------------------- weight
 
+
 def _periods(start: datetime | None, end: datetime, rule: DecayRule | None) -> int:
     if rule is None or start is None or end <= start:
         return 0
     return (end - start) // timedelta(days=rule.period_days)
 
 
-def decayed_weight(base: float, start: datetime | None, events: Iterable[tuple[datetime, float, bool]],
-                   as_of: datetime, rule: DecayRule | None) -> float:
+def decayed_weight(
+    base: float,
+    start: datetime | None,
+    events: Iterable[tuple[datetime, float, bool]],
+    as_of: datetime,
+    rule: DecayRule | None,
+) -> float:
     """Replay (time, delta, is_use) events from `start`: a use first applies the decay since the last use, then
     every delta adds; at `as_of` the periods since the last use apply. `rule` None: no decay. Floored at 0."""
     value, clock = base, start
@@ -212,18 +239,19 @@ def decayed_weight(base: float, start: datetime | None, events: Iterable[tuple[d
 
 # ----------------------------------------------------------------------------------------------- promote
 
+
 @dataclass
 class _Node:
     row: dict
     prev: dict | None
     pinned: bool
-    unpinned: bool           # the last pin-state event is an unpin
+    unpinned: bool  # the last pin-state event is an unpin
     activation: int
     feedback: float
     last_use: datetime | None
     recent_use: bool
     base_category: str
-    replay: list[tuple[datetime, float, bool]] = field(default_factory=list)   # decayed_weight's events
+    replay: list[tuple[datetime, float, bool]] = field(default_factory=list)  # decayed_weight's events
     category: str = ""
     category_reasons: list[str] = field(default_factory=list)
     weight: float = 0.0
@@ -263,8 +291,11 @@ def _about_counts(edges: pa.Table | None) -> dict[tuple[str, str], int]:
     """(tenant, node) → the most nodes ABOUT one topic it takes part in (as the topic or as one of them)."""
     if edges is None or not edges.num_rows:
         return {}
-    pairs = {(r["tenant"], r["src"], r["dst"]) for r in edges.select(["tenant", "src", "dst", "type"]).to_pylist()
-             if r["type"] == "ABOUT"}
+    pairs = {
+        (r["tenant"], r["src"], r["dst"])
+        for r in edges.select(["tenant", "src", "dst", "type"]).to_pylist()
+        if r["type"] == "ABOUT"
+    }
     per_topic: dict[tuple[str, str], int] = defaultdict(int)
     for tenant, _, dst in pairs:
         per_topic[(tenant, dst)] += 1
@@ -292,11 +323,20 @@ def _assess_feedback(row: dict, events: list[tuple[datetime, str]], as_of: datet
     fb = round(sum(g for _, g in boosts) - sum(g for _, g in penalties), 9)
     last_use = max((t for t, k in events if k in USE_KINDS), default=None)
     recent = last_use is not None and as_of - last_use < timedelta(days=cfg.access_protection_days)
-    node = _Node(row=row, prev=None, pinned=pinned, unpinned=bool(pin_events) and pin_events[-1][1],
-                 activation=len(uses), feedback=fb, last_use=last_use, recent_use=recent,
-                 base_category=_base_category(row.get("type")),
-                 replay=[(t, 0.0, True) for t in uses] + [(t, g, False) for t, g in boosts]
-                 + [(t, -g, False) for t, g in penalties])
+    node = _Node(
+        row=row,
+        prev=None,
+        pinned=pinned,
+        unpinned=bool(pin_events) and pin_events[-1][1],
+        activation=len(uses),
+        feedback=fb,
+        last_use=last_use,
+        recent_use=recent,
+        base_category=_base_category(row.get("type")),
+        replay=[(t, 0.0, True) for t in uses]
+        + [(t, g, False) for t, g in boosts]
+        + [(t, -g, False) for t, g in penalties],
+    )
     return node
 
 
@@ -326,7 +366,7 @@ def _decide_category(n: _Node, as_of: datetime, cfg: TierConfig) -> None:
     elif row.get("type") == "Preference" and sessions >= cfg.core_preference_sessions:
         n.category, n.category_reasons = "core", [f"core:preference_sessions>={cfg.core_preference_sessions}"]
     elif prev_cat == "core" and not n.unpinned:
-        n.category = "core"                      # sticky: seed 003 core never decays
+        n.category = "core"  # sticky: seed 003 core never decays
     else:
         n.category = n.base_category
         n.category_reasons = ["unpin"] if prev_cat == "core" else []
@@ -349,10 +389,15 @@ def _decide_tier(n: _Node, as_of: datetime, cfg: TierConfig, about: int) -> None
     if to_mid:
         if age is not None and age >= cfg.long_days:
             to_long.append(f"age>={cfg.long_days:g}d")
-        if (sessions >= cfg.min_sessions and sources >= cfg.min_sources
-                and (row.get("confidence") or 0.0) >= cfg.confidence_threshold):
-            to_long.append(f"consistent:sessions>={cfg.min_sessions},sources>={cfg.min_sources},"
-                           f"confidence>={cfg.confidence_threshold:g}")
+        if (
+            sessions >= cfg.min_sessions
+            and sources >= cfg.min_sources
+            and (row.get("confidence") or 0.0) >= cfg.confidence_threshold
+        ):
+            to_long.append(
+                f"consistent:sessions>={cfg.min_sessions},sources>={cfg.min_sources},"
+                f"confidence>={cfg.confidence_threshold:g}"
+            )
     computed = "long" if to_long else "mid" if to_mid else "short"
     prev_tier = (n.prev or {}).get("tier")
     if n.pinned:
@@ -378,14 +423,20 @@ def _pre_archive(n: _Node, as_of: datetime, cfg: TierConfig) -> None:
         return
     if prev_status == "archived":
         if keep or n.recent_use:
-            n.status_reasons = ["restore:pin" if n.pinned else "restore:core" if n.category == "core"
-                                else "restore:access"]
+            n.status_reasons = [
+                "restore:pin" if n.pinned else "restore:core" if n.category == "core" else "restore:access"
+            ]
         else:
             n.archived = True
             return
     seen = row.get("last_seen") or row.get("first_seen") or row.get("time_start")
-    if (row.get("type") == "Episode" and not keep and seen is not None
-            and as_of - seen >= timedelta(days=cfg.episode_archive_days) and not n.recent_use):
+    if (
+        row.get("type") == "Episode"
+        and not keep
+        and seen is not None
+        and as_of - seen >= timedelta(days=cfg.episode_archive_days)
+        and not n.recent_use
+    ):
         n.archived = True
         n.status_reasons = [f"archive:episode_age>={cfg.episode_archive_days:g}d"]
 
@@ -394,8 +445,15 @@ def _capacity(tenant_nodes: list[_Node], cfg: TierConfig) -> None:
     """seed 002 short-term capacity over one tenant's mid-tier Fact/Preference/Task nodes."""
     if cfg.overflow_strategy is None:
         return
-    mid = [n for n in tenant_nodes if n.tier == "mid" and not n.archived and not n.downvoted and not n.pinned
-           and n.row.get("type") in cfg.capacity_types]
+    mid = [
+        n
+        for n in tenant_nodes
+        if n.tier == "mid"
+        and not n.archived
+        and not n.downvoted
+        and not n.pinned
+        and n.row.get("type") in cfg.capacity_types
+    ]
     cap = cfg.short_term_max_memories
 
     def high(n: _Node) -> bool:
@@ -413,12 +471,20 @@ def _capacity(tenant_nodes: list[_Node], cfg: TierConfig) -> None:
         for n in mid:
             if high(n):
                 n.tier = "long"
-                n.tier_reasons = n.tier_reasons + [f"importance>={cfg.transfer_threshold:g}:occupancy>="
-                                                   f"{cfg.transfer_occupancy:.0%}"]
+                n.tier_reasons = n.tier_reasons + [
+                    f"importance>={cfg.transfer_threshold:g}:occupancy>={cfg.transfer_occupancy:.0%}"
+                ]
 
 
-def promote(nodes: pa.Table, feedback: pa.Table | None, previous: pa.Table | None, as_of: datetime,
-            config: TierConfig = TierConfig(), *, edges: pa.Table | None = None) -> TierResult:
+def promote(
+    nodes: pa.Table,
+    feedback: pa.Table | None,
+    previous: pa.Table | None,
+    as_of: datetime,
+    config: TierConfig = TierConfig(),
+    *,
+    edges: pa.Table | None = None,
+) -> TierResult:
     """Tier, category, weight, activation, feedback, pinned and status of every node as of `as_of`.
 
     `feedback` is FEEDBACK (rows after `as_of` are ignored), `previous` the last run's output NODES (or None),
@@ -441,39 +507,73 @@ def promote(nodes: pa.Table, feedback: pa.Table | None, previous: pa.Table | Non
         _pre_archive(n, as_of, cfg)
         assessed.append(n)
         by_tenant[row["tenant"]].append(n)
-    for tenant_nodes in by_tenant.values():       # tenants never share a capacity
+    for tenant_nodes in by_tenant.values():  # tenants never share a capacity
         _capacity(tenant_nodes, cfg)
 
     out: dict[str, list] = {c: [] for c in _OUTPUT_COLUMNS}
     promotions, review = [], []
     for n in assessed:
         row = n.row
-        status = "archived" if n.archived else (row.get("status") if row.get("status") not in (None, "archived")
-                                                else "active")
-        for col, value in (("tier", n.tier), ("category", n.category), ("weight", n.weight),
-                           ("activation", n.activation), ("feedback", n.feedback), ("pinned", n.pinned),
-                           ("status", status)):
+        status = (
+            "archived"
+            if n.archived
+            else (row.get("status") if row.get("status") not in (None, "archived") else "active")
+        )
+        for col, value in (
+            ("tier", n.tier),
+            ("category", n.category),
+            ("weight", n.weight),
+            ("activation", n.activation),
+            ("feedback", n.feedback),
+            ("pinned", n.pinned),
+            ("status", status),
+        ):
             out[col].append(value)
         p = n.prev
         changed_tier = p is None or p.get("tier") != n.tier
         changed_cat = p is None or p.get("category") != n.category
         changed_status = p is None or p.get("status") != status
         if changed_tier or changed_cat or changed_status:
-            reasons = ((n.tier_reasons if changed_tier else []) + (n.category_reasons if changed_cat else [])
-                       + (n.status_reasons if changed_status else []))
-            promotions.append({
-                "tenant": row["tenant"], "node_id": row["id"],
-                "from_tier": p and p.get("tier"), "to_tier": n.tier,
-                "from_category": p and p.get("category"), "to_category": n.category,
-                "from_status": p and p.get("status"), "to_status": status,
-                "reason": "; ".join(dict.fromkeys(reasons)) or ("new" if p is None else "input_changed"),
-                "at": as_of, "provenance": RULE_PROMOTION})
-        if (row.get("type") in cfg.review_types and status != "archived" and n.category != "core"
-                and not n.pinned and not n.recent_use and n.weight < cfg.review_threshold):
-            review.append({
-                "id": stable_id("rq", row["tenant"], "fact_low_weight", row["id"]), "tenant": row["tenant"],
-                "kind": "fact_low_weight", "node_ids": [row["id"]], "scores": [n.weight],
-                "reason": f"weight<{cfg.review_threshold:g}", "created_at": as_of, "provenance": RULE_REVIEW})
+            reasons = (
+                (n.tier_reasons if changed_tier else [])
+                + (n.category_reasons if changed_cat else [])
+                + (n.status_reasons if changed_status else [])
+            )
+            promotions.append(
+                {
+                    "tenant": row["tenant"],
+                    "node_id": row["id"],
+                    "from_tier": p and p.get("tier"),
+                    "to_tier": n.tier,
+                    "from_category": p and p.get("category"),
+                    "to_category": n.category,
+                    "from_status": p and p.get("status"),
+                    "to_status": status,
+                    "reason": "; ".join(dict.fromkeys(reasons)) or ("new" if p is None else "input_changed"),
+                    "at": as_of,
+                    "provenance": RULE_PROMOTION,
+                }
+            )
+        if (
+            row.get("type") in cfg.review_types
+            and status != "archived"
+            and n.category != "core"
+            and not n.pinned
+            and not n.recent_use
+            and n.weight < cfg.review_threshold
+        ):
+            review.append(
+                {
+                    "id": stable_id("rq", row["tenant"], "fact_low_weight", row["id"]),
+                    "tenant": row["tenant"],
+                    "kind": "fact_low_weight",
+                    "node_ids": [row["id"]],
+                    "scores": [n.weight],
+                    "reason": f"weight<{cfg.review_threshold:g}",
+                    "created_at": as_of,
+                    "provenance": RULE_REVIEW,
+                }
+            )
     for col, values in out.items():
         i = table.schema.get_field_index(col)
         table = table.set_column(i, NODES.field(col), pa.array(values, type=NODES.field(col).type))
@@ -488,6 +588,7 @@ def _table(rows: list[dict], schema: pa.Schema) -> pa.Table:
 
 # ----------------------------------------------------------------------------------------------- check
 
+
 def tiers_monotone(nodes: pa.Table, promotions: pa.Table, config: TierConfig = TierConfig()) -> CheckOutcome:
     """Tiers only move up: a promotions row going back (long → mid …) names a demotion reason ("downvote");
     each node's history chains (a row's from_tier is the previous row's to_tier) and ends at the node's tier."""
@@ -498,8 +599,11 @@ def tiers_monotone(nodes: pa.Table, promotions: pa.Table, config: TierConfig = T
         history[(r["tenant"], r["node_id"])].append(r)
         if r["to_tier"] not in _RANK or (r["from_tier"] is not None and r["from_tier"] not in _RANK):
             bad.append({**r, "problem": "unknown_tier"})
-        elif (r["from_tier"] is not None and _RANK[r["to_tier"]] < _RANK[r["from_tier"]]
-              and not any(word in (r["reason"] or "") for word in config.demotion_reasons)):
+        elif (
+            r["from_tier"] is not None
+            and _RANK[r["to_tier"]] < _RANK[r["from_tier"]]
+            and not any(word in (r["reason"] or "") for word in config.demotion_reasons)
+        ):
             bad.append({**r, "problem": "demoted_without_reason"})
     for key, hist in history.items():
         hist.sort(key=lambda r: r["at"] or datetime.min)
@@ -509,10 +613,27 @@ def tiers_monotone(nodes: pa.Table, promotions: pa.Table, config: TierConfig = T
     for r in nodes.select(["tenant", "id", "tier"]).to_pylist():
         hist = history.get((r["tenant"], r["id"]))
         if hist and hist[-1]["to_tier"] != r["tier"]:
-            bad.append({"tenant": r["tenant"], "node_id": r["id"], "tier": r["tier"],
-                        "last_to_tier": hist[-1]["to_tier"], "problem": "tier_not_last_promotion"})
+            bad.append(
+                {
+                    "tenant": r["tenant"],
+                    "node_id": r["id"],
+                    "tier": r["tier"],
+                    "last_to_tier": hist[-1]["to_tier"],
+                    "problem": "tier_not_last_promotion",
+                }
+            )
     return CheckOutcome(passed=not bad, checked=len(rows) + nodes.num_rows, failures=len(bad), examples=bad[:5])
 
 
-__all__ = ["TierConfig", "TierResult", "DecayRule", "promote", "apply_boosts", "boost_schedule", "counted_events",
-           "decayed_weight", "tiers_monotone", "TIERS"]
+__all__ = [
+    "TierConfig",
+    "TierResult",
+    "DecayRule",
+    "promote",
+    "apply_boosts",
+    "boost_schedule",
+    "counted_events",
+    "decayed_weight",
+    "tiers_monotone",
+    "TIERS",
+]

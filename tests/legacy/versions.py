@@ -37,6 +37,7 @@ chain is one connected piece.
 
 R2G's CONTRADICTS between members of different segments are removed: they were a change over time.
 """
+
 from __future__ import annotations
 
 import math
@@ -64,7 +65,7 @@ SUPPORTS = "jobs.versions.repeat.v1"
 REVIEW = "jobs.versions.near_tie.v1"
 PROVENANCE_PREFIX = "jobs.versions."
 NEAR_TIE = "contradiction_near_tie"
-_DEFAULT_CONF = 0.5   # a node with no confidence (hand-made rows)
+_DEFAULT_CONF = 0.5  # a node with no confidence (hand-made rows)
 
 
 @dataclass(frozen=True)
@@ -104,9 +105,9 @@ class VersionConfig:
 
 @dataclass
 class VersionResult:
-    nodes: pa.Table          # r2g.schema.NODES: valid_since / valid_until set on versioned Facts/Preferences
-    edges: pa.Table          # r2g.schema.EDGES: + VERSION_NEXT / ACTIVE_OF / CONTRADICTS / SUPPORTS
-    review_queue: pa.Table   # jobs.schema.REVIEW_QUEUE: near-tie contradictions
+    nodes: pa.Table  # r2g.schema.NODES: valid_since / valid_until set on versioned Facts/Preferences
+    edges: pa.Table  # r2g.schema.EDGES: + VERSION_NEXT / ACTIVE_OF / CONTRADICTS / SUPPORTS
+    review_queue: pa.Table  # jobs.schema.REVIEW_QUEUE: near-tie contradictions
 
 
 @dataclass
@@ -115,7 +116,7 @@ class _Member:
     tenant: str
     type: str
     t: datetime
-    claim: tuple[bool, str]      # (affirmative, object of a single-valued attribute or "")
+    claim: tuple[bool, str]  # (affirmative, object of a single-valued attribute or "")
     conf: float
     frequency: int
     speaker: str
@@ -128,8 +129,11 @@ class _Member:
 
 def _first_roles(edges: pl.DataFrame) -> dict[tuple[str, str, str], str]:
     """(tenant, src, role type) → smallest dst, for AGENT / PATIENT / LOCATION."""
-    roles = (edges.filter(pl.col("type").is_in(["AGENT", "PATIENT", "LOCATION"]))
-             .group_by(["tenant", "src", "type"]).agg(pl.col("dst").min()))
+    roles = (
+        edges.filter(pl.col("type").is_in(["AGENT", "PATIENT", "LOCATION"]))
+        .group_by(["tenant", "src", "type"])
+        .agg(pl.col("dst").min())
+    )
     return {(tn, s, t): d for tn, s, t, d in roles.iter_rows()}
 
 
@@ -137,17 +141,40 @@ def _norm(s: str | None) -> str:
     return " ".join((s or "").lower().split())
 
 
-def _groups(nodes: pa.Table, edges: pl.DataFrame, cfg: VersionConfig
-            ) -> tuple[dict[tuple, list[_Member]], dict[tuple[str, str], dict]]:
+def _groups(
+    nodes: pa.Table, edges: pl.DataFrame, cfg: VersionConfig
+) -> tuple[dict[tuple, list[_Member]], dict[tuple[str, str], dict]]:
     """{(tenant, type, subject, canon, patient, modality): members} and the entity rows by (tenant, id)."""
-    n = pl.from_arrow(nodes.select(["id", "tenant", "type", "title", "predicate_norm", "negation", "modality",
-                                    "time_start", "first_seen", "confidence", "frequency", "speaker",
-                                    "conv_id", "msg_id", "raw_refs", "subtype"]))
+    n = pl.from_arrow(
+        nodes.select(
+            [
+                "id",
+                "tenant",
+                "type",
+                "title",
+                "predicate_norm",
+                "negation",
+                "modality",
+                "time_start",
+                "first_seen",
+                "confidence",
+                "frequency",
+                "speaker",
+                "conv_id",
+                "msg_id",
+                "raw_refs",
+                "subtype",
+            ]
+        )
+    )
     roles = _first_roles(edges)
-    entities = {(r["tenant"], r["id"]): r
-                for r in n.filter(pl.col("type") == "Entity").select(["id", "tenant", "title", "subtype"]).to_dicts()}
-    speaker_entity = {(r["tenant"], _norm(r["title"])): i for (_, i), r in sorted(entities.items())
-                      if r["subtype"] == "PERSON"}
+    entities = {
+        (r["tenant"], r["id"]): r
+        for r in n.filter(pl.col("type") == "Entity").select(["id", "tenant", "title", "subtype"]).to_dicts()
+    }
+    speaker_entity = {
+        (r["tenant"], _norm(r["title"])): i for (_, i), r in sorted(entities.items()) if r["subtype"] == "PERSON"
+    }
 
     def subject(r: dict) -> str | None:
         agent = roles.get((r["tenant"], r["id"], "AGENT"))
@@ -159,12 +186,20 @@ def _groups(nodes: pa.Table, edges: pl.DataFrame, cfg: VersionConfig
         t = r["time_start"] or r["first_seen"]
         if t is None:
             return None
-        return _Member(r["id"], r["tenant"], r["type"], t, claim,
-                       _DEFAULT_CONF if r["confidence"] is None else float(r["confidence"]),
-                       max(1, r["frequency"] or 1), r["speaker"] or "", r["raw_refs"] or [])
+        return _Member(
+            r["id"],
+            r["tenant"],
+            r["type"],
+            t,
+            claim,
+            _DEFAULT_CONF if r["confidence"] is None else float(r["confidence"]),
+            max(1, r["frequency"] or 1),
+            r["speaker"] or "",
+            r["raw_refs"] or [],
+        )
 
     groups: dict[tuple, list[_Member]] = {}
-    fact_attr: dict[tuple[str, str], tuple[tuple, str]] = {}   # (tenant, fact id) → (attribute, object)
+    fact_attr: dict[tuple[str, str], tuple[tuple, str]] = {}  # (tenant, fact id) → (attribute, object)
     facts = n.filter((pl.col("type") == "Fact") & pl.col("predicate_norm").is_not_null())
     for r in facts.sort("id").to_dicts():
         subj = subject(r)
@@ -178,7 +213,7 @@ def _groups(nodes: pa.Table, edges: pl.DataFrame, cfg: VersionConfig
         obj = ""
         if canon in cfg.single_valued and not patient:
             obj = roles.get((r["tenant"], r["id"], "LOCATION"), "")
-            if not obj and affirmative:   # "I work" says nothing about where: no claim on the value
+            if not obj and affirmative:  # "I work" says nothing about where: no claim on the value
                 continue
         attr = (canon, patient, r["modality"] or "")
         fact_attr[(r["tenant"], r["id"])] = (attr, obj)
@@ -192,12 +227,16 @@ def _groups(nodes: pa.Table, edges: pl.DataFrame, cfg: VersionConfig
         if r["raw_refs"] and (r["tenant"], r["id"]) in fact_attr:
             ref = r["raw_refs"][0]
             located.setdefault((r["tenant"], r["conv_id"], r["msg_id"]), []).append(
-                (ref["raw_id"], ref["offset"], r["id"]))
+                (ref["raw_id"], ref["offset"], r["id"])
+            )
     for r in n.filter(pl.col("type") == "Preference").sort("id").to_dicts():
         subj = subject(r)
-        inside = sorted((off, fid) for p in (r["raw_refs"] or [])
-                        for raw_id, off, fid in located.get((r["tenant"], r["conv_id"], r["msg_id"]), [])
-                        if raw_id == p["raw_id"] and p["offset"] <= off < p["offset"] + p["length"])
+        inside = sorted(
+            (off, fid)
+            for p in (r["raw_refs"] or [])
+            for raw_id, off, fid in located.get((r["tenant"], r["conv_id"], r["msg_id"]), [])
+            if raw_id == p["raw_id"] and p["offset"] <= off < p["offset"] + p["length"]
+        )
         if subj is None or not inside:
             continue
         attr, obj = fact_attr[(r["tenant"], inside[0][1])]
@@ -225,8 +264,14 @@ def _segments(members: list[_Member], window: timedelta) -> list[list[_Member]]:
 # ---------------------------------------------------------------- prio (seed 004 §7.2)
 
 
-def _prio(claims: dict[tuple, list[_Member]], group: list[_Member], seg_index: int, subject_title: str,
-          support_edges: dict[tuple[str, str], set[str]], cfg: VersionConfig) -> dict[tuple, float]:
+def _prio(
+    claims: dict[tuple, list[_Member]],
+    group: list[_Member],
+    seg_index: int,
+    subject_title: str,
+    support_edges: dict[tuple[str, str], set[str]],
+    cfg: VersionConfig,
+) -> dict[tuple, float]:
     """prio(claim) = a*source_trust + b*recency_score + c*evidence_support + d*consistency, each in [0, 1].
 
     source_trust: the best of its sightings (speaker_trust, else self / other); recency_score:
@@ -249,35 +294,63 @@ def _prio(claims: dict[tuple, list[_Member]], group: list[_Member], seg_index: i
     out = {}
     for claim, ms in claims.items():
         recency = math.exp(-(newest - ms[-1].t).total_seconds() / tau)
-        support = {frozenset((m.id, o)) for m in ms for o in support_edges.get((m.tenant, m.id), ())
-                   if claim_of.get(o, claim) == claim}
+        support = {
+            frozenset((m.id, o))
+            for m in ms
+            for o in support_edges.get((m.tenant, m.id), ())
+            if claim_of.get(o, claim) == claim
+        }
         n = sum(m.frequency for m in ms) + len(support)
         agree = sum(1 for m in others if m.claim == claim)
         consistency = (agree + 1) / (len(others) + 2)
-        out[claim] = round(cfg.a_source_trust * max(trust(m) for m in ms) + cfg.b_recency * recency
-                           + cfg.c_evidence * n / (n + cfg.evidence_k) + cfg.d_consistency * consistency, 6)
+        out[claim] = round(
+            cfg.a_source_trust * max(trust(m) for m in ms)
+            + cfg.b_recency * recency
+            + cfg.c_evidence * n / (n + cfg.evidence_k)
+            + cfg.d_consistency * consistency,
+            6,
+        )
     return out
 
 
 # ---------------------------------------------------------------- the job
 
 
-def _edge(tenant: str, src: _Member | str, etype: str, dst: _Member, weight: float, conf: float,
-          since: datetime, refs: list, rule: str) -> dict:
+def _edge(
+    tenant: str,
+    src: _Member | str,
+    etype: str,
+    dst: _Member,
+    weight: float,
+    conf: float,
+    since: datetime,
+    refs: list,
+    rule: str,
+) -> dict:
     s = src if isinstance(src, str) else src.id
-    return {"id": edge_id(tenant, s, etype, dst.id), "tenant": tenant, "src": s, "dst": dst.id, "type": etype,
-            "weight": round(min(1.0, max(0.0, weight)), 6), "confidence": round(min(1.0, max(0.0, conf)), 6),
-            "valid_since": since, "valid_until": None, "raw_refs": refs, "provenance": rule}
+    return {
+        "id": edge_id(tenant, s, etype, dst.id),
+        "tenant": tenant,
+        "src": s,
+        "dst": dst.id,
+        "type": etype,
+        "weight": round(min(1.0, max(0.0, weight)), 6),
+        "confidence": round(min(1.0, max(0.0, conf)), 6),
+        "valid_since": since,
+        "valid_until": None,
+        "raw_refs": refs,
+        "provenance": rule,
+    }
 
 
 @dataclass
 class _Out:
     """What the groups add: node validity, edges, review rows; where each member sits (for R2G's links)."""
 
-    base_ids: set[tuple[str, str]]                       # (tenant, edge id) of the input edges
+    base_ids: set[tuple[str, str]]  # (tenant, edge id) of the input edges
     validity: dict[tuple[str, str], tuple[datetime | None, datetime | None]] = field(default_factory=dict)
-    place: dict[tuple[str, str], tuple[tuple, int]] = field(default_factory=dict)   # → (group key, segment)
-    edges: dict[tuple[str, str], dict] = field(default_factory=dict)                # (tenant, edge id) → row
+    place: dict[tuple[str, str], tuple[tuple, int]] = field(default_factory=dict)  # → (group key, segment)
+    edges: dict[tuple[str, str], dict] = field(default_factory=dict)  # (tenant, edge id) → row
     review: list[dict] = field(default_factory=list)
 
     def add(self, row: dict) -> None:
@@ -290,8 +363,14 @@ class _Out:
             self.add(_edge(tenant, src, "SUPPORTS", dst, edge_weight(conf), conf, src.t, src.raw_refs, SUPPORTS))
 
 
-def _contradiction(key: tuple, claims: dict[tuple, list[_Member]], prio: dict[tuple, float], subject_title: str,
-                   out: _Out, cfg: VersionConfig) -> tuple:
+def _contradiction(
+    key: tuple,
+    claims: dict[tuple, list[_Member]],
+    prio: dict[tuple, float],
+    subject_title: str,
+    out: _Out,
+    cfg: VersionConfig,
+) -> tuple:
     """CONTRADICTS both ways between a segment's claims, a review row on a near tie; returns the winner."""
     tenant = key[0]
     # each claim's latest sighting in the segment stands for it: the sightings actually concurrent
@@ -300,25 +379,49 @@ def _contradiction(key: tuple, claims: dict[tuple, list[_Member]], prio: dict[tu
     for c1, c2 in combinations(order, 2):
         a, b = anchor[c1], anchor[c2]
         for src, dst, c in ((a, b, c1), (b, a, c2)):
-            out.add(_edge(tenant, src, "CONTRADICTS", dst, prio[c], min(a.conf, b.conf), max(a.t, b.t),
-                          src.raw_refs, CONTRADICTS))
+            out.add(
+                _edge(
+                    tenant,
+                    src,
+                    "CONTRADICTS",
+                    dst,
+                    prio[c],
+                    min(a.conf, b.conf),
+                    max(a.t, b.t),
+                    src.raw_refs,
+                    CONTRADICTS,
+                )
+            )
     tied = [c for c in order if prio[order[0]] - prio[c] < cfg.near_tie_margin]
     if len(tied) > 1:
         ids = [anchor[c].id for c in tied]
-        out.review.append({
-            "id": stable_id("rq", tenant, NEAR_TIE, *sorted(ids)), "tenant": tenant, "kind": NEAR_TIE,
-            "node_ids": ids, "scores": [prio[c] for c in tied],
-            "reason": f"prio gap {prio[tied[0]] - prio[tied[1]]:.3f} < {cfg.near_tie_margin} between concurrent "
-                      f"claims on {key[3]} of {subject_title}",
-            "created_at": max(anchor[c].t for c in tied), "provenance": REVIEW})
+        out.review.append(
+            {
+                "id": stable_id("rq", tenant, NEAR_TIE, *sorted(ids)),
+                "tenant": tenant,
+                "kind": NEAR_TIE,
+                "node_ids": ids,
+                "scores": [prio[c] for c in tied],
+                "reason": f"prio gap {prio[tied[0]] - prio[tied[1]]:.3f} < {cfg.near_tie_margin} between concurrent "
+                f"claims on {key[3]} of {subject_title}",
+                "created_at": max(anchor[c].t for c in tied),
+                "provenance": REVIEW,
+            }
+        )
     return order[0]
 
 
-def _version_group(key: tuple, members: list[_Member], subject_title: str,
-                   support_edges: dict[tuple[str, str], set[str]], out: _Out, cfg: VersionConfig) -> None:
+def _version_group(
+    key: tuple,
+    members: list[_Member],
+    subject_title: str,
+    support_edges: dict[tuple[str, str], set[str]],
+    out: _Out,
+    cfg: VersionConfig,
+) -> None:
     """One (tenant, type, subject, attribute) group: its segments, versions, and — for a chain — its edges."""
     tenant, subject = key[0], key[2]
-    versions: list[tuple[tuple, _Member, list[_Member]]] = []   # (claim, head, members of its claim)
+    versions: list[tuple[tuple, _Member, list[_Member]]] = []  # (claim, head, members of its claim)
     contradicted = False
     for si, seg in enumerate(_segments(members, cfg.window)):
         claims: dict[tuple, list[_Member]] = {}
@@ -343,11 +446,13 @@ def _version_group(key: tuple, members: list[_Member], subject_title: str,
         return
     for (_, older, _), (_, newer, _) in zip(versions, versions[1:]):
         conf = min(older.conf, newer.conf)
-        out.add(_edge(tenant, older, "VERSION_NEXT", newer, edge_weight(conf), conf, newer.t, newer.raw_refs,
-                      VERSION_NEXT))
+        out.add(
+            _edge(tenant, older, "VERSION_NEXT", newer, edge_weight(conf), conf, newer.t, newer.raw_refs, VERSION_NEXT)
+        )
     head = versions[-1][1]
-    out.add(_edge(tenant, subject, "ACTIVE_OF", head, edge_weight(head.conf), head.conf, head.t, head.raw_refs,
-                  ACTIVE_OF))
+    out.add(
+        _edge(tenant, subject, "ACTIVE_OF", head, edge_weight(head.conf), head.conf, head.t, head.raw_refs, ACTIVE_OF)
+    )
     # repeats support their version's head, a losing claim's its latest sighting: a chain is one connected piece
     for _, h, ms in versions:
         for m in ms:
@@ -386,9 +491,11 @@ def version_facts(nodes: pa.Table, edges: pa.Table, config: VersionConfig = Vers
     def keep(tenant: str, eid: str, src: str, dst: str, etype: str) -> bool:
         a, b = out.place.get((tenant, src)), out.place.get((tenant, dst))
         over_time = etype == "CONTRADICTS" and a is not None and b is not None and a[0] == b[0] and a[1] != b[1]
-        return not over_time and (tenant, eid) not in out.edges   # a row of ours replaces one of the same id
-    kept = base.filter(pa.array([keep(*r) for r in e.select(["tenant", "id", "src", "dst", "type"]).rows()],
-                                type=pa.bool_()))
+        return not over_time and (tenant, eid) not in out.edges  # a row of ours replaces one of the same id
+
+    kept = base.filter(
+        pa.array([keep(*r) for r in e.select(["tenant", "id", "src", "dst", "type"]).rows()], type=pa.bool_())
+    )
     added = pa.Table.from_pylist([out.edges[k] for k in sorted(out.edges)], schema=EDGES)
 
     keys = zip(nodes.column("tenant").to_pylist(), nodes.column("id").to_pylist())
@@ -396,8 +503,9 @@ def version_facts(nodes: pa.Table, edges: pa.Table, config: VersionConfig = Vers
     validity = [out.validity.get(k, old) for k, old in zip(keys, olds)]
     out_nodes = nodes
     for i, name in enumerate(("valid_since", "valid_until")):
-        out_nodes = out_nodes.set_column(nodes.schema.get_field_index(name), name,
-                                         pa.array([v[i] for v in validity], TS))
+        out_nodes = out_nodes.set_column(
+            nodes.schema.get_field_index(name), name, pa.array([v[i] for v in validity], TS)
+        )
     queue = pa.Table.from_pylist(sorted(out.review, key=lambda r: r["id"]), schema=REVIEW_QUEUE)
     return VersionResult(_sorted(out_nodes), _sorted(conform(pa.concat_tables([kept, added]), EDGES)), queue)
 
@@ -444,8 +552,9 @@ def one_active_per_chain(nodes: pa.Table, edges: pa.Table) -> CheckOutcome:
         root = find((tenant, d)) if (tenant, d) in parent else (tenant, d)
         active.setdefault(root, []).append(d)
         if (tenant, d) in has_next:
-            bad.append({"tenant": tenant, "chain": root[1], "problem": "ACTIVE_OF to a superseded version",
-                        "active": [d]})
+            bad.append(
+                {"tenant": tenant, "chain": root[1], "problem": "ACTIVE_OF to a superseded version", "active": [d]}
+            )
     for root in sorted(chains | set(active)):
         got = active.get(root, [])
         if len(got) != 1:
