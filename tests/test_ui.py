@@ -62,52 +62,11 @@ def _env(data: Path) -> dict[str, str]:
     return env
 
 
-def test_sigterm_stops_memctl_ui_and_every_process_it_started(tmp_path: Path) -> None:
-    """`memctl ui &` from a script (SIGINT ignored, so dagster would ignore SIGTERM too), then `kill <pid>`:
-    webserver, daemon and code server go, the port is free, memctl exits 143. (Before the module's `ui`
-    fixture, so the two UIs do not start at once.)"""
-    import psutil
-
-    (tmp_path / "data" / "inbox").mkdir(parents=True)
-    port, log = _free_port(), tmp_path / "ui.log"
-    cmd = shlex.join([sys.executable, "-m", "assets.cli", "ui", "--port", str(port)])
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            ["sh", "-c", f"trap '' INT; exec {cmd}"],
-            cwd=ROOT,
-            env=_env(tmp_path / "data"),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    family: list[psutil.Process] = []
-    try:
-        _wait_for_ui(proc, port, log)
-        family = psutil.Process(proc.pid).children(recursive=True)
-        names = " ".join(" ".join(p.cmdline()) for p in family)
-        assert "dagster_webserver" in names and "dagster._daemon" in names and "code-server" in names, names
-        os.kill(proc.pid, signal.SIGTERM)
-        assert proc.wait(timeout=60) == 128 + signal.SIGTERM
-        _, alive = psutil.wait_procs(family, timeout=10)
-        assert alive == [], [p.cmdline() for p in alive]
-        with socket.socket() as s:  # nothing listens any more (SO_REUSEADDR: the closed connections' TIME_WAIT
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # does not count, a listener does)
-            s.bind(("127.0.0.1", port))
-    finally:
-        for p in family:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-
-
 @pytest.fixture(scope="module")
 def ui(tmp_path_factory: pytest.TempPathFactory):
     """The README's first command on a copy of the sample inbox (materialize, then a recall, which logs its hits),
-    then `memctl ui` on a free loopback port; its output goes to ui.log beside the data."""
+    then `memctl ui` on a free loopback port, started as `memctl ui &` from a script would be (SIGINT ignored, so
+    dagster would ignore SIGTERM too); its output goes to ui.log beside the data. The module's last test stops it."""
     data = tmp_path_factory.mktemp("ui") / "data"
     shutil.copytree(ROOT / "data" / "inbox", data / "inbox")
     env = _env(data)
@@ -116,9 +75,10 @@ def ui(tmp_path_factory: pytest.TempPathFactory):
             [sys.executable, "-m", "assets.cli", *cmd], cwd=ROOT, env=env, check=True, capture_output=True, timeout=300
         )
     port, log = _free_port(), data.parent / "ui.log"
+    cmd = shlex.join([sys.executable, "-m", "assets.cli", "ui", "--port", str(port)])
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "assets.cli", "ui", "--port", str(port)],
+            ["sh", "-c", f"trap '' INT; exec {cmd}"],
             cwd=ROOT,
             env=env,
             stdout=out,
@@ -127,17 +87,18 @@ def ui(tmp_path_factory: pytest.TempPathFactory):
         )
     try:
         body = _wait_for_ui(proc, port, log)
-        yield port, data, body, log
+        yield port, data, body, log, proc
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
 
 
 def test_memctl_ui_serves_the_asset_graph(ui) -> None:
-    port, data, body, _ = ui
+    port, data, body, _, _ = ui
     keys = {"/".join(n["assetKey"]["path"]) for n in body["data"]["assetNodes"]}
     assert {"file_chunks", "nodes", "edges", "memory_duckdb"} <= keys
     assert (data / "dagster_home" / "dagster.yaml").exists()
@@ -145,7 +106,7 @@ def test_memctl_ui_serves_the_asset_graph(ui) -> None:
 
 def test_the_ui_opens_on_the_up_to_date_lake_with_no_run_and_no_warning(ui) -> None:
     """Two ticks of each sensor in the UI's daemon after the README's first command: no run, nothing spurious."""
-    port, _, _, log = ui
+    port, _, _, log, _ = ui
     deadline = time.time() + 150
     while time.time() < deadline and log.read_text(errors="replace").count("Sensor lake_sensor skipped") < 2:
         time.sleep(2)
@@ -184,7 +145,7 @@ def _browser():
 
 @pytest.mark.ui
 def test_a_person_sees_assets_metadata_charts_and_checks(ui) -> None:
-    port, data, _, _ = ui
+    port, data, _, _, _ = ui
     base, shots = f"http://127.0.0.1:{port}", _artifacts()
     _graphql(port, "mutation { setNuxSeen }")  # the one-time "join the community" dialog would cover the page
     n_nodes = read_lake_table(Lake(data), "nodes", ["id"]).num_rows
@@ -252,3 +213,28 @@ def test_a_person_sees_assets_metadata_charts_and_checks(ui) -> None:
             raise
         finally:
             browser.close()
+
+
+def test_sigterm_stops_memctl_ui_and_every_process_it_started(ui) -> None:
+    """`kill <pid>` of the module's UI (started with SIGINT ignored): webserver, daemon and code server go, the
+    port is free, memctl exits 143. Last in the module: it stops the UI the tests above used."""
+    import psutil
+
+    port, _, _, _, proc = ui
+    family = psutil.Process(proc.pid).children(recursive=True)
+    try:
+        names = " ".join(" ".join(p.cmdline()) for p in family)
+        assert "dagster_webserver" in names and "dagster._daemon" in names and "code-server" in names, names
+        os.kill(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+        _, alive = psutil.wait_procs(family, timeout=10)
+        assert alive == [], [p.cmdline() for p in alive]
+        with socket.socket() as s:  # nothing listens any more (SO_REUSEADDR: the closed connections' TIME_WAIT
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # does not count, a listener does)
+            s.bind(("127.0.0.1", port))
+    finally:
+        for p in family:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
