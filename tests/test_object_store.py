@@ -3,13 +3,15 @@
 The real CLI runs in subprocesses as two "machines" (two local cache folders) sharing one bucket:
 machine A materializes the sample inbox into S3; its tables and blobs must be the same bytes as a run
 on a local folder, and nothing durable may land on A's disk. Machine B then answers a recall with the
-cited line (building its own index cache from the Parquet tables in S3), finds the lake current, and
-sees a new inbox file, a forget request and a corrupt blob through the bucket alone.
+cited line (building its own index cache from the Parquet tables in S3) and builds the lake again with a new
+inbox file and the hits it logged; A finds that build current and answers from it; a forget request and a
+corrupt blob work through the bucket alone.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import os
@@ -19,6 +21,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from tests.test_reliability import lake_fingerprint
@@ -173,20 +176,23 @@ def test_a_lake_on_s3_serves_two_machines(s3, tmp_path: Path) -> None:
     in_index = json.loads(_memctl(b, "sql", sql, "--json").stdout)
     assert in_place == in_index and in_place[0]["messages"] == 25
 
-    # B's materialize: the hit B logged is new feedback, so the lake-wide tables are rebuilt; no file re-runs.
-    again = _memctl(b, "materialize", "--quiet")
-    assert "ingested now: 0" in again.stdout and "lake rebuilt: yes" in again.stdout
-    assert "lake rebuilt: no" in _memctl(a, "materialize", "--quiet").stdout  # A sees B's build as current
-
-    # A new file in the bucket's inbox: only it runs.
+    # A new file in the bucket's inbox, then B's materialize: only the new file runs, and the lake-wide tables are
+    # rebuilt with it and with the hit B logged (the feedback table in the bucket holds it).
     client.put_object(
         Bucket=bucket,
         Key="team/lake/inbox/demo/late.txt",
         Body=b"[2023-05-09 10:00:00] Caroline: Xiaoming joined the Riverside football club today.\n",
     )
-    late = _memctl(a, "materialize", "--quiet")
-    assert "ingested now: 1" in late.stdout
-    out = json.loads(_memctl(b, "recall", "football club", "--tenant", "demo", "--json", "--no-log").stdout)
+    again = _memctl(b, "materialize", "--quiet")
+    assert "ingested now: 1" in again.stdout and "lake rebuilt: yes" in again.stdout
+    feedback = pq.read_table(io.BytesIO(_objects(client, bucket, "team/lake/lake/feedback.parquet")[""])).to_pylist()
+    from_b = [f for f in feedback if (f["source_file"] or "").endswith(".machine-b.jsonl")]
+    assert {(f["kind"], f["query"]) for f in from_b} == {("hit", QUESTION)}, feedback
+    assert {f["node_id"] for f in from_b} == {
+        r["node_id"] for r in json.loads(out.stdout) if not r["node_id"].startswith("raw_")
+    }
+    assert "lake rebuilt: no" in _memctl(a, "materialize", "--quiet").stdout  # A sees B's build as current
+    out = json.loads(_memctl(a, "recall", "football club", "--tenant", "demo", "--json", "--no-log").stdout)
     assert any("joined the Riverside football club" in c["excerpt"] for r in out for c in r["citations"])
 
     # Forgetting through the bucket: the request, the tombstones and the deletions are objects there.
