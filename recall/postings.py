@@ -12,8 +12,9 @@ FTS_IGNORE), and its `dict` / `terms` / `docs` tables are exported as arrays:
   <name>_doc_len.npy      uint16 [n_docs]: document length in terms (DuckDB's docs.len; stop-words not
                           counted; int32 when some is longer)
 
-Query: the query string is tokenized and stemmed by DuckDB itself (`stem(unnest(tokenize(q)),
-'porter')` with the index's own tokenize macro, kept in the segment's meta), and scored with
+Query: the query string is tokenized and stemmed as DuckDB does (`stem(unnest(tokenize(q)), 'porter')`
+with the index's own tokenize macro, kept in the segment's meta): in Python (PyStemmer's libstemmer "porter")
+for the macro recall.index writes, by DuckDB itself for any other; and scored with
 DuckDB's match_bm25 formula — k1 = 1.2, b = 0.75, idf = log10((N - df + 0.5) / (df + 0.5) + 1) — where
 N, avgdl and df count the live documents of all segments together, so a base plus delta segments
 scores exactly like one segment built from the same documents.
@@ -21,11 +22,14 @@ scores exactly like one segment built from the same documents.
 
 from __future__ import annotations
 
+import re
 import threading
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -259,14 +263,53 @@ def bm25(
     return [(name, score) for _, name, score in out[:limit]]
 
 
+# The tokenize macro DuckDB's FTS writes for recall.index.FTS_IGNORE; `python_stems` reproduces exactly this one
+# (tests/test_query_stems.py checks both: the macro text at build, and the stems against DuckDB's).
+PYTHON_TOKENIZE = (
+    r"string_split_regex(regexp_replace(lower(strip_accents(CAST(s AS VARCHAR))), '(\.|[^\p{L}\p{N}])+', ' ', 'g'), "
+    r"'\s+')"
+)
+_NOT_LETTER_OR_DIGIT = re.compile(r"[\W_]+")  # in Python's Unicode tables: exactly what is not \p{L} or \p{N}
+_MARKS = frozenset(("Mn", "Mc", "Me"))
+
+
+def python_stems(query: str) -> tuple[str, ...] | None:
+    """The distinct porter stems DuckDB gives for `query` with PYTHON_TOKENIZE, sorted; None when the query holds
+    a character Python's Unicode tables do not assign (DuckDB's utf8proc and RE2 are newer: ask DuckDB then).
+
+    strip_accents = utf8proc's NFD, marks (Mn, Mc, Me) removed, NFC; lower = per character (no final sigma);
+    the regex keeps runs of letters and digits; stems by libstemmer's "porter", as DuckDB's stem()."""
+    s = query
+    if not s.isascii():
+        if any(unicodedata.category(c) == "Cn" for c in s):
+            return None
+        s = unicodedata.normalize("NFD", s)
+        s = unicodedata.normalize("NFC", "".join(c for c in s if unicodedata.category(c) not in _MARKS))
+        s = s.replace("\u03a3", "\u03c3")  # Σ: Python lowers a word-final one to ς, utf8proc always to σ
+    words = [w for w in _NOT_LETTER_OR_DIGIT.split(s.lower()) if w]
+    with _STEMMER_LOCK:  # a PyStemmer object is not thread-safe
+        stems = _stemmer().stemWords(words)
+    return tuple(sorted({t for t in stems if t}))
+
+
+_STEMMER_LOCK = threading.Lock()
+
+
+@lru_cache(maxsize=1)
+def _stemmer() -> Any:  # Stemmer.Stemmer (PyStemmer has no types)
+    import Stemmer
+
+    return Stemmer.Stemmer(STEMMER)
+
+
 class QueryTerms:
-    """The query side of DuckDB's FTS: tokenize with the index's own macro, then stem, in DuckDB itself."""
+    """The query side of DuckDB's FTS: tokenize with the index's own macro, then stem. In Python when the macro
+    is PYTHON_TOKENIZE (no DuckDB on the query path), else in DuckDB itself."""
 
     def __init__(self, tokenize_sql: str) -> None:
-        from recall.store import connect
-
-        self._con = connect(None, read_only=False)
-        self._con.execute(f"CREATE MACRO memctl_tokenize(s) AS {tokenize_sql}")
+        self._sql = tokenize_sql
+        self._python = tokenize_sql == PYTHON_TOKENIZE
+        self._con: Any = None  # the DuckDB connection, opened on first need
         self._lock = threading.Lock()
 
     def stems(self, query: str) -> tuple[str, ...]:
@@ -274,8 +317,21 @@ class QueryTerms:
         return _cached_stems(self, query)
 
     def _stems(self, query: str) -> tuple[str, ...]:
+        if self._python:
+            got = python_stems(query)
+            if got is not None:
+                return got
+        return self.duckdb_stems(query)
+
+    def duckdb_stems(self, query: str) -> tuple[str, ...]:
+        """The same, always asked of DuckDB."""
         literal = "'" + query.replace("'", "''") + "'"  # a bound parameter would make DuckDB import pandas
         with self._lock:
+            if self._con is None:
+                from recall.store import connect
+
+                self._con = connect(None, read_only=False)
+                self._con.execute(f"CREATE MACRO memctl_tokenize(s) AS {self._sql}")
             rows = self._con.execute(
                 f"SELECT DISTINCT stem(unnest(memctl_tokenize({literal})), '{STEMMER}') AS t"
             ).fetchall()

@@ -1,0 +1,109 @@
+"""The query's BM25 terms in Python (recall.postings.python_stems) equal DuckDB FTS's, string for string."""
+
+from __future__ import annotations
+
+import json
+import sys
+import unicodedata
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from recall.index import FTS_IGNORE
+from recall.postings import PYTHON_TOKENIZE, build_postings, python_stems, query_terms
+from recall.query import query_keywords
+from recall.store import connect
+
+EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"
+
+
+def _duckdb_stems(strings: Sequence[str]) -> list[tuple[str, ...]]:
+    """DuckDB's distinct stems of each string, sorted, in one query (as QueryTerms.duckdb_stems, batched)."""
+    import pyarrow as pa
+
+    con = connect(None, read_only=False)
+    try:
+        con.execute(f"CREATE MACRO memctl_tokenize(s) AS {PYTHON_TOKENIZE}")
+        con.register("q", pa.table({"i": list(range(len(strings))), "s": list(strings)}))
+        rows = con.execute("SELECT i, stem(unnest(memctl_tokenize(s)), 'porter') AS t FROM q").fetchall()
+    finally:
+        con.close()
+    out: list[set[str]] = [set() for _ in strings]
+    for i, t in rows:
+        if t:
+            out[i].add(t)
+    return [tuple(sorted(s)) for s in out]
+
+
+def _assert_equal(strings: Sequence[str]) -> int:
+    """Python's stems equal DuckDB's for every string Python answers; how many it answered."""
+    want = _duckdb_stems(strings)
+    answered = 0
+    for s, w in zip(strings, want):
+        got = python_stems(s)
+        if got is not None:
+            assert got == w, s
+            answered += 1
+    return answered
+
+
+def test_the_index_writes_the_tokenize_macro_python_reproduces() -> None:
+    _, macro = build_postings(["Zoë's café", "小明 踢 足球"], FTS_IGNORE)
+    assert macro == PYTHON_TOKENIZE
+    assert query_terms(macro)._python
+
+
+@pytest.mark.parametrize("name", ["locomo_dev.json", "zh_dev.json"])
+def test_python_stems_equal_duckdb_on_every_question_and_turn(name: str) -> None:
+    if not (EVAL / name).exists():
+        pytest.skip(f"{EVAL / name} not here")
+    strings: list[str] = []
+    for sample in json.loads((EVAL / name).read_text("utf-8")):
+        for qa in sample["qa"]:
+            q = str(qa["question"])
+            strings += [q, " ".join(query_keywords(q))]
+        for key, turns in sample["conversation"].items():
+            if key.startswith("session_") and isinstance(turns, list):
+                strings += [str(t["text"]) for t in turns]
+    assert _assert_equal(strings) == len(strings)
+
+
+def test_python_stems_equal_duckdb_on_hard_cases() -> None:
+    cases = [
+        "",
+        "   ",
+        "ΣΊΣΥΦΟΣ Σ σ ς",  # final sigma: utf8proc lowers Σ to σ everywhere
+        "İstanbul KELVİN K Å ﬁ ß ẞ",  # İ, Kelvin sign, Ångström sign, ligature, sharp s
+        "Zoë's café naïve résumé, AT&T c# e.g. 3.14 1,000 x_y",
+        "가나다 한국어 ｆｕｌｌｗｉｄｔｈ ①②③ ¼ Ⅻ",
+        "小明什么时候去踢足球？ 咖啡馆 😀👍🏽 🇫🇷",
+        "e\u0301 a\u0308\u0304 \u0301start",  # combining marks, one with no base
+        "generously running caresses ponies skies",
+        "don't won't it’s O'Neil",
+    ]
+    assert _assert_equal(cases) == len(cases)
+
+
+def test_a_character_python_does_not_assign_goes_to_duckdb() -> None:
+    unassigned = next(chr(c) for c in range(0x0378, sys.maxunicode) if unicodedata.category(chr(c)) == "Cn")
+    assert python_stems(f"tea {unassigned}") is None
+    qt = query_terms(PYTHON_TOKENIZE)
+    assert qt.stems(f"teas {unassigned}") == qt.duckdb_stems(f"teas {unassigned}")
+
+
+_TEXT = st.text(
+    alphabet=st.one_of(
+        st.characters(codec="utf-8", exclude_characters="\x00"),
+        st.sampled_from("AaÉéΣσςİıßẞ  .'-_,!?0123456789小明足球咖啡가😀\u0301\u0308"),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_TEXT, min_size=1, max_size=20))
+def test_python_stems_equal_duckdb_on_generated_strings(strings: list[str]) -> None:
+    _assert_equal(strings)
