@@ -223,10 +223,11 @@ def _freeze_long_lived() -> None:
 
     Its full passes otherwise walk all of it, 40-80 ms each, a few times per hundred warm queries (the p95 spikes
     in bench/README.md). gc.freeze changes no result: refcounting still frees everything; only a reference cycle
-    alive at that moment is never collected."""
+    alive at that moment is never collected. A full collection first, so no cycle that is garbage already is kept."""
     global _FROZEN
     if not _FROZEN:
         _FROZEN = True
+        gc.collect()
         gc.freeze()
 
 
