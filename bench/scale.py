@@ -22,7 +22,10 @@ The last line is exactly:
 (peak_rss_gb: the larger of the two builds' tree peaks; bytes_per_msg: the data directory without the inbox,
 after the append; busy_cores: of the full build).
 
-Usage: python bench/scale.py [--messages 100000] [--seed 7] [--keep DIR] [--executor auto]
+With --rss-limit-gb G a build whose process tree passes G GB is killed, and the steps it ran (the open one marked
+"(unfinished)") are reported with the tree's peak RSS during each, before the script exits non-zero.
+
+Usage: python bench/scale.py [--messages 100000] [--seed 7] [--keep DIR] [--executor auto] [--rss-limit-gb G]
 """
 
 from __future__ import annotations
@@ -65,6 +68,8 @@ class Run:
     peak_proc_rss: int  # bytes: the largest single process
     stdout: str
     steps: dict[str, float] = field(default_factory=dict)
+    samples: list[tuple[float, int]] = field(default_factory=list)  # (time.time(), tree RSS bytes)
+    step_peaks: dict[str, int] = field(default_factory=dict)  # step → the tree's peak RSS while it ran
 
     @property
     def busy_cores(self) -> float:
@@ -72,11 +77,14 @@ class Run:
 
 
 class TreeSampler(threading.Thread):
-    """Samples the RSS of a process and all its descendants every `interval` seconds."""
+    """Samples the RSS of a process and all its descendants every `interval` seconds; kills the tree once the sum
+    exceeds `limit` bytes (0: no limit), so a run that cannot fit is stopped while the machine still has room."""
 
-    def __init__(self, pid: int, interval: float = 0.2) -> None:
+    def __init__(self, pid: int, interval: float = 0.2, limit: int = 0) -> None:
         super().__init__(daemon=True)
-        self.pid, self.interval, self.peak_tree, self.peak_proc = pid, interval, 0, 0
+        self.pid, self.interval, self.limit, self.peak_tree, self.peak_proc = pid, interval, limit, 0, 0
+        self.samples: list[tuple[float, int]] = []
+        self.killed_at: float | None = None
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -100,14 +108,34 @@ class TreeSampler(threading.Thread):
                 total += rss
                 self.peak_proc = max(self.peak_proc, rss)
             self.peak_tree = max(self.peak_tree, total)
+            now = time.time()
+            if not self.samples or total != self.samples[-1][1] and now - self.samples[-1][0] >= 1.0:
+                self.samples.append((now, total))
+            if self.limit and total > self.limit and self.killed_at is None:
+                self.samples.append((now, total))
+                self.killed_at = now
+                for p in reversed(procs):
+                    try:
+                        p.kill()
+                    except psutil.Error:
+                        pass
             self.stop.wait(self.interval)
 
 
-def run_command(label: str, args: list[str], env: dict[str, str]) -> Run:
+class RunFailed(Exception):
+    """A command exited non-zero (or was stopped at the RSS limit); `run` holds what was measured until then."""
+
+    def __init__(self, message: str, run: Run) -> None:
+        super().__init__(message)
+        self.run = run
+
+
+def run_command(label: str, args: list[str], env: dict[str, str], rss_limit: int = 0) -> Run:
+    """Runs `args` to its end, measuring it; raises RunFailed (with the measurements) if it fails."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     busy0, t0 = cpu_busy_seconds(), time.perf_counter()
     proc = subprocess.Popen(args, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    sampler = TreeSampler(proc.pid)
+    sampler = TreeSampler(proc.pid, limit=rss_limit)
     sampler.start()
     out, err = proc.communicate()
     wall = time.perf_counter() - t0
@@ -115,29 +143,40 @@ def run_command(label: str, args: list[str], env: dict[str, str]) -> Run:
     sampler.stop.set()
     sampler.join()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
-        raise SystemExit(f"{label}: {' '.join(args[1:])} failed ({proc.returncode}):\n{err[-4000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     machine = None if busy0 is None or busy1 is None else (busy1 - busy0) / wall
-    return Run(label, wall, cpu, machine, sampler.peak_tree, sampler.peak_proc, out)
+    run = Run(label, wall, cpu, machine, sampler.peak_tree, sampler.peak_proc, out, samples=sampler.samples)
+    if sampler.killed_at is not None:
+        raise RunFailed(f"{label}: stopped after {wall:.0f} s, its process tree past {_gb(rss_limit):.1f} GB", run)
+    if proc.returncode != 0:
+        raise RunFailed(f"{label}: {' '.join(args[1:])} failed ({proc.returncode}):\n{err[-4000:]}", run)
+    return run
 
 
-def step_seconds(dagster_home: Path, since: float) -> dict[str, float]:
+def step_seconds(dagster_home: Path, since: float, run: Run | None = None) -> dict[str, float]:
     """Seconds per Dagster step (file-run steps summed over files, prefixed "file:"; lake-run steps "lake:") of
-    the runs created after `since` (time.time())."""
+    the runs created after `since` (time.time()). A step still open (the command was stopped) counts until the
+    last RSS sample, marked "(unfinished)". With `run`, its `step_peaks` get the tree's peak RSS per step."""
     import dagster as dg
 
     out: dict[str, float] = defaultdict(float)
+    end = run.samples[-1][0] if run is not None and run.samples else time.time()
     os.environ["DAGSTER_HOME"] = str(dagster_home)
     with dg.DagsterInstance.get() as instance:
-        for run in instance.get_runs():
-            stats = instance.get_run_stats(run.run_id)
+        for r in instance.get_runs():
+            stats = instance.get_run_stats(r.run_id)
             if (stats.start_time or 0) < since:
                 continue
-            kind = "file" if run.tags.get("dagster/partition") else "lake"
-            for s in instance.get_run_step_stats(run.run_id):
-                if s.start_time is not None and s.end_time is not None:
-                    out[f"{kind}:{s.step_key}"] += s.end_time - s.start_time
+            kind = "file" if r.tags.get("dagster/partition") else "lake"
+            for s in instance.get_run_step_stats(r.run_id):
+                if s.start_time is None:
+                    continue
+                key = f"{kind}:{s.step_key}" + ("" if s.end_time is not None else " (unfinished)")
+                stop = s.end_time if s.end_time is not None else end
+                out[key] += stop - s.start_time
+                if run is not None:
+                    peak = max((rss for t, rss in run.samples if s.start_time <= t <= stop), default=0)
+                    run.step_peaks[key] = max(run.step_peaks.get(key, 0), peak)
             if stats.start_time and stats.end_time:
                 out[f"{kind}:(whole runs)"] += stats.end_time - stats.start_time
     return dict(out)
@@ -212,9 +251,25 @@ def report(run: Run, messages: int) -> None:
         f"(largest process {_gb(run.peak_proc_rss):.2f} GB)"
     )
     if run.steps:
-        print(f"{'step':<44} {'seconds':>8}")
+        print(f"{'step':<44} {'seconds':>8} {'peak tree RSS GB':>17}")
         for key, sec in sorted(run.steps.items(), key=lambda kv: (kv[0].split(":")[0], -kv[1])):
-            print(f"{key:<44} {sec:>8.1f}")
+            peak = run.step_peaks.get(key)
+            shown = f"{_gb(peak):>17.2f}" if peak else f"{'':>17}"
+            print(f"{key:<44} {sec:>8.1f} {shown}")
+
+
+def build(label: str, args: list[str], env: dict[str, str], limit: int, data: Path, messages: int) -> Run:
+    """run_command of a `memctl materialize`, with its Dagster steps; a failed build is reported, then exits."""
+    t = time.time()
+    try:
+        run = run_command(label, args, env, limit)
+    except RunFailed as failed:
+        failed.run.steps = step_seconds(data / "dagster_home", t, failed.run)
+        report(failed.run, messages)
+        raise SystemExit(str(failed)) from None
+    run.steps = step_seconds(data / "dagster_home", t, run)
+    report(run, messages)
+    return run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -223,7 +278,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--keep", type=Path, help="build the lake here and keep it (default: a temp dir, removed)")
     ap.add_argument("--executor", default="", help="$MEMCTL_EXECUTOR for the builds (default: memctl's own)")
+    ap.add_argument(
+        "--rss-limit-gb",
+        type=float,
+        default=0.0,
+        help="stop a build whose process tree passes this many GB, and report its steps so far (default: none)",
+    )
     args = ap.parse_args(argv)
+    limit = int(args.rss_limit_gb * 2**30)
 
     work = args.keep or Path(tempfile.mkdtemp(prefix="memctl-scale-"))
     data = work / "data"
@@ -245,16 +307,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{ZH_SHARE:.0%} Chinese), append {n_append:,} + 1; {os.cpu_count()} cores"
         )
 
-        t = time.time()
-        full = run_command("full build", [memctl, "materialize", "--quiet"], env)
-        full.steps = step_seconds(data / "dagster_home", t)
-        report(full, corpus.n_messages)
-
+        full = build("full build", [memctl, "materialize", "--quiet"], env, limit, data, corpus.n_messages)
         append_file(data / "inbox", n_append, args.seed + 1)
-        t = time.time()
-        incr = run_command("1 % append", [memctl, "materialize", "--quiet"], env)
-        incr.steps = step_seconds(data / "dagster_home", t)
-        report(incr, n_append + 1)
+        incr = build("1 % append", [memctl, "materialize", "--quiet"], env, limit, data, n_append + 1)
 
         recall = run_command("cold recall", [memctl, "recall", QUESTION, "--tenant", TENANT, "--json", "--no-log"], env)
         results = json.loads(recall.stdout)
