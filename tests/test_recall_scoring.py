@@ -8,10 +8,12 @@ from datetime import datetime, timedelta
 import igraph
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from r2g.time_values import TimeValue
 from recall.config import RecallConfig
-from recall.engine import Filters
+from recall.engine import Filters, RecallResult, _matched_line, _with_content, has_content
 from recall.graph_csr import personalized_pagerank
 from recall.query import QueryAnalysis
 from recall.scoring import NodeBatch, node_time, node_weight, passes, query_boost, recency, recency_of, scores, weight
@@ -112,3 +114,39 @@ def test_personalized_pagerank_equals_igraph_prpack() -> None:
         )
         got = personalized_pagerank(n, [s for s, _ in edges], [t for _, t in edges], w, reset, damping=0.85)
         assert np.abs(got - np.array(want)).max() < 1e-12
+
+
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.sampled_from(["Fact", "Episode", "Entity", "RawChunk"]), st.booleans()),
+        max_size=40,
+    ),
+    st.integers(1, 12),
+)
+def test_content_is_tested_only_where_it_is_read(rows: list[tuple[bool, str, bool]], pool: int) -> None:
+    """engine._with_content keeps what the full filter keeps wherever recall reads it: the first `pool` (MMR) and
+    every turn-level BM25 match (citations), in order; it never calls has_content past that."""
+    ranked = [
+        (
+            RecallResult(
+                node_id=f"n{i}",
+                type=kind,
+                title="plans for the pottery class" if good else "alright",
+                text="",
+                score=1.0 - i / 100,
+                breakdown={"bm25": 0.5 if bm25 else 0.0},
+                citations=[],
+                evidence=[],
+            ),
+            [],
+        )
+        for i, (good, kind, bm25) in enumerate(rows)
+    ]
+    cards = {"n3"}
+    full = [pair for pair in ranked if has_content(pair[0])]
+    kept, dropped = _with_content(ranked, pool, cards)
+    assert kept[:pool] == full[:pool]
+    matched = [r.node_id for r, _ in full if _matched_line(r, cards)]
+    assert [r.node_id for r, _ in kept if _matched_line(r, cards)] == matched
+    assert set(dropped) <= {r.node_id for r, _ in ranked if not has_content(r)}
+    assert [pair for pair in kept if pair not in full] == []
