@@ -28,6 +28,7 @@ trace; recall still answers from what is left.
 from __future__ import annotations
 
 import gc
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from typing import Any, overload
 
 import numpy as np
 
+from r2g.tokens import ZH_STOPWORDS
 from raw_store.cas import RawStore
 from raw_store.lake import Lake
 from recall import hop, scoring, vectors
@@ -438,7 +440,25 @@ def has_content(r: RecallResult) -> bool:
     """A result worth showing: a raw passage, or a title with a word beyond NO_CONTENT_WORDS."""
     if r.type == "RawChunk":
         return True
-    return any(w not in NO_CONTENT_WORDS and w not in EN_STOPWORDS for w in mmr_tokens(r.title.lower()))
+    title = r.title.lower()
+    if _HAN_JIEBA.search(title) and any(
+        not _JIEBA_NOT_WORD.search(block) and _HAN_JIEBA.search(block.translate(_STOP_HAN)) is not None
+        for block in _JIEBA_BLOCK.findall(title)
+    ):
+        return True
+    return any(w not in NO_CONTENT_WORDS and w not in EN_STOPWORDS for w in mmr_tokens(title))
+
+
+# has_content without segmenting a Chinese title, where the answer is certain: jieba cuts each run of
+# _JIEBA_BLOCK characters (its re_han_default) on its own into words covering the run, so a run with no
+# non-word character (+#&.%-) whose Han characters are not all from the stop words holds a token that is
+# neither a stop word nor a no-content word. Anything else is segmented (tests/test_recall_scoring.py).
+_JIEBA_BLOCK = re.compile(r"[\u4E00-\u9FD5a-zA-Z0-9+#&\._%\-]+")
+_JIEBA_NOT_WORD = re.compile(r"[+#&.%\-]")
+_HAN_JIEBA = re.compile(r"[\u4E00-\u9FD5]")
+_STOP_HAN = {
+    ord(ch): None for w in (*NO_CONTENT_WORDS, *EN_STOPWORDS, *ZH_STOPWORDS) for ch in w if _HAN_JIEBA.match(ch)
+}
 
 
 _STORES: dict[Path, RawStore] = {}

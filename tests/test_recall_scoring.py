@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import random
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import igraph
 import numpy as np
@@ -13,9 +15,10 @@ from hypothesis import strategies as st
 
 from r2g.time_values import TimeValue
 from recall.config import RecallConfig
-from recall.engine import Filters, RecallResult, _matched_line, _with_content, has_content
+from recall.diversify import mmr_tokens
+from recall.engine import NO_CONTENT_WORDS, Filters, RecallResult, _matched_line, _with_content, has_content
 from recall.graph_csr import personalized_pagerank
-from recall.query import QueryAnalysis
+from recall.query import EN_STOPWORDS, QueryAnalysis
 from recall.scoring import NodeBatch, node_time, node_weight, passes, query_boost, recency, recency_of, scores, weight
 
 T0 = datetime(2023, 5, 1, 12, 0)
@@ -150,3 +153,47 @@ def test_content_is_tested_only_where_it_is_read(rows: list[tuple[bool, str, boo
     assert [r.node_id for r, _ in kept if _matched_line(r, cards)] == matched
     assert set(dropped) <= {r.node_id for r, _ in ranked if not has_content(r)}
     assert [pair for pair in kept if pair not in full] == []
+
+
+def _content_by_segmenting(title: str) -> bool:
+    """has_content's definition: a search token of the title that is neither a stop word nor a no-content word."""
+    return any(w not in NO_CONTENT_WORDS and w not in EN_STOPWORDS for w in mmr_tokens(title.lower()))
+
+
+def _titled(title: str) -> RecallResult:
+    return RecallResult("n", "Fact", title, "", 1.0, {"bm25": 0.0}, [], [])
+
+
+_TITLE_PARTS = [
+    *"是有帮好的了我你和嗯哦在小明踢足球天气真冷朵龙",
+    "哈哈",
+    "可以",
+    "助手",
+    "好的",
+    "没有",
+    *"ab19+#&.%-_，。！ ",
+]
+
+
+@given(st.lists(st.sampled_from(_TITLE_PARTS), max_size=12))
+def test_a_chinese_title_is_judged_as_segmenting_it_would(parts: list[str]) -> None:
+    """has_content's shortcut for Chinese titles (no jieba where the answer is certain) agrees with segmenting."""
+    title = "".join(parts)
+    assert has_content(_titled(title)) == _content_by_segmenting(title), title
+
+
+def test_chinese_titles_of_the_dev_set_are_judged_as_segmenting_would() -> None:
+    path = Path(__file__).resolve().parents[2] / "shared" / "eval" / "zh_dev.json"
+    if not path.exists():
+        pytest.skip(f"{path} not here")
+    texts = [
+        str(t["text"])
+        for sample in json.loads(path.read_text("utf-8"))
+        for key, turns in sample["conversation"].items()
+        if key.startswith("session_") and isinstance(turns, list)
+        for t in turns
+    ]
+    titles = [*texts, *(w for t in texts for w in t.split("，")[:2])]
+    assert len(titles) > 1000
+    assert [has_content(_titled(t)) for t in titles] == [_content_by_segmenting(t) for t in titles]
+    assert not has_content(_titled("好的，嗯嗯")) and has_content(_titled("小明 踢 足球"))
