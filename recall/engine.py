@@ -42,13 +42,13 @@ from r2g.tokens import ZH_STOPWORDS
 from raw_store.cas import RawStore
 from raw_store.lake import Lake
 from recall import hop, scoring, vectors
-from recall.citations import Citation, Citer, RawRef
+from recall.citations import Citation, Citer, RawRef, refs_column
 from recall.config import RecallConfig
 from recall.diversify import AGGREGATE, TURN_LEVEL, estimate_tokens, mmr, mmr_tokens, pack, result_tokens
 from recall.expand import expand
 from recall.query import EN_STOPWORDS, QueryAnalysis, analyze, has_code_token, query_keywords
 from recall.query_tokens import search_tokens
-from recall.scoring import NodeBatch, node_span, node_weight, recency_of
+from recall.scoring import DETAIL_COLUMNS, SCORE_COLUMNS, NodeBatch, node_span, node_weight, recency_of
 from recall.store import IndexNotBuilt, TenantInfo, TenantReader, tenant_reader
 from recall.tenant_index import TenantIndex, open_tenant_index
 
@@ -323,7 +323,7 @@ def _recall(
     turn_of: dict[str, tuple[str, str]] = {}
     cards: set[str] = set()
     mmr_hint: dict[str, list[str]] = {}
-    ranked = _score(
+    ranked, pending = _score(
         reader, info, seeds, vec, graph_scores, evidence, filters, analysis, cfg, turn_of, cards, mmr_hint, query
     )
     citer = Citer(reader, _raw_store(lake))
@@ -331,6 +331,7 @@ def _recall(
     ranked.sort(key=lambda pair: (-pair[0].score, pair[0].node_id))
     scored = len(ranked)
     ranked, no_content = _with_content(ranked, max(k, cfg.mmr_pool, 2), cards)
+    _details(reader, ranked, pending, turn_of, cards, mmr_hint)  # all that is read below: text, raw_refs
     tr.stage("score", scored, k=k, no_content=no_content[:5])
     top = mmr(ranked, k, cfg, mmr_hint, cards)
     tr.stage("mmr", len(top), pool=min(len(ranked), max(k, cfg.mmr_pool)), mmr_lambda=cfg.mmr_lambda)
@@ -512,13 +513,17 @@ def _score(
     cards: set[str],
     mmr_hint: dict[str, list[str]] | None = None,
     query: str = "",
-) -> list[tuple[RecallResult, list[RawRef]]]:
-    """Candidates (seeds ∪ reached) that pass the filters, with their score breakdown and the raw_refs to cite;
-    fills `turn_of` with the (conv_id, msg_id) of the turn-level candidates whose rows name it, and `cards`
-    with the rollup summaries (cited like entity and topic cards), and `mmr_hint` with the MMR tokens the index
-    stored (nodes holding Han). `vec`: stage B's cosines (None: stage B off, and no "vector" in the breakdown)."""
+) -> tuple[list[tuple[RecallResult, list[RawRef]]], dict[str, tuple[RecallResult, list[RawRef]]]]:
+    """Candidates (seeds ∪ reached) that pass the filters, with their score breakdown, and `cards` filled with the
+    rollup summaries (cited like entity and topic cards). `vec`: stage B's cosines (None: stage B off, and no
+    "vector" in the breakdown). Recall's index is read for SCORE_COLUMNS only: the candidates' text and raw_refs
+    (still empty) are read by _details for the few recall goes on to read, which are returned by id; the DuckDB
+    reader's rows hold them already, and they are filled here (none returned)."""
     ids = list(dict.fromkeys([*seeds, *(vec or ()), *graph_scores]))
-    b = reader.node_batch(ids) if isinstance(reader, TenantIndex) else NodeBatch.from_rows(reader.nodes(ids), ids)
+    if isinstance(reader, TenantIndex):
+        b = reader.node_batch(ids, SCORE_COLUMNS)
+    else:
+        b = NodeBatch.from_rows(reader.nodes(ids), ids)
     # each term as engine's row-by-row definitions above, computed for the whole batch (recall.scoring)
     bm25 = np.array([seeds.get(i, 0.0) for i in b.id], dtype=np.float64)
     graph = np.array([graph_scores.get(i, 0.0) for i in b.id], dtype=np.float64)
@@ -528,6 +533,7 @@ def _score(
     score = scoring.scores(b, bm25, similarity, graph, weight, analysis, cfg) * scoring.speaker_boost(b, query, cfg)
     columns = [x.tolist() for x in (bm25, graph, weight, rec, similarity, score)]
     out = []
+    pending: dict[str, tuple[RecallResult, list[RawRef]]] = {}
     for i in np.flatnonzero(scoring.passes(b, filters)).tolist():
         nid, ntype = b.id[i], b.type[i]
         breakdown = {"bm25": columns[0][i], "graph": columns[1][i], "weight": columns[2][i], "recency": columns[3][i]}
@@ -537,20 +543,79 @@ def _score(
             node_id=nid,
             type=ntype,
             title=b.title[i] or "",
-            text=b.text[i] or "",
+            text="",
             score=columns[5][i],
             breakdown=breakdown,
             citations=[],
             evidence=list(evidence.get(nid, [])),
         )
-        out.append((r, b.raw_refs[i]))
-        if mmr_hint is not None and b.mmr is not None and b.mmr[i] is not None:
-            mmr_hint[nid] = b.mmr[i]
+        pair: tuple[RecallResult, list[RawRef]] = (r, [])
+        out.append(pair)
+        pending[nid] = pair
         if b.subtype[i] == "rollup":
             cards.add(nid)
-        elif ntype in TURN_LEVEL and b.conv_id[i] is not None and b.msg_id[i] is not None:
-            turn_of[nid] = (b.conv_id[i], b.msg_id[i])
-    return out
+    if not isinstance(reader, TenantIndex):
+        _fill_details(b, pending, turn_of, cards, mmr_hint)
+        pending = {}
+    return out, pending
+
+
+def _details(
+    reader: TenantIndex | TenantReader,
+    pairs: Sequence[tuple[RecallResult, list[RawRef]]],
+    pending: dict[str, tuple[RecallResult, list[RawRef]]],
+    turn_of: dict[str, tuple[str, str]],
+    cards: set[str],
+    mmr_hint: dict[str, list[str]],
+) -> None:
+    """Reads DETAIL_COLUMNS of the candidates among `pairs` that _score left `pending` (recall's index only)."""
+    ids = [r.node_id for r, _ in pairs if r.node_id in pending and r.type != "RawChunk"]
+    if ids and isinstance(reader, TenantIndex):
+        table = reader.node_table(ids, DETAIL_COLUMNS)
+        details = NodeDetails(
+            id=table.column("id").to_pylist(),
+            text=table.column("text").to_pylist(),
+            conv_id=table.column("conv_id").to_pylist(),
+            msg_id=table.column("msg_id").to_pylist(),
+            raw_refs=refs_column(table.column("raw_refs")),
+            mmr=table.column("mmr").to_pylist(),
+        )
+        _fill_details(details, pending, turn_of, cards, mmr_hint)
+
+
+@dataclass
+class NodeDetails:
+    """DETAIL_COLUMNS of some nodes (a NodeBatch read with them has the same attributes)."""
+
+    id: list
+    text: list | None
+    conv_id: list | None
+    msg_id: list | None
+    raw_refs: list[list[RawRef]] | None
+    mmr: list | None
+
+
+def _fill_details(
+    d: NodeDetails | NodeBatch,
+    pending: Mapping[str, tuple[RecallResult, list[RawRef]]],
+    turn_of: dict[str, tuple[str, str]],
+    cards: set[str],
+    mmr_hint: dict[str, list[str]] | None,
+) -> None:
+    """Each pending result's text and raw_refs from `d`; `turn_of` gets the (conv_id, msg_id) of the turn-level
+    ones whose rows name it, and `mmr_hint` the MMR tokens the index stored (nodes holding Han)."""
+    assert d.text is not None and d.conv_id is not None and d.msg_id is not None and d.raw_refs is not None
+    for i, nid in enumerate(d.id):
+        pair = pending.get(nid)
+        if pair is None:
+            continue
+        r, refs = pair
+        r.text = d.text[i] or ""
+        refs.extend(d.raw_refs[i])
+        if mmr_hint is not None and d.mmr is not None and d.mmr[i] is not None:
+            mmr_hint[nid] = d.mmr[i]
+        if nid not in cards and r.type in TURN_LEVEL and d.conv_id[i] is not None and d.msg_id[i] is not None:
+            turn_of[nid] = (d.conv_id[i], d.msg_id[i])
 
 
 def _raw_results(

@@ -36,6 +36,10 @@ NUMBER_COLUMNS = ("importance", "frequency", "sentiment")
 TEXT_COLUMNS = ("id", "type", "subtype", "title", "text", "conv_id", "msg_id", "speaker")
 BATCH_COLUMNS = (*TEXT_COLUMNS, *TIME_COLUMNS, *NUMBER_COLUMNS, "raw_refs")
 INDEX_COLUMNS = ("mmr",)  # what recall's index stores besides: MMR's tokens of a node holding Han
+# What scoring and the content test read of every candidate; the rest (DETAIL_COLUMNS) is read only for the
+# candidates recall goes on to read (MMR's pool, the matched lines): ~1 in 5 at 100k nodes.
+SCORE_COLUMNS = ("id", "type", "subtype", "title", "speaker", *TIME_COLUMNS, *NUMBER_COLUMNS)
+DETAIL_COLUMNS = ("id", "text", "conv_id", "msg_id", "raw_refs", *INDEX_COLUMNS)
 
 
 def micros(t: datetime | None) -> int:
@@ -52,9 +56,6 @@ class NodeBatch:
     type: list
     subtype: list
     title: list
-    text: list
-    conv_id: list
-    msg_id: list
     speaker: list
     time_start: np.ndarray
     time_end: np.ndarray
@@ -63,7 +64,11 @@ class NodeBatch:
     importance: np.ndarray
     frequency: np.ndarray
     sentiment: np.ndarray
-    raw_refs: list[list[RawRef]]
+    # DETAIL_COLUMNS: None in a batch read with SCORE_COLUMNS only (NodeDetails holds them)
+    text: list | None = None
+    conv_id: list | None = None
+    msg_id: list | None = None
+    raw_refs: list[list[RawRef]] | None = None
     mmr: list | None = None  # MMR's tokens where the index stored them (nodes holding Han), else None
 
     def __len__(self) -> int:
@@ -71,14 +76,17 @@ class NodeBatch:
 
     @classmethod
     def from_arrow(cls, table: pa.Table) -> NodeBatch:
+        """The batch of a table holding at least SCORE_COLUMNS (DETAIL_COLUMNS where present)."""
         cols = {}
         for c in TEXT_COLUMNS:
-            cols[c] = table.column(c).to_pylist()
+            if c in table.column_names:
+                cols[c] = table.column(c).to_pylist()
         for c in TIME_COLUMNS:
             cols[c] = arrow_numpy(table.column(c).cast(pa.int64()), null=NULL)
         for c in NUMBER_COLUMNS:
             cols[c] = arrow_numpy(table.column(c).cast(pa.float64()), null=np.nan)
-        cols["raw_refs"] = refs_column(table.column("raw_refs"))
+        if "raw_refs" in table.column_names:
+            cols["raw_refs"] = refs_column(table.column("raw_refs"))
         if "mmr" in table.column_names:
             cols["mmr"] = table.column("mmr").to_pylist()
         return cls(**cols)

@@ -34,7 +34,7 @@ from recall.citations import RawRef
 from recall.graph_csr import NO_TIME, CsrGraph
 from recall.postings import Part, bm25, live_stats, query_terms
 from recall.scoring import BATCH_COLUMNS, INDEX_COLUMNS, NodeBatch
-from recall.segment import SEG_CHUNKS, SEG_MESSAGES, Segment
+from recall.segment import SEG_CHUNKS, SEG_MESSAGES, SEG_NODES, Segment
 from recall.sorted_keys import arrow_indices, arrow_numpy
 from recall.store import FileCache, IndexNotBuilt, TenantInfo, tenant_slug
 
@@ -298,19 +298,24 @@ class TenantIndex:
             out.update(_dicts(self.v.segments[s].node_rows(rows, columns), "id"))
         return out
 
-    def node_batch(self, ids: Sequence[str]) -> NodeBatch:
-        """The rows of `ids` recall scores, as columns (recall.scoring), in the order asked; unknown ids left out."""
+    def node_batch(self, ids: Sequence[str], columns: Sequence[str] = (*BATCH_COLUMNS, *INDEX_COLUMNS)) -> NodeBatch:
+        """The rows of `ids` recall scores, as columns (recall.scoring), in the order asked; unknown ids left out.
+        `columns`: SCORE_COLUMNS at least."""
+        return NodeBatch.from_arrow(self.node_table(ids, columns))
+
+    def node_table(self, ids: Sequence[str], columns: Sequence[str]) -> pa.Table:
+        """`columns` of the rows of `ids` ("id" among them), in the order asked; unknown ids left out."""
         ids = list(dict.fromkeys(ids))
         parts, where = [], []
         for s, pos, rows in self.v.rows_of(self.v.slots_of(ids)):
-            parts.append(self.v.segments[s].node_rows(rows, [*BATCH_COLUMNS, *INDEX_COLUMNS]))
+            parts.append(self.v.segments[s].node_rows(rows, columns))
             where.append(pos)
         if not parts:
-            return NodeBatch.from_rows({}, [])
+            return pa.Table.from_pylist([], schema=pa.schema([SEG_NODES.field(c) for c in columns]))
         table = parts[0]
         if len(parts) > 1:
             table = pa.concat_tables(parts).take(arrow_indices(np.argsort(np.concatenate(where), kind="stable")))
-        return NodeBatch.from_arrow(table)
+        return table
 
     def named_entities(self, names: Sequence[str]) -> list[str]:
         """Ids of the Entities whose title or an alias is one of `names` (case-insensitive), sorted."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import igraph
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from r2g.time_values import TimeValue
@@ -175,6 +175,7 @@ _TITLE_PARTS = [
 ]
 
 
+@settings(deadline=None)  # the first example loads the segmenter's word table
 @given(st.lists(st.sampled_from(_TITLE_PARTS), max_size=12))
 def test_a_chinese_title_is_judged_as_segmenting_it_would(parts: list[str]) -> None:
     """has_content's shortcut for Chinese titles (no jieba where the answer is certain) agrees with segmenting."""
