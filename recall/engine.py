@@ -331,7 +331,7 @@ def _recall(
     ranked.sort(key=lambda pair: (-pair[0].score, pair[0].node_id))
     scored = len(ranked)
     ranked, no_content = _with_content(ranked, max(k, cfg.mmr_pool, 2), cards)
-    _details(reader, ranked, pending, turn_of, cards, mmr_hint)  # all that is read below: text, raw_refs
+    _details(reader, ranked, pending, evidence, turn_of, cards, mmr_hint)  # what is read below: text, raw_refs
     tr.stage("score", scored, k=k, no_content=no_content[:5])
     top = mmr(ranked, k, cfg, mmr_hint, cards)
     tr.stage("mmr", len(top), pool=min(len(ranked), max(k, cfg.mmr_pool)), mmr_lambda=cfg.mmr_lambda)
@@ -547,7 +547,7 @@ def _score(
             score=columns[5][i],
             breakdown=breakdown,
             citations=[],
-            evidence=list(evidence.get(nid, [])),
+            evidence=[],
         )
         pair: tuple[RecallResult, list[RawRef]] = (r, [])
         out.append(pair)
@@ -555,7 +555,7 @@ def _score(
         if b.subtype[i] == "rollup":
             cards.add(nid)
     if not isinstance(reader, TenantIndex):
-        _fill_details(b, pending, turn_of, cards, mmr_hint)
+        _fill_details(b, pending, evidence, turn_of, cards, mmr_hint)
         pending = {}
     return out, pending
 
@@ -564,6 +564,7 @@ def _details(
     reader: TenantIndex | TenantReader,
     pairs: Sequence[tuple[RecallResult, list[RawRef]]],
     pending: dict[str, tuple[RecallResult, list[RawRef]]],
+    evidence: Mapping[str, list[dict]],
     turn_of: dict[str, tuple[str, str]],
     cards: set[str],
     mmr_hint: dict[str, list[str]],
@@ -580,7 +581,7 @@ def _details(
             raw_refs=refs_column(table.column("raw_refs")),
             mmr=table.column("mmr").to_pylist(),
         )
-        _fill_details(details, pending, turn_of, cards, mmr_hint)
+        _fill_details(details, pending, evidence, turn_of, cards, mmr_hint)
 
 
 @dataclass
@@ -598,12 +599,14 @@ class NodeDetails:
 def _fill_details(
     d: NodeDetails | NodeBatch,
     pending: Mapping[str, tuple[RecallResult, list[RawRef]]],
+    evidence: Mapping[str, list[dict]],
     turn_of: dict[str, tuple[str, str]],
     cards: set[str],
     mmr_hint: dict[str, list[str]] | None,
 ) -> None:
-    """Each pending result's text and raw_refs from `d`; `turn_of` gets the (conv_id, msg_id) of the turn-level
-    ones whose rows name it, and `mmr_hint` the MMR tokens the index stored (nodes holding Han)."""
+    """Each pending result's text, raw_refs and evidence edges (made only now: recall.expand.Evidence);
+    `turn_of` gets the (conv_id, msg_id) of the turn-level ones whose rows name it, and `mmr_hint` the MMR tokens
+    the index stored (nodes holding Han)."""
     assert d.text is not None and d.conv_id is not None and d.msg_id is not None and d.raw_refs is not None
     for i, nid in enumerate(d.id):
         pair = pending.get(nid)
@@ -611,6 +614,7 @@ def _fill_details(
             continue
         r, refs = pair
         r.text = d.text[i] or ""
+        r.evidence = list(evidence.get(nid, []))
         refs.extend(d.raw_refs[i])
         if mmr_hint is not None and d.mmr is not None and d.mmr[i] is not None:
             mmr_hint[nid] = d.mmr[i]

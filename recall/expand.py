@@ -5,7 +5,8 @@ node."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:  # engine imports this module
 
 def expand(
     g: CsrGraph, seeds: Mapping[str, float], depth: int, cfg: RecallConfig, as_of: datetime | None = None
-) -> tuple[dict[str, float], dict[str, list[dict]]]:
+) -> tuple[dict[str, float], Mapping[str, list[dict]]]:
     """Graph scores in [0, 1] for the seeds and every node within `depth` hops of one,
     plus the evidence edges by which each non-seed was reached.
 
@@ -52,28 +53,34 @@ def expand(
         if v >= 0 and d <= hub and (cutoff is None or seen[v] <= cutoff)
     }
     used: dict[tuple[int, int, int], float] = {}  # (src, dst, type) → edge weight
-    for v0, s_score in seed_v.items():
+    first = _first_hop(g, seed_v, type_w, allowed, hub, cutoff) if depth >= 1 else None
+    for i, (v0, s_score) in enumerate(seed_v.items()):
         frontier = {v0: s_score}
         visited = {v0}
         for hop in range(1, depth + 1):
             nxt: dict[int, float] = {}
             decay = cfg.hop_decay ** (hop - 1)
             for v, mass in frontier.items():
-                nbr, code, w = g.incident(v)
-                if not len(nbr):
-                    continue
-                etype = code >> 1
-                keep = g.degree(nbr) <= hub
-                if allowed is not None:
-                    keep &= allowed[etype]
-                if cutoff is not None:
-                    keep &= seen[nbr] <= cutoff
-                idx = np.flatnonzero(keep)
-                if not len(idx):
-                    continue
-                # the same float operations, in the same order, as a walk edge by edge
-                pushed = mass * w[idx] * type_w[etype[idx]] * decay
-                for u, c, ew, x in zip(nbr[idx].tolist(), code[idx].tolist(), w[idx].tolist(), pushed.tolist()):
+                if hop == 1 and first is not None:  # the seeds' own lists, gathered for all seeds at once
+                    a, z = first.bounds[i], first.bounds[i + 1]
+                    walk = zip(first.nbr[a:z], first.code[a:z], first.w[a:z], first.pushed[a:z])
+                else:
+                    nbr, code, w = g.incident(v)
+                    if not len(nbr):
+                        continue
+                    etype = code >> 1
+                    keep = g.degree(nbr) <= hub
+                    if allowed is not None:
+                        keep &= allowed[etype]
+                    if cutoff is not None:
+                        keep &= seen[nbr] <= cutoff
+                    idx = np.flatnonzero(keep)
+                    if not len(idx):
+                        continue
+                    # the same float operations, in the same order, as a walk edge by edge
+                    pushed = mass * w[idx] * type_w[etype[idx]] * decay
+                    walk = zip(nbr[idx].tolist(), code[idx].tolist(), w[idx].tolist(), pushed.tolist())
+                for u, c, ew, x in walk:
                     if u in visited or x <= 0:
                         continue
                     src, dst = (v, u) if not c & 1 else (u, v)
@@ -91,11 +98,63 @@ def expand(
     else:
         scores = dict(spread)
     top = max(scores.values(), default=0.0) or 1.0
-    evidence = {
-        names[u]: [{"src": names[s], "type": g.edge_types[t], "dst": names[d]} for s, t, d in edges]
-        for u, edges in reached_by.items()
-    }
-    return {names[v]: x / top for v, x in scores.items() if x > 0}, evidence
+    return {names[v]: x / top for v, x in scores.items() if x > 0}, Evidence(g, reached_by, names)
+
+
+class Evidence(Mapping[str, list[dict]]):
+    """The evidence edges ({src, type, dst}) of each reached node by id, made when asked: recall shows them
+    for its few results, not for the ~400 nodes a query reaches."""
+
+    def __init__(self, g: CsrGraph, reached_by: Mapping[int, list[tuple[int, int, int]]], names: Mapping[int, str]):
+        self._g, self._names = g, names
+        self._by_id = {names[u]: edges for u, edges in reached_by.items()}
+
+    def __getitem__(self, nid: str) -> list[dict]:
+        names, types = self._names, self._g.edge_types
+        return [{"src": names[s], "type": types[t], "dst": names[d]} for s, t, d in self._by_id[nid]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_id)
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+
+@dataclass
+class _FirstHop:
+    """The seeds' incident edges that expansion walks, seed i's at [bounds[i], bounds[i + 1]), as Python lists."""
+
+    bounds: list[int]
+    nbr: list[int]
+    code: list[int]
+    w: list[float]
+    pushed: list[float]
+
+
+def _first_hop(
+    g: CsrGraph,
+    seed_v: Mapping[int, float],
+    type_w: np.ndarray,
+    allowed: np.ndarray | None,
+    hub: int,
+    cutoff: int | None,
+) -> _FirstHop:
+    """The first hop from every seed in one gather: the edges not to a hub (nor of a type left out, nor first seen
+    after the cut-off), with the mass each pushes (seed score × weight × type weight × hop decay 1: the same
+    float operations as a walk edge by edge)."""
+    ptr, nbr, code, w = g.incident_many(np.fromiter(seed_v, np.int64, len(seed_v)))
+    etype = code >> 1
+    keep = g.degree(nbr) <= hub
+    if allowed is not None:
+        keep &= allowed[etype]
+    if cutoff is not None:
+        keep &= g.first_seen[nbr] <= cutoff
+    mass = np.repeat(np.fromiter(seed_v.values(), np.float64, len(seed_v)), np.diff(ptr))
+    sel = np.flatnonzero(keep)
+    pushed = mass[sel] * w[sel] * type_w[etype[sel]] * 1.0
+    return _FirstHop(
+        np.searchsorted(sel, ptr).tolist(), nbr[sel].tolist(), code[sel].tolist(), w[sel].tolist(), pushed.tolist()
+    )
 
 
 def _micros(t: datetime) -> int:

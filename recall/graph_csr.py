@@ -160,6 +160,40 @@ class CsrGraph:
         lo, hi = int(a.ptr[row]), int(a.ptr[row + 1])
         return a.nbr[lo:hi], a.code[lo:hi], a.weights(lo, hi)
 
+    def incident_many(self, vs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """incident() of every slot of `vs` at once: (ptr, neighbour slots, codes, weights), slot vs[i]'s edges
+        at [ptr[i], ptr[i + 1]) in list order. Fewer numpy calls than a call a slot (a query's ~50 seeds)."""
+        vs = np.asarray(vs, dtype=np.int64)
+        lo = np.zeros(len(vs), np.int64)
+        hi = np.zeros(len(vs), np.int64)
+        seg = np.full(len(vs), -1, np.int64)
+        if self._single:
+            a = self._adj[0]
+            rows = np.searchsorted(a.slot, vs.astype(np.int32))
+            ok = rows < len(a.slot)
+            ok[ok] = a.slot[rows[ok]] == vs[ok]
+            lo[ok], hi[ok], seg[ok] = a.ptr[rows[ok]], a.ptr[rows[ok] + 1], 0
+        else:
+            rows, segs = self._row[vs].astype(np.int64), self._seg[vs].astype(np.int64)
+            for s in np.unique(segs[segs >= 0]).tolist():
+                pick = segs == s
+                r = rows[pick]
+                lo[pick], hi[pick], seg[pick] = self._adj[s].ptr[r], self._adj[s].ptr[r + 1], s
+        lengths = hi - lo
+        ptr = np.zeros(len(vs) + 1, np.int64)
+        np.cumsum(lengths, out=ptr[1:])
+        at = np.repeat(lo - ptr[:-1], lengths) + np.arange(ptr[-1])  # each edge's position in its segment
+        owner = np.repeat(seg, lengths)
+        nbr = np.empty(ptr[-1], np.int64)
+        code = np.empty(ptr[-1], np.int64)
+        w = np.empty(ptr[-1], np.float64)
+        for s in np.unique(seg[seg >= 0]).tolist():
+            a, pick = self._adj[s], owner == s
+            idx = at[pick]
+            nbr[pick], code[pick] = a.nbr[idx], a.code[idx]
+            w[pick] = a._w[idx] if a._wtab is None else a._wtab[a._w[idx]]
+        return ptr, nbr, code, w
+
     def type_of(self, code: int) -> str:
         return self.edge_types[code >> 1]
 

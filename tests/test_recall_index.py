@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pytest
@@ -248,6 +249,14 @@ def test_base_plus_deltas_answers_exactly_like_a_fresh_base(tmp_path: Path, monk
     a, f = open_tenant_index(inc.index_dir, "alice"), open_tenant_index(fresh.index_dir, "alice")
     assert len(a.v.segments) == 3 and len(f.v.segments) == 1
     assert a.contents() == f.contents()
+    for idx in (a, f):  # the gathered neighbour lists the first hop reads = one incident() a slot
+        g = idx.graph()
+        vs = np.array([*range(g.n), g.n - 1, 0], np.int64)  # every slot, repeats, removed ones
+        ptr, nbr, code, w = g.incident_many(vs)
+        for i, v in enumerate(vs.tolist()):
+            one = g.incident(v)
+            assert [x.tolist() for x in one] == [x[ptr[i] : ptr[i + 1]].tolist() for x in (nbr, code, w)]
+        assert ptr[-1] > 100
     answers = _answers(inc, "alice")
     assert answers == _answers(fresh, "alice")
     assert sum(map(len, answers)) > 50
