@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from recall.store import tenant_reader
 from recall.tenant_index import FORMAT, open_tenant_index, recall_dir, tenant_dir
 from recall_fixtures import LakeBuilder
 
+ROOT = Path(__file__).resolve().parents[1]
 EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"
 T0 = datetime(2023, 3, 1, 9, 0)
 
@@ -462,3 +465,21 @@ def test_an_index_of_another_format_is_not_read_and_recall_answers_from_duckdb(t
     _, stats = _build(tmp_path, [ROUNDS[0]])  # the next build makes a base of this format
     assert stats[0]["alice"]["mode"] == "base"
     assert open_tenant_index(lake.index_dir, "alice").v.manifest["format"] == FORMAT
+
+
+def test_recall_imports_neither_pandas_nor_igraph(tmp_path: Path) -> None:
+    """A query (with and without hits) loads no pandas (~0.3 s: some pyarrow calls import it) and no igraph
+    (which imports matplotlib, ~1 s): both would land on a cold `memctl recall`."""
+    lake, _ = _build(tmp_path, [ROUNDS[0]])
+    code = (
+        "import sys\nfrom pathlib import Path\nfrom raw_store.lake import Lake\nfrom recall import recall\n"
+        f"lake = Lake(Path({str(lake.root)!r}))\n"
+        "hits = [len(recall(q, 'alice', k=8, lake=lake)) for q in [*sys.argv[1:], 'zzzqqq nothing']]\n"
+        "print(hits, sorted(m for m in ('pandas', 'igraph', 'matplotlib') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, *QUERIES], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
+    hits, loaded = out.strip().rsplit("] ", 1)
+    assert loaded == "[]", out
+    assert sum(int(n) for n in hits.strip("[").split(",")) > 10 and hits.endswith(", 0"), out
