@@ -24,7 +24,7 @@ through the real code paths:
             (time and peak RSS); then a 1 % update of the tables (new turns' nodes and
             edges, changed and removed nodes) indexed again: the delta segment's time.
   serve     a fresh process: the first recall() minus its warm time is the cold start
-            (open the tenant's recall index, the query stemmer's DuckDB, jieba's lazy
+            (open the tenant's recall index, the first query's stems and BM25, jieba's lazy
             word table, first queries; the page cache stays warm); then
             every query once, warm, with recall(q, tenant, k=10, expand_depth=1): p50 /
             p95 / p99 and the p50 / p95 of each traced stage. Peak RSS of that process.
@@ -418,7 +418,7 @@ def print_size(m: Measured) -> None:
     )
     print(
         f"  one by one: open the recall index {ld['open_index'] * 1000:.0f} ms, graph arrays "
-        f"{ld['graph'] * 1000:.0f} ms, first BM25 (+ the stemmer's DuckDB) {ld['first_bm25'] * 1000:.0f} ms, "
+        f"{ld['graph'] * 1000:.0f} ms, first BM25 (query stems included) {ld['first_bm25'] * 1000:.0f} ms, "
         f"jieba (lazy word table) {ld['jieba_init'] * 1000:.0f} ms, first node rows {ld['first_rows'] * 1000:.0f} ms"
     )
     rows = s["rows"]
