@@ -570,7 +570,7 @@ def _details(
     mmr_hint: dict[str, list[str]],
 ) -> None:
     """Reads DETAIL_COLUMNS of the candidates among `pairs` that _score left `pending` (recall's index only)."""
-    ids = [r.node_id for r, _ in pairs if r.node_id in pending and r.type != "RawChunk"]
+    ids = [pair[0].node_id for pair in pairs if pending.get(pair[0].node_id) is pair]  # not a raw passage
     if ids and isinstance(reader, TenantIndex):
         table = reader.node_table(ids, DETAIL_COLUMNS)
         details = NodeDetails(
