@@ -28,7 +28,6 @@ trace; recall still answers from what is left.
 from __future__ import annotations
 
 import gc
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,17 +37,17 @@ from typing import Any, overload
 
 import numpy as np
 
-from r2g.tokens import ZH_STOPWORDS
 from raw_store.cas import RawStore
 from raw_store.lake import Lake
 from recall import hop, scoring, vectors
-from recall.citations import Citation, Citer, RawRef, refs_column
+from recall.candidates import NO_CONTENT_WORDS, fill_details, matched_line, read_details, with_content
+from recall.citations import Citation, Citer, RawRef
 from recall.config import RecallConfig
-from recall.diversify import AGGREGATE, TURN_LEVEL, estimate_tokens, mmr, mmr_tokens, pack, result_tokens
+from recall.diversify import AGGREGATE, estimate_tokens, mmr, pack, result_tokens
 from recall.expand import expand
-from recall.query import EN_STOPWORDS, QueryAnalysis, analyze, has_code_token, query_keywords
+from recall.query import QueryAnalysis, analyze, has_code_token, query_keywords
 from recall.query_tokens import search_tokens
-from recall.scoring import DETAIL_COLUMNS, SCORE_COLUMNS, NodeBatch, node_span, node_weight, recency_of
+from recall.scoring import SCORE_COLUMNS, NodeBatch, node_span, node_weight, recency_of
 from recall.store import IndexNotBuilt, TenantInfo, TenantReader, tenant_reader
 from recall.tenant_index import TenantIndex, open_tenant_index
 
@@ -330,8 +329,8 @@ def _recall(
     ranked += _raw_results(citer, raw_hits, keywords, info, cfg, filters)
     ranked.sort(key=lambda pair: (-pair[0].score, pair[0].node_id))
     scored = len(ranked)
-    ranked, no_content = _with_content(ranked, max(k, cfg.mmr_pool, 2), cards)
-    _details(reader, ranked, pending, evidence, turn_of, cards, mmr_hint)  # what is read below: text, raw_refs
+    ranked, no_content = with_content(ranked, max(k, cfg.mmr_pool, 2), cards)
+    read_details(reader, ranked, pending, evidence, turn_of, cards, mmr_hint)  # what is read below: text, raw_refs
     tr.stage("score", scored, k=k, no_content=no_content[:5])
     top = mmr(ranked, k, cfg, mmr_hint, cards)
     tr.stage("mmr", len(top), pool=min(len(ranked), max(k, cfg.mmr_pool)), mmr_lambda=cfg.mmr_lambda)
@@ -340,7 +339,7 @@ def _recall(
     # are mentions anywhere), best first: an Entity result cites those mentions first. A node
     # row names its message (conv_id, msg_id); only rows that do not are looked up through
     # their refs, so the raw store is read for the results' chunks alone.
-    matched = [(r.node_id, refs) for r, refs in ranked if _matched_line(r, cards)]
+    matched = [(r.node_id, refs) for r, refs in ranked if matched_line(r, cards)]
     citer.prefetch(
         [
             *(ref for nid, refs in matched if nid not in turn_of for ref in refs),
@@ -400,66 +399,6 @@ def unavailable_reason(raw_id: str, error: str, detail: str) -> str:
     if error == "BlobForgotten":
         return f"blob {raw_id} was forgotten (memctl forget)"
     return f"blob {raw_id} unreadable ({error})"
-
-
-# Words that alone make no memory: light/copula verbs, fillers and chat role labels. A result whose title holds
-# nothing else ("be", "alright", "assistant") is left out (R2G no longer makes such nodes; older lakes may hold them).
-NO_CONTENT_WORDS = frozenset(
-    """
-be do have get make go happen let seem alright ok okay yeah yes yep yup sure cool nice wow right fine great
-awesome good thanks thank hi hello hey oh lol haha hmm true sorry yay assistant user system
-是 有 做 帮 搞 弄 让 给 好 好的 嗯 嗯嗯 哈哈 哈 哦 啊 对 对的 行 可以 谢谢 助手 用户 系统
-""".split()
-)
-
-
-def _with_content(
-    ranked: list[tuple[RecallResult, list[RawRef]]], pool: int, cards: set[str]
-) -> tuple[list[tuple[RecallResult, list[RawRef]]], list[str]]:
-    """The ranked candidates that have_content, as far as anything reads them: the first `pool` (all MMR looks
-    at), then only the turn-level BM25 matches (the lines the citations prefer). The rest is never tested: a
-    Chinese title's test segments it, ~10 ms a query over the ~400 candidates. Also the ids found empty."""
-    kept: list[tuple[RecallResult, list[RawRef]]] = []
-    dropped: list[str] = []
-    for pair in ranked:
-        r = pair[0]
-        if len(kept) >= pool and not _matched_line(r, cards):
-            continue
-        if has_content(r):
-            kept.append(pair)
-        else:
-            dropped.append(r.node_id)
-    return kept, dropped
-
-
-def _matched_line(r: RecallResult, cards: set[str]) -> bool:
-    """A line the query's words matched: a turn-level result with BM25 (not a rollup card)."""
-    return r.breakdown["bm25"] > 0 and r.type in TURN_LEVEL and r.node_id not in cards
-
-
-def has_content(r: RecallResult) -> bool:
-    """A result worth showing: a raw passage, or a title with a word beyond NO_CONTENT_WORDS."""
-    if r.type == "RawChunk":
-        return True
-    title = r.title.lower()
-    if _HAN_JIEBA.search(title) and any(
-        not _JIEBA_NOT_WORD.search(block) and _HAN_JIEBA.search(block.translate(_STOP_HAN)) is not None
-        for block in _JIEBA_BLOCK.findall(title)
-    ):
-        return True
-    return any(w not in NO_CONTENT_WORDS and w not in EN_STOPWORDS for w in mmr_tokens(title))
-
-
-# has_content without segmenting a Chinese title, where the answer is certain: jieba cuts each run of
-# _JIEBA_BLOCK characters (its re_han_default) on its own into words covering the run, so a run with no
-# non-word character (+#&.%-) whose Han characters are not all from the stop words holds a token that is
-# neither a stop word nor a no-content word. Anything else is segmented (tests/test_recall_scoring.py).
-_JIEBA_BLOCK = re.compile(r"[\u4E00-\u9FD5a-zA-Z0-9+#&\._%\-]+")
-_JIEBA_NOT_WORD = re.compile(r"[+#&.%\-]")
-_HAN_JIEBA = re.compile(r"[\u4E00-\u9FD5]")
-_STOP_HAN = {
-    ord(ch): None for w in (*NO_CONTENT_WORDS, *EN_STOPWORDS, *ZH_STOPWORDS) for ch in w if _HAN_JIEBA.match(ch)
-}
 
 
 _STORES: dict[Path, RawStore] = {}
@@ -555,71 +494,9 @@ def _score(
         if b.subtype[i] == "rollup":
             cards.add(nid)
     if not isinstance(reader, TenantIndex):
-        _fill_details(b, pending, evidence, turn_of, cards, mmr_hint)
+        fill_details(b, pending, evidence, turn_of, cards, mmr_hint)
         pending = {}
     return out, pending
-
-
-def _details(
-    reader: TenantIndex | TenantReader,
-    pairs: Sequence[tuple[RecallResult, list[RawRef]]],
-    pending: dict[str, tuple[RecallResult, list[RawRef]]],
-    evidence: Mapping[str, list[dict]],
-    turn_of: dict[str, tuple[str, str]],
-    cards: set[str],
-    mmr_hint: dict[str, list[str]],
-) -> None:
-    """Reads DETAIL_COLUMNS of the candidates among `pairs` that _score left `pending` (recall's index only)."""
-    ids = [pair[0].node_id for pair in pairs if pending.get(pair[0].node_id) is pair]  # not a raw passage
-    if ids and isinstance(reader, TenantIndex):
-        table = reader.node_table(ids, DETAIL_COLUMNS)
-        details = NodeDetails(
-            id=table.column("id").to_pylist(),
-            text=table.column("text").to_pylist(),
-            conv_id=table.column("conv_id").to_pylist(),
-            msg_id=table.column("msg_id").to_pylist(),
-            raw_refs=refs_column(table.column("raw_refs")),
-            mmr=table.column("mmr").to_pylist(),
-        )
-        _fill_details(details, pending, evidence, turn_of, cards, mmr_hint)
-
-
-@dataclass
-class NodeDetails:
-    """DETAIL_COLUMNS of some nodes (a NodeBatch read with them has the same attributes)."""
-
-    id: list
-    text: list | None
-    conv_id: list | None
-    msg_id: list | None
-    raw_refs: list[list[RawRef]] | None
-    mmr: list | None
-
-
-def _fill_details(
-    d: NodeDetails | NodeBatch,
-    pending: Mapping[str, tuple[RecallResult, list[RawRef]]],
-    evidence: Mapping[str, list[dict]],
-    turn_of: dict[str, tuple[str, str]],
-    cards: set[str],
-    mmr_hint: dict[str, list[str]] | None,
-) -> None:
-    """Each pending result's text, raw_refs and evidence edges (made only now: recall.expand.Evidence);
-    `turn_of` gets the (conv_id, msg_id) of the turn-level ones whose rows name it, and `mmr_hint` the MMR tokens
-    the index stored (nodes holding Han)."""
-    assert d.text is not None and d.conv_id is not None and d.msg_id is not None and d.raw_refs is not None
-    for i, nid in enumerate(d.id):
-        pair = pending.get(nid)
-        if pair is None:
-            continue
-        r, refs = pair
-        r.text = d.text[i] or ""
-        r.evidence = list(evidence.get(nid, []))
-        refs.extend(d.raw_refs[i])
-        if mmr_hint is not None and d.mmr is not None and d.mmr[i] is not None:
-            mmr_hint[nid] = d.mmr[i]
-        if nid not in cards and r.type in TURN_LEVEL and d.conv_id[i] is not None and d.msg_id[i] is not None:
-            turn_of[nid] = (d.conv_id[i], d.msg_id[i])
 
 
 def _raw_results(

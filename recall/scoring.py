@@ -64,7 +64,7 @@ class NodeBatch:
     importance: np.ndarray
     frequency: np.ndarray
     sentiment: np.ndarray
-    # DETAIL_COLUMNS: None in a batch read with SCORE_COLUMNS only (NodeDetails holds them)
+    # DETAIL_COLUMNS: None in a batch read with SCORE_COLUMNS only (recall.candidates.NodeDetails holds them)
     text: list | None = None
     conv_id: list | None = None
     msg_id: list | None = None

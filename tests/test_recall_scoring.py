@@ -14,9 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from r2g.time_values import TimeValue
+from recall.candidates import NO_CONTENT_WORDS, has_content, matched_line, with_content
 from recall.config import RecallConfig
 from recall.diversify import mmr_tokens
-from recall.engine import NO_CONTENT_WORDS, Filters, RecallResult, _matched_line, _with_content, has_content
+from recall.engine import Filters, RecallResult
 from recall.graph_csr import personalized_pagerank
 from recall.query import EN_STOPWORDS, QueryAnalysis
 from recall.scoring import NodeBatch, node_time, node_weight, passes, query_boost, recency, recency_of, scores, weight
@@ -127,7 +128,7 @@ def test_personalized_pagerank_equals_igraph_prpack() -> None:
     st.integers(1, 12),
 )
 def test_content_is_tested_only_where_it_is_read(rows: list[tuple[bool, str, bool]], pool: int) -> None:
-    """engine._with_content keeps what the full filter keeps wherever recall reads it: the first `pool` (MMR) and
+    """candidates.with_content keeps what the full filter keeps wherever recall reads it: the first `pool` (MMR) and
     every turn-level BM25 match (citations), in order; it never calls has_content past that."""
     ranked = [
         (
@@ -147,10 +148,10 @@ def test_content_is_tested_only_where_it_is_read(rows: list[tuple[bool, str, boo
     ]
     cards = {"n3"}
     full = [pair for pair in ranked if has_content(pair[0])]
-    kept, dropped = _with_content(ranked, pool, cards)
+    kept, dropped = with_content(ranked, pool, cards)
     assert kept[:pool] == full[:pool]
-    matched = [r.node_id for r, _ in full if _matched_line(r, cards)]
-    assert [r.node_id for r, _ in kept if _matched_line(r, cards)] == matched
+    matched = [r.node_id for r, _ in full if matched_line(r, cards)]
+    assert [r.node_id for r, _ in kept if matched_line(r, cards)] == matched
     assert set(dropped) <= {r.node_id for r, _ in ranked if not has_content(r)}
     assert [pair for pair in kept if pair not in full] == []
 

@@ -1,0 +1,146 @@
+"""What recall reads of its candidates, and only where it is read.
+
+A query reaches a few hundred nodes; recall scores all of them but goes on to read ~1 in 5: MMR's pool and the
+turn-level lines the query matched. `with_content` tests a candidate's title (no "be", 助手 results) only there, and
+`read_details` reads their text, raw_refs, MMR tokens and evidence edges; the rest stay as scored.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from r2g.tokens import ZH_STOPWORDS
+from recall.citations import RawRef, refs_column
+from recall.diversify import TURN_LEVEL, mmr_tokens
+from recall.query import EN_STOPWORDS
+from recall.scoring import DETAIL_COLUMNS, NodeBatch
+from recall.store import TenantReader
+from recall.tenant_index import TenantIndex
+
+if TYPE_CHECKING:  # recall.engine imports this module
+    from recall.engine import RecallResult
+
+
+# Words that alone make no memory: light/copula verbs, fillers and chat role labels. A result whose title holds
+# nothing else ("be", "alright", "assistant") is left out (R2G no longer makes such nodes; older lakes may hold them).
+NO_CONTENT_WORDS = frozenset(
+    """
+be do have get make go happen let seem alright ok okay yeah yes yep yup sure cool nice wow right fine great
+awesome good thanks thank hi hello hey oh lol haha hmm true sorry yay assistant user system
+是 有 做 帮 搞 弄 让 给 好 好的 嗯 嗯嗯 哈哈 哈 哦 啊 对 对的 行 可以 谢谢 助手 用户 系统
+""".split()
+)
+
+
+def with_content(
+    ranked: list[tuple[RecallResult, list[RawRef]]], pool: int, cards: set[str]
+) -> tuple[list[tuple[RecallResult, list[RawRef]]], list[str]]:
+    """The ranked candidates that have_content, as far as anything reads them: the first `pool` (all MMR looks
+    at), then only the turn-level BM25 matches (the lines the citations prefer). The rest is never tested: a
+    Chinese title's test segments it, ~10 ms a query over the ~400 candidates. Also the ids found empty."""
+    kept: list[tuple[RecallResult, list[RawRef]]] = []
+    dropped: list[str] = []
+    for pair in ranked:
+        r = pair[0]
+        if len(kept) >= pool and not matched_line(r, cards):
+            continue
+        if has_content(r):
+            kept.append(pair)
+        else:
+            dropped.append(r.node_id)
+    return kept, dropped
+
+
+def matched_line(r: RecallResult, cards: set[str]) -> bool:
+    """A line the query's words matched: a turn-level result with BM25 (not a rollup card)."""
+    return r.breakdown["bm25"] > 0 and r.type in TURN_LEVEL and r.node_id not in cards
+
+
+def has_content(r: RecallResult) -> bool:
+    """A result worth showing: a raw passage, or a title with a word beyond NO_CONTENT_WORDS."""
+    if r.type == "RawChunk":
+        return True
+    title = r.title.lower()
+    if _HAN_JIEBA.search(title) and any(
+        not _JIEBA_NOT_WORD.search(block) and _HAN_JIEBA.search(block.translate(_STOP_HAN)) is not None
+        for block in _JIEBA_BLOCK.findall(title)
+    ):
+        return True
+    return any(w not in NO_CONTENT_WORDS and w not in EN_STOPWORDS for w in mmr_tokens(title))
+
+
+# has_content without segmenting a Chinese title, where the answer is certain: jieba cuts each run of
+# _JIEBA_BLOCK characters (its re_han_default) on its own into words covering the run, so a run with no
+# non-word character (+#&.%-) whose Han characters are not all from the stop words holds a token that is
+# neither a stop word nor a no-content word. Anything else is segmented (tests/test_recall_scoring.py).
+_JIEBA_BLOCK = re.compile(r"[\u4E00-\u9FD5a-zA-Z0-9+#&\._%\-]+")
+_JIEBA_NOT_WORD = re.compile(r"[+#&.%\-]")
+_HAN_JIEBA = re.compile(r"[\u4E00-\u9FD5]")
+_STOP_HAN = {
+    ord(ch): None for w in (*NO_CONTENT_WORDS, *EN_STOPWORDS, *ZH_STOPWORDS) for ch in w if _HAN_JIEBA.match(ch)
+}
+
+
+def read_details(
+    reader: TenantIndex | TenantReader,
+    pairs: Sequence[tuple[RecallResult, list[RawRef]]],
+    pending: dict[str, tuple[RecallResult, list[RawRef]]],
+    evidence: Mapping[str, list[dict]],
+    turn_of: dict[str, tuple[str, str]],
+    cards: set[str],
+    mmr_hint: dict[str, list[str]],
+) -> None:
+    """Reads DETAIL_COLUMNS of the candidates among `pairs` that engine._score left `pending` (recall's index only)."""
+    ids = [pair[0].node_id for pair in pairs if pending.get(pair[0].node_id) is pair]  # not a raw passage
+    if ids and isinstance(reader, TenantIndex):
+        table = reader.node_table(ids, DETAIL_COLUMNS)
+        details = NodeDetails(
+            id=table.column("id").to_pylist(),
+            text=table.column("text").to_pylist(),
+            conv_id=table.column("conv_id").to_pylist(),
+            msg_id=table.column("msg_id").to_pylist(),
+            raw_refs=refs_column(table.column("raw_refs")),
+            mmr=table.column("mmr").to_pylist(),
+        )
+        fill_details(details, pending, evidence, turn_of, cards, mmr_hint)
+
+
+@dataclass
+class NodeDetails:
+    """DETAIL_COLUMNS of some nodes (a NodeBatch read with them has the same attributes)."""
+
+    id: list
+    text: list | None
+    conv_id: list | None
+    msg_id: list | None
+    raw_refs: list[list[RawRef]] | None
+    mmr: list | None
+
+
+def fill_details(
+    d: NodeDetails | NodeBatch,
+    pending: Mapping[str, tuple[RecallResult, list[RawRef]]],
+    evidence: Mapping[str, list[dict]],
+    turn_of: dict[str, tuple[str, str]],
+    cards: set[str],
+    mmr_hint: dict[str, list[str]] | None,
+) -> None:
+    """Each pending result's text, raw_refs and evidence edges (made only now: recall.expand.Evidence);
+    `turn_of` gets the (conv_id, msg_id) of the turn-level ones whose rows name it, and `mmr_hint` the MMR tokens
+    the index stored (nodes holding Han)."""
+    assert d.text is not None and d.conv_id is not None and d.msg_id is not None and d.raw_refs is not None
+    for i, nid in enumerate(d.id):
+        pair = pending.get(nid)
+        if pair is None:
+            continue
+        r, refs = pair
+        r.text = d.text[i] or ""
+        r.evidence = list(evidence.get(nid, []))
+        refs.extend(d.raw_refs[i])
+        if mmr_hint is not None and d.mmr is not None and d.mmr[i] is not None:
+            mmr_hint[nid] = d.mmr[i]
+        if nid not in cards and r.type in TURN_LEVEL and d.conv_id[i] is not None and d.msg_id[i] is not None:
+            turn_of[nid] = (d.conv_id[i], d.msg_id[i])
