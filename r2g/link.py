@@ -37,6 +37,7 @@ SAME_AS = "r2g.rule.same_as.v2"
 SUPPORT = "r2g.rule.support.v2"  # SUPPORTS and CONTRADICTS
 CONF = {SAME_AS: 0.6, SUPPORT: 0.5}
 SAME_EVENT_WINDOW = timedelta(days=1)
+LINK_TYPES = ("SAME_AS", "SUPPORTS", "CONTRADICTS")  # the edge types link_facts makes
 
 # antonym → (canonical verb, polarity flip); both languages' predicate_norms are English-ish lemmas
 ANTONYMS: dict[str, tuple[str, bool]] = {
