@@ -231,14 +231,23 @@ def _canonical(value: object) -> str:
     return repr(value)
 
 
+# rows hashed per slice: the row hash of a whole 1M-message graph held polars copies of every column (9 → 16 GB)
+HASH_SLICE_ROWS = 1 << 20
+
+
 def tenant_hashes(nodes: pa.Table, edges: pa.Table) -> pa.Table:
     """INPUT_HASHES of the nodes and edges: per tenant the row count and the sum of a hash of (row, its position
     among the tenant's rows), so any changed, added, removed or moved row changes the tenant's hash."""
     parts = []
     for name, table in (("nodes", nodes), ("edges", edges)):
-        f = as_frame(table)
-        row = pl.struct(f.columns).hash(seed=7)
-        rows = f.select("tenant", row.alias("_h")).with_columns(pl.int_range(pl.len()).over("tenant").alias("_i"))
+        hashed = [
+            (f := as_frame(table.slice(at, HASH_SLICE_ROWS))).select(
+                "tenant", pl.struct(f.columns).hash(seed=7).alias("_h")
+            )
+            for at in range(0, table.num_rows, HASH_SLICE_ROWS)
+        ]
+        rows = pl.concat(hashed) if hashed else pl.DataFrame(schema={"tenant": pl.String, "_h": pl.UInt64})
+        rows = rows.with_columns(pl.int_range(pl.len()).over("tenant").alias("_i"))
         parts.append(
             rows.group_by("tenant").agg(
                 pl.lit(name).alias("table"),

@@ -184,6 +184,15 @@ def test_tenant_hashes_see_a_changed_a_moved_and_a_removed_row() -> None:
 
 
 @fuzz_settings(10)
+@given(SEEDS, st.integers(1, 40))
+def test_tenant_hashes_do_not_depend_on_the_slice_they_are_hashed_in(seed, rows) -> None:
+    g = random_graph(seed, tenants=2, episodes=10)
+    whole = tenant_hashes(g.nodes, g.edges)
+    with mock.patch("jobs.dirty.HASH_SLICE_ROWS", rows):
+        assert tenant_hashes(g.nodes, g.edges).equals(whole)
+
+
+@fuzz_settings(10)
 @given(SEEDS)
 def test_a_changed_conversation_is_the_only_one_rolled_up_again(seed) -> None:
     g = random_graph(seed, tenants=1, episodes=40)
