@@ -511,7 +511,7 @@ def _raw_results(
     (and pass the time filters; a chunk with none left is dropped)."""
     if not raw_hits or (filters.types is not None and "RawChunk" not in filters.types):
         return []
-    citer.prefetch(RawRef(i, 0, 0) for i in raw_hits)
+    citer.prefetch((RawRef(i, 0, 0) for i in raw_hits), texts=True)
     kw = set(keywords)
     out = []
     for raw_id, bm25 in raw_hits.items():
