@@ -8,8 +8,9 @@ turn-level lines the query matched. `with_content` tests a candidate's title (no
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from r2g.tokens import ZH_STOPWORDS
@@ -35,22 +36,62 @@ awesome good thanks thank hi hello hey oh lol haha hmm true sorry yay assistant 
 )
 
 
+Pair = tuple["RecallResult", list[RawRef]]
+
+
+class Scored:
+    """The candidates engine._score keeps, as batch rows with their score columns (bm25, graph, weight, recency,
+    vector, score). A RecallResult is made (`pair`) only for a candidate with_content reads: ~1 in 5; the rest
+    are ranked by their columns alone."""
+
+    def __init__(
+        self, batch: NodeBatch, rows: list[int], columns: list[list[float]], make: Callable[[int], RecallResult]
+    ) -> None:
+        self.batch, self.rows, self.columns, self._make = batch, rows, columns, make
+        self.cards = {batch.id[i] for i in rows if batch.subtype[i] == "rollup"}
+        self.pending: dict[str, Pair] = {}  # the pairs made, by id, whose details read_details fills
+
+    def order(self, extra: Sequence[Pair]) -> list[Pair | int]:
+        """The rows and the `extra` results (raw passages) by score, best first, equal scores by id."""
+        score, ids = self.columns[5], self.batch.id
+        keyed: list[tuple[tuple[float, str], Pair | int]] = [((-score[i], ids[i]), i) for i in self.rows]
+        keyed += [((-pair[0].score, pair[0].node_id), pair) for pair in extra]
+        keyed.sort(key=itemgetter(0))
+        return [item for _, item in keyed]
+
+    def matched(self, i: int) -> bool:
+        """matched_line of row i, from its columns."""
+        return self.columns[0][i] > 0 and self.batch.type[i] in TURN_LEVEL and self.batch.id[i] not in self.cards
+
+    def pair(self, i: int) -> Pair:
+        pair: Pair = (self._make(i), [])
+        self.pending[self.batch.id[i]] = pair
+        return pair
+
+
 def with_content(
-    ranked: list[tuple[RecallResult, list[RawRef]]], pool: int, cards: set[str]
-) -> tuple[list[tuple[RecallResult, list[RawRef]]], list[str]]:
+    ranked: Sequence[Pair | int], pool: int, cards: set[str], scored: Scored | None = None
+) -> tuple[list[Pair], list[str]]:
     """The ranked candidates that have_content, as far as anything reads them: the first `pool` (all MMR looks
     at), then only the turn-level BM25 matches (the lines the citations prefer). The rest is never tested: a
-    Chinese title's test segments it, ~10 ms a query over the ~400 candidates. Also the ids found empty."""
-    kept: list[tuple[RecallResult, list[RawRef]]] = []
+    Chinese title's test segments it, ~10 ms a query over the ~400 candidates. Also the ids found empty.
+    An int in `ranked` is a row of `scored`, made into its pair only when tested."""
+    kept: list[Pair] = []
     dropped: list[str] = []
-    for pair in ranked:
-        r = pair[0]
-        if len(kept) >= pool and not matched_line(r, cards):
-            continue
-        if has_content(r):
+    for item in ranked:
+        if isinstance(item, int):
+            assert scored is not None
+            if len(kept) >= pool and not scored.matched(item):
+                continue
+            pair = scored.pair(item)
+        else:
+            pair = item
+            if len(kept) >= pool and not matched_line(pair[0], cards):
+                continue
+        if has_content(pair[0]):
             kept.append(pair)
         else:
-            dropped.append(r.node_id)
+            dropped.append(pair[0].node_id)
     return kept, dropped
 
 
@@ -86,16 +127,20 @@ _STOP_HAN = {
 
 def read_details(
     reader: TenantIndex | TenantReader,
-    pairs: Sequence[tuple[RecallResult, list[RawRef]]],
-    pending: dict[str, tuple[RecallResult, list[RawRef]]],
+    pairs: Sequence[Pair],
+    scored: Scored,
     evidence: Mapping[str, list[dict]],
     turn_of: dict[str, tuple[str, str]],
-    cards: set[str],
     mmr_hint: dict[str, list[str]],
 ) -> None:
-    """Reads DETAIL_COLUMNS of the candidates among `pairs` that engine._score left `pending` (recall's index only)."""
+    """Fills DETAIL_COLUMNS of the candidates among `pairs` made from `scored` (not the raw passages): read from
+    recall's index, or taken from the DuckDB reader's batch, which holds them."""
+    pending = scored.pending
+    if not isinstance(reader, TenantIndex):
+        fill_details(scored.batch, pending, evidence, turn_of, scored.cards, mmr_hint)
+        return
     ids = [pair[0].node_id for pair in pairs if pending.get(pair[0].node_id) is pair]  # not a raw passage
-    if ids and isinstance(reader, TenantIndex):
+    if ids:
         table = reader.node_table(ids, DETAIL_COLUMNS)
         details = NodeDetails(
             id=table.column("id").to_pylist(),
@@ -105,7 +150,7 @@ def read_details(
             raw_refs=refs_column(table.column("raw_refs")),
             mmr=table.column("mmr").to_pylist(),
         )
-        fill_details(details, pending, evidence, turn_of, cards, mmr_hint)
+        fill_details(details, pending, evidence, turn_of, scored.cards, mmr_hint)
 
 
 @dataclass

@@ -141,21 +141,31 @@ class Citer:
         self.store = store
         self._chunks: dict[str, dict | None] = {}
         self._messages: dict[str, list[dict]] = {}
+        self._texts: set[str] = set()  # the chunks whose messages were read with their text
         self._blobs: dict[str, bytes | None] = {}
         self.failures: list[dict] = []
 
-    def prefetch(self, refs: Iterable[RawRef]) -> None:
-        """Load chunk and message rows for all refs' chunks in two queries."""
-        ids = sorted({r.raw_id for r in refs} - set(self._chunks))
+    def prefetch(self, refs: Iterable[RawRef], texts: bool = False) -> None:
+        """Load chunk and message rows for all refs' chunks in two queries. `texts`: with the messages' text,
+        which citing never reads; recall's index reads it apart, for the raw fallback's chunks alone."""
+        wanted = {r.raw_id for r in refs}
+        ids = sorted(wanted - set(self._chunks))
+        by_piece = hasattr(self.reader, "message_pieces")  # recall's index keeps each message's piece per chunk
+        if by_piece and texts and wanted - self._texts:
+            read = sorted(wanted - self._texts)
+            self._texts.update(read)
+            self._messages.update(self.reader.message_pieces(read, text=True))  # type: ignore[attr-defined]
         if not ids:
             return
         found = self.reader.chunks(ids)
         for i in ids:
             self._chunks[i] = found.get(i)
-            self._messages[i] = []
-        if hasattr(self.reader, "message_pieces"):  # recall's index keeps each message's piece per chunk
-            self._messages.update(self.reader.message_pieces(ids))
+            self._messages.setdefault(i, [])
+        if by_piece:
+            if fresh := [i for i in ids if i not in self._texts]:
+                self._messages.update(self.reader.message_pieces(fresh, text=False))  # type: ignore[attr-defined]
             return
+        self._texts.update(ids)
         for m in self.reader.messages_in(ids):
             pieces = as_refs(m["raw_refs"]) or ([RawRef(m["raw_id"], m["offset"], m["length"])] if m["raw_id"] else [])
             for p in pieces:
@@ -177,7 +187,8 @@ class Citer:
         return (m["conv_id"], m["msg_id"]) if m is not None else None
 
     def messages_of(self, raw_id: str) -> list[dict]:
-        self.prefetch([RawRef(raw_id, 0, 0)])
+        """The chunk's messages, with their text."""
+        self.prefetch([RawRef(raw_id, 0, 0)], texts=True)
         return self._messages.get(raw_id, [])
 
     def _blob(self, raw_id: str) -> bytes | None:

@@ -44,21 +44,21 @@ def mmr_tokens(text: str) -> frozenset[str]:
     return frozenset(search_tokens(text))
 
 
-def _similar(
-    a: tuple[RecallResult, list[RawRef]],
-    b: tuple[RecallResult, list[RawRef]],
-    tokens: Mapping[str, AbstractSet[str]],
-    cards: frozenset[str] | set[str] = frozenset(),
-) -> float:
+# What MMR compares of a candidate, made once per candidate (not per pair): whether it is a card, its first three
+# raw_refs, its words.
+_Key = tuple[bool, "Sequence[RawRef]", AbstractSet[str]]
+
+
+def _similar(a: _Key, b: _Key) -> float:
     """1.0 when two turn-level results cite overlapping bytes (an Episode and a Fact of the same turn), else the
     Jaccard overlap of their title+text words (mmr_tokens). An entity, topic or rollup card's raw_refs are
     sample mentions, not what it cites for this query: they make no line its duplicate."""
-    if not (_is_card(a[0], cards) or _is_card(b[0], cards)):
-        for x in a[1][:3]:
-            for y in b[1][:3]:
+    if not (a[0] or b[0]):
+        for x in a[1]:
+            for y in b[1]:
                 if x.raw_id == y.raw_id and x.offset < y.offset + y.length and y.offset < x.offset + x.length:
                     return 1.0
-    ta, tb = tokens[a[0].node_id], tokens[b[0].node_id]
+    ta, tb = a[2], b[2]
     return len(ta & tb) / len(ta | tb) if ta and tb else 0.0
 
 
@@ -100,16 +100,17 @@ def mmr(
     picked: list[tuple[RecallResult, list[RawRef]]] = []
     rest = list(pool)
     best_sim = [0.0] * len(rest)
+    keys: list[_Key] = [(_is_card(r, cards), refs[:3], tokens[r.node_id]) for r, refs in rest]
     while rest and len(picked) < k:
         gains = [gain(c[0].score, sim) for c, sim in zip(rest, best_sim)]
-        i = max(range(len(rest)), key=lambda j: (gains[j], -j))
-        chosen, sim = rest.pop(i), best_sim.pop(i)
+        i = gains.index(max(gains))  # the first of the best (a gain is never nan: max(0.0, ·))
+        chosen, sim, key = rest.pop(i), best_sim.pop(i), keys.pop(i)
         r = chosen[0]
         r.breakdown["mmr"] = gains[i] - r.score
         r.breakdown["mmr_similarity"] = sim
         r.score = gains[i]
         picked.append(chosen)
-        best_sim = [max(s, _similar(c, chosen, tokens, cards)) for c, s in zip(rest, best_sim)]
+        best_sim = [max(s, _similar(other, key)) for other, s in zip(keys, best_sim)]
     return picked
 
 

@@ -40,7 +40,7 @@ import numpy as np
 from raw_store.cas import RawStore
 from raw_store.lake import Lake
 from recall import hop, scoring, vectors
-from recall.candidates import NO_CONTENT_WORDS, fill_details, matched_line, read_details, with_content
+from recall.candidates import NO_CONTENT_WORDS, Scored, matched_line, read_details, with_content
 from recall.citations import Citation, Citer, RawRef
 from recall.config import RecallConfig
 from recall.diversify import AGGREGATE, estimate_tokens, mmr, pack, result_tokens
@@ -320,17 +320,14 @@ def _recall(
     tr.stage("expand", len(graph_scores), depth=expand_depth, graph=graph_state, method=cfg.graph_method)
 
     turn_of: dict[str, tuple[str, str]] = {}
-    cards: set[str] = set()
     mmr_hint: dict[str, list[str]] = {}
-    ranked, pending = _score(
-        reader, info, seeds, vec, graph_scores, evidence, filters, analysis, cfg, turn_of, cards, mmr_hint, query
-    )
+    cands = _score(reader, info, seeds, vec, graph_scores, filters, analysis, cfg, query)
+    cards = cands.cards
     citer = Citer(reader, _raw_store(lake))
-    ranked += _raw_results(citer, raw_hits, keywords, info, cfg, filters)
-    ranked.sort(key=lambda pair: (-pair[0].score, pair[0].node_id))
-    scored = len(ranked)
-    ranked, no_content = with_content(ranked, max(k, cfg.mmr_pool, 2), cards)
-    read_details(reader, ranked, pending, evidence, turn_of, cards, mmr_hint)  # what is read below: text, raw_refs
+    order = cands.order(_raw_results(citer, raw_hits, keywords, info, cfg, filters))
+    scored = len(order)
+    ranked, no_content = with_content(order, max(k, cfg.mmr_pool, 2), cards, cands)
+    read_details(reader, ranked, cands, evidence, turn_of, mmr_hint)  # what is read below: text, raw_refs
     tr.stage("score", scored, k=k, no_content=no_content[:5])
     top = mmr(ranked, k, cfg, mmr_hint, cards)
     tr.stage("mmr", len(top), pool=min(len(ranked), max(k, cfg.mmr_pool)), mmr_lambda=cfg.mmr_lambda)
@@ -444,20 +441,15 @@ def _score(
     seeds: Mapping[str, float],
     vec: Mapping[str, float] | None,
     graph_scores: Mapping[str, float],
-    evidence: Mapping[str, list[dict]],
     filters: Filters,
     analysis: QueryAnalysis,
     cfg: RecallConfig,
-    turn_of: dict[str, tuple[str, str]],
-    cards: set[str],
-    mmr_hint: dict[str, list[str]] | None = None,
     query: str = "",
-) -> tuple[list[tuple[RecallResult, list[RawRef]]], dict[str, tuple[RecallResult, list[RawRef]]]]:
-    """Candidates (seeds ∪ reached) that pass the filters, with their score breakdown, and `cards` filled with the
-    rollup summaries (cited like entity and topic cards). `vec`: stage B's cosines (None: stage B off, and no
-    "vector" in the breakdown). Recall's index is read for SCORE_COLUMNS only: the candidates' text and raw_refs
-    (still empty) are read by _details for the few recall goes on to read, which are returned by id; the DuckDB
-    reader's rows hold them already, and they are filled here (none returned)."""
+) -> Scored:
+    """Candidates (seeds ∪ reached) that pass the filters, with their score breakdown, and the rollup summaries
+    among them (cited like entity and topic cards). `vec`: stage B's cosines (None: stage B off, and no "vector"
+    in the breakdown). Recall's index is read for SCORE_COLUMNS only: the candidates' text and raw_refs are read
+    by read_details for the few recall goes on to read (the DuckDB reader's rows hold them already)."""
     ids = list(dict.fromkeys([*seeds, *(vec or ()), *graph_scores]))
     if isinstance(reader, TenantIndex):
         b = reader.node_batch(ids, SCORE_COLUMNS)
@@ -471,32 +463,16 @@ def _score(
     weight = scoring.weight(b, rec, cfg)
     score = scoring.scores(b, bm25, similarity, graph, weight, analysis, cfg) * scoring.speaker_boost(b, query, cfg)
     columns = [x.tolist() for x in (bm25, graph, weight, rec, similarity, score)]
-    out = []
-    pending: dict[str, tuple[RecallResult, list[RawRef]]] = {}
-    for i in np.flatnonzero(scoring.passes(b, filters)).tolist():
-        nid, ntype = b.id[i], b.type[i]
-        breakdown = {"bm25": columns[0][i], "graph": columns[1][i], "weight": columns[2][i], "recency": columns[3][i]}
-        if vec is not None:
-            breakdown["vector"] = columns[4][i]
-        r = RecallResult(
-            node_id=nid,
-            type=ntype,
-            title=b.title[i] or "",
-            text="",
-            score=columns[5][i],
-            breakdown=breakdown,
-            citations=[],
-            evidence=[],
-        )
-        pair: tuple[RecallResult, list[RawRef]] = (r, [])
-        out.append(pair)
-        pending[nid] = pair
-        if b.subtype[i] == "rollup":
-            cards.add(nid)
-    if not isinstance(reader, TenantIndex):
-        fill_details(b, pending, evidence, turn_of, cards, mmr_hint)
-        pending = {}
-    return out, pending
+    rows = np.flatnonzero(scoring.passes(b, filters)).tolist()
+    return Scored(b, rows, columns, lambda i: _result(b, i, columns, vec is not None))
+
+
+def _result(b: NodeBatch, i: int, columns: list[list[float]], vector: bool) -> RecallResult:
+    """The RecallResult of batch row i as scored (text, citations and evidence still empty)."""
+    breakdown = {"bm25": columns[0][i], "graph": columns[1][i], "weight": columns[2][i], "recency": columns[3][i]}
+    if vector:
+        breakdown["vector"] = columns[4][i]
+    return RecallResult(b.id[i], b.type[i], b.title[i] or "", "", columns[5][i], breakdown, [], [])
 
 
 def _raw_results(
@@ -511,7 +487,7 @@ def _raw_results(
     (and pass the time filters; a chunk with none left is dropped)."""
     if not raw_hits or (filters.types is not None and "RawChunk" not in filters.types):
         return []
-    citer.prefetch(RawRef(i, 0, 0) for i in raw_hits)
+    citer.prefetch((RawRef(i, 0, 0) for i in raw_hits), texts=True)
     kw = set(keywords)
     out = []
     for raw_id, bm25 in raw_hits.items():

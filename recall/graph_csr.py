@@ -227,10 +227,19 @@ def personalized_pagerank(
     strength = np.bincount(a, weights=w, minlength=n)
     share = damping * w / strength[a]  # the walker's step along each (directed) half of an edge
     dangling = np.flatnonzero(strength == 0)
+    # without dangling vertices their mass term is damping * 0.0 = 0.0 and the restart is (1 - damping) * r: the
+    # same floats made once. The step buffer: a query's ~180 iterations of small arrays are numpy call overhead.
+    restart = (1 - damping) * r
+    step = np.empty(len(a))
     x = r.copy()
     for i in range(max_iter):
-        nx = np.bincount(b, weights=share * x[a], minlength=n)
-        nx += (damping * x[dangling].sum() + (1 - damping)) * r
+        np.take(x, a, out=step)
+        np.multiply(share, step, out=step)
+        nx = np.bincount(b, weights=step, minlength=n)
+        if len(dangling):
+            nx += (damping * x[dangling].sum() + (1 - damping)) * r
+        else:
+            nx += restart
         if i % 8 == 7:  # the L1 change shrinks by ~damping a step: test it now and then, not every step
             done = np.abs(nx - x).sum() < tol
             x = nx
