@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -205,15 +206,31 @@ def recall(
     tr.stage("keywords", len(keywords), keywords=keywords, code_like=code_like)
     if not keywords:
         return []
-    reader = _reader(lake, tenant)
-    if reader is None:
-        tr.stage("seeds", 0, reason="tenant not in index")
-        return []
+    with _cyclic_gc_paused():
+        reader = _reader(lake, tenant)
+        if reader is None:
+            tr.stage("seeds", 0, reason="tenant not in index")
+            return []
+        try:
+            return _recall(reader, lake, query, keywords, code_like, k, expand_depth, filters, budget_tokens, cfg, tr)
+        finally:
+            reader.close()
+            _freeze_long_lived()
+
+
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """The cyclic GC off while one recall runs. A query makes no reference cycles (tests/test_recall_output.py
+    pins it), so a collection inside it frees nothing and only walks the query's own live objects: 2-8 full
+    passes per 200 bench queries at 35-45 ms each, the top of the p95 tail. Refcounting frees everything as
+    before; the collections run between queries instead, over a small live set. Re-enabled only if it was on."""
+    was_on = gc.isenabled()
+    gc.disable()
     try:
-        return _recall(reader, lake, query, keywords, code_like, k, expand_depth, filters, budget_tokens, cfg, tr)
+        yield
     finally:
-        reader.close()
-        _freeze_long_lived()
+        if was_on:
+            gc.enable()
 
 
 _FROZEN = False

@@ -146,6 +146,32 @@ def test_results_are_in_score_order_and_none_is_junk(lake, tenant: str, query: s
     assert [r.score for r in py] == sorted((r.score for r in py), reverse=True)
 
 
+def test_a_recall_makes_no_reference_cycles_and_leaves_the_gc_as_it_found_it(lake) -> None:
+    """recall.engine pauses the cyclic GC while a query runs: sound only while a query leaves no cycle behind."""
+    import gc
+
+    from recall import recall
+
+    for tenant, query in QUERIES:
+        recall(query, tenant, k=20, expand_depth=2, lake=lake)  # caches and lazy imports settle first
+    gc.collect()
+    saved = gc.get_debug()
+    gc.set_debug(gc.DEBUG_SAVEALL)  # what a collection finds unreachable is kept in gc.garbage, to name it
+    try:
+        for tenant, query in QUERIES:
+            assert gc.isenabled()
+            assert recall(query, tenant, k=20, expand_depth=2, lake=lake)
+            assert gc.isenabled()
+            assert gc.collect() == 0, sorted({type(o).__name__ for o in gc.garbage})
+        gc.disable()
+        recall(QUERIES[0][1], QUERIES[0][0], k=5, lake=lake)
+        assert not gc.isenabled()  # off before, off after
+    finally:
+        gc.enable()
+        gc.set_debug(saved)
+        gc.garbage.clear()
+
+
 def test_the_answer_is_first_and_its_repeats_say_why_they_rank_low(lake) -> None:
     got = json.loads(
         _memctl(
