@@ -168,8 +168,9 @@ def write_bytes_atomic(path: Path, data: bytes) -> bool:
     the file, and its mtime, untouched) when the file already holds exactly these bytes.
     On object storage one PUT replaces an object whole (never partly), so it is the rename."""
     if is_remote(path):
-        try:
-            if path.stat().st_size == len(data) and path.read_bytes() == data:
+        try:  # a HEAD, and only for an object of the same size a GET (UPath.read_bytes would HEAD it again)
+            obj: Any = path  # a UPath
+            if obj.fs.info(obj.path)["size"] == len(data) and read_object(obj) == data:
                 return False
         except FileNotFoundError:
             pass
@@ -222,11 +223,17 @@ def read_table(path: Path, schema: pa.Schema) -> pa.Table:
 def read_parquet(path: Any, columns: list[str] | None = None) -> pa.Table:
     """A Parquet file as it is (local or on object storage: fetched whole, one GET); FileNotFoundError if none."""
     if is_remote(path):
-        return pq.read_table(pa.BufferReader(path.read_bytes()), columns=columns)
+        return pq.read_table(pa.BufferReader(read_object(path)), columns=columns)
     if not Path(path).exists():
         raise FileNotFoundError(path)
     # one file: ParquetFile, not read_table's dataset discovery (~20 % of reading a lake's many small parts)
     return pq.ParquetFile(path).read(columns=columns)
+
+
+def read_object(path: Any) -> bytes:
+    """The bytes of an object on object storage in one GET (UPath.read_bytes asks for its size first: a HEAD and
+    a GET, each a round trip); FileNotFoundError if there is none."""
+    return bytes(path.fs.cat_file(path.path))
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -330,7 +337,18 @@ def write_manifest(part_dir: Path, manifest: dict) -> None:
 def part_dirs(lake: Lake) -> list[Path]:
     """Partition folders in a stable order (by folder name, so file order never matters)."""
     if is_remote(lake.parts):
-        return sorted({p.parent for p in lake.parts.glob(f"*/{PART_MANIFEST}")}, key=lambda p: p.name)
+        # one flat listing of the prefix (paginated): a glob of */manifest.json lists every part folder apart,
+        # a round trip each, and the lake run asks for the partitions many times
+        base = lake.parts.path.rstrip("/") + "/"
+        try:
+            found = lake.parts.fs.find(base)
+        except FileNotFoundError:
+            return []
+        rels = (n[len(base) :] for n in found if n.startswith(base))
+        return [
+            lake.parts / d
+            for d in sorted({r.split("/")[0] for r in rels if r.count("/") == 1 and r.endswith("/" + PART_MANIFEST)})
+        ]
     if not lake.parts.is_dir():
         return []
     return sorted(p for p in lake.parts.iterdir() if p.is_dir() and (p / PART_MANIFEST).exists())

@@ -30,7 +30,7 @@ import polars as pl
 import pyarrow as pa
 
 from raw_store.frames import as_frame, sort_stable
-from raw_store.lake import Lake, conform, is_remote, part_dirs, read_parquet, write_table
+from raw_store.lake import Lake, conform, is_remote, part_dirs, read_object, read_parquet, write_table
 
 KEY = ("tenant", "id")
 
@@ -81,6 +81,8 @@ class _ReadCache:
         return (int(raw) if raw.isdigit() else 128) << 20
 
     def read(self, path: Any, schema: pa.Schema, columns: list[str]) -> pa.Table | None:
+        if is_remote(path):
+            return _read_remote(path, columns)
         try:
             st = path.stat()
         except (FileNotFoundError, OSError):
@@ -90,14 +92,13 @@ class _ReadCache:
         hit = self._items.get(key)
         if hit is not None and hit[0] == stamp:
             return hit[1].select(columns)
-        names = _names(path)
-        whole = set(columns) >= set(schema.names) or not is_remote(path) and st.st_size * 8 < self._budget() // 64
+        whole = set(columns) >= set(schema.names) or st.st_size * 8 < self._budget() // 64
         try:
-            t = read_parquet(path, columns=None if whole else [c for c in columns if c in names])
+            t = read_parquet(path, columns=None if whole else [c for c in columns if c in _names(path)])
         except FileNotFoundError:
             return None
         t = conform(t, schema) if whole else t
-        if whole and not is_remote(path):
+        if whole:
             self._keep(key, stamp, t)
         return t.select([c for c in columns if c in t.column_names])
 
@@ -123,10 +124,20 @@ _CACHE = _ReadCache()
 def _names(path: Any) -> set[str]:
     import pyarrow.parquet as pq
 
-    if is_remote(path):
-        with path.open("rb") as f:
-            return set(pq.read_schema(f).names)
     return set(pq.read_schema(path).names)
+
+
+def _read_remote(path: Any, columns: list[str]) -> pa.Table | None:
+    """`columns` (those the file has) of a part file on object storage, not kept: one GET of the whole object, where
+    a HEAD for the cache stamp, a ranged read of the schema and then the GET cost four round trips or more."""
+    import pyarrow.parquet as pq
+
+    try:
+        f = pq.ParquetFile(pa.BufferReader(read_object(path)))
+    except FileNotFoundError:
+        return None
+    names = set(f.schema_arrow.names)
+    return f.read(columns=[c for c in columns if c in names])
 
 
 # Not a path inside the inbox (no inbox file's partition key starts with ".."), so never an inbox file's partition.

@@ -14,9 +14,11 @@ import hashlib
 import json
 import logging
 import os
+import re
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -357,15 +359,16 @@ def _fill(
 ) -> dict:
     """Views of the lake tables (copies on object storage, which DuckDB cannot reach by itself), the tenants view,
     and per tenant the BM25 indexes over node and raw-passage documents."""
-    if lake.remote:
+    if lake.remote:  # for a file the SQL names that _local_copies did not fetch
         con.register_filesystem(lake.root.fs)
     kind = "TABLE" if lake.remote else "VIEW"
     counts = {}
-    for name in names:
-        con.execute(f"CREATE {kind} {name} AS {views[name]}")
-        row = con.execute(f"SELECT count(*) FROM {name}").fetchone()
-        assert row is not None  # count(*) is one row
-        counts[name] = row[0]
+    with _local_copies(lake, [views[n] for n in names]) as local:
+        for name in names:
+            con.execute(f"CREATE {kind} {name} AS {local(views[name])}")
+            row = con.execute(f"SELECT count(*) FROM {name}").fetchone()
+            assert row is not None  # count(*) is one row
+            counts[name] = row[0]
     con.execute(f"CREATE {kind} tenants AS SELECT * FROM read_parquet('{_sql_str(str(_tenants_path(lake)))}')")
 
     docs = nodes.select("tenant", "id", "type").join(node_docs.every(), on=["tenant", "id"])
@@ -375,6 +378,28 @@ def _fill(
         _per_tenant_fts(con, docs.filter(pl.col("tenant") == tenant).sort("id"), node_docs_table(slug))
         _per_tenant_fts(con, raw.filter(pl.col("tenant") == tenant).sort("id"), raw_docs_table(slug))
     return {"tables": counts, "node_docs": docs.height, "raw_docs": raw.height}
+
+
+@contextmanager
+def _local_copies(lake: Lake, sqls: list[str]) -> Iterator[Callable[[str], str]]:
+    """A function that points SQL over the lake's files at local copies of them: on object storage the objects
+    the `sqls` name are fetched once each, all at once, into a temp folder that lives while the context does. DuckDB
+    reading the bucket through the registered fsspec file system asked for each file's size, footer and column
+    chunks apart, a round trip each (most of a small lake's index build). A local lake: the SQL as it is."""
+    if not lake.remote:
+        yield lambda sql: sql
+        return
+    root = str(lake.root).rstrip("/") + "/"
+    rels = sorted({m for sql in sqls for m in re.findall(re.escape(root) + r"([^']+)'", sql)})
+    keys = {rel: lake.root.joinpath(*rel.split("/")).path for rel in rels}
+    objects = lake.root.fs.cat(list(keys.values()), on_error="omit") if keys else {}  # concurrent GETs
+    with tempfile.TemporaryDirectory(prefix=".lake.", dir=lake.index_dir) as tmp:
+        for rel in rels:
+            data = objects.get(keys[rel])
+            if data is not None:  # a missing one stays missing: DuckDB reports it as it would in the bucket
+                (Path(tmp) / rel).parent.mkdir(parents=True, exist_ok=True)
+                (Path(tmp) / rel).write_bytes(data)
+        yield lambda sql: sql.replace(root, Path(tmp).as_posix() + "/")
 
 
 def _tenants_path(lake: Lake) -> Path:

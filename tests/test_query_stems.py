@@ -6,8 +6,10 @@ import json
 import sys
 import unicodedata
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
 
+import duckdb
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,17 +22,25 @@ from recall.store import connect
 EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"
 
 
+@cache
+def _stemmer() -> duckdb.DuckDBPyConnection:
+    """One in-memory DuckDB with the fts extension and the tokenize macro for the module: opening one per call
+    (extension loaded, macro created) cost more than the stems of 300 generated examples."""
+    con = connect(None, read_only=False)
+    con.execute(f"CREATE MACRO memctl_tokenize(s) AS {PYTHON_TOKENIZE}")
+    return con
+
+
 def _duckdb_stems(strings: Sequence[str]) -> list[tuple[str, ...]]:
     """DuckDB's distinct stems of each string, sorted, in one query (as QueryTerms.duckdb_stems, batched)."""
     import pyarrow as pa
 
-    con = connect(None, read_only=False)
+    con = _stemmer()
+    con.register("q", pa.table({"i": list(range(len(strings))), "s": list(strings)}))
     try:
-        con.execute(f"CREATE MACRO memctl_tokenize(s) AS {PYTHON_TOKENIZE}")
-        con.register("q", pa.table({"i": list(range(len(strings))), "s": list(strings)}))
         rows = con.execute("SELECT i, stem(unnest(memctl_tokenize(s)), 'porter') AS t FROM q").fetchall()
     finally:
-        con.close()
+        con.unregister("q")
     out: list[set[str]] = [set() for _ in strings]
     for i, t in rows:
         if t:

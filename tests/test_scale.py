@@ -1,9 +1,10 @@
 """Scale-out: `memctl materialize` on the dask executor (a LocalCluster of 2 worker processes).
 
-A 10-file inbox (each of five formats twice, three tenants), built from the sample logs, goes through the
-real CLI twice: in-process (the default) and with MEMCTL_EXECUTOR=dask. The per-file runs must
-land on both workers and overlap in time, and the lake's Parquet tables, manifests and raw blobs
-must be the same bytes as the in-process run's.
+A 5-file inbox (each of five formats once, three tenants), built from the sample logs, goes through the
+real CLI twice: with the default executor (`auto`: so small an inbox runs in-process) and with
+MEMCTL_EXECUTOR=dask. The per-file runs must land on both workers and overlap in time, and the lake's
+Parquet tables, manifests and raw blobs must be the same bytes as the in-process run's; so must the
+`auto` executor's when its files fan out. The in-process build is the module's one reference.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -25,7 +27,7 @@ pytestmark = pytest.mark.scale
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "data" / "inbox"
-N_FILES = 10  # each format twice: enough for both workers to overlap; every file run costs a Dagster run
+N_FILES = 5  # each format once: both workers take a file at once, so their runs overlap; each costs a Dagster run
 TENANTS = ("demo", "research", "team")
 FORMATS = ("transcript", "jsonl", "whatsapp", "qq", "locomo")
 
@@ -111,6 +113,26 @@ def _wait(proc: subprocess.Popen) -> None:
     assert proc.returncode == 0, err
 
 
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[], Path]]:
+    """The scale inbox materialized by the CLI's default executor (`auto`, two workers), which both executors'
+    builds must equal. Started at the module's first request, so it runs beside the dask test's build (separate
+    data dirs); calling the fixture's value waits for it and returns its data dir."""
+    root = _root(tmp_path_factory.mktemp("reference"), scale_inbox())
+    proc = _cli_materialize(root, MEMCTL_WORKERS="2")
+
+    def ready() -> Path:
+        if proc.returncode is None:
+            _wait(proc)
+        assert proc.returncode == 0
+        return root
+
+    yield ready
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
 def test_scale_inbox_covers_formats_and_tenants() -> None:
     from raw_store.readers import detect_format
 
@@ -126,16 +148,13 @@ def test_scale_inbox_covers_formats_and_tenants() -> None:
     }
 
 
-def test_dask_executor_fans_files_out_and_builds_the_same_bytes(tmp_path: Path) -> None:
-    files = scale_inbox()
-    ref, root = _root(tmp_path / "in_process", files), _root(tmp_path / "dask", files)
-    # both at once (separate data dirs): the in-process reference needs no cores the cluster could use better
-    in_process = _cli_materialize(ref)
+def test_dask_executor_fans_files_out_and_builds_the_same_bytes(reference: Callable[[], Path], tmp_path: Path) -> None:
+    root = _root(tmp_path / "dask", scale_inbox())
+    # beside the in-process reference (the fixture started it): it needs no cores the cluster could use better
     on_dask = _cli_materialize(root, MEMCTL_EXECUTOR="dask", MEMCTL_WORKERS="2")
-    _wait(in_process)
     _wait(on_dask)
     fingerprint = lake_fingerprint(root)
-    assert fingerprint == lake_fingerprint(ref)
+    assert fingerprint == lake_fingerprint(reference())
     assert sum(p.startswith("lake/parts/") for p in fingerprint) >= N_FILES
     assert any(p.startswith("raw/") for p in fingerprint)
 
@@ -152,25 +171,28 @@ def test_dask_executor_fans_files_out_and_builds_the_same_bytes(tmp_path: Path) 
 
 
 def test_auto_executor_fans_out_only_when_the_input_is_worth_a_cluster(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    reference: Callable[[], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The default executor: a small inbox runs in this process; past AUTO_PARALLEL_BYTES the files go to a
     LocalCluster of one worker process per core, and the lake is the same bytes."""
     from assets import run
-    from assets.run import IN_PROCESS, ExecutorConfig, materialize
+    from assets.run import ExecutorConfig, materialize
     from raw_store.lake import Lake
 
     for k in [k for k in os.environ if k.startswith("MEMCTL_")] + ["DAGSTER_HOME"]:
         monkeypatch.delenv(k, raising=False)
     assert ExecutorConfig.from_env() == ExecutorConfig(kind="auto", workers=os.cpu_count() or 1)
-    files = dict(list(scale_inbox(6).items()))
-    small, big = _root(tmp_path / "small", files), _root(tmp_path / "big", files)
-    summary = materialize(Lake(small), progress=False, executor=ExecutorConfig(kind="auto", workers=2))
-    assert summary.ok and {o.worker for o in summary.placements.values()} == {IN_PROCESS}
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    # small: the reference, built by `memctl materialize` with the default executor and two workers. Every file
+    # ran in that process: a file run on a dask worker carries WORKER_TAG (test_dask_executor_… above).
+    small = reference()
+    with dg.DagsterInstance.from_config(str(small / "dagster_home")) as instance:
+        runs = [r.dagster_run for r in instance.get_run_records()]
+    assert len([r for r in runs if "dagster/partition" in r.tags]) == N_FILES
+    assert not [r.tags[WORKER_TAG] for r in runs if WORKER_TAG in r.tags]
     monkeypatch.setattr(run, "AUTO_PARALLEL_BYTES", 0)
+    big = _root(tmp_path / "big", scale_inbox())
     summary = materialize(Lake(big), progress=False, executor=ExecutorConfig(kind="auto", workers=2))
     assert summary.ok and summary.lake_rebuilt
     assert len({o.worker.split(" pid=")[0] for o in summary.placements.values()}) == 2
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
-    assert lake_fingerprint(small) == lake_fingerprint(big)
+    assert lake_fingerprint(big) == lake_fingerprint(small)
