@@ -76,7 +76,11 @@ class Adjacency:
 
     def weights(self, lo: int, hi: int) -> np.ndarray:
         """The float64 weights of half-edges [lo, hi)."""
-        return self._w[lo:hi] if self._wtab is None else self._wtab[self._w[lo:hi]]
+        return self.weights_at(slice(lo, hi))
+
+    def weights_at(self, at: slice | np.ndarray) -> np.ndarray:
+        """The float64 weights of the half-edges at `at` (a slice or positions)."""
+        return self._w[at] if self._wtab is None else self._wtab[self._w[at]]
 
 
 class CsrGraph:
@@ -118,22 +122,28 @@ class CsrGraph:
     def degree(self, slots: np.ndarray) -> np.ndarray:
         """igraph's degree of each slot (edges at it, a self-loop twice), looked up: no per-slot array is built,
         so opening a large tenant's graph reads nothing."""
-        slots = np.asarray(slots, dtype=np.int64)
-        out = np.zeros(len(slots), np.int64)
+        lo, hi, _ = self._spans(np.asarray(slots, dtype=np.int64))
+        return hi - lo
+
+    def _spans(self, vs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(lo, hi, segment) of each slot's current list: its half-edges are [lo, hi) of that segment's arrays
+        (a slot with no list: 0, 0, -1)."""
+        lo = np.zeros(len(vs), np.int64)
+        hi = np.zeros(len(vs), np.int64)
+        seg = np.full(len(vs), -1, np.int64)
         if self._single:
             a = self._adj[0]
-            rows = np.searchsorted(a.slot, slots.astype(np.int32))
+            rows = np.searchsorted(a.slot, vs.astype(np.int32))
             ok = rows < len(a.slot)
-            ok[ok] = a.slot[rows[ok]] == slots[ok]
-            r = rows[ok]
-            out[ok] = a.ptr[r + 1] - a.ptr[r]
-            return out
-        rows, segs = self._row[slots], self._seg[slots]
+            ok[ok] = a.slot[rows[ok]] == vs[ok]
+            lo[ok], hi[ok], seg[ok] = a.ptr[rows[ok]], a.ptr[rows[ok] + 1], 0
+            return lo, hi, seg
+        rows, segs = self._row[vs].astype(np.int64), self._seg[vs].astype(np.int64)
         for s in np.unique(segs[segs >= 0]).tolist():
             pick = segs == s
             r = rows[pick]
-            out[pick] = self._adj[s].ptr[r + 1] - self._adj[s].ptr[r]
-        return out
+            lo[pick], hi[pick], seg[pick] = self._adj[s].ptr[r], self._adj[s].ptr[r + 1], s
+        return lo, hi, seg
 
     def degrees(self) -> np.ndarray:
         """Every slot's degree (reads every list's offsets: for reports, not for queries)."""
@@ -163,22 +173,7 @@ class CsrGraph:
     def incident_many(self, vs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """incident() of every slot of `vs` at once: (ptr, neighbour slots, codes, weights), slot vs[i]'s edges
         at [ptr[i], ptr[i + 1]) in list order. Fewer numpy calls than a call a slot (a query's ~50 seeds)."""
-        vs = np.asarray(vs, dtype=np.int64)
-        lo = np.zeros(len(vs), np.int64)
-        hi = np.zeros(len(vs), np.int64)
-        seg = np.full(len(vs), -1, np.int64)
-        if self._single:
-            a = self._adj[0]
-            rows = np.searchsorted(a.slot, vs.astype(np.int32))
-            ok = rows < len(a.slot)
-            ok[ok] = a.slot[rows[ok]] == vs[ok]
-            lo[ok], hi[ok], seg[ok] = a.ptr[rows[ok]], a.ptr[rows[ok] + 1], 0
-        else:
-            rows, segs = self._row[vs].astype(np.int64), self._seg[vs].astype(np.int64)
-            for s in np.unique(segs[segs >= 0]).tolist():
-                pick = segs == s
-                r = rows[pick]
-                lo[pick], hi[pick], seg[pick] = self._adj[s].ptr[r], self._adj[s].ptr[r + 1], s
+        lo, hi, seg = self._spans(np.asarray(vs, dtype=np.int64))
         lengths = hi - lo
         ptr = np.zeros(len(vs) + 1, np.int64)
         np.cumsum(lengths, out=ptr[1:])
@@ -191,7 +186,7 @@ class CsrGraph:
             a, pick = self._adj[s], owner == s
             idx = at[pick]
             nbr[pick], code[pick] = a.nbr[idx], a.code[idx]
-            w[pick] = a._w[idx] if a._wtab is None else a._wtab[a._w[idx]]
+            w[pick] = a.weights_at(idx)
         return ptr, nbr, code, w
 
     def type_of(self, code: int) -> str:
