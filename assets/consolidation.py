@@ -189,6 +189,8 @@ def consolidation(
         write_table(table, lk.table(name), _SIDE[name])
     write_overlay(folder, "edges", edge_overlay, EDGES)
     write_overlay(folder, "nodes", node_overlay, NODES)
+    overlay_rows = (node_overlay.upserts.num_rows, edge_overlay.upserts.num_rows, edge_overlay.removed.num_rows)
+    del node_overlay, edge_overlay  # written: the snapshot's own diff below is the step's peak, let it have the room
     write_table(result.nodes.select(NODE_STATE.names), state, NODE_STATE)
     write_snapshot(steps, run, r2g_nodes, r2g_edges)
     del r2g_nodes, r2g_edges
@@ -210,7 +212,7 @@ def consolidation(
             "by_status": dg.MetadataValue.json(value_counts(result.nodes, "status")),
             **changes.metadata(),
             **run.metadata(),
-            "overlay_rows": node_overlay.upserts.num_rows,
+            "overlay_rows": overlay_rows[0],
             "as_of": as_of.isoformat(),
         },
     )
@@ -221,8 +223,8 @@ def consolidation(
             "edge_types_chart": png_markdown(bar_chart_png(edge_types, "Edge types", "edges"), "edge types"),
             "degree_chart": png_markdown(degree_chart_png(degrees(result.nodes, result.edges)), "degree distribution"),
             "by_type": dg.MetadataValue.json(edge_types),
-            "overlay_rows": edge_overlay.upserts.num_rows,
-            "removed_from_r2g": edge_overlay.removed.num_rows,
+            "overlay_rows": overlay_rows[1],
+            "removed_from_r2g": overlay_rows[2],
         },
     )
     charts = {
