@@ -10,6 +10,7 @@ xdist's most-tests-first). The order within a module never changes.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -36,12 +37,19 @@ LONGEST_FIRST = (
 # (and syncs) once per event; on this machine's disk those syncs were a third of a small `memctl materialize`'s wall
 # time (two builds, interleaved: 72 and 64 s on /tmp, 52 and 35 s on /dev/shm; test_incremental side by side:
 # 199 → 149 s). A SIGKILL test loses no page cache, so nothing a test proves depends on the syncs reaching a disk.
-# The lakes are small (the largest run's temp folders took ~0.3 GB).
+# The lakes are small (a whole run's temp folders take ~0.3 GB, and pytest keeps the last three runs'); a small
+# /dev/shm (a container's 64 MB default) is left alone.
 SHM = Path("/dev/shm")
+SHM_FREE_BYTES = 4 << 30
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if "TMPDIR" not in os.environ and SHM.is_dir() and os.access(SHM, os.W_OK):
+    if (
+        "TMPDIR" not in os.environ
+        and SHM.is_dir()
+        and os.access(SHM, os.W_OK)
+        and shutil.disk_usage(SHM).free >= SHM_FREE_BYTES
+    ):
         os.environ["TMPDIR"] = str(SHM)  # pytest's tmp_path_factory, the xdist workers and every subprocess
         tempfile.tempdir = None  # gettempdir() caches its answer: ask again
 
