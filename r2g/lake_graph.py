@@ -277,11 +277,12 @@ def r2g_overlays(lake: Lake, dropped: set[tuple[str, str]] | frozenset = frozens
         _project(node_overlay, NODES, _LINK_NODE_COLUMNS),
     )
     facts = facts.filter(pl.col("type") == "Fact").unique(["tenant", "id"], keep="first", maintain_order=True)
-    edge_cols = ["tenant", "id", "src", "dst", "type"]
-    roles = _rows_where(lake, "edges", EDGES, edge_cols, edge_paths, pc.field("type").isin(_LINK_EDGE_TYPES))
-    roles = roles.join(removed_edges, on=KEY, how="anti")
-    # link_facts leaves out the links an edge of the parts has already: only edges of a link type can be one
-    existing = _rows_where(lake, "edges", EDGES, edge_cols, edge_paths, pc.field("type").isin(LINK_TYPES))
+    # the role edges, and the link edges the parts have already (link_facts leaves those links out), in one pass
+    wanted = pc.field("type").isin([*_LINK_EDGE_TYPES, *LINK_TYPES])
+    typed = _rows_where(lake, "edges", EDGES, ["tenant", "id", "src", "dst", "type"], edge_paths, wanted)
+    roles = typed.filter(pl.col("type").is_in(_LINK_EDGE_TYPES)).join(removed_edges, on=KEY, how="anti")
+    existing = typed.filter(pl.col("type").is_in(LINK_TYPES))
+    del typed
     links = as_frame(
         link_facts(
             conform(facts.to_arrow(), NODES),
