@@ -37,7 +37,7 @@ from r2g.schema import EDGES, NODE_STATE, NODES, STATE_COLUMNS
 from raw_store.cas import RawStore
 from raw_store.lake import PART_MANIFEST, Lake, conform, part_dirs, read_manifest, read_table, value_counts, write_table
 from raw_store.schema import RAW_CHUNKS
-from raw_store.tables import diff_overlay, read_parts, write_overlay
+from raw_store.tables import read_parts, stage_and_final_overlays, write_overlay
 
 _SIDE = {
     "communities": COMMUNITIES,
@@ -172,8 +172,14 @@ def consolidation(
     )
     result = run.result
     drop_snapshot(steps)  # until this run's tables are all written (a crash before: the next run is full)
-    node_overlay = diff_overlay(r2g_nodes, result.nodes, NODES, ignore=STATE_COLUMNS)
-    edge_overlay = diff_overlay(r2g_edges, result.edges, EDGES)
+    # the snapshot's stage and the result, each as an overlay over R2G, from one hashing of R2G and the stage
+    stage = run.snapshot.stage
+    stage_nodes, node_overlay = stage_and_final_overlays(
+        r2g_nodes, stage.nodes, result.nodes, NODES, ignore=STATE_COLUMNS
+    )
+    stage_edges, edge_overlay = stage_and_final_overlays(r2g_edges, stage.edges, result.edges, EDGES)
+    del r2g_nodes, r2g_edges, stage
+    run.snapshot.release_graph()  # the result shares none of the stage's sorted copies: let them go
     changes = run_changes(lk, result.nodes, result.edges, messages.num_rows, len(requests))
     # promotions accumulate: written first, so a crash before the graph re-derives the same rows (deduplicated)
     tables = {
@@ -190,10 +196,10 @@ def consolidation(
     write_overlay(folder, "edges", edge_overlay, EDGES)
     write_overlay(folder, "nodes", node_overlay, NODES)
     overlay_rows = (node_overlay.upserts.num_rows, edge_overlay.upserts.num_rows, edge_overlay.removed.num_rows)
-    del node_overlay, edge_overlay  # written: the snapshot's own diff below is the step's peak, let it have the room
+    del node_overlay, edge_overlay
     write_table(result.nodes.select(NODE_STATE.names), state, NODE_STATE)
-    write_snapshot(steps, run, r2g_nodes, r2g_edges)
-    del r2g_nodes, r2g_edges
+    write_snapshot(steps, run, stage_nodes, stage_edges)
+    del stage_nodes, stage_edges
     hand_over_graph_tables(lk, "consolidated", result.nodes, result.edges)  # the index step's input, in hand
     chunks = read_lake_table(lk, "raw_chunks", ["tenant", "id", "len_bytes"])
     context.log.info(

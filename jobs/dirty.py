@@ -57,7 +57,7 @@ from jobs.schema import COLD_EDGES, COMMUNITIES, OPS_APPLIED, OPS_REJECTED, REVI
 from r2g.schema import EDGES, NODES
 from raw_store.frames import as_frame
 from raw_store.lake import conform, read_table, write_bytes_atomic, write_table
-from raw_store.tables import diff_overlay, layered_table, read_overlay, write_overlay
+from raw_store.tables import Overlay, layered_table, read_overlay, write_overlay
 
 # (tenant, conv_id, bucket, rows, h) per rollup group: its Episodes' count and row hashes (see rollup_group_hashes)
 ROLLUP_GROUPS = pa.schema(
@@ -94,6 +94,13 @@ class Snapshot:
             assert self.load is not None, "a snapshot holds its stage or can load it"
             self.held = self.load()
         return self.held
+
+    def release_graph(self) -> None:
+        """Let go of the held stage's nodes and edges, keeping its side tables: once the stage graph is made into
+        overlays (write_snapshot's input), a run no longer needs the whole graph in memory."""
+        if self.held is not None:
+            empty = {"nodes": NODES.empty_table(), "edges": EDGES.empty_table()}
+            self.held = GraphStage(**{**{f.name: getattr(self.held, f.name) for f in fields(self.held)}, **empty})
 
     def rollups(self) -> tuple[pa.Table, pa.Table]:
         """The rollup parents and SEMANTIC_CONTAINS edges the stage holds (rows rollup_episodes made)."""
@@ -424,15 +431,16 @@ def drop_snapshot(folder: Any) -> None:
         marker.unlink()
 
 
-def write_snapshot(folder: Any, run: DirtyRun, r2g_nodes: pa.Table, r2g_edges: pa.Table) -> None:
-    """`run`'s snapshot under `folder`, its stage graph as an overlay over the R2G graph it was made from."""
+def write_snapshot(folder: Any, run: DirtyRun, nodes: Overlay, edges: Overlay) -> None:
+    """`run`'s snapshot under `folder`: its stage graph as `nodes` and `edges`, overlays over the R2G graph it was
+    made from (diff_overlay(r2g, stage), or its twin raw_store.tables.stage_and_final_overlays)."""
     snapshot = run.snapshot
     stage = snapshot.stage
     folder.mkdir(parents=True, exist_ok=True)
     # no tenant redone: the same input and stage as the snapshot read, whose files stay (the costly part to write)
     if not run.stage_reused:
-        write_overlay(folder, "nodes", diff_overlay(r2g_nodes, stage.nodes, NODES), NODES)
-        write_overlay(folder, "edges", diff_overlay(r2g_edges, stage.edges, EDGES), EDGES)
+        write_overlay(folder, "nodes", nodes, NODES)
+        write_overlay(folder, "edges", edges, EDGES)
         for name, schema in _SIDE.items():
             write_table(getattr(stage, name), folder / f"{name}.parquet", schema)
         write_table(snapshot.inputs, folder / "inputs.parquet", INPUT_HASHES)

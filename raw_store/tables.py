@@ -246,19 +246,69 @@ def diff_overlay(
     # only the narrow (key, hash) frames are joined; one full join gives both the target rows new or changed
     # and the base keys the target lacks; the changed rows are then gathered once
     joined = t.join(b, on=key, how="full", suffix="_b", nulls_equal=True, coalesce=False)
-    changed = joined.filter(pl.col("_r").is_not_null() & (pl.col("_h_b").is_null() | (pl.col("_h") != pl.col("_h_b"))))
+    changed = joined.filter(pl.col("_r").is_not_null() & _differs(1))
     upserts = conform(target.take(changed.get_column("_r").sort().to_arrow()), schema)
     removed = joined.filter(pl.col("_r").is_null()).select([pl.col(f"{k}_b").alias(k) for k in key])
     return Overlay(_sorted(upserts, key), _sorted(conform(removed.to_arrow(), REMOVED), key))
 
 
-def _row_hashes(table: pa.Table, key: list[str], columns: list[str]) -> pl.DataFrame:
-    """(key..., _h): one 64-bit hash a row, the columns' own hashes (a seed each) xor-ed, much cheaper than
-    hashing a struct of them; the table is taken to polars one column at a time (no copy of the whole)."""
-    h = pl.Series("_h", [0] * table.num_rows, dtype=pl.UInt64)
-    for i, name in enumerate(columns):
-        h = h ^ as_frame(table.select([name])).get_column(name).hash(seed=7 + i)
-    return as_frame(table.select(key)).with_columns(h.alias("_h"))
+def stage_and_final_overlays(
+    base: pa.Table,
+    stage: pa.Table,
+    final: pa.Table,
+    schema: pa.Schema,
+    key: Sequence[str] = KEY,
+    ignore: Sequence[str] = (),
+) -> tuple[Overlay, Overlay]:
+    """`diff_overlay(base, stage, schema, key)` and `diff_overlay(base, final, schema, key, ignore)` from one
+    hashing of `base` and `stage`, where `final` is `stage` with rows dropped and only `ignore` columns changed
+    (consolidation: the time steps set the nodes' state columns and drop capped or forgotten rows of the graph
+    stage, nothing else). `final` is never hashed, and `base` once instead of twice. The caller vouches for that
+    contract; tests/test_dirty.py holds the pair equal to the two diffs on random graphs."""
+    key = list(key)
+    kept = [c for c in schema.names if c not in ignore and c not in key]
+    ignored = [c for c in schema.names if c in ignore and c not in key]
+    b = _row_hashes(base, key, kept, ignored)
+    s = _row_hashes(stage, key, kept, ignored).with_row_index("_r")
+    joined = s.join(b, on=key, how="full", suffix="_b", nulls_equal=True, coalesce=False)
+    in_stage = pl.col("_r").is_not_null()
+    changed = joined.filter(in_stage & _differs(2))
+    to_stage = Overlay(
+        _sorted(conform(stage.take(changed.get_column("_r").sort().to_arrow()), schema), key),
+        _sorted(
+            conform(joined.filter(~in_stage).select([pl.col(f"{k}_b").alias(k) for k in key]).to_arrow(), REMOVED),
+            key,
+        ),
+    )
+    del changed
+    f = as_frame(final.select(key)).with_row_index("_f")
+    differs = joined.filter(in_stage & _differs(1)).select(key)
+    upserts = final.take(f.join(differs, on=key, how="semi", nulls_equal=True).get_column("_f").sort().to_arrow())
+    removed = b.select(key).join(f.select(key), on=key, how="anti", nulls_equal=True)
+    to_final = Overlay(_sorted(conform(upserts, schema), key), _sorted(conform(removed.to_arrow(), REMOVED), key))
+    return to_stage, to_final
+
+
+def _differs(groups: int) -> pl.Expr:
+    """A row of a full join of two `_row_hashes` frames (the right one suffixed _b) that is new on the left or
+    whose first `groups` hashes differ."""
+    new = pl.col("_h0_b").is_null()
+    return pl.any_horizontal(new, *(pl.col(f"_h{i}") != pl.col(f"_h{i}_b") for i in range(groups)))
+
+
+def _row_hashes(table: pa.Table, key: list[str], *groups: Sequence[str]) -> pl.DataFrame:
+    """(key..., _h0, _h1, …): per group of columns one 64-bit hash a row, the columns' own hashes (a seed each)
+    xor-ed, much cheaper than hashing a struct of them; the table is taken to polars one column at a time (no
+    copy of the whole)."""
+    hashes = []
+    seed = 7
+    for i, columns in enumerate(groups):
+        h = pl.Series(f"_h{i}", [0] * table.num_rows, dtype=pl.UInt64)
+        for name in columns:
+            h = h ^ as_frame(table.select([name])).get_column(name).hash(seed=seed)
+            seed += 1
+        hashes.append(h.alias(f"_h{i}"))
+    return as_frame(table.select(key)).with_columns(hashes)
 
 
 def _sorted(table: pa.Table, key: Sequence[str]) -> pa.Table:

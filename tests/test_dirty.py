@@ -21,6 +21,9 @@ from jobs.consolidate import ConsolidationConfig, ConsolidationResult, Previous,
 from jobs.dirty import changed_tenants, consolidate_dirty, tenant_hashes
 from jobs.forget import ForgetRequest, ForgetRules
 from jobs.rollup import RollupConfig, rollup_input
+from jobs.sparsify import SparsifyConfig
+from r2g.schema import EDGES, NODES, STATE_COLUMNS
+from raw_store.tables import diff_overlay, stage_and_final_overlays
 from tests.consolidation_graphs import RandomGraph, random_graph
 from tests.fuzzing import fuzz_settings
 from tests.test_consolidation_golden import assert_same
@@ -133,6 +136,39 @@ def test_a_forget_request_is_swept_and_its_tenant_redone(seed) -> None:
     )
     assert run.mode == "incremental"
     assert_same_result(run.result, full)
+
+
+@fuzz_settings(10)
+@given(SEEDS)
+def test_the_stage_and_the_result_overlays_equal_their_two_diffs(seed) -> None:
+    """The asset writes the snapshot's stage and the result as overlays over R2G from one hashing (raw_store.tables.
+    stage_and_final_overlays): the same overlays as diffing each, with forgotten nodes and capped edges dropped."""
+    g = random_graph(seed, tenants=2, episodes=20)
+    gone = pl.from_arrow(g.nodes.select(["tenant", "id", "type"])).filter(pl.col("type") == "Fact").head(2)
+    forget = ForgetRules([ForgetRequest(t, "node", i, nodes=(i,)) for t, i in gone.select("tenant", "id").iter_rows()])
+    capped = replace(CONFIG, sparsify=SparsifyConfig(default_cap=2))
+    run = consolidate_dirty(
+        g.nodes, g.edges, feedback=g.feedback, ops=[], previous=Previous(), as_of=g.as_of, snapshot=None,
+        forget=forget, config=capped,
+    )  # fmt: skip
+    stage, result = run.snapshot.stage, run.result
+    assert result.cold_edges.num_rows and result.nodes.num_rows < stage.nodes.num_rows  # rows were dropped
+    made = []
+    for r2g, staged, final, schema, ignore in (
+        (g.nodes, stage.nodes, result.nodes, NODES, STATE_COLUMNS),
+        (g.edges, stage.edges, result.edges, EDGES, ()),
+    ):
+        to_stage, to_final = stage_and_final_overlays(r2g, staged, final, schema, ignore=ignore)
+        made.append((to_stage, to_final))
+        for got, want in (
+            (to_stage, diff_overlay(r2g, staged, schema)),
+            (to_final, diff_overlay(r2g, final, schema, ignore=ignore)),
+        ):
+            assert_same(got.upserts, want.upserts)
+            assert_same(got.removed, want.removed)
+    (stage_nodes, final_nodes), (stage_edges, final_edges) = made
+    assert stage_nodes.upserts.num_rows > final_nodes.upserts.num_rows  # state columns count for the stage only
+    assert final_edges.removed.num_rows > stage_edges.removed.num_rows  # the capped edges left
 
 
 def test_an_unchanged_lake_redoes_no_tenant_and_a_new_config_redoes_all() -> None:
