@@ -25,7 +25,7 @@ from assets.resources import LakeResource
 from assets.sensors import LAKE_JOB
 from jobs.checks import one_active_per_chain, tiers_monotone
 from jobs.consolidate import ConsolidationConfig, Previous, concat, default_as_of
-from jobs.dirty import consolidate_dirty, drop_snapshot, read_snapshot, write_snapshot
+from jobs.dirty import consolidate_dirty, drop_snapshot, read_snapshot, write_snapshot, write_stage
 from jobs.feedback import read_hits
 from jobs.forget import ForgetRules, load_requests
 from jobs.inbox import OPS_FORMAT
@@ -172,14 +172,6 @@ def consolidation(
     )
     result = run.result
     drop_snapshot(steps)  # until this run's tables are all written (a crash before: the next run is full)
-    # the snapshot's stage and the result, each as an overlay over R2G, from one hashing of R2G and the stage
-    stage = run.snapshot.stage
-    stage_nodes, node_overlay = stage_and_final_overlays(
-        r2g_nodes, stage.nodes, result.nodes, NODES, ignore=STATE_COLUMNS
-    )
-    stage_edges, edge_overlay = stage_and_final_overlays(r2g_edges, stage.edges, result.edges, EDGES)
-    del r2g_nodes, r2g_edges, stage
-    run.snapshot.release_graph()  # the result shares none of the stage's sorted copies: let them go
     changes = run_changes(lk, result.nodes, result.edges, messages.num_rows, len(requests))
     # promotions accumulate: written first, so a crash before the graph re-derives the same rows (deduplicated)
     tables = {
@@ -193,13 +185,22 @@ def consolidation(
     }
     for name, table in tables.items():
         write_table(table, lk.table(name), _SIDE[name])
-    write_overlay(folder, "edges", edge_overlay, EDGES)
-    write_overlay(folder, "nodes", node_overlay, NODES)
-    overlay_rows = (node_overlay.upserts.num_rows, edge_overlay.upserts.num_rows, edge_overlay.removed.num_rows)
-    del node_overlay, edge_overlay
+    # the result and the snapshot's stage, each an overlay over R2G, from one hashing of R2G and the stage; a table
+    # at a time, each let go once written (the stage's sorted copies are not the result's)
+    r2g = {"nodes": r2g_nodes, "edges": r2g_edges}
+    del r2g_nodes, r2g_edges
+    overlay_rows = []
+    for name, schema, ignore in (("nodes", NODES, STATE_COLUMNS), ("edges", EDGES, ())):
+        to_stage, to_result = stage_and_final_overlays(
+            r2g.pop(name), getattr(run.snapshot.stage, name), getattr(result, name), schema, ignore=ignore
+        )
+        write_overlay(folder, name, to_result, schema)
+        write_stage(steps, run, name, to_stage, schema)
+        run.snapshot.release(name)
+        overlay_rows += [to_result.upserts.num_rows, to_result.removed.num_rows]
+        del to_stage, to_result
     write_table(result.nodes.select(NODE_STATE.names), state, NODE_STATE)
-    write_snapshot(steps, run, stage_nodes, stage_edges)
-    del stage_nodes, stage_edges
+    write_snapshot(steps, run)
     hand_over_graph_tables(lk, "consolidated", result.nodes, result.edges)  # the index step's input, in hand
     chunks = read_lake_table(lk, "raw_chunks", ["tenant", "id", "len_bytes"])
     context.log.info(
@@ -229,8 +230,8 @@ def consolidation(
             "edge_types_chart": png_markdown(bar_chart_png(edge_types, "Edge types", "edges"), "edge types"),
             "degree_chart": png_markdown(degree_chart_png(degrees(result.nodes, result.edges)), "degree distribution"),
             "by_type": dg.MetadataValue.json(edge_types),
-            "overlay_rows": overlay_rows[1],
-            "removed_from_r2g": overlay_rows[2],
+            "overlay_rows": overlay_rows[2],
+            "removed_from_r2g": overlay_rows[3],
         },
     )
     charts = {

@@ -95,12 +95,14 @@ class Snapshot:
             self.held = self.load()
         return self.held
 
-    def release_graph(self) -> None:
-        """Let go of the held stage's nodes and edges, keeping its side tables: once the stage graph is made into
-        overlays (write_snapshot's input), a run no longer needs the whole graph in memory."""
+    def release(self, name: str) -> None:
+        """Let go of the held stage's `name` table ("nodes", "edges"), keeping the rest: once it is written as an
+        overlay (write_stage), a run no longer needs that whole table in memory."""
         if self.held is not None:
-            empty = {"nodes": NODES.empty_table(), "edges": EDGES.empty_table()}
-            self.held = GraphStage(**{**{f.name: getattr(self.held, f.name) for f in fields(self.held)}, **empty})
+            schema = {"nodes": NODES, "edges": EDGES}[name]
+            self.held = GraphStage(
+                **{**{f.name: getattr(self.held, f.name) for f in fields(self.held)}, name: schema.empty_table()}
+            )
 
     def rollups(self) -> tuple[pa.Table, pa.Table]:
         """The rollup parents and SEMANTIC_CONTAINS edges the stage holds (rows rollup_episodes made)."""
@@ -302,7 +304,9 @@ def _mask(table: pa.Table, tenants: set[str | None]) -> pl.Series:
 def of_tenants(table: pa.Table, tenants: set[str | None], keep: bool = True) -> pa.Table:
     """The rows of `table` whose tenant is (keep) or is not (not keep) in `tenants`, in table order."""
     mask = _mask(table, tenants)
-    return table.filter((mask if keep else ~mask).to_arrow())
+    mask = mask if keep else ~mask
+    # every row kept (a one-tenant lake's append: its only tenant is dirty) is the table itself, not a copy of it
+    return table if mask.all() else table.filter(mask.to_arrow())
 
 
 def _of_tenants_or_none(table: pa.Table | None, tenants: set[str | None]) -> pa.Table | None:
@@ -431,16 +435,22 @@ def drop_snapshot(folder: Any) -> None:
         marker.unlink()
 
 
-def write_snapshot(folder: Any, run: DirtyRun, nodes: Overlay, edges: Overlay) -> None:
-    """`run`'s snapshot under `folder`: its stage graph as `nodes` and `edges`, overlays over the R2G graph it was
-    made from (diff_overlay(r2g, stage), or its twin raw_store.tables.stage_and_final_overlays)."""
+def write_stage(folder: Any, run: DirtyRun, name: str, overlay: Overlay, schema: pa.Schema) -> None:
+    """The stage graph's `name` table ("nodes", "edges") of `run`'s snapshot, as `overlay` over the R2G graph it was
+    made from (diff_overlay(r2g, stage), or its twin raw_store.tables.stage_and_final_overlays). Nothing to write
+    when no tenant was redone: the same input and stage as the snapshot read, whose files stay."""
+    if not run.stage_reused:
+        folder.mkdir(parents=True, exist_ok=True)
+        write_overlay(folder, name, overlay, schema)
+
+
+def write_snapshot(folder: Any, run: DirtyRun) -> None:
+    """The rest of `run`'s snapshot under `folder` (its stage graph's tables go first, through write_stage), then
+    the marker naming its fingerprint."""
     snapshot = run.snapshot
     stage = snapshot.stage
     folder.mkdir(parents=True, exist_ok=True)
-    # no tenant redone: the same input and stage as the snapshot read, whose files stay (the costly part to write)
     if not run.stage_reused:
-        write_overlay(folder, "nodes", nodes, NODES)
-        write_overlay(folder, "edges", edges, EDGES)
         for name, schema in _SIDE.items():
             write_table(getattr(stage, name), folder / f"{name}.parquet", schema)
         write_table(snapshot.inputs, folder / "inputs.parquet", INPUT_HASHES)

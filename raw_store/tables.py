@@ -242,14 +242,9 @@ def diff_overlay(
     base, target = (t.to_arrow() if isinstance(t, pl.DataFrame) else t for t in (base, target))
     key = list(key)
     compared = [c for c in schema.names if c not in ignore and c not in key]
-    b, t = _row_hashes(base, key, compared), _row_hashes(target, key, compared).with_row_index("_r")
-    # only the narrow (key, hash) frames are joined; one full join gives both the target rows new or changed
-    # and the base keys the target lacks; the changed rows are then gathered once
-    joined = t.join(b, on=key, how="full", suffix="_b", nulls_equal=True, coalesce=False)
-    changed = joined.filter(pl.col("_r").is_not_null() & _differs(1))
-    upserts = conform(target.take(changed.get_column("_r").sort().to_arrow()), schema)
-    removed = joined.filter(pl.col("_r").is_null()).select([pl.col(f"{k}_b").alias(k) for k in key])
-    return Overlay(_sorted(upserts, key), _sorted(conform(removed.to_arrow(), REMOVED), key))
+    b, t = _row_hashes(base, key, compared), _row_hashes(target, key, compared)
+    changed = t.join(b, on=_KEY_HASHES, how="left", suffix="_b").filter(_differs(1)).get_column("_r")
+    return Overlay(_taken(target, changed, schema, key), _removed(base, b, t, key))
 
 
 def stage_and_final_overlays(
@@ -268,38 +263,57 @@ def stage_and_final_overlays(
     key = list(key)
     kept = [c for c in schema.names if c not in ignore and c not in key]
     ignored = [c for c in schema.names if c in ignore and c not in key]
-    b = _row_hashes(base, key, kept, ignored)
-    s = _row_hashes(stage, key, kept, ignored).with_row_index("_r")
-    joined = s.join(b, on=key, how="full", suffix="_b", nulls_equal=True, coalesce=False)
-    in_stage = pl.col("_r").is_not_null()
-    changed = joined.filter(in_stage & _differs(2))
+    b, s = _row_hashes(base, key, kept, ignored), _row_hashes(stage, key, kept, ignored)
+    joined = s.join(b, on=_KEY_HASHES, how="left", suffix="_b")
     to_stage = Overlay(
-        _sorted(conform(stage.take(changed.get_column("_r").sort().to_arrow()), schema), key),
-        _sorted(
-            conform(joined.filter(~in_stage).select([pl.col(f"{k}_b").alias(k) for k in key]).to_arrow(), REMOVED),
-            key,
-        ),
+        _taken(stage, joined.filter(_differs(2)).get_column("_r"), schema, key), _removed(base, b, s, key)
     )
-    del changed
-    f = as_frame(final.select(key)).with_row_index("_f")
-    differs = joined.filter(in_stage & _differs(1)).select(key)
-    upserts = final.take(f.join(differs, on=key, how="semi", nulls_equal=True).get_column("_f").sort().to_arrow())
-    removed = b.select(key).join(f.select(key), on=key, how="anti", nulls_equal=True)
-    to_final = Overlay(_sorted(conform(upserts, schema), key), _sorted(conform(removed.to_arrow(), REMOVED), key))
-    return to_stage, to_final
+    differs = joined.filter(_differs(1)).select(_KEY_HASHES)
+    del s, joined
+    f = _key_frame(final, key)
+    upserts = f.join(differs, on=_KEY_HASHES, how="semi").get_column("_r")
+    return to_stage, Overlay(_taken(final, upserts, schema, key), _removed(base, b, f, key))
+
+
+# Rows are matched on two 64-bit hashes of their key (the strings are never joined: a left join of the edges' string
+# keys took ~0.5 GB at 100k messages); 128 bits leave a collision among millions of keys at ~1e-26, well below the
+# 64-bit row hashes the comparison itself trusts.
+_KEY_HASHES = ["_k0", "_k1"]
+
+
+def _key_frame(table: pa.Table, key: list[str]) -> pl.DataFrame:
+    """(_k0, _k1, _r): the key hashes of every row of `table` and its row number."""
+    keys = as_frame(table.select(key)).select(pl.struct(key).alias("_key"))
+    return pl.DataFrame(
+        [
+            keys.get_column("_key").hash(seed=101).alias("_k0"),
+            keys.get_column("_key").hash(seed=202).alias("_k1"),
+            pl.int_range(table.num_rows, dtype=pl.UInt32, eager=True).alias("_r"),
+        ]
+    )
+
+
+def _taken(table: pa.Table, rows: pl.Series, schema: pa.Schema, key: list[str]) -> pa.Table:
+    return _sorted(conform(table.take(rows.sort().to_arrow()), schema), key)
+
+
+def _removed(base: pa.Table, b: pl.DataFrame, other: pl.DataFrame, key: list[str]) -> pa.Table:
+    """The keys of the `base` rows (hashed in `b`) whose key `other` lacks."""
+    rows = b.join(other, on=_KEY_HASHES, how="anti").get_column("_r")
+    return _sorted(conform(base.select(key).take(rows.sort().to_arrow()), REMOVED), key)
 
 
 def _differs(groups: int) -> pl.Expr:
-    """A row of a full join of two `_row_hashes` frames (the right one suffixed _b) that is new on the left or
-    whose first `groups` hashes differ."""
+    """A row of a left join of two `_row_hashes` frames (the right one's hashes suffixed _b) that is new on the
+    left or whose first `groups` hashes differ."""
     new = pl.col("_h0_b").is_null()
     return pl.any_horizontal(new, *(pl.col(f"_h{i}") != pl.col(f"_h{i}_b") for i in range(groups)))
 
 
 def _row_hashes(table: pa.Table, key: list[str], *groups: Sequence[str]) -> pl.DataFrame:
-    """(key..., _h0, _h1, …): per group of columns one 64-bit hash a row, the columns' own hashes (a seed each)
-    xor-ed, much cheaper than hashing a struct of them; the table is taken to polars one column at a time (no
-    copy of the whole)."""
+    """(_k0, _k1, _r, _h0, _h1, …): _key_frame, and per group of columns one 64-bit hash a row, the columns' own
+    hashes (a seed each) xor-ed, much cheaper than hashing a struct of them; the table is taken to polars one column
+    at a time (no copy of the whole)."""
     hashes = []
     seed = 7
     for i, columns in enumerate(groups):
@@ -308,7 +322,7 @@ def _row_hashes(table: pa.Table, key: list[str], *groups: Sequence[str]) -> pl.D
             h = h ^ as_frame(table.select([name])).get_column(name).hash(seed=seed)
             seed += 1
         hashes.append(h.alias(f"_h{i}"))
-    return as_frame(table.select(key)).with_columns(hashes)
+    return _key_frame(table, key).with_columns(hashes)
 
 
 def _sorted(table: pa.Table, key: Sequence[str]) -> pa.Table:
