@@ -189,10 +189,16 @@ def consolidation(
     # at a time, each let go once written (the stage's sorted copies are not the result's)
     r2g = {"nodes": r2g_nodes, "edges": r2g_edges}
     del r2g_nodes, r2g_edges
-    overlay_rows = []
+    overlay_rows, hashes = [], list(run.input_hashes or (None, None))  # R2G's row hashes, from the dirty set
+    run.input_hashes = None
     for name, schema, ignore in (("nodes", NODES, STATE_COLUMNS), ("edges", EDGES, ())):
         to_stage, to_result = stage_and_final_overlays(
-            r2g.pop(name), getattr(run.snapshot.stage, name), getattr(result, name), schema, ignore=ignore
+            r2g.pop(name),
+            getattr(run.snapshot.stage, name),
+            getattr(result, name),
+            schema,
+            ignore=ignore,
+            base_hashes=hashes.pop(0),
         )
         write_overlay(folder, name, to_result, schema)
         write_stage(steps, run, name, to_stage, schema)

@@ -54,10 +54,10 @@ from jobs.rollup import (
 from jobs.rollup_parents import EPISODE, ROLLUP_SUBTYPE, SEMANTIC_CONTAINS
 from jobs.rollup_parents import PROVENANCE as ROLLUP_PROVENANCE
 from jobs.schema import COLD_EDGES, COMMUNITIES, OPS_APPLIED, OPS_REJECTED, REVIEW_QUEUE
-from r2g.schema import EDGES, NODES
+from r2g.schema import EDGES, NODES, STATE_COLUMNS
 from raw_store.frames import as_frame
 from raw_store.lake import conform, read_table, write_bytes_atomic, write_table
-from raw_store.tables import Overlay, layered_table, read_overlay, write_overlay
+from raw_store.tables import Overlay, layered_table, read_overlay, row_hashes, write_overlay
 
 # (tenant, conv_id, bucket, rows, h) per rollup group: its Episodes' count and row hashes (see rollup_group_hashes)
 ROLLUP_GROUPS = pa.schema(
@@ -122,6 +122,8 @@ class DirtyRun:
     dirty_nodes: int  # input node rows of those tenants
     dirty_edges: int  # input edge rows of those tenants
     stage_reused: bool = False  # no tenant changed (nor went): the snapshot's stage as it was
+    # input_row_hashes of the input nodes and edges: the base_hashes of the overlays over them (None once used)
+    input_hashes: tuple[pl.DataFrame, pl.DataFrame] | None = None
 
     def metadata(self) -> dict:
         return {
@@ -151,7 +153,8 @@ def consolidate_dirty(
     cfg = config or ConsolidationConfig()
     nodes, edges = conform(nodes, NODES), conform(edges, EDGES)
     fingerprint = run_fingerprint(cfg, ops)
-    inputs = tenant_hashes(nodes, edges)
+    hashes = input_row_hashes(nodes, edges)
+    inputs = tenant_hashes(nodes, edges, hashes)
     tenants = _tenants(inputs)
     reason, dirty = _why_full(snapshot, fingerprint, previous), tenants
     if not reason and snapshot is not None:
@@ -197,6 +200,7 @@ def consolidate_dirty(
         dirty_nodes=sum(n for n, _ in counts.values()),
         dirty_edges=sum(e for _, e in counts.values()),
         stage_reused=not reason and snapshot is not None and not dirty,
+        input_hashes=hashes,
     )
 
 
@@ -240,22 +244,27 @@ def _canonical(value: object) -> str:
     return repr(value)
 
 
-# rows hashed per slice: the row hash of a whole 1M-message graph held polars copies of every column (9 → 16 GB)
-HASH_SLICE_ROWS = 1 << 20
+def input_row_hashes(nodes: pa.Table, edges: pa.Table) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """raw_store.tables.row_hashes of the R2G nodes (state columns apart, as the consolidated overlay compares them)
+    and edges: the dirty set's row hashes, handed on to the overlays over the same R2G graph (DirtyRun.input_hashes)."""
+    return row_hashes(nodes, NODES, ignore=STATE_COLUMNS), row_hashes(edges, EDGES)
 
 
-def tenant_hashes(nodes: pa.Table, edges: pa.Table) -> pa.Table:
+def tenant_hashes(
+    nodes: pa.Table, edges: pa.Table, hashes: tuple[pl.DataFrame, pl.DataFrame] | None = None
+) -> pa.Table:
     """INPUT_HASHES of the nodes and edges: per tenant the row count and the sum of a hash of (row, its position
-    among the tenant's rows), so any changed, added, removed or moved row changes the tenant's hash."""
+    among the tenant's rows), so any changed, added, removed or moved row changes the tenant's hash. A row's hash
+    is one of its row_hashes (`hashes`, input_row_hashes(nodes, edges) when not given): key and every column."""
+    hashes = hashes or input_row_hashes(nodes, edges)
     parts = []
-    for name, table in (("nodes", nodes), ("edges", edges)):
-        hashed = [
-            (f := as_frame(table.slice(at, HASH_SLICE_ROWS))).select(
-                "tenant", pl.struct(f.columns).hash(seed=7).alias("_h")
-            )
-            for at in range(0, table.num_rows, HASH_SLICE_ROWS)
-        ]
-        rows = pl.concat(hashed) if hashed else pl.DataFrame(schema={"tenant": pl.String, "_h": pl.UInt64})
+    for name, table, h in (("nodes", nodes, hashes[0]), ("edges", edges, hashes[1])):
+        rows = pl.DataFrame(
+            [
+                as_frame(table.select(["tenant"])).get_column("tenant"),
+                h.select(pl.struct("_k0", "_k1", "_h0", "_h1").hash(seed=7).alias("_h")).to_series(),
+            ]
+        )
         rows = rows.with_columns(pl.int_range(pl.len()).over("tenant").alias("_i"))
         parts.append(
             rows.group_by("tenant").agg(

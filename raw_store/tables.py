@@ -254,16 +254,18 @@ def stage_and_final_overlays(
     schema: pa.Schema,
     key: Sequence[str] = KEY,
     ignore: Sequence[str] = (),
+    base_hashes: pl.DataFrame | None = None,
 ) -> tuple[Overlay, Overlay]:
     """`diff_overlay(base, stage, schema, key)` and `diff_overlay(base, final, schema, key, ignore)` from one
     hashing of `base` and `stage`, where `final` is `stage` with rows dropped and only `ignore` columns changed
     (consolidation: the time steps set the nodes' state columns and drop capped or forgotten rows of the graph
-    stage, nothing else). `final` is never hashed, and `base` once instead of twice. The caller vouches for that
-    contract; tests/test_dirty.py holds the pair equal to the two diffs on random graphs."""
+    stage, nothing else). `final` is never hashed, and `base` once instead of twice (not at all when the caller
+    hashed it already: `base_hashes`, its row_hashes). The caller vouches for that contract; tests/test_dirty.py
+    holds the pair equal to the two diffs on random graphs."""
     key = list(key)
-    kept = [c for c in schema.names if c not in ignore and c not in key]
-    ignored = [c for c in schema.names if c in ignore and c not in key]
-    b, s = _row_hashes(base, key, kept, ignored), _row_hashes(stage, key, kept, ignored)
+    b = base_hashes if base_hashes is not None else row_hashes(base, schema, key, ignore)
+    assert b.height == base.num_rows, "base_hashes are row_hashes(base, schema, key, ignore)"
+    s = row_hashes(stage, schema, key, ignore)
     joined = s.join(b, on=_KEY_HASHES, how="left", suffix="_b")
     to_stage = Overlay(
         _taken(stage, joined.filter(_differs(2)).get_column("_r"), schema, key), _removed(base, b, s, key)
@@ -279,6 +281,17 @@ def stage_and_final_overlays(
 # keys took ~0.5 GB at 100k messages); 128 bits leave a collision among millions of keys at ~1e-26, well below the
 # 64-bit row hashes the comparison itself trusts.
 _KEY_HASHES = ["_k0", "_k1"]
+
+
+def row_hashes(
+    table: pa.Table, schema: pa.Schema, key: Sequence[str] = KEY, ignore: Sequence[str] = ()
+) -> pl.DataFrame:
+    """(_k0, _k1, _r, _h0, _h1) of every row of `table`: two hashes of its key, its row number, a hash of its columns
+    outside `ignore` and one of those in it (what stage_and_final_overlays compares). One column is taken to polars
+    at a time, so hashing a table never holds a second copy of it."""
+    key = list(key)
+    kept = [c for c in schema.names if c not in ignore and c not in key]
+    return _row_hashes(table, key, kept, [c for c in schema.names if c in ignore and c not in key])
 
 
 def _key_frame(table: pa.Table, key: list[str]) -> pl.DataFrame:
