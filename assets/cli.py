@@ -466,20 +466,23 @@ def _known_tenants(lake: Lake) -> set[str]:
 
 def _stats(lake: Lake) -> dict:
     """{"data", "tenants": {tenant: {table: rows}}, "tables": {table: {"rows", "by_tenant", …}}}."""
-    from r2g.lake_graph import read_lake_table
+    from r2g.lake_graph import read_graph_columns, read_lake_table
     from raw_store.lake import part_dirs, value_counts
 
     out: dict = {"data": str(lake.root), "tenants": {}, "tables": {}}
     if not part_dirs(lake):
         return out
+    graph = dict(
+        zip(("nodes", "edges"), read_graph_columns(lake, "consolidated", ["tenant", "type"], ["tenant", "type"]))
+    )
     for name, cols in (
         ("raw_chunks", ["tenant"]),
         ("messages", ["tenant"]),
-        ("nodes", ["tenant", "type"]),
-        ("edges", ["tenant", "type"]),
+        ("nodes", None),
+        ("edges", None),
         ("rejects", ["tenant", "reason"]),
     ):
-        t = read_lake_table(lake, name, cols)
+        t = graph[name] if cols is None else read_lake_table(lake, name, cols)
         entry = {"rows": t.num_rows, "by_tenant": value_counts(t, "tenant")}
         if name in ("nodes", "edges"):
             entry["by_type"] = value_counts(t, "type")

@@ -14,7 +14,7 @@ from assets.resources import LakeResource
 from jobs.forget import ForgetRules, collect, load_requests, tombstones
 from jobs.integrity import CheckOutcome, forgotten_stay_forgotten, lake_conservation, unresolved_raw_refs, verify_store
 from jobs.schema import AUDIT
-from r2g.lake_graph import layer_dir, r2g_overlays, read_lake_table
+from r2g.lake_graph import layer_dir, r2g_overlays, read_graph_columns, read_lake_table
 from r2g.schema import EDGES, NODES
 from raw_store.lake import lake_fingerprint, value_counts, write_table
 from raw_store.schema import TOMBSTONES
@@ -186,8 +186,7 @@ def graph_tables(lake: LakeResource) -> Iterator[dg.MaterializeResult]:
     for name in LEGACY_COPIES:
         if lk.table(name).exists():
             lk.table(name).unlink()
-    node_types = read_lake_table(lk, "r2g_nodes", ["type"])
-    edge_types = read_lake_table(lk, "r2g_edges", ["type"])
+    node_types, edge_types = read_graph_columns(lk, "r2g", ["type"], ["type"])
     yield dg.MaterializeResult(
         asset_key="r2g_nodes",
         metadata={**_counts(node_types, "type"), "merged": nodes.upserts.num_rows, "removed": nodes.removed.num_rows},
@@ -242,13 +241,13 @@ def forgetting(lake: LakeResource) -> Iterator[dg.MaterializeResult | dg.AssetCh
     write_table(tombs, lk.table("tombstones"), TOMBSTONES)
     # no audit row names a node (nothing was ever forgotten): nothing to look for, so the graph is not read
     named = pc.sum(pc.list_value_length(audit.column("nodes"))).as_py() or 0
-    outcome = forgotten_stay_forgotten(
-        audit,
-        read_lake_table(lk, "nodes", ["tenant", "id"]) if named else NODES.empty_table().select(["tenant", "id"]),
-        read_lake_table(lk, "edges", ["tenant", "id", "src", "dst"])
+    node_cols, edge_cols = ["tenant", "id"], ["tenant", "id", "src", "dst"]
+    graph = (
+        read_graph_columns(lk, "consolidated", node_cols, edge_cols)
         if named
-        else EDGES.empty_table().select(["tenant", "id", "src", "dst"]),
+        else (NODES.empty_table().select(node_cols), EDGES.empty_table().select(edge_cols))
     )
+    outcome = forgotten_stay_forgotten(audit, *graph)
     yield dg.MaterializeResult(
         asset_key="audit",
         metadata={

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from r2g.ids import stable_id
-from r2g.lake_graph import read_lake_table
+from r2g.lake_graph import read_graph_columns, read_lake_table
 from r2g.schema import AUDIT
 from raw_store.cas import RawStore, raw_id_for, tenant_dir
 from raw_store.lake import Lake, read_parquet, read_table, write_bytes_atomic, write_table
@@ -164,8 +164,12 @@ def resolve(
         raise ValueError(f"--{scope} needs a value")
     if scope == "window" and start is None and end is None:
         raise ValueError("a time window needs --from and/or --to")
-    nodes = read_lake_table(lake, "nodes", ["tenant", "id", "type", "conv_id", "msg_id", "raw_refs"])
-    edges = read_lake_table(lake, "edges", ["tenant", "type", "src", "dst"])
+    nodes, edges = read_graph_columns(
+        lake,
+        "consolidated",
+        ["tenant", "id", "type", "conv_id", "msg_id", "raw_refs"],
+        ["tenant", "type", "src", "dst"],
+    )
     messages = read_lake_table(lake, "messages", ["tenant", "conv_id", "msg_id", "speaker", "ts", "raw_refs"])
     nodes = nodes.filter(pc.equal(nodes.column("tenant"), tenant)) if nodes.num_rows else nodes
     node_ids: list[str] = []
@@ -286,8 +290,7 @@ def collect(lake: Lake, requests: Iterable[ForgetRequest]) -> pa.Table:
     requests = list(requests)
     if not requests:
         return AUDIT.empty_table()
-    nodes = read_lake_table(lake, "nodes", ["tenant", "id", "raw_refs"])
-    edges = read_lake_table(lake, "edges", ["tenant", "id"])
+    nodes, edges = read_graph_columns(lake, "consolidated", ["tenant", "id", "raw_refs"], ["tenant", "id"])
     chunks = read_lake_table(lake, "raw_chunks", ["tenant", "id"])
     rejects = read_lake_table(lake, "rejects", ["tenant", "raw_id"])
     messages = read_lake_table(lake, "messages", ["text_sha"])

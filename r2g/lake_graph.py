@@ -94,15 +94,10 @@ def read_lake_table(lake: Lake, name: str, columns: Sequence[str] | None = None)
         return read_parts(lake, name, UNION_TABLES[name], columns)
     if name in GRAPH_TABLES:
         layer, kind = GRAPH_TABLES[name]
-        nodes, edges = read_graph(
-            lake,
-            layer,
-            node_columns=columns if kind == "nodes" else ["id"],
-            edge_columns=columns if kind == "edges" else ["id"],
+        nodes, edges = read_graph_columns(
+            lake, layer, columns if kind == "nodes" else ["id"], columns if kind == "edges" else ["id"]
         )
-        frame, schema = (nodes, NODES) if kind == "nodes" else (edges, EDGES)
-        table = conform(frame.to_arrow(), schema)
-        return table.select(list(columns)) if columns is not None else table
+        return nodes if kind == "nodes" else edges
     table = read_table(lake.table(name), FILE_TABLES[name])
     return table.select(list(columns)) if columns is not None else table
 
@@ -157,6 +152,19 @@ def read_graph(
         if state.height:
             nodes = nodes.drop(state_cols).join(state, on=list(KEY), how="left", maintain_order="left").select(ncols)
     return nodes, edges
+
+
+def read_graph_columns(
+    lake: Lake, layer: str, node_columns: Sequence[str] | None, edge_columns: Sequence[str] | None
+) -> tuple[pa.Table, pa.Table]:
+    """The `layer`'s nodes and edges as Arrow tables of exactly the columns asked for (default all), from one
+    read_graph: where a step needs both, two read_lake_table calls would assemble the graph's keys twice."""
+    nodes, edges = read_graph(lake, layer, node_columns, edge_columns)
+    out = []
+    for frame, schema, columns in ((nodes, NODES, node_columns), (edges, EDGES, edge_columns)):
+        table = conform(frame.to_arrow(), schema)
+        out.append(table.select(list(columns)) if columns is not None else table)
+    return out[0], out[1]
 
 
 def read_graph_tables(lake: Lake, layer: str = "consolidated") -> tuple[pa.Table, pa.Table]:
