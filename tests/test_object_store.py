@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import uuid
 from pathlib import Path
 
@@ -37,13 +38,20 @@ CITED = "Oh, and my neighbour Xiaoming played football in Riverside Park on Satu
 @pytest.fixture(scope="module")
 def s3():
     """(endpoint, boto3 client) of a moto S3 server on a free loopback port."""
-    moto_server = pytest.importorskip("moto.server")
+    pytest.importorskip("moto.server")
     boto3 = pytest.importorskip("boto3")
     pytest.importorskip("s3fs")
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
+    # moto's S3 app itself, served as ThreadedMotoServer serves its dispatcher: the dispatcher only picks this same
+    # app, by matching the Host header against every AWS service's URL patterns on every request (a quarter of the
+    # server's CPU in this test, in this process)
+    from moto.moto_server.werkzeug_app import MotoRequestHandler, create_backend_app
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, create_backend_app("s3"), threaded=True, request_handler=MotoRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    host, port = server.server_address[:2]
     endpoint = f"http://{host}:{port}"
     client = boto3.client(
         "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
@@ -51,7 +59,8 @@ def s3():
     try:
         yield endpoint, client
     finally:
-        server.stop()
+        server.shutdown()
+        thread.join()
 
 
 def _env(endpoint: str, data: str, cache: Path, host: str) -> dict:
