@@ -15,7 +15,6 @@ import io
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -126,7 +125,7 @@ def _s3_fingerprint(objects: dict[str, bytes]) -> dict[str, str]:
 
 
 @pytest.mark.timeout(900)
-def test_a_lake_on_s3_serves_two_machines(s3, tmp_path: Path) -> None:
+def test_a_lake_on_s3_serves_two_machines(s3, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     endpoint, client = s3
     bucket = "memctl-" + uuid.uuid4().hex[:8]
     client.create_bucket(Bucket=bucket)
@@ -139,21 +138,18 @@ def test_a_lake_on_s3_serves_two_machines(s3, tmp_path: Path) -> None:
     a = _env(endpoint, data, tmp_path / "cache_a", "machine-a")
     b = _env(endpoint, data, tmp_path / "cache_b", "machine-b")
 
-    # Machine A materializes into the bucket; a local-folder run of the same inbox is the reference (both at once:
-    # separate data folders and caches).
-    local = tmp_path / "local"
-    shutil.copytree(SAMPLES, local / "inbox")
+    # Machine A materializes into the bucket; a local-folder run of the same inbox is the reference (the session's
+    # sample lake, built meanwhile if no other module has built it yet).
     on_s3 = _start(a, "materialize", "--quiet")
-    reference_run = _start(
-        {**a, "MEMCTL_DATA": str(local), "MEMCTL_CACHE_DIR": str(tmp_path / "unused")}, "materialize", "--quiet"
-    )
+    local = request.getfixturevalue("sample_lake")
     first = _finish(on_s3)
-    _finish(reference_run)
     assert "ingested now: 3" in first.stdout and "lake rebuilt: yes" in first.stdout
     objects = _objects(client, bucket, "team/lake/")
     reference = lake_fingerprint(local)
     assert any(k.startswith("raw/") for k in reference) and "lake/consolidated/state.parquet" in reference
     assert _s3_fingerprint(objects) == reference
+
+    assert not (local.parent / "unused_cache").exists()  # a local lake uses no cache folder, even when one is set
 
     # Nothing durable on A's disk: only its index cache, NLP cache and Dagster instance.
     (cache_a,) = (tmp_path / "cache_a").iterdir()
@@ -167,7 +163,6 @@ def test_a_lake_on_s3_serves_two_machines(s3, tmp_path: Path) -> None:
         if (k.endswith((".blob.zst", ".parquet")) and k not in ("lake/tenants.parquet", "lake/node_docs.parquet"))
         or k.startswith(("inbox/", "raw/"))
     ]
-    assert not (tmp_path / "unused").exists()
 
     # Machine B: a recall builds B's index cache from the bucket's tables and cites the line from the bucket's blob.
     out = _memctl(b, "recall", QUESTION, "--tenant", "demo", "--json")
