@@ -46,8 +46,9 @@ def _normal_sync(dbapi_conn: Any, _record: Any) -> None:
 
 
 def _engine(conn_string: str) -> Engine:
-    """One SQLite file's engine: a pooled connection (SQLAlchemy's QueuePool for a file), synchronous=NORMAL."""
-    engine = create_engine(conn_string, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS})
+    """One SQLite file's engine: pooled connections (SQLAlchemy's QueuePool for a file), synchronous=NORMAL. No cap
+    on connections open at once (max_overflow=-1): threads never wait for one, as with Dagster's NullPool."""
+    engine = create_engine(conn_string, max_overflow=-1, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS})
     db.event.listen(engine, "connect", _normal_sync)
     return engine
 
