@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from raw_store.lake import Lake
-from tests.test_incremental import AS_OF, _build, _extra, _forget_extra0, _inbox, _ops
+from tests.test_incremental import AS_OF, _build, _extra, _forget_extra0, _ops, first_build
 
 SIDE = ("communities", "promotions", "review_queue", "cold_edges", "ops_applied", "ops_rejected", "feedback")
 
@@ -76,10 +76,9 @@ def lockstep(tmp_path_factory):
         mp.setenv("MEMCTL_AS_OF", AS_OF)
         for k in ("MEMCTL_FULL", "MEMCTL_EXECUTOR", "DAGSTER_HOME"):
             mp.delenv(k, raising=False)
-        dirty = Lake(tmp_path_factory.mktemp("dirty"))
-        _inbox(dirty.root, extras=1)
+        dirty = Lake(tmp_path_factory.mktemp("dirty") / "lake")
+        shutil.copytree(first_build(tmp_path_factory), dirty.root)  # test_incremental's first build, shared
         mp.setenv("DAGSTER_HOME", str(dirty.root / "dagster_home"))
-        _build(dirty)
         # On a fresh lake a full recompute is the run the default lake just did (no snapshot: consolidation is
         # full either way, and MEMCTL_FULL changes nothing else the comparison reads), so the full lake starts
         # as a copy of it, its instance included, and the lockstep begins at the second step.

@@ -22,6 +22,7 @@ from assets.run import ExecutorConfig, materialize
 from jobs.forget import resolve, save_request
 from r2g.lake_graph import read_lake_table
 from raw_store.lake import Lake
+from tests.session_lakes import session_lake
 
 SAMPLES = Path(__file__).resolve().parent.parent / "data" / "inbox"
 AS_OF = "2024-06-01T00:00:00"
@@ -97,6 +98,23 @@ def _forget_extra0(lake: Lake) -> None:
     save_request(lake, resolve(lake, "demo", "conv", "extra0", reason="test"))
 
 
+def first_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The lake of the first files (the sample inbox and extra_0) after one default build as of AS_OF, its Dagster
+    instance inside: where (b) and (c) here and both lakes of test_dirty_lake start. Built once per test run
+    (tests/session_lakes.py); copy it."""
+
+    def build(root: Path) -> None:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("MEMCTL_AS_OF", AS_OF)
+            for k in ("MEMCTL_FULL", "MEMCTL_EXECUTOR"):
+                mp.delenv(k, raising=False)
+            mp.setenv("DAGSTER_HOME", str(root / "dagster_home"))
+            _inbox(root, extras=1)
+            _build(Lake(root))
+
+    return session_lake(tmp_path_factory, "incremental_first", build)
+
+
 @pytest.fixture(scope="module")
 def three_ways(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
@@ -106,9 +124,8 @@ def three_ways(tmp_path_factory):
         out = {}
         # first files, then one more, then ops (the same three default builds for (b) and (c): built once, and (c)
         # starts from a copy of that lake), then a forget
-        first = Lake(tmp_path_factory.mktemp("incremental"))
-        _inbox(first.root, extras=1)
-        _build(first)
+        first = Lake(tmp_path_factory.mktemp("incremental") / "lake")
+        shutil.copytree(first_build(tmp_path_factory), first.root)
         (first.inbox / "demo" / "extra_1.jsonl").write_text(_extra(1), "utf-8")
         _build(first)
         (first.inbox / "demo" / "agent_ops.jsonl").write_text(_ops(), "utf-8")

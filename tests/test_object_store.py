@@ -15,9 +15,9 @@ import io
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
+import threading
 import uuid
 from pathlib import Path
 
@@ -37,13 +37,20 @@ CITED = "Oh, and my neighbour Xiaoming played football in Riverside Park on Satu
 @pytest.fixture(scope="module")
 def s3():
     """(endpoint, boto3 client) of a moto S3 server on a free loopback port."""
-    moto_server = pytest.importorskip("moto.server")
+    pytest.importorskip("moto.server")
     boto3 = pytest.importorskip("boto3")
     pytest.importorskip("s3fs")
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
+    # moto's S3 app itself, served as ThreadedMotoServer serves its dispatcher: the dispatcher only picks this same
+    # app, by matching the Host header against every AWS service's URL patterns on every request (a quarter of the
+    # server's CPU in this test, in this process)
+    from moto.moto_server.werkzeug_app import MotoRequestHandler, create_backend_app
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, create_backend_app("s3"), threaded=True, request_handler=MotoRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    host, port = server.server_address[:2]
     endpoint = f"http://{host}:{port}"
     client = boto3.client(
         "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
@@ -51,7 +58,8 @@ def s3():
     try:
         yield endpoint, client
     finally:
-        server.stop()
+        server.shutdown()
+        thread.join()
 
 
 def _env(endpoint: str, data: str, cache: Path, host: str) -> dict:
@@ -117,7 +125,7 @@ def _s3_fingerprint(objects: dict[str, bytes]) -> dict[str, str]:
 
 
 @pytest.mark.timeout(900)
-def test_a_lake_on_s3_serves_two_machines(s3, tmp_path: Path) -> None:
+def test_a_lake_on_s3_serves_two_machines(s3, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     endpoint, client = s3
     bucket = "memctl-" + uuid.uuid4().hex[:8]
     client.create_bucket(Bucket=bucket)
@@ -130,21 +138,18 @@ def test_a_lake_on_s3_serves_two_machines(s3, tmp_path: Path) -> None:
     a = _env(endpoint, data, tmp_path / "cache_a", "machine-a")
     b = _env(endpoint, data, tmp_path / "cache_b", "machine-b")
 
-    # Machine A materializes into the bucket; a local-folder run of the same inbox is the reference (both at once:
-    # separate data folders and caches).
-    local = tmp_path / "local"
-    shutil.copytree(SAMPLES, local / "inbox")
+    # Machine A materializes into the bucket; a local-folder run of the same inbox is the reference (the session's
+    # sample lake, built meanwhile if no other module has built it yet).
     on_s3 = _start(a, "materialize", "--quiet")
-    reference_run = _start(
-        {**a, "MEMCTL_DATA": str(local), "MEMCTL_CACHE_DIR": str(tmp_path / "unused")}, "materialize", "--quiet"
-    )
+    local = request.getfixturevalue("sample_lake")
     first = _finish(on_s3)
-    _finish(reference_run)
     assert "ingested now: 3" in first.stdout and "lake rebuilt: yes" in first.stdout
     objects = _objects(client, bucket, "team/lake/")
     reference = lake_fingerprint(local)
     assert any(k.startswith("raw/") for k in reference) and "lake/consolidated/state.parquet" in reference
     assert _s3_fingerprint(objects) == reference
+
+    assert not (local.parent / "unused_cache").exists()  # a local lake uses no cache folder, even when one is set
 
     # Nothing durable on A's disk: only its index cache, NLP cache and Dagster instance.
     (cache_a,) = (tmp_path / "cache_a").iterdir()
@@ -158,7 +163,6 @@ def test_a_lake_on_s3_serves_two_machines(s3, tmp_path: Path) -> None:
         if (k.endswith((".blob.zst", ".parquet")) and k not in ("lake/tenants.parquet", "lake/node_docs.parquet"))
         or k.startswith(("inbox/", "raw/"))
     ]
-    assert not (tmp_path / "unused").exists()
 
     # Machine B: a recall builds B's index cache from the bucket's tables and cites the line from the bucket's blob.
     out = _memctl(b, "recall", QUESTION, "--tenant", "demo", "--json")
@@ -195,20 +199,21 @@ def test_a_lake_on_s3_serves_two_machines(s3, tmp_path: Path) -> None:
     out = json.loads(_memctl(a, "recall", "football club", "--tenant", "demo", "--json", "--no-log").stdout)
     assert any("joined the Riverside football club" in c["excerpt"] for r in out for c in r["citations"])
 
-    # Forgetting through the bucket: the request, the tombstones and the deletions are objects there.
-    forgot = _memctl(b, "forget", "--tenant", "demo", "--conv", "late", "--reason", "test", "--quiet")
-    assert "1 messages" in forgot.stdout and "1 raw blobs deleted" in forgot.stdout, forgot.stdout
+    # A corrupt blob in the bucket: verify quarantines it there, and the next materialize re-puts it — here the one a
+    # forget request runs (one lake build for both: issue 18, the suite's time). Forgetting works through the bucket:
+    # the request, the tombstones and the deletions are objects there.
     objects = _objects(client, bucket, "team/lake/")
-    assert [k for k in objects if k.startswith("forget/") and k.endswith(".json")]
-    assert [k for k in objects if k.startswith("raw/demo/") and k.endswith(".tomb")]
-    out = json.loads(_memctl(a, "recall", "football club", "--tenant", "demo", "--json", "--no-log").stdout)
-    assert not any("joined the Riverside football club" in c["excerpt"] for r in out for c in r["citations"])
-
-    # A corrupt blob in the bucket: verify quarantines it there, the next materialize re-puts it.
     key = next(k for k in sorted(objects) if k.startswith("raw/research/") and k.endswith(".blob.zst"))
     client.put_object(Bucket=bucket, Key=f"team/lake/{key}", Body=b"not zstd")
     report = json.loads(_memctl(a, "verify", "--json", code=1).stdout)  # 1: corruption was found
     assert [c["path"] for c in report["corrupt"]] == [key] and report["reingest"] == ["research/garden_club.json"]
     assert list(_objects(client, bucket, "team/lake/quarantine/")) == [key]
-    _memctl(a, "materialize", "--quiet")
-    assert _objects(client, bucket, f"team/lake/{key}")[""] == objects[key]
+
+    forgot = _memctl(b, "forget", "--tenant", "demo", "--conv", "late", "--reason", "test", "--quiet")
+    assert "1 messages" in forgot.stdout and "1 raw blobs deleted" in forgot.stdout, forgot.stdout
+    after = _objects(client, bucket, "team/lake/")
+    assert [k for k in after if k.startswith("forget/") and k.endswith(".json")]
+    assert [k for k in after if k.startswith("raw/demo/") and k.endswith(".tomb")]
+    out = json.loads(_memctl(a, "recall", "football club", "--tenant", "demo", "--json", "--no-log").stdout)
+    assert not any("joined the Riverside football club" in c["excerpt"] for r in out for c in r["citations"])
+    assert after[key] == objects[key]  # the quarantined blob is back, the same bytes

@@ -220,11 +220,9 @@ def _run_counts(server: Server, lakes: dict[str, PgLake]) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def built(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Built:
+def built(server: Server, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Built:
     base = tmp_path_factory.mktemp("pg_storage")
     yaml = docs_dagster_yaml(server.port)
-    ref = base / "sqlite"
-    shutil.copytree(SAMPLES, ref / "inbox")
     lakes: dict[str, PgLake] = {}
     for name in LAKES:
         root = base / name
@@ -234,11 +232,13 @@ def built(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Built:
         (home / "dagster.yaml").write_text(yaml, "utf-8")
         lakes[name] = PgLake(name, root, home, f"memctl_{name}", 0)
 
-    # all three at once (separate lakes, separate instances, the dask run on its own LocalCluster)
-    procs = {"ref": _materialize(ref, None)}
+    # both at once (separate lakes, separate instances, the dask run on its own LocalCluster); the same inbox on the
+    # default SQLite instance is the session's sample lake (built meanwhile if no other module has built it yet)
+    procs = {}
     for name, lk in lakes.items():
         procs[name] = _materialize(lk.root, lk.home, **server.env(lk.db), **LAKES[name])
         lk.cli_pid = procs[name].pid
+    ref = request.getfixturevalue("sample_lake")
     for proc in procs.values():
         _wait(proc)
 

@@ -63,17 +63,22 @@ def _env(data: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def ui(tmp_path_factory: pytest.TempPathFactory):
-    """The README's first command on a copy of the sample inbox (materialize, then a recall, which logs its hits),
-    then `memctl ui` on a free loopback port, started as `memctl ui &` from a script would be (SIGINT ignored, so
-    dagster would ignore SIGTERM too); its output goes to ui.log beside the data. The module's last test stops it."""
+def ui(tmp_path_factory: pytest.TempPathFactory, sample_lake: Path):
+    """The README's first command on the sample inbox (materialize: a copy of the session's sample lake, which is
+    that build; then a recall, which logs its hits), then `memctl ui` on a free loopback port, started as
+    `memctl ui &` from a script would be (SIGINT ignored, so dagster would ignore SIGTERM too); its output goes to
+    ui.log beside the data. The module's last test stops it."""
     data = tmp_path_factory.mktemp("ui") / "data"
-    shutil.copytree(ROOT / "data" / "inbox", data / "inbox")
+    shutil.copytree(sample_lake, data)
     env = _env(data)
-    for cmd in (["materialize", "--quiet"], ["recall", "Where did Xiaoming play football?", "--tenant", "demo"]):
-        subprocess.run(
-            [sys.executable, "-m", "assets.cli", *cmd], cwd=ROOT, env=env, check=True, capture_output=True, timeout=300
-        )
+    subprocess.run(
+        [sys.executable, "-m", "assets.cli", "recall", "Where did Xiaoming play football?", "--tenant", "demo"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     port, log = _free_port(), data.parent / "ui.log"
     cmd = shlex.join([sys.executable, "-m", "assets.cli", "ui", "--port", str(port)])
     with open(log, "wb") as out:
