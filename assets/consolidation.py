@@ -189,7 +189,7 @@ def consolidation(
     # at a time, each let go once written (the stage's sorted copies are not the result's)
     r2g = {"nodes": r2g_nodes, "edges": r2g_edges}
     del r2g_nodes, r2g_edges
-    overlay_rows, hashes = [], list(run.input_hashes or (None, None))  # R2G's row hashes, from the dirty set
+    overlay_rows, hashes = {}, list(run.input_hashes or (None, None))  # R2G's row hashes, from the dirty set
     run.input_hashes = None
     for name, schema, ignore in (("nodes", NODES, STATE_COLUMNS), ("edges", EDGES, ())):
         to_stage, to_result = stage_and_final_overlays(
@@ -203,7 +203,7 @@ def consolidation(
         write_overlay(folder, name, to_result, schema)
         write_stage(steps, run, name, to_stage, schema)
         run.snapshot.release(name)
-        overlay_rows += [to_result.upserts.num_rows, to_result.removed.num_rows]
+        overlay_rows[name] = (to_result.upserts.num_rows, to_result.removed.num_rows)
         del to_stage, to_result
     write_table(result.nodes.select(NODE_STATE.names), state, NODE_STATE)
     write_snapshot(steps, run)
@@ -225,7 +225,7 @@ def consolidation(
             "by_status": dg.MetadataValue.json(value_counts(result.nodes, "status")),
             **changes.metadata(),
             **run.metadata(),
-            "overlay_rows": overlay_rows[0],
+            "overlay_rows": overlay_rows["nodes"][0],
             "as_of": as_of.isoformat(),
         },
     )
@@ -236,8 +236,8 @@ def consolidation(
             "edge_types_chart": png_markdown(bar_chart_png(edge_types, "Edge types", "edges"), "edge types"),
             "degree_chart": png_markdown(degree_chart_png(degrees(result.nodes, result.edges)), "degree distribution"),
             "by_type": dg.MetadataValue.json(edge_types),
-            "overlay_rows": overlay_rows[2],
-            "removed_from_r2g": overlay_rows[3],
+            "overlay_rows": overlay_rows["edges"][0],
+            "removed_from_r2g": overlay_rows["edges"][1],
         },
     )
     charts = {

@@ -330,7 +330,7 @@ def _row_hashes(table: pa.Table, key: list[str], *groups: Sequence[str]) -> pl.D
     hashes = []
     seed = 7
     for i, columns in enumerate(groups):
-        h = pl.Series(f"_h{i}", [0] * table.num_rows, dtype=pl.UInt64)
+        h = pl.zeros(table.num_rows, pl.UInt64, eager=True)
         for name in columns:
             h = h ^ as_frame(table.select([name])).get_column(name).hash(seed=seed)
             seed += 1
