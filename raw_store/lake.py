@@ -21,10 +21,13 @@ tables when it is missing or older than them.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import io
 import json
 import os
 import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -168,9 +171,11 @@ def write_bytes_atomic(path: Path, data: bytes) -> bool:
     the file, and its mtime, untouched) when the file already holds exactly these bytes.
     On object storage one PUT replaces an object whole (never partly), so it is the rename."""
     if is_remote(path):
-        try:  # a HEAD, and only for an object of the same size a GET (UPath.read_bytes would HEAD it again)
-            obj: Any = path  # a UPath
-            if obj.fs.info(obj.path)["size"] == len(data) and read_object(obj) == data:
+        # one GET: asking for the size first was a HEAD, and for a new object (most writes) s3fs then lists the
+        # prefix to tell a missing object from a folder; an object rewritten with other bytes is read whole, at
+        # most the size of the upload that follows
+        try:
+            if read_object(path) == data:
                 return False
         except FileNotFoundError:
             pass
@@ -233,7 +238,45 @@ def read_parquet(path: Any, columns: list[str] | None = None) -> pa.Table:
 def read_object(path: Any) -> bytes:
     """The bytes of an object on object storage in one GET (UPath.read_bytes asks for its size first: a HEAD and
     a GET, each a round trip); FileNotFoundError if there is none."""
-    return bytes(path.fs.cat_file(path.path))
+    return bytes(path.fs.cat_file(path.path, **_one_get(path.fs)))
+
+
+def read_objects(paths: Sequence[Any]) -> dict[str, bytes]:
+    """{str(path): bytes} of objects on one file system, fetched concurrently, one GET each; missing ones left out."""
+    if not paths:
+        return {}
+    fs = paths[0].fs
+    by_key = {p.path: str(p) for p in paths}
+    got = fs.cat(list(by_key), on_error="omit", **_one_get(fs))
+    return {by_key[k]: bytes(v) for k, v in got.items() if not isinstance(v, BaseException)}
+
+
+def _one_get(fs: Any) -> dict:
+    """cat_file's keywords for a whole object in one request. s3fs first asks for the object's size (a HEAD) to
+    split one over its block size (50 MB) into concurrent ranged GETs; the lake's objects are parts and tables of
+    a few MB, and the HEADs were a third of a small lake's requests."""
+    cat_file = getattr(fs, "_cat_file", None)  # async file systems only
+    return {"max_concurrency": 1} if cat_file and "max_concurrency" in inspect.signature(cat_file).parameters else {}
+
+
+@contextmanager
+def local_copies(lake: Lake, paths: Sequence[Any]) -> Iterator[Callable[[Any], Any]]:
+    """A function from a lake path to a local copy of it, while the context lasts: on object storage the objects
+    of `paths` are fetched once each, all at once, into a temp folder in the lake's local cache (DuckDB reading the
+    bucket through fsspec asked for each file's size, footer and column chunks apart, a round trip each); a path
+    not among them, or missing, maps to itself. A local lake: every path maps to itself."""
+    if not lake.remote or not paths:
+        yield lambda path: path
+        return
+    lake.index_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".lake.", dir=lake.index_dir) as tmp:
+        root = str(lake.root).rstrip("/") + "/"
+        local: dict[str, Path] = {}
+        for name, data in read_objects(list(paths)).items():
+            local[name] = Path(tmp, *name[len(root) :].split("/")) if name.startswith(root) else Path(tmp, name)
+            local[name].parent.mkdir(parents=True, exist_ok=True)
+            local[name].write_bytes(data)
+        yield lambda path: local.get(str(path), path)
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:

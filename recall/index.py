@@ -46,6 +46,7 @@ from raw_store.lake import (
     Lake,
     fsync_dir,
     index_is_current,
+    local_copies,
     read_lake_state,
     read_table,
     write_bytes_atomic,
@@ -382,24 +383,17 @@ def _fill(
 
 @contextmanager
 def _local_copies(lake: Lake, sqls: list[str]) -> Iterator[Callable[[str], str]]:
-    """A function that points SQL over the lake's files at local copies of them: on object storage the objects
-    the `sqls` name are fetched once each, all at once, into a temp folder that lives while the context does. DuckDB
-    reading the bucket through the registered fsspec file system asked for each file's size, footer and column
-    chunks apart, a round trip each (most of a small lake's index build). A local lake: the SQL as it is."""
+    """A function that points SQL over the lake's files at local copies of them (raw_store.lake.local_copies: on
+    object storage the objects the `sqls` name, fetched once each, all at once). A local lake: the SQL as it is."""
     if not lake.remote:
         yield lambda sql: sql
         return
     root = str(lake.root).rstrip("/") + "/"
-    rels = sorted({m for sql in sqls for m in re.findall(re.escape(root) + r"([^']+)'", sql)})
-    keys = {rel: lake.root.joinpath(*rel.split("/")).path for rel in rels}
-    objects = lake.root.fs.cat(list(keys.values()), on_error="omit") if keys else {}  # concurrent GETs
-    with tempfile.TemporaryDirectory(prefix=".lake.", dir=lake.index_dir) as tmp:
-        for rel in rels:
-            data = objects.get(keys[rel])
-            if data is not None:  # a missing one stays missing: DuckDB reports it as it would in the bucket
-                (Path(tmp) / rel).parent.mkdir(parents=True, exist_ok=True)
-                (Path(tmp) / rel).write_bytes(data)
-        yield lambda sql: sql.replace(root, Path(tmp).as_posix() + "/")
+    files = re.compile(re.escape(root) + r"([^']+)(?=')")
+    rels = sorted({m for sql in sqls for m in files.findall(sql)})
+    # a missing one stays as it is: DuckDB reports it as it would in the bucket
+    with local_copies(lake, [lake.root.joinpath(*rel.split("/")) for rel in rels]) as local:
+        yield lambda sql: files.sub(lambda m: str(local(m.group(0))), sql)
 
 
 def _tenants_path(lake: Lake) -> Path:

@@ -14,9 +14,11 @@ from r2g.schema import EDGES, NODES
 from raw_store.cas import RawStore
 from raw_store.lake import (
     Lake,
+    local_copies,
     part_id,
     partition_key_for,
     read_manifest,
+    read_object,
     read_table,
     scan_inbox,
     union_sorted,
@@ -50,6 +52,27 @@ def test_write_bytes_atomic_replaces_content(tmp_path: Path) -> None:
     p = tmp_path / "x.bin"
     assert write_bytes_atomic(p, b"one")
     assert write_bytes_atomic(p, b"two") and p.read_bytes() == b"two"
+
+
+def test_objects_are_written_once_and_copied_locally_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On object storage (fsspec's memory file system here) a write of the same bytes is skipped, and local_copies
+    maps each object it fetched to a file in the lake's local cache while its context lasts, anything else to
+    itself."""
+    monkeypatch.setenv("MEMCTL_CACHE_DIR", str(tmp_path / "cache"))
+    lake = Lake.at(f"memory://copies-{tmp_path.name}/lake")
+    nodes, edges, missing = (lake.parts / p / "x.parquet" for p in ("p1", "p2", "p3"))
+    assert write_bytes_atomic(nodes, b"one") and write_bytes_atomic(edges, b"two")
+    assert not write_bytes_atomic(nodes, b"one")
+    assert write_bytes_atomic(nodes, b"three") and read_object(nodes) == b"three"
+    with local_copies(lake, [nodes, edges, missing]) as local:
+        copies = local(nodes), local(edges)
+        assert [c.read_bytes() for c in copies] == [b"three", b"two"]
+        assert all(c.is_relative_to(lake.index_dir) for c in copies) and copies[0] != copies[1]
+        assert local(missing) is missing and local(lake.parts) == lake.parts
+    assert not any(c.exists() for c in copies)
+    here = Lake(tmp_path / "data")
+    with local_copies(here, [here.parts / "p1" / "x.parquet"]) as local:
+        assert local(here.parts / "p1" / "x.parquet") == here.parts / "p1" / "x.parquet"
 
 
 @given(st.text(min_size=1, max_size=40))
