@@ -51,10 +51,11 @@ class Prepared:
     """The tenant's tables as recall reads them, each row or group with its hash (nothing sorted yet: a delta
     sorts only the rows it writes)."""
 
-    nodes: pl.DataFrame  # active nodes, one row per id: id, keywords, NODE_ROW_COLS, hash
+    nodes: pl.DataFrame  # active nodes, one row per id, in id order: id, keywords, NODE_ROW_COLS, hash
     newest: datetime | None  # newest node time over all nodes (any status), or None
-    half: pl.DataFrame  # half-edges between active nodes: node, nbr, dir, type, weight, eid, h
-    adj: pl.DataFrame  # per node id with edges: node, hash
+    # half-edges between active nodes: node, nbr (codes: rows of `nodes`), dir, type (an Enum), weight, h
+    half: pl.DataFrame
+    adj: pl.DataFrame  # per node with edges: node (code), hash
     chunks: pl.DataFrame  # id, path, sha256, conv_id, ts, passage, text, hash
     messages: pl.DataFrame  # one row per message piece: piece, piece_offset, piece_length, MESSAGE_ROW_COLS, h
     msg: pl.DataFrame  # per piece: key, hash
@@ -71,39 +72,43 @@ def _group_hash(df: pl.DataFrame, key: str) -> pl.DataFrame:
     return g.select(pl.col(key), _hash(g, ["sum", "n"]).alias("hash"))
 
 
+def _half_edges(e: pl.DataFrame, node: str, nbr: str, direction: int, types: pl.Enum) -> pl.DataFrame:
+    """One end's half-edges of the edges `e` (with `<end>_code` columns): node, nbr, dir, type, weight, h. The hash
+    is of the ids (node, nbr, dir, type, weight, edge id), as when the half-edges held the id strings."""
+    d = pl.lit(direction, pl.UInt8)
+    return e.select(
+        pl.col(f"{node}_code").alias("node"),
+        pl.col(f"{nbr}_code").alias("nbr"),
+        d.alias("dir"),
+        pl.col("type").cast(types),
+        "weight",
+        e.select(node, nbr, d, "type", "weight", "id").hash_rows(seed=HASH_SEED).alias("h"),
+    )
+
+
 def prepare(nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table, messages: pa.Table) -> Prepared:
     _, inactive, _ = fts_settings()
     node_cols = ["id", "keywords", *NODE_ROW_COLS]
     n = as_frame(conform(nodes, NODES).select(node_cols))
     newest = n.select(pl.coalesce("time_start", "last_seen", "first_seen").max()).item() if n.height else None
     n = n.filter(pl.col("id").is_not_null() & (pl.col("status").is_null() | ~pl.col("status").is_in(inactive)))
-    n = n.unique("id", keep="first", maintain_order=True)
+    n = n.unique("id", keep="first", maintain_order=True).sort("id")
     n = n.with_columns(_hash(n, node_cols).alias("hash"))
 
+    # the half-edges name their nodes by code (row in `n`, so code order is id order), not by id string: the
+    # joins and the sort of _adjacency run on integers (3.3M half-edges at 100k messages). An id that is no
+    # active node casts to null: its edges are dropped.
+    code = pl.Enum(n["id"])
     e = as_frame(conform(edges, EDGES).select(["id", "src", "dst", "type", "weight"]))
-    e = e.filter(pl.col("src").is_in(n["id"].implode()) & pl.col("dst").is_in(n["id"].implode()))
-    e = e.with_columns(pl.col("weight").fill_null(1.0), pl.col("type").fill_null(""))
-    half = pl.concat(
-        [
-            e.select(
-                pl.col("src").alias("node"),
-                pl.col("dst").alias("nbr"),
-                pl.lit(0, pl.UInt8).alias("dir"),
-                "type",
-                "weight",
-                pl.col("id").alias("eid"),
-            ),
-            e.select(
-                pl.col("dst").alias("node"),
-                pl.col("src").alias("nbr"),
-                pl.lit(1, pl.UInt8).alias("dir"),
-                "type",
-                "weight",
-                pl.col("id").alias("eid"),
-            ),
-        ]
-    )
-    half = half.with_columns(_hash(half, ["node", "nbr", "dir", "type", "weight", "eid"]).alias("h"))
+    e = e.with_columns(
+        pl.col("weight").fill_null(1.0),
+        pl.col("type").fill_null(""),
+        pl.col("src").cast(code, strict=False).to_physical().cast(pl.UInt32).alias("src_code"),
+        pl.col("dst").cast(code, strict=False).to_physical().cast(pl.UInt32).alias("dst_code"),
+    ).filter(pl.col("src_code").is_not_null() & pl.col("dst_code").is_not_null())
+    types = pl.Enum(e["type"].unique().sort())
+    half = pl.concat([_half_edges(e, "src", "dst", 0, types), _half_edges(e, "dst", "src", 1, types)])
+    del e
     adj = _group_hash(half, "node")
 
     c = as_frame(conform(raw_chunks, RAW_CHUNKS).select(["id", "path", "sha256", "conv_id", "ts", "mime", "text"]))
@@ -243,8 +248,8 @@ def _edge_types(half: pl.DataFrame, before: list[str] | None = None) -> list[str
 
 
 def _write_base(folder: Path, p: Prepared, meta: dict, docs: Callable | None = None) -> dict:
-    # a base numbers its nodes in id order: slot = row (the reader relies on it)
-    nodes = p.nodes.sort("id").with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("slot"))
+    # a base numbers its nodes in id order (p.nodes's): slot = row = code (the reader relies on it)
+    nodes = p.nodes.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("slot"))
     edge_types = _edge_types(p.half)
     out = build_segment(
         folder,
@@ -274,11 +279,11 @@ def _write_base(folder: Path, p: Prepared, meta: dict, docs: Callable | None = N
 
 @dataclass
 class Delta:
-    slot_of: pl.DataFrame  # id, slot of every current node
+    slot_of: pl.DataFrame  # id, slot of every current node, in Prepared.nodes's order (row = code)
     n_slots: int
     nodes: pl.DataFrame  # changed and added rows, with slot
     removed_slots: np.ndarray
-    adj: pl.DataFrame  # node, hash of the lists to write
+    adj: pl.DataFrame  # node (code), hash of the lists to write
     empty_slots: np.ndarray  # slots that lost all their edges
     chunks: pl.DataFrame
     removed_chunks: list[str]
@@ -301,12 +306,16 @@ class Delta:
 
 def diff(p: Prepared, cur: Current) -> Delta:
     """What a delta over `cur` must hold for the tables of `p`."""
+    # in p.nodes's order (row = the node's code in p.half and p.adj); new nodes take the next slots in that order
     slot_of = p.nodes.select("id").join(cur.slots, on="id", how="left", maintain_order="left")
-    fresh = slot_of.filter(pl.col("slot").is_null())
-    n_slots = cur.version.n_slots
-    fresh = fresh.with_columns((pl.int_range(pl.len(), dtype=pl.Int64) + n_slots).alias("slot"))
-    slot_of = pl.concat([slot_of.filter(pl.col("slot").is_not_null()), fresh])
-    n_slots += fresh.height
+    fresh = pl.col("slot").is_null()
+    n_slots = cur.version.n_slots + slot_of.get_column("slot").null_count()
+    slot_of = slot_of.with_columns(
+        pl.when(fresh)
+        .then(fresh.cast(pl.Int64).cum_sum() - 1 + cur.version.n_slots)
+        .otherwise(pl.col("slot"))
+        .alias("slot")
+    )
 
     old = cur.nodes.select("id", pl.col("hash").alias("old"))
     nodes = (
@@ -317,7 +326,7 @@ def diff(p: Prepared, cur: Current) -> Delta:
     )
     removed = cur.nodes.join(p.nodes.select("id"), on="id", how="anti")["slot"].to_numpy().astype(np.int64)
 
-    new_adj = p.adj.join(slot_of.rename({"id": "node"}), on="node", how="left")
+    new_adj = p.adj.with_columns(slot_of.get_column("slot").gather(p.adj.get_column("node")))
     old_adj = cur.adj.filter(~pl.col("slot").is_in(pl.Series(removed).implode())).rename({"hash": "old"})
     adj = (
         new_adj.join(old_adj, on="slot", how="left")
