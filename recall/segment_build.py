@@ -103,9 +103,11 @@ def build_segment(
     chunks = chunks.sort("id")
     given = docs(nodes.select("id"), "node") if docs is not None and nodes.height else None
     documents, mmr = docs_with_mmr(nodes, given, node_doc)
+    del given  # the intermediates go as soon as they are used (a segment is built in memory)
     timings["segment_docs"] = time.perf_counter() - t
     t = time.perf_counter()
     node_postings, tokenize = build_postings(documents, ignore)
+    del documents
     timings["node_fts"] = time.perf_counter() - t
     t = time.perf_counter()
     node_table = (
@@ -114,6 +116,7 @@ def build_segment(
         .to_arrow()
         .cast(SEG_NODES)
     )
+    del mmr
     names = _names(nodes)
     adjacency = _adjacency(slot_of, half, adj, empty_slots, edge_types)
     passage = chunks["passage"].to_numpy().astype(bool) if chunks.height else np.zeros(0, bool)
@@ -129,6 +132,7 @@ def build_segment(
     timings["graph_rows"] = time.perf_counter() - t
     t = time.perf_counter()
     raw_postings, raw_tokenize = build_postings(raw_docs, ignore)
+    del raw_docs, passages
     timings["raw_fts"] = time.perf_counter() - t
     t = time.perf_counter()
     # a chunk's messages by conv_id, seq (Citer's order), ties by content: the same order whatever the input order
