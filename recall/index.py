@@ -133,8 +133,8 @@ def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = Non
         "messages": read_lake_table(lake, "messages"),
     }
     raw = RawDocs(lake, as_frame(tables["raw_chunks"].select(["tenant", "id", "text", "mime"])))
+    del node_table, edge_table  # held by `tables` only: the recall index build frees them once it has used them
     graphs = _write_recall_indexes(lake, tables, full, docs, raw)
-    del tables, edge_table, node_table
     tenants = _tenants(lake, nodes)
     vectors = _write_vectors(lake, nodes, tenants)
     stats = _write_duckdb(lake, names, nodes, tenants, newest, full, docs, raw)
@@ -454,8 +454,9 @@ def _write_vectors(lake: Lake, nodes: pl.DataFrame, tenants: list[str]) -> dict:
 
 
 def _write_recall_indexes(lake: Lake, tables: dict[str, pa.Table], full: bool, docs: NodeDocs, raw: RawDocs) -> dict:
-    """Recall's per-tenant index (recall.index_build) from the tables just read; {tenant: {"vertices", "edges",
-    "mode", "seconds"}}. The igraph pickles of earlier versions (lake.graph_dir) are removed: nothing reads them."""
+    """Recall's per-tenant index (recall.index_build) from the tables just read (emptied: build_recall_indexes takes
+    them out); {tenant: {"vertices", "edges", "mode", "seconds"}}. The igraph pickles of earlier versions
+    (lake.graph_dir) are removed: nothing reads them."""
     import shutil
 
     from recall.index_build import build_recall_indexes

@@ -1,8 +1,8 @@
 """BM25 postings of one index segment, exported from DuckDB's FTS tables, and BM25 over several segments.
 
-Build: the segment's documents go into a throwaway DuckDB, `PRAGMA create_fts_index` indexes them
-exactly as `recall.index` indexes the SQL-side tables (porter stemmer, English stop-words,
-FTS_IGNORE), and its `dict` / `terms` / `docs` tables are exported as arrays:
+Build: the segment's documents go into throwaway DuckDBs, CHUNK_CHARS of text each, `PRAGMA create_fts_index`
+indexes them exactly as `recall.index` indexes the SQL-side tables (porter stemmer, English stop-words,
+FTS_IGNORE), and their `dict` / `terms` / `docs` tables are exported and put together as arrays:
 
   <name>_terms.arrow      the segment's terms (stems), sorted by UTF-8 bytes (Arrow IPC, one column)
   <name>_terms.keys.npy   their byte prefixes (recall.sorted_keys)
@@ -53,14 +53,63 @@ class PostingsArrays:
     doc_len: np.ndarray
 
 
-def build_postings(docs: Sequence[str | None], ignore: str) -> tuple[PostingsArrays, str]:
-    """Postings of `docs` (row i = document i) from a DuckDB FTS index over them, and the index's
-    tokenize macro (SQL text) for the query side. An empty document still counts (length 0), as in DuckDB."""
-    from recall.store import connect
+# Documents go to DuckDB this many characters at a time: its FTS build holds over ten times its input (0.7 GB for
+# the 383k node documents, 50 MB of text, of a 100k-message lake), and a document's terms and length do not depend
+# on the other documents, so the postings of the chunks, put together, are those of one index over all.
+CHUNK_CHARS = 8_000_000
 
+
+def build_postings(docs: Sequence[str | None], ignore: str) -> tuple[PostingsArrays, str]:
+    """Postings of `docs` (row i = document i) from DuckDB FTS indexes over them, and the indexes' tokenize macro
+    (SQL text) for the query side. An empty document still counts (length 0), as in DuckDB."""
     n = len(docs)
     if not n:
         return _empty(), ""
+    doc_len = np.zeros(n, dtype=np.int32)
+    tokenize = ""
+    chunks = []  # (the chunk's terms by its term id, term ids, rows, tf) of each chunk
+    for lo, hi in _chunk_bounds(docs, CHUNK_CHARS):
+        tokenize, lens, terms, termid, row, tf = _chunk_postings(docs[lo:hi], ignore)
+        doc_len[lo:hi] = lens
+        chunks.append((terms, termid, row + np.int32(lo), tf))
+    vocab = sorted({t for terms, *_ in chunks for t in terms if t is not None})  # code point = UTF-8 byte order
+    if not vocab:
+        return PostingsArrays(
+            pa.array([], pa.string()), np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32), doc_len
+        ), tokenize
+    rank_of = {t: i for i, t in enumerate(vocab)}
+    rank = np.concatenate(
+        [np.array([-1 if t is None else rank_of[t] for t in terms], np.int32)[termid] for terms, termid, _, _ in chunks]
+    )
+    rows = np.concatenate([row for _, _, row, _ in chunks])
+    tfs = np.concatenate([tf for *_, tf in chunks])
+    del chunks
+    order = np.lexsort((rows, rank))  # by term, then document
+    return PostingsArrays(
+        pa.array(vocab, pa.string()),
+        np.r_[0, np.cumsum(np.bincount(rank, minlength=len(vocab)))].astype(np.int64),
+        rows[order],
+        tfs[order],
+        doc_len,
+    ), tokenize
+
+
+def _chunk_bounds(docs: Sequence[str | None], chars: int) -> list[tuple[int, int]]:
+    """[lo, hi) row ranges of about `chars` characters each (at least one document each)."""
+    ends = np.cumsum(np.fromiter((len(d) if d else 0 for d in docs), np.int64, len(docs)))
+    cuts = np.unique(np.searchsorted(ends, np.arange(chars, int(ends[-1]) + 1, chars), side="right"))
+    bounds = [0, *(int(c) for c in cuts if 0 < c < len(docs)), len(docs)]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def _chunk_postings(
+    docs: Sequence[str | None], ignore: str
+) -> tuple[str, np.ndarray, list[str | None], np.ndarray, np.ndarray, np.ndarray]:
+    """One DuckDB FTS index over `docs`: (tokenize macro, document lengths, terms by term id, and the postings as
+    term ids, rows and term frequencies)."""
+    from recall.store import connect
+
+    n = len(docs)
     con = connect(None, read_only=False)
     try:
         con.execute("SET preserve_insertion_order = false")
@@ -68,48 +117,38 @@ def build_postings(docs: Sequence[str | None], ignore: str) -> tuple[PostingsArr
         con.register("_src", src)
         con.execute("CREATE TABLE d AS SELECT * FROM _src")
         con.unregister("_src")
+        del src
         con.execute(
             f"PRAGMA create_fts_index('d', 'row', 'doc', stemmer='{STEMMER}', stopwords='{STOPWORDS}', "
             f"ignore='{ignore}', overwrite=1)"
         )
-        row = con.execute(
+        got = con.execute(
             "SELECT macro_definition FROM duckdb_functions() WHERE schema_name = 'fts_main_d' "
             "AND function_name = 'tokenize'"
         ).fetchone()
-        assert row is not None  # create_fts_index defines the macro
-        tokenize = row[0]
+        assert got is not None  # create_fts_index defines the macro
         lens = con.execute("SELECT name, len FROM fts_main_d.docs").fetchnumpy()
         doc_len = np.zeros(n, dtype=np.int32)
         doc_len[lens["name"].astype(np.int64)] = lens["len"]
+        words = con.execute("SELECT termid, term FROM fts_main_d.dict").fetchnumpy()
+        terms: list[str | None] = [None] * (int(words["termid"].max()) + 1 if len(words["termid"]) else 0)
+        for i, t in zip(words["termid"].tolist(), words["term"].tolist()):
+            terms[i] = t
         post = con.execute("""
-            SELECT dict.term AS term, docs.name AS row, count(*) AS tf
+            SELECT terms.termid AS termid, docs.name AS row, count(*) AS tf
             FROM fts_main_d.terms AS terms
-            JOIN fts_main_d.dict AS dict ON dict.termid = terms.termid
             JOIN fts_main_d.docs AS docs ON docs.docid = terms.docid
-            GROUP BY dict.term, docs.name
-            ORDER BY dict.term, docs.name""").arrow()
+            GROUP BY terms.termid, docs.name""").fetchnumpy()
     finally:
         con.close()
-    if isinstance(post, pa.RecordBatchReader):
-        post = post.read_all()
-    terms_col = post.column("term").combine_chunks()
-    if len(terms_col) == 0:
-        return PostingsArrays(
-            pa.array([], pa.string()), np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32), doc_len
-        ), tokenize
-    # the term column is sorted: a term's postings start where its value changes
-    codes = terms_col.dictionary_encode()
-    idx = codes.indices.to_numpy()
-    starts = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])
-    term_ptr = np.r_[starts, len(idx)].astype(np.int64)
-    terms = terms_col.take(pa.array(starts))
-    return PostingsArrays(
-        terms,
-        term_ptr,
-        post.column("row").to_numpy().astype(np.int32),
-        post.column("tf").to_numpy().astype(np.int32),
+    return (
+        got[0],
         doc_len,
-    ), tokenize
+        terms,
+        post["termid"].astype(np.int32),
+        post["row"].astype(np.int32),
+        post["tf"].astype(np.int32),
+    )
 
 
 def _empty() -> PostingsArrays:

@@ -103,9 +103,11 @@ def build_segment(
     chunks = chunks.sort("id")
     given = docs(nodes.select("id"), "node") if docs is not None and nodes.height else None
     documents, mmr = docs_with_mmr(nodes, given, node_doc)
+    del given  # the intermediates go as soon as they are used (a segment is built in memory)
     timings["segment_docs"] = time.perf_counter() - t
     t = time.perf_counter()
     node_postings, tokenize = build_postings(documents, ignore)
+    del documents
     timings["node_fts"] = time.perf_counter() - t
     t = time.perf_counter()
     node_table = (
@@ -114,6 +116,7 @@ def build_segment(
         .to_arrow()
         .cast(SEG_NODES)
     )
+    del mmr
     names = _names(nodes)
     adjacency = _adjacency(slot_of, half, adj, empty_slots, edge_types)
     passage = chunks["passage"].to_numpy().astype(bool) if chunks.height else np.zeros(0, bool)
@@ -129,6 +132,7 @@ def build_segment(
     timings["graph_rows"] = time.perf_counter() - t
     t = time.perf_counter()
     raw_postings, raw_tokenize = build_postings(raw_docs, ignore)
+    del raw_docs, passages
     timings["raw_fts"] = time.perf_counter() - t
     t = time.perf_counter()
     # a chunk's messages by conv_id, seq (Citer's order), ties by content: the same order whatever the input order
@@ -188,50 +192,47 @@ def _adjacency(
     slot_of: pl.DataFrame, half: pl.DataFrame, adj: pl.DataFrame, empty_slots: np.ndarray, edge_types: list[str]
 ) -> AdjacencyArrays:
     """CSR lists of `adj`'s nodes from their half-edges, plus empty lists. A list is ordered by neighbour id, then
-    out before in, then type name, then the half-edge's hash: the same order whichever segment writes it."""
-    names = sorted(edge_types)
-    codes = pl.DataFrame(
+    out before in, then type name, then the half-edge's hash: the same order whichever segment writes it.
+
+    `half` and `adj` name nodes by code, a row of `slot_of` (recall.index_build.Prepared); codes are in id order,
+    so the neighbour's code orders by its id. All of it runs on integer arrays, none on the id strings."""
+    slot = slot_of.get_column("slot").to_numpy().astype(np.int64)
+    lists = pl.DataFrame(
         {
-            "type": edge_types,
-            "tcode": np.arange(len(edge_types), dtype=np.int64),
-            "trank": [names.index(t) for t in edge_types],
-        },
-        schema={"type": pl.Utf8, "tcode": pl.Int64, "trank": pl.Int64},
+            "node_slot": np.r_[slot[adj.get_column("node").to_numpy()], empty_slots.astype(np.int64)],
+            "hash": np.r_[adj.get_column("hash").to_numpy(), np.zeros(len(empty_slots), np.uint64)].astype(np.uint64),
+        }
+    ).sort("node_slot")
+    wanted = np.zeros(len(slot), bool)
+    wanted[adj.get_column("node").to_numpy()] = True
+    keep = wanted[half.get_column("node").to_numpy()]
+    h = half if keep.all() else half.filter(keep)  # a base writes every list
+    del keep
+    node = slot[h.get_column("node").to_numpy()]
+    nbr = h.get_column("nbr").to_numpy()
+    direction = h.get_column("dir").to_numpy()
+    # each type's code in this version's list and its rank by name, by the type column's Enum codes
+    types = h.get_column("type")
+    assert isinstance(types.dtype, pl.Enum)  # (recall.index_build.prepare makes it one)
+    names, ranked = types.dtype.categories.to_list(), sorted(edge_types)
+    physical = types.to_physical().to_numpy()
+    tcode = np.array([edge_types.index(t) for t in names], np.int64)[physical]
+    trank = np.array([ranked.index(t) for t in names], np.int64)[physical]
+    order = (
+        pl.DataFrame({"s": node, "n": nbr, "d": direction, "t": trank, "h": h.get_column("h").to_numpy()})
+        .select(pl.arg_sort_by("s", "n", "d", "t", "h"))
+        .to_series()
+        .to_numpy()
     )
-    ids = slot_of.select("id", "slot")
-    h = (
-        half.join(adj.select("node"), on="node", how="semi")
-        .join(ids.rename({"id": "node", "slot": "node_slot"}), on="node", how="left")
-        .join(ids.rename({"id": "nbr", "slot": "nbr_slot"}), on="nbr", how="left")
-        .join(codes, on="type", how="left")
-        .with_columns(pl.col("nbr").rank("dense").alias("nbr_rank"))  # byte order of the neighbours' ids
-        .sort(["node_slot", "nbr_rank", "dir", "trank", "h"])
+    node = node[order]
+    counts = np.searchsorted(node, lists.get_column("node_slot").to_numpy(), side="right") - np.searchsorted(
+        node, lists.get_column("node_slot").to_numpy(), side="left"
     )
-    lists = adj.join(ids.rename({"id": "node"}), on="node", how="left").select(
-        pl.col("slot").alias("node_slot"), "hash"
-    )
-    if len(empty_slots):
-        lists = pl.concat(
-            [
-                lists,
-                pl.DataFrame(
-                    {"node_slot": empty_slots.astype(np.int64), "hash": np.zeros(len(empty_slots), np.uint64)}
-                ),
-            ]
-        )
-    lists = lists.sort("node_slot")
-    counts = h.group_by("node_slot").len()
-    lists = lists.join(counts, on="node_slot", how="left", maintain_order="left").with_columns(
-        pl.col("len").fill_null(0)
-    )
-    ptr = np.r_[0, np.cumsum(lists["len"].to_numpy())].astype(np.int64)
     return AdjacencyArrays(
-        slot=lists["node_slot"].to_numpy().astype(np.int32),
-        ptr=ptr,
-        nbr=h["nbr_slot"].to_numpy().astype(np.int32) if h.height else np.zeros(0, np.int32),
-        code=(h["tcode"].to_numpy() * 2 + h["dir"].to_numpy()).astype(np.uint16)
-        if h.height
-        else np.zeros(0, np.uint16),
-        w=h["weight"].to_numpy().astype(np.float64) if h.height else np.zeros(0, np.float64),
-        hash=lists["hash"].to_numpy().astype(np.uint64),
+        slot=lists.get_column("node_slot").to_numpy().astype(np.int32),
+        ptr=np.r_[0, np.cumsum(counts)].astype(np.int64),
+        nbr=slot[nbr[order]].astype(np.int32),
+        code=(tcode[order] * 2 + direction[order]).astype(np.uint16),
+        w=h.get_column("weight").to_numpy()[order].astype(np.float64),
+        hash=lists.get_column("hash").to_numpy().astype(np.uint64),
     )

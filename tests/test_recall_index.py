@@ -90,6 +90,32 @@ def test_bm25_scores_equal_duckdb_fts_on_a_real_corpus(tmp_path: Path, name: str
     assert compared > 1000
 
 
+def test_postings_built_chunk_by_chunk_equal_one_fts_index_over_all_documents(monkeypatch) -> None:
+    from recall import postings
+    from recall.index import FTS_IGNORE
+
+    docs = [
+        "Caroline went to the LGBTQ support group",
+        None,
+        "",
+        "the and of",  # stop-words only: length 0
+        "café Zoë naïve déjà-vu 3.5 dollars",
+        "我 今天 下午 买 了 一双 跑鞋",
+        "running runs ran runner",
+        "support group support GROUP",
+        "Melanie",
+    ] * 3
+    whole, tokenize = postings.build_postings(docs, FTS_IGNORE)
+    for chars in (1, 30, 100):
+        monkeypatch.setattr(postings, "CHUNK_CHARS", chars)
+        assert len(postings._chunk_bounds(docs, chars)) > 1
+        parts, again = postings.build_postings(docs, FTS_IGNORE)
+        assert again == tokenize and parts.terms.equals(whole.terms)
+        for a, b in ((parts.term_ptr, whole.term_ptr), (parts.doc, whole.doc), (parts.tf, whole.tf)):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+        assert np.array_equal(parts.doc_len, whole.doc_len)
+
+
 # --------------------------------------------------------------------------- base + deltas = fresh base
 
 
