@@ -187,7 +187,9 @@ def consolidate_dirty(
             )
             # every tenant of the snapshot dirty: nothing of it to keep (and its stage need not be read)
             stage = splice(snapshot.stage, part, dirty) if _tenants(snapshot.inputs) - dirty else part
+            del part  # the stage is sorted in place below: no other reference to hold its unsorted columns
             rollup_groups = concat([of_tenants(snapshot.rollup_groups, dirty, keep=False), groups[0]], ROLLUP_GROUPS)
+    stage.sort_by_key()  # the snapshot holds the sorted stage, which the result shares
     result = time_steps(stage, feedback=feedback, previous=previous, as_of=as_of, forget=forget, config=cfg)
     counts = {t: r for t, r in _rows_by_tenant(inputs).items() if t in dirty}
     return DirtyRun(
