@@ -142,12 +142,9 @@ def _about_counts(edges: pa.Table | None) -> pl.DataFrame:
     schema = {"tenant": pl.String, "id": pl.String, "about": pl.Int64}
     if edges is None or not edges.num_rows:
         return pl.DataFrame(schema=schema)
-    pairs = (
-        as_frame(edges.select(["tenant", "src", "dst", "type"]))
-        .filter(pl.col("type") == "ABOUT")
-        .select("tenant", "src", "dst")
-        .unique()
-    )
+    # the ABOUT edges picked in Arrow: a frame of every edge's ends would be ~1 GB at 1M messages
+    about = edges.select(["tenant", "src", "dst"]).filter(pc.equal(edges.column("type"), "ABOUT"))
+    pairs = as_frame(about).unique()
     per_topic = pairs.group_by(["tenant", "dst"]).agg(pl.len().cast(pl.Int64).alias("about"))
     members = pairs.join(per_topic, on=["tenant", "dst"], nulls_equal=True).select(
         "tenant", pl.col("src").alias("id"), "about"
@@ -480,9 +477,15 @@ def _review(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pa.Table:
     )
     if due.height == 0:
         return REVIEW_QUEUE.empty_table()
-    ids = review_ids(due.get_column("tenant").to_list(), due.get_column("id").to_list())
+    # hashed a slice at a time: Python strings of every due row at once were ~1.7 GB at 1M messages
+    ids = pl.concat(
+        [
+            pl.Series("id", review_ids(part.get_column("tenant").to_list(), part.get_column("id").to_list()), pl.String)
+            for part in due.select("tenant", "id").iter_slices(100_000)
+        ]
+    )
     rows = due.select(
-        pl.Series("id", ids, dtype=pl.String),
+        ids,
         "tenant",
         pl.lit("fact_low_weight").alias("kind"),
         pl.concat_list("id").alias("node_ids"),
