@@ -35,7 +35,7 @@ from jobs.schema import COLD_EDGES, COMMUNITIES, FEEDBACK, OPS_APPLIED, OPS_REJE
 from r2g.lake_graph import hand_over_graph_tables, layer_dir, read_graph_tables, read_lake_table
 from r2g.schema import EDGES, NODE_STATE, NODES, STATE_COLUMNS
 from raw_store.cas import RawStore
-from raw_store.lake import PART_MANIFEST, Lake, conform, part_dirs, read_manifest, read_table, value_counts, write_table
+from raw_store.lake import PART_MANIFEST, Lake, part_dirs, read_manifest, read_table, value_counts, write_table
 from raw_store.schema import RAW_CHUNKS
 from raw_store.tables import read_parts, stage_and_final_overlays, write_overlay
 
@@ -149,7 +149,7 @@ def consolidation(
     folder = layer_dir(lk, "consolidated")
     state = folder / "state.parquet"
     previous = Previous(
-        conform(read_table(state, NODE_STATE), NODES) if state.exists() else None,
+        read_table(state, NODE_STATE) if state.exists() else None,  # not widened to NODES: ~0.5 GB of nulls at 1M
         *(
             read_table(lk.table(n), s) if lk.table(n).exists() else None
             for n, s in (("communities", COMMUNITIES), ("promotions", PROMOTIONS), ("review_queue", REVIEW_QUEUE))

@@ -82,7 +82,7 @@ class ConsolidationConfig:
 class Previous:
     """The last run's outputs: stable community ids, sticky tiers, accumulated promotions and review items."""
 
-    nodes: pa.Table | None = None
+    nodes: pa.Table | None = None  # NODES, or NODE_STATE (its tier, category and status are all promote reads)
     communities: pa.Table | None = None
     promotions: pa.Table | None = None
     review_queue: pa.Table | None = None

@@ -162,7 +162,10 @@ def _previous_columns(previous: pa.Table | None) -> pl.DataFrame:
     }
     if previous is None or not previous.num_rows:
         return pl.DataFrame(schema=schema)
-    prev = as_frame(conform(previous, NODES).select(["tenant", "id", "tier", "category", "status"]))
+    # the five columns read, conformed alone: a NODE_STATE table is not widened to every NODES column first
+    prev = as_frame(
+        conform(previous, pa.schema([NODES.field(c) for c in ("tenant", "id", "tier", "category", "status")]))
+    )
     # one row per node, the last one (as a dict keyed by node would keep it)
     return prev.unique(subset=["tenant", "id"], keep="last", maintain_order=True).rename(
         {"tier": "prev_tier", "category": "prev_category", "status": "prev_status"}
@@ -209,8 +212,9 @@ def promote(
 ) -> TierResult:
     """Tier, category, weight, activation, feedback, pinned and status of every node as of `as_of`.
 
-    `feedback` is FEEDBACK (rows after `as_of` are ignored), `previous` the last run's output NODES (or None),
-    `edges` (optional) lends ABOUT edges to the topic-repetition trigger. Output sorted by (tenant, id).
+    `feedback` is FEEDBACK (rows after `as_of` are ignored), `previous` the last run's output NODES or its
+    NODE_STATE (or None), `edges` (optional) lends ABOUT edges to the topic-repetition trigger. Output sorted by
+    (tenant, id).
     `tenant_mid_counts` (tenant → count) replaces the capacity rule's count of mid-tier Fact/Preference/Task
     nodes, which otherwise is taken over `nodes`: a run over some of a tenant's nodes passes the full count.
     """
