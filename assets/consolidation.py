@@ -35,7 +35,7 @@ from jobs.schema import COLD_EDGES, COMMUNITIES, FEEDBACK, OPS_APPLIED, OPS_REJE
 from r2g.lake_graph import hand_over_graph_tables, layer_dir, read_graph_tables, read_lake_table
 from r2g.schema import EDGES, NODE_STATE, NODES, STATE_COLUMNS
 from raw_store.cas import RawStore
-from raw_store.lake import PART_MANIFEST, Lake, conform, part_dirs, read_manifest, read_table, value_counts, write_table
+from raw_store.lake import PART_MANIFEST, Lake, part_dirs, read_manifest, read_table, value_counts, write_table
 from raw_store.schema import RAW_CHUNKS
 from raw_store.tables import read_parts, stage_and_final_overlays, write_overlay
 
@@ -149,7 +149,7 @@ def consolidation(
     folder = layer_dir(lk, "consolidated")
     state = folder / "state.parquet"
     previous = Previous(
-        conform(read_table(state, NODE_STATE), NODES) if state.exists() else None,
+        read_table(state, NODE_STATE) if state.exists() else None,  # not widened to NODES: ~0.5 GB of nulls at 1M
         *(
             read_table(lk.table(n), s) if lk.table(n).exists() else None
             for n, s in (("communities", COMMUNITIES), ("promotions", PROMOTIONS), ("review_queue", REVIEW_QUEUE))
@@ -159,16 +159,21 @@ def consolidation(
     requests = load_requests(lk)
     r2g_nodes, r2g_edges = read_graph_tables(lk, "r2g")
     steps = folder / "steps"
+    # the overlays over R2G need its keys alone (its row hashes come with the run); the graph itself and the snapshot
+    # read over it are handed to consolidate_dirty, no reference kept here, which lets go of them after the graph steps
+    r2g_keys = {"nodes": r2g_nodes.select(["tenant", "id"]), "edges": r2g_edges.select(["tenant", "id"])}
+    handed = [r2g_nodes, r2g_edges, None if lake.full_rebuild else read_snapshot(steps, r2g_nodes, r2g_edges)]
+    del r2g_nodes, r2g_edges
     run = consolidate_dirty(
-        r2g_nodes,
-        r2g_edges,
+        handed.pop(0),
+        handed.pop(0),
         feedback=feedback,
         ops=ops_batches(lk, as_of),
         previous=previous,
         as_of=as_of,
         forget=ForgetRules(requests),
         config=ConsolidationConfig.from_env(),
-        snapshot=None if lake.full_rebuild else read_snapshot(steps, r2g_nodes, r2g_edges),
+        snapshot=handed.pop(),
     )
     result = run.result
     drop_snapshot(steps)  # until this run's tables are all written (a crash before: the next run is full)
@@ -186,14 +191,12 @@ def consolidation(
     for name, table in tables.items():
         write_table(table, lk.table(name), _SIDE[name])
     # the result and the snapshot's stage, each an overlay over R2G, from one hashing of R2G and the stage; a table
-    # at a time, each let go once written (the stage's sorted copies are not the result's)
-    r2g = {"nodes": r2g_nodes, "edges": r2g_edges}
-    del r2g_nodes, r2g_edges
+    # at a time, each let go once written
     overlay_rows, hashes = {}, list(run.input_hashes or (None, None))  # R2G's row hashes, from the dirty set
     run.input_hashes = None
     for name, schema, ignore in (("nodes", NODES, STATE_COLUMNS), ("edges", EDGES, ())):
         to_stage, to_result = stage_and_final_overlays(
-            r2g.pop(name),
+            r2g_keys.pop(name),
             getattr(run.snapshot.stage, name),
             getattr(result, name),
             schema,

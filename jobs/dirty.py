@@ -187,19 +187,27 @@ def consolidate_dirty(
             )
             # every tenant of the snapshot dirty: nothing of it to keep (and its stage need not be read)
             stage = splice(snapshot.stage, part, dirty) if _tenants(snapshot.inputs) - dirty else part
+            del part  # the stage is sorted in place below: no other reference to hold its unsorted columns
             rollup_groups = concat([of_tenants(snapshot.rollup_groups, dirty, keep=False), groups[0]], ROLLUP_GROUPS)
+    mode = "full" if reason or snapshot is None else "incremental"
+    stage_reused = not reason and snapshot is not None and not dirty
+    # past the graph steps neither the R2G graph nor the last snapshot (its stage read over that graph) is needed: a
+    # caller that handed them over (assets.consolidation) has them let go before the time steps, whose stage is a
+    # graph of its own (~0.4 GB of R2G edges at 100k messages)
+    del nodes, edges, snapshot
+    stage.sort_by_key()  # the snapshot holds the sorted stage, which the result shares
     result = time_steps(stage, feedback=feedback, previous=previous, as_of=as_of, forget=forget, config=cfg)
     counts = {t: r for t, r in _rows_by_tenant(inputs).items() if t in dirty}
     return DirtyRun(
         result=result,
         snapshot=Snapshot(fingerprint, inputs, rollup_groups, stage),
-        mode="full" if reason or snapshot is None else "incremental",
+        mode=mode,
         reason=reason,
         tenants=len(tenants),
         dirty_tenants=len(dirty & tenants),
         dirty_nodes=sum(n for n, _ in counts.values()),
         dirty_edges=sum(e for _, e in counts.values()),
-        stage_reused=not reason and snapshot is not None and not dirty,
+        stage_reused=stage_reused,
         input_hashes=hashes,
     )
 

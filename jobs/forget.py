@@ -271,10 +271,14 @@ class ForgetRules:
         def keyed(table: pa.Table, column: str) -> pa.Array:
             return pc.binary_join_element_wise(table.column("tenant"), table.column(column), "\x1f")
 
-        nodes = nodes.filter(pc.invert(pc.is_in(keyed(nodes, "id"), key_set)))
+        # a table none of whose rows go is kept as it is, not filtered into a copy of itself
+        named = pc.is_in(keyed(nodes, "id"), key_set)
+        if pc.any(named).as_py():
+            nodes = nodes.filter(pc.invert(named))
         if edges.num_rows:
             touching = pc.or_(pc.is_in(keyed(edges, "src"), key_set), pc.is_in(keyed(edges, "dst"), key_set))
-            edges = edges.filter(pc.invert(touching))
+            if pc.any(touching).as_py():
+                edges = edges.filter(pc.invert(touching))
         return nodes, edges
 
 

@@ -44,7 +44,7 @@ import pyarrow.compute as pc
 
 from jobs.schema import COLD_EDGES
 from r2g.schema import EDGES, NODES
-from raw_store.frames import as_frame
+from raw_store.frames import as_frame, in_place
 from raw_store.lake import conform
 
 PROVENANCE = "jobs.sparsify.degree_cap.v1"  # the rule set; cold rows keep each edge's own provenance
@@ -110,7 +110,10 @@ def _over_cap(e: pl.DataFrame, nodes: pl.DataFrame, as_of: datetime, config: Spa
     caps = {t: k for t, k in caps.items() if k is not None}
     if not caps or e.height == 0:
         return pl.DataFrame(schema={"row": pl.UInt32, "reason": pl.String})
-    capped = e.filter(pl.col("type").is_in(list(caps)))
+    # the columns the ranking reads (not the ids: joined to the few over-cap rows below)
+    capped = e.select("row", "tenant", "src", "dst", "type", "weight", "valid_since").filter(
+        pl.col("type").is_in(list(caps))
+    )
     sides = [
         capped.select(
             "row", "tenant", "type", "weight", "valid_since", pl.col("src").alias("node"), pl.col("dst").alias("other")
@@ -130,9 +133,11 @@ def _over_cap(e: pl.DataFrame, nodes: pl.DataFrame, as_of: datetime, config: Spa
             )
         )
     group = ["tenant", "node", "type"]
-    # only a group over its cap has edges to rank: most nodes hold a handful of each type
+    # only a group over its cap has edges to rank: most nodes hold a handful of each type. Groups counted by a hash
+    # of their key (8 bytes a row, not the key strings): a collision only ranks a group under its cap too, whose
+    # edges all rank within it and stay
     inc = pl.concat(sides).with_columns(pl.col("type").replace_strict(caps, return_dtype=pl.Int64).alias("cap"))
-    inc = inc.filter(pl.len().over(group) > pl.col("cap"))
+    inc = inc.filter(pl.len().over(pl.struct(group).hash(seed=5)) > pl.col("cap"))
     if inc.height == 0:
         return pl.DataFrame(schema={"row": pl.UInt32, "reason": pl.String})
     inc = inc.join(nodes, on=["tenant", "other"], how="left")
@@ -170,16 +175,19 @@ def sparsify(
     below = e.filter(
         (pl.col("type") == "SIMILAR_TO") & (pl.col("weight").fill_null(0.0) < config.similar_threshold)
     ).select("row", pl.lit(f"similar_to<{config.similar_threshold:g}").alias("reason"))
-    over = _over_cap(e.join(below, on="row", how="anti"), _node_times(nodes), as_of, config)
+    # the rows not below the threshold (all of them, usually: no copy of the frame then)
+    rest = e.filter(~pl.col("row").is_in(below.get_column("row"))) if below.height else e
+    over = _over_cap(rest, _node_times(nodes), as_of, config)
     cold_rows = pl.concat([below, over]).sort("row")
     cold_mask = e.select(pl.col("row").is_in(cold_rows.get_column("row"))).to_series().to_arrow()
-    # one copy of the hot edges: the sorted order of all edges, without the cold rows, taken once
+    # at most one copy of the hot edges: the sorted order of all edges, without the cold rows, taken once; none when
+    # none is cold and the edges are in that order already (GraphStage.sort_by_key)
     order = pc.sort_indices(edges, sort_keys=_ORDER)
     if cold_rows.height:
         order = order.filter(
             pc.invert(pc.is_in(order, value_set=cold_rows.get_column("row").cast(pl.UInt64).to_arrow()))
         )
-    kept = edges.take(order)
+    kept = edges if not cold_rows.height and in_place(order) else edges.take(order)
     cold = edges.filter(cold_mask)  # row order, as cold_rows
     cold = cold.append_column("reason", cold_rows.get_column("reason").to_arrow().cast(pa.string()))
     cold = cold.append_column("capped_at", pa.array([as_of] * cold.num_rows, COLD_EDGES.field("capped_at").type))

@@ -87,7 +87,7 @@ from jobs.promotions import promotions
 from jobs.schema import REVIEW_QUEUE
 from jobs.tier_weights import age_us, days_us, decay_rule, feedback_columns, plain_weights
 from r2g.schema import NODES
-from raw_store.frames import as_frame
+from raw_store.frames import as_frame, in_place
 from raw_store.lake import conform
 
 TIERS = ("short", "mid", "long")
@@ -142,12 +142,9 @@ def _about_counts(edges: pa.Table | None) -> pl.DataFrame:
     schema = {"tenant": pl.String, "id": pl.String, "about": pl.Int64}
     if edges is None or not edges.num_rows:
         return pl.DataFrame(schema=schema)
-    pairs = (
-        as_frame(edges.select(["tenant", "src", "dst", "type"]))
-        .filter(pl.col("type") == "ABOUT")
-        .select("tenant", "src", "dst")
-        .unique()
-    )
+    # the ABOUT edges picked in Arrow: a frame of every edge's ends would be ~1 GB at 1M messages
+    about = edges.select(["tenant", "src", "dst"]).filter(pc.equal(edges.column("type"), "ABOUT"))
+    pairs = as_frame(about).unique()
     per_topic = pairs.group_by(["tenant", "dst"]).agg(pl.len().cast(pl.Int64).alias("about"))
     members = pairs.join(per_topic, on=["tenant", "dst"], nulls_equal=True).select(
         "tenant", pl.col("src").alias("id"), "about"
@@ -165,7 +162,10 @@ def _previous_columns(previous: pa.Table | None) -> pl.DataFrame:
     }
     if previous is None or not previous.num_rows:
         return pl.DataFrame(schema=schema)
-    prev = as_frame(conform(previous, NODES).select(["tenant", "id", "tier", "category", "status"]))
+    # the five columns read, conformed alone: a NODE_STATE table is not widened to every NODES column first
+    prev = as_frame(
+        conform(previous, pa.schema([NODES.field(c) for c in ("tenant", "id", "tier", "category", "status")]))
+    )
     # one row per node, the last one (as a dict keyed by node would keep it)
     return prev.unique(subset=["tenant", "id"], keep="last", maintain_order=True).rename(
         {"tier": "prev_tier", "category": "prev_category", "status": "prev_status"}
@@ -212,14 +212,17 @@ def promote(
 ) -> TierResult:
     """Tier, category, weight, activation, feedback, pinned and status of every node as of `as_of`.
 
-    `feedback` is FEEDBACK (rows after `as_of` are ignored), `previous` the last run's output NODES (or None),
-    `edges` (optional) lends ABOUT edges to the topic-repetition trigger. Output sorted by (tenant, id).
+    `feedback` is FEEDBACK (rows after `as_of` are ignored), `previous` the last run's output NODES or its
+    NODE_STATE (or None), `edges` (optional) lends ABOUT edges to the topic-repetition trigger. Output sorted by
+    (tenant, id).
     `tenant_mid_counts` (tenant → count) replaces the capacity rule's count of mid-tier Fact/Preference/Task
     nodes, which otherwise is taken over `nodes`: a run over some of a tenant's nodes passes the full count.
     """
     cfg, as_of = config or TierConfig(), _naive_utc(as_of)
     table = conform(nodes, NODES)
-    table = table.take(pc.sort_indices(table, sort_keys=[("tenant", "ascending"), ("id", "ascending")]))
+    order = pc.sort_indices(table, sort_keys=[("tenant", "ascending"), ("id", "ascending")])
+    if not in_place(order):  # nodes in key order already (GraphStage.sort_by_key): no copy of them
+        table = table.take(order)
     n = (
         as_frame(table.select(_RULE_COLUMNS))
         .with_row_index("_row")
@@ -478,9 +481,15 @@ def _review(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pa.Table:
     )
     if due.height == 0:
         return REVIEW_QUEUE.empty_table()
-    ids = review_ids(due.get_column("tenant").to_list(), due.get_column("id").to_list())
+    # hashed a slice at a time: Python strings of every due row at once were ~1.7 GB at 1M messages
+    ids = pl.concat(
+        [
+            pl.Series("id", review_ids(part.get_column("tenant").to_list(), part.get_column("id").to_list()), pl.String)
+            for part in due.select("tenant", "id").iter_slices(100_000)
+        ]
+    )
     rows = due.select(
-        pl.Series("id", ids, dtype=pl.String),
+        ids,
         "tenant",
         pl.lit("fact_low_weight").alias("kind"),
         pl.concat_list("id").alias("node_ids"),

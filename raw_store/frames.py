@@ -20,3 +20,11 @@ def sort_stable(frame: pl.DataFrame, keys: list[str], nulls_last: bool = False) 
     for key in reversed(keys):
         frame = frame.sort(key, maintain_order=True, nulls_last=nulls_last)
     return frame
+
+
+def in_place(order: pa.Array | pl.Series) -> bool:
+    """Whether the row numbers `order` (a sort's, or a filter's of all rows) leave every row where it is: taking a
+    table by them would only copy it."""
+    s = order if isinstance(order, pl.Series) else cast(pl.Series, pl.from_arrow(order))
+    rows = pl.int_range(s.len(), eager=True, dtype=cast(pl.datatypes.IntegerType, s.dtype))  # row numbers' own type
+    return bool((s == rows).all())

@@ -261,7 +261,8 @@ def stage_and_final_overlays(
     (consolidation: the time steps set the nodes' state columns and drop capped or forgotten rows of the graph
     stage, nothing else). `final` is never hashed, and `base` once instead of twice (not at all when the caller
     hashed it already: `base_hashes`, its row_hashes). The caller vouches for that contract; tests/test_dirty.py
-    holds the pair equal to the two diffs on random graphs."""
+    holds the pair equal to the two diffs on random graphs. With `base_hashes`, `base` may hold its key columns alone
+    (all that is read of it then)."""
     key = list(key)
     b = base_hashes if base_hashes is not None else row_hashes(base, schema, key, ignore)
     assert b.height == base.num_rows, "base_hashes are row_hashes(base, schema, key, ignore)"
