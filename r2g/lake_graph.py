@@ -348,14 +348,12 @@ def _repeated_keys(con: duckdb.DuckDBPyConnection, paths: Sequence[Any], schema:
     of a part that has such a row."""
     if not paths:
         return pl.DataFrame(schema={"tenant": pl.String, "id": pl.String, "part": pl.UInt32})
-    con.register("part_names", pa.table({"filename": [_sql_name(p) for p in paths]}))
     parts = f"SELECT tenant, id, filename FROM read_parquet({_sql_list(paths)}, union_by_name = true, filename = true)"
     found = con.sql(
         f"SELECT DISTINCT tenant, id, filename FROM ({parts}) WHERE id IN "
         f"(SELECT id FROM ({parts}) GROUP BY id HAVING count(*) > 1)"
     ).pl()
-    names = con.sql("SELECT filename FROM part_names").pl().with_row_index("part")
-    con.unregister("part_names")
+    names = pl.DataFrame({"filename": [_sql_name(p) for p in paths]}).with_row_index("part")
     return found.join(names, on="filename").select("tenant", "id", "part").sort("part", "tenant", "id")
 
 
