@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import duckdb
 import pyarrow as pa
 import pytest
@@ -139,6 +141,31 @@ def test_connect_read_only_without_file_raises(tmp_path):
 
     with pytest.raises(IndexNotBuilt):
         connect(tmp_path / "nope.duckdb", read_only=True)
+
+
+def test_only_memctls_own_connections_skip_the_extension_check_and_only_once_checked(tmp_path):
+    """DuckDB checks the fts extension's signature (~0.1 s a load); memctl's own connections skip it once this
+    process has loaded the file with the check. A read-only connection, where `memctl sql` runs user SQL, always
+    checks: it can never load an unsigned extension."""
+    from recall import store
+
+    def allowed(con: duckdb.DuckDBPyConnection) -> bool:
+        return con.execute("SELECT current_setting('allow_unsigned_extensions')").fetchone()[0]
+
+    store._CHECKED.clear()
+    first, second = connect(None, read_only=False), connect(None, read_only=False)
+    assert (allowed(first), allowed(second)) == (False, True)
+    lake = _two_tenant_lake(tmp_path)
+    reader = connect(lake.duckdb_path, read_only=True)
+    assert not allowed(reader)
+    tampered = bytearray(Path(store.fts_extension_path()).read_bytes())
+    tampered[-1] ^= 0xFF  # the signature's last byte
+    unsigned = tmp_path / "tampered.duckdb_extension"
+    unsigned.write_bytes(tampered)
+    with pytest.raises(duckdb.Error, match="signature is either missing or invalid"):
+        reader.execute(f"LOAD '{unsigned}'")
+    for con in (first, second, reader):
+        con.close()
 
 
 def test_fts_ignore_pattern_keeps_letters_and_digits_of_every_script():

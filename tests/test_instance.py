@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import dagster as dg
@@ -113,3 +114,48 @@ def test_a_copied_instance_folder_is_its_own(home: Path, tmp_path: Path) -> None
     with dg.DagsterInstance.from_config(str(home)) as original, dg.DagsterInstance.from_config(str(copy)) as copied:
         assert len(original.get_run_records()) == PROCESSES * RUNS
         assert len(copied.get_run_records()) == PROCESSES * RUNS + 1
+
+
+def _schema(path: Path) -> tuple[list[tuple], list[tuple], str]:
+    """(the schema's objects, the alembic version rows, the journal mode) of one SQLite file."""
+    import sqlite3
+
+    with closing(sqlite3.connect(path)) as c:
+        objects = c.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name").fetchall()
+        return (
+            objects,
+            c.execute("SELECT * FROM alembic_version").fetchall(),
+            c.execute("PRAGMA journal_mode").fetchone()[0],
+        )
+
+
+def test_new_sqlite_files_copied_from_the_blank_ones_are_dagsters_own(tmp_path: Path) -> None:
+    """A new instance folder and each run's shard are copies of files made once per process by Dagster's own code;
+    they must be what Dagster makes in place: the same tables and indexes, the same alembic stamp, WAL mode, and
+    the same permissions (SQLite's 0666 less the umask, not a temp file's 0600)."""
+    from dagster._core.storage.sqlite_storage import DagsterSqliteStorage
+
+    dagster = DagsterSqliteStorage(str(tmp_path / "dagster"))  # Dagster's storage, no copies
+    with dg.DagsterInstance.from_config(str(_home(tmp_path / "ours"))) as ours:
+        assert dg.materialize([_a, _b], instance=ours).success
+        run_id = ours.get_run_records()[0].dagster_run.run_id
+    # Dagster creates the same run's shard in its folder
+    with dagster.event_log_storage.run_connection(run_id):  # type: ignore[attr-defined]
+        pass
+    dagster.dispose()
+    umask = os.umask(0)
+    os.umask(umask)
+    files = ["history/runs.db", "history/runs/index.db", "schedules/schedules.db", f"history/runs/{run_id}.db"]
+    for name in files:
+        mine, made = tmp_path / "ours" / name, tmp_path / "dagster" / name
+        assert _schema(mine) == _schema(made), name
+        assert _schema(mine)[2] == "wal"
+        assert mine.stat().st_mode & 0o777 == made.stat().st_mode & 0o777 == 0o666 & ~umask, name
+    assert not list((tmp_path / "ours").rglob(".blank-*")), "no temp file left behind"
+
+
+def _home(path: Path) -> Path:
+    """An instance folder with memctl's dagster.yaml (the instance class), nothing else in it yet."""
+    path.mkdir(parents=True)
+    shutil.copy(ROOT / "data" / "dagster_home" / "dagster.yaml", path / "dagster.yaml")
+    return path
