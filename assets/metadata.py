@@ -196,11 +196,14 @@ def _arrow(
 
 def tier_flows(promotions: pa.Table) -> dict[tuple[str, str], int]:
     """{(from_tier, to_tier): rows} over the rows that change tier, ordered new/short/mid/long → short/mid/long."""
-    counts: dict[tuple[str, str], int] = {}
-    for a, b in zip(promotions.column("from_tier").to_pylist(), promotions.column("to_tier").to_pylist()):
-        a = a or "new"
-        if b is not None and a != b:
-            counts[(a, b)] = counts.get((a, b), 0) + 1
+    moves = (
+        as_frame(promotions.select(["from_tier", "to_tier"]))
+        .with_columns(pl.col("from_tier").fill_null("new"))
+        .filter(pl.col("to_tier").is_not_null() & (pl.col("from_tier") != pl.col("to_tier")))
+        .group_by("from_tier", "to_tier")
+        .len()
+    )
+    counts = {(a, b): n for a, b, n in moves.iter_rows()}
     rank = {t: i for i, t in enumerate(TIER_ORDER)}
     return dict(sorted(counts.items(), key=lambda kv: (rank.get(kv[0][0], 9), rank.get(kv[0][1], 9), kv[0])))
 
