@@ -73,9 +73,9 @@ def _engine(conn_string: str) -> Engine:
 
 
 def _place(path: str, blank: Callable[[], bytes]) -> bool:
-    """Create the file at `path` with the bytes `blank()` gives; False when it exists. Written to a temp file,
-    synced, then linked into place: a reader or another process never sees a part of it, and a file another
-    process made first is kept."""
+    """Create the file at `path` with the bytes `blank()` gives; False when it exists, or when the file system
+    makes no hard links (Dagster then creates the file itself). Written to a temp file, synced, then linked into
+    place: a reader or another process never sees a part of it, and a file another process made first is kept."""
     if os.path.exists(path):
         return False
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -88,7 +88,7 @@ def _place(path: str, blank: Callable[[], bytes]) -> bool:
             f.flush()
             os.fsync(f.fileno())
         os.link(tmp, path)
-    except FileExistsError:
+    except OSError:  # FileExistsError: another process made it first
         return False
     finally:
         os.unlink(tmp)

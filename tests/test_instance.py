@@ -159,3 +159,20 @@ def _home(path: Path) -> Path:
     path.mkdir(parents=True)
     shutil.copy(ROOT / "data" / "dagster_home" / "dagster.yaml", path / "dagster.yaml")
     return path
+
+
+def test_a_file_system_without_hard_links_leaves_the_new_files_to_dagster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where os.link fails (some network and FUSE file systems), Dagster creates the files itself, as before."""
+
+    def no_links(src: str, dst: str) -> None:
+        raise PermissionError(1, "Operation not permitted", dst)
+
+    monkeypatch.setattr(os, "link", no_links)
+    with dg.DagsterInstance.from_config(str(_home(tmp_path / "home"))) as instance:
+        assert dg.materialize([_a, _b], instance=instance).success
+        run_id = instance.get_run_records()[0].dagster_run.run_id
+        assert instance.get_records_for_run(run_id).records
+    assert (tmp_path / "home" / "history" / "runs" / f"{run_id}.db").is_file()
+    assert not list((tmp_path / "home").rglob(".blank-*")), "no temp file left behind"
