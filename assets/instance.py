@@ -10,7 +10,8 @@ mode Dagster creates these files in) a commit still survives a killed process, o
 Every run's events go to a new SQLite file (a shard), which Dagster creates through alembic: the tables, then a
 version stamp, ~0.2 s a run. A process makes that file once, the same way, and copies its bytes for each new shard
 (SqliteEventLog._place_blank_shard). A new instance folder's three SQLite files (runs, event index, schedules; with
-their data migrations marked, ~0.5 s) are copied the same way from a blank folder made once per process.
+their data migrations marked, ~0.5 s) are copied the same way from a blank folder made once per process, from the
+second new folder on (a process that makes one lets Dagster make it in place).
 
 Everything else is Dagster's: the schema, the locking (each storage serialises its own connections; SQLite's file
 locks and busy timeout order the processes of a dask cluster, as before), the folders under $DAGSTER_HOME. A
@@ -50,6 +51,7 @@ from sqlalchemy.pool import NullPool
 OPEN_SHARDS = 8  # run shards whose engine stays open (the index shard's always does); a UI reads many runs
 _BLANK_SHARD: list[bytes] = []  # this process's blank run shard (SqliteEventLog._blank_shard)
 _BLANK_HOME: dict[str, bytes] = {}  # this process's blank instance files by path under base_dir (_blank_home)
+_NEW_HOMES = 0  # new instance folders this process has made (_blank_home)
 _BLANK_LOCK = threading.Lock()
 _HOME_FILES = (
     os.path.join("history", "runs.db"),
@@ -180,8 +182,9 @@ class SqliteStorage(DagsterSqliteStorage):
     def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None, *, blank: bool = True) -> None:
         if blank and not any(os.path.exists(os.path.join(base_dir, f)) for f in _HOME_FILES):  # a new folder
             files = _blank_home()
-            for name in _HOME_FILES:
-                _place(os.path.join(base_dir, name), functools.partial(files.__getitem__, name))
+            if files is not None:
+                for name in _HOME_FILES:
+                    _place(os.path.join(base_dir, name), functools.partial(files.__getitem__, name))
         super().__init__(base_dir, inst_data)
         self._run_storage = SqliteRuns.from_local(_runs_directory(base_dir))
         self._event_log_storage = SqliteEventLog(_event_logs_directory(base_dir))
@@ -193,9 +196,15 @@ class SqliteStorage(DagsterSqliteStorage):
         return cls.from_local(inst_data=inst_data, **config_value)
 
 
-def _blank_home() -> dict[str, bytes]:
-    """The SQLite files of a new instance folder as Dagster (and SqliteStorage) make them, once per process."""
+def _blank_home() -> dict[str, bytes] | None:
+    """The SQLite files of a new instance folder as Dagster (and SqliteStorage) make them, once per process; None
+    for the first new folder a process makes. Most processes make one at most (a user's first `memctl
+    materialize`): Dagster makes it in place, where making a blank to copy would cost that once more."""
+    global _NEW_HOMES
     with _BLANK_LOCK:
+        _NEW_HOMES += 1
+        if _NEW_HOMES == 1:
+            return None
         if not _BLANK_HOME:
             with tempfile.TemporaryDirectory() as folder:
                 # its engines disposed, each file's WAL is checkpointed into it

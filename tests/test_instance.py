@@ -15,7 +15,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets.instance import OPEN_SHARDS, MemctlInstance, SqliteEventLog, SqliteRuns
+from assets import instance as instance_module
+from assets.instance import _HOME_FILES, OPEN_SHARDS, MemctlInstance, SqliteEventLog, SqliteRuns
 from assets.run import prepare_dagster_home
 from raw_store.lake import Lake
 
@@ -136,6 +137,8 @@ def test_new_sqlite_files_copied_from_the_blank_ones_are_dagsters_own(tmp_path: 
     from dagster._core.storage.sqlite_storage import DagsterSqliteStorage
 
     dagster = DagsterSqliteStorage(str(tmp_path / "dagster"))  # Dagster's storage, no copies
+    # a process's first new instance folder is made in place (no blank for one folder); the next ones are copies
+    MemctlInstance.from_config(str(_home(tmp_path / "first"))).dispose()
     with dg.DagsterInstance.from_config(str(_home(tmp_path / "ours"))) as ours:
         assert dg.materialize([_a, _b], instance=ours).success
         run_id = ours.get_run_records()[0].dagster_run.run_id
@@ -152,6 +155,7 @@ def test_new_sqlite_files_copied_from_the_blank_ones_are_dagsters_own(tmp_path: 
         assert _schema(mine)[2] == "wal"
         assert mine.stat().st_mode & 0o777 == made.stat().st_mode & 0o777 == 0o666 & ~umask, name
     assert not list((tmp_path / "ours").rglob(".blank-*")), "no temp file left behind"
+    assert set(instance_module._BLANK_HOME) == set(_HOME_FILES), "the second folder was copied from the blanks"
 
 
 def _home(path: Path) -> Path:
