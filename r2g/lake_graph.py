@@ -279,8 +279,15 @@ def _r2g_overlays(
         dup_node_keys = _repeated_keys(con, node_paths, NODES)
         dup_edge_keys = _repeated_keys(con, edge_paths, EDGES)
         removed_nodes, removed_edges = _touching(con, node_paths, edge_paths, gone)
-    dup_nodes = _rows_with_ids(lake, "nodes", NODES, node_paths, dup_node_keys)
-    dup_edges = _rows_with_ids(lake, "edges", EDGES, edge_paths, dup_edge_keys)
+    # each part read once: its repeated rows (to merge), and the rows the lake-wide fact links need
+    dup_nodes, fact_rows = _rows_with_ids(
+        lake, "nodes", NODES, node_paths, dup_node_keys, _LINK_NODE_COLUMNS, pc.field("type") == "Fact"
+    )
+    # the role edges, and the link edges the parts have already (link_facts leaves those links out)
+    wanted = pc.field("type").isin([*_LINK_EDGE_TYPES, *LINK_TYPES])
+    dup_edges, typed = _rows_with_ids(
+        lake, "edges", EDGES, edge_paths, dup_edge_keys, ["tenant", "id", "src", "dst", "type"], wanted
+    )
     merged_nodes, merged_edges = merge_nodes(dup_nodes), merge_edges(dup_edges)
     del dup_nodes, dup_edges
     merged_nodes = merged_nodes.join(gone, on=["tenant", "id"], how="anti")
@@ -288,14 +295,9 @@ def _r2g_overlays(
 
     # the facts and role edges of the merged graph, for the lake-wide fact links
     node_overlay = Overlay(conform(merged_nodes.to_arrow(), NODES), conform(removed_nodes.to_arrow(), REMOVED))
-    facts = apply_overlay(
-        _rows_where(lake, "nodes", NODES, _LINK_NODE_COLUMNS, node_paths, pc.field("type") == "Fact"),
-        _project(node_overlay, NODES, _LINK_NODE_COLUMNS),
-    )
+    facts = apply_overlay(fact_rows, _project(node_overlay, NODES, _LINK_NODE_COLUMNS))
+    del fact_rows
     facts = facts.filter(pl.col("type") == "Fact").unique(["tenant", "id"], keep="first", maintain_order=True)
-    # the role edges, and the link edges the parts have already (link_facts leaves those links out), in one pass
-    wanted = pc.field("type").isin([*_LINK_EDGE_TYPES, *LINK_TYPES])
-    typed = _rows_where(lake, "edges", EDGES, ["tenant", "id", "src", "dst", "type"], edge_paths, wanted)
     roles = typed.filter(pl.col("type").is_in(_LINK_EDGE_TYPES)).join(removed_edges, on=KEY, how="anti")
     existing = typed.filter(pl.col("type").is_in(LINK_TYPES))
     del typed
@@ -377,31 +379,42 @@ def _touching(
     )
 
 
-def _rows_where(
-    lake: Lake, name: str, schema: pa.Schema, columns: Sequence[str], paths: Sequence[Any], where: pc.Expression
-) -> pl.DataFrame:
-    """The `columns` of the parts' `name` rows where `where` holds, read and filtered one partition at a time
-    (partition order)."""
-    sub = pa.schema([schema.field(c) for c in columns])
-    kept = [t.filter(where) for p in paths if (t := read_parts(lake, name, schema, columns, paths=[p])).num_rows]
-    return _frame(pa.concat_tables(kept) if kept else sub.empty_table())
-
-
-def _rows_with_ids(lake: Lake, name: str, schema: pa.Schema, paths: Sequence[Any], keys: pl.DataFrame) -> pl.DataFrame:
-    """The whole rows of the partitions' `name` tables whose (tenant, id) is in `keys` (tenant, id, part: which of
-    `paths` has them, _repeated_keys), in partition order. Only the parts named are read, each filtered by its own
-    ids: one lookup set of every repeated id, rebuilt for each of 479 parts, was 110 of 180 CPU-s of the merge at
-    1M messages.
+def _rows_with_ids(
+    lake: Lake,
+    name: str,
+    schema: pa.Schema,
+    paths: Sequence[Any],
+    keys: pl.DataFrame,
+    columns: Sequence[str],
+    where: pc.Expression,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """From one read of each partition's `name` table, in partition order: (the whole rows whose (tenant, id) is in
+    `keys` (tenant, id, part: which of `paths` has them, _repeated_keys), the `columns` of the rows where `where`
+    holds). Each part's rows are looked up by its own ids: one lookup set of every repeated id, rebuilt for each of
+    479 parts, was 110 of 180 CPU-s of the merge at 1M messages; and a part is decoded once, not once a question.
 
     Filtered in Arrow, which copies the rows it keeps: a polars join's gathered strings keep pointing into the
     whole partition's buffers, so the hits of every partition held all of their files (0.3 GB at 100k messages)."""
-    hits = []
-    for (part,), wanted in keys.group_by("part", maintain_order=True):
-        wanted = wanted.select(KEY).unique(maintain_order=True)
-        ids = pa.array(wanted.get_column("id").unique().to_list(), pa.string())
-        rows = _rows_where(lake, name, schema, schema.names, [paths[int(part)]], pc.field("id").isin(ids))
-        hits.append(rows.join(wanted, on=list(KEY), how="semi", maintain_order="left"))
-    return pl.concat(hits) if hits else _frame(schema.empty_table())
+    wanted_in = {
+        int(part): wanted.select(KEY).unique(maintain_order=True)
+        for (part,), wanted in keys.group_by("part", maintain_order=True)
+    }
+    hits, rows = [], []
+    for i, path in enumerate(paths):
+        table = read_parts(lake, name, schema, paths=[path])
+        if not table.num_rows:
+            continue
+        wanted = wanted_in.get(i)
+        if wanted is not None:
+            ids = pa.array(wanted.get_column("id").unique().to_list(), pa.string())
+            found = _frame(table.filter(pc.field("id").isin(ids)))
+            hits.append(found.join(wanted, on=list(KEY), how="semi", maintain_order="left"))
+        rows.append(table.select(list(columns)).filter(where))
+    sub = pa.schema([schema.field(c) for c in columns])
+    return (
+        pl.concat(hits) if hits else _frame(schema.empty_table()),
+        _frame(pa.concat_tables(rows) if rows else sub.empty_table()),
+    )
 
 
 # ------------------------------------------------------------------------------------------ FTS documents
