@@ -226,7 +226,8 @@ def graph_tables(lake: LakeResource) -> Iterator[dg.MaterializeResult]:
             "forgotten_stay_forgotten",
             asset="audit",
             blocking=True,
-            description="No node a forget request removed is back, and no edge points at a forgotten node.",
+            description="No node a node or topic request removed is back, no edge points at one, and no other removed node "
+            "is back citing a blob its request deleted.",
         )
     ],
 )
@@ -241,13 +242,13 @@ def forgetting(lake: LakeResource) -> Iterator[dg.MaterializeResult | dg.AssetCh
     write_table(tombs, lk.table("tombstones"), TOMBSTONES)
     # no audit row names a node (nothing was ever forgotten): nothing to look for, so the graph is not read
     named = pc.sum(pc.list_value_length(audit.column("nodes"))).as_py() or 0
-    node_cols, edge_cols = ["tenant", "id"], ["tenant", "id", "src", "dst"]
+    node_cols, edge_cols = ["tenant", "id", "raw_refs"], ["tenant", "id", "src", "dst"]
     graph = (
         read_graph_columns(lk, "consolidated", node_cols, edge_cols)
         if named
         else (NODES.empty_table().select(node_cols), EDGES.empty_table().select(edge_cols))
     )
-    outcome = forgotten_stay_forgotten(audit, *graph)
+    outcome = forgotten_stay_forgotten(audit, *graph, named=ForgetRules(requests).node_ids)
     yield dg.MaterializeResult(
         asset_key="audit",
         metadata={

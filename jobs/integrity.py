@@ -6,6 +6,7 @@ so a failing check says exactly what is wrong.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -185,26 +186,50 @@ def verify_store(
     return StoreVerification(report, sorted(invalidated), leftovers)
 
 
-def forgotten_stay_forgotten(audit: pa.Table, nodes: pa.Table, edges: pa.Table) -> CheckOutcome:
-    """No node an audit row says was removed is in the graph again, and no edge touches one."""
-    gone = as_frame(audit.select(["tenant", "request_id", "nodes"])).explode("nodes").drop_nulls("nodes")
-    gone = gone.rename({"nodes": "id"})
+def forgotten_stay_forgotten(
+    audit: pa.Table, nodes: pa.Table, edges: pa.Table, named: Iterable[tuple[str, str]]
+) -> CheckOutcome:
+    """Nothing forgotten is back: no node a node or topic request names (`named`: (tenant, id), the ids the requests
+    drop from every later merge) is in the graph again and no edge touches one; and no other node an audit row says
+    went is back citing a raw blob that request deleted.
+
+    A node a conversation, speaker or window request removed may come back from new lines: its id is a hash of
+    what it is (an Entity of its name, a day of its date), and a later conversation that names it again is new
+    content, not the forgotten one. It must then cite only what is kept. `nodes` needs tenant, id and raw_refs."""
+    rows = as_frame(audit.select(["tenant", "request_id", "nodes", "blobs"]))
+    gone = rows.select("tenant", "request_id", "nodes").explode("nodes").drop_nulls("nodes").rename({"nodes": "id"})
+    durable = pl.DataFrame(sorted(set(named)), schema={"tenant": pl.String, "id": pl.String}, orient="row")
     n = as_frame(nodes.select(["tenant", "id"]))
     e = as_frame(edges.select(["tenant", "id", "src", "dst"]))
-    back = gone.join(n, on=["tenant", "id"], how="semi").with_columns(pl.lit("node back").alias("problem"))
+    back = durable.join(n, on=["tenant", "id"], how="semi").with_columns(pl.lit("node back").alias("problem"))
     touching = (
         pl.concat(
             [
-                e.join(gone, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi"),
-                e.join(gone, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi"),
+                e.join(durable, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi"),
+                e.join(durable, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi"),
             ]
         )
         .unique(subset=["id"], maintain_order=True)
         .select(["tenant", "id"])
         .with_columns(pl.lit("edge to a forgotten node").alias("problem"))
     )
-    bad = pl.concat([back.select(["tenant", "id", "problem"]), touching])
-    return _outcome(gone.height, bad)
+    deleted = rows.select("tenant", "request_id", "blobs").explode("blobs").drop_nulls("blobs")
+    refs = (
+        as_frame(nodes.select(["tenant", "id", "raw_refs"]))
+        .join(gone.select("tenant", "id").unique(), on=["tenant", "id"], how="semi")
+        .explode("raw_refs")
+        .drop_nulls("raw_refs")
+        .select("tenant", "id", pl.col("raw_refs").struct.field("raw_id").alias("blobs"))
+    )
+    citing = (
+        refs.join(gone, on=["tenant", "id"])
+        .join(deleted, on=["tenant", "request_id", "blobs"], how="semi")
+        .select("tenant", "id")
+        .unique(maintain_order=True)
+        .with_columns(pl.lit("node back citing a deleted blob").alias("problem"))
+    )
+    bad = pl.concat([back.select(["tenant", "id", "problem"]), touching, citing])
+    return _outcome(gone.height + durable.height, bad)
 
 
 def agent_coverage(messages: pa.Table, nodes: pa.Table, edges: pa.Table) -> tuple[float, int]:

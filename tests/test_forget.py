@@ -20,7 +20,7 @@ from assets.cli import main
 from jobs.forget import ForgetRequest, ForgetRules, load_requests
 from jobs.integrity import forgotten_stay_forgotten
 from r2g.lake_graph import read_lake_table
-from r2g.schema import ANNOTATIONS
+from r2g.schema import ANNOTATIONS, AUDIT, EDGES, NODES
 from raw_store.cas import RawStore
 from raw_store.errors import BlobForgotten
 from raw_store.lake import Lake
@@ -139,6 +139,35 @@ def test_the_inbox_does_not_bring_it_back(lake: Lake) -> None:
     assert manifest["forgotten"] == 6 and manifest["messages"] == 3
 
 
+def test_new_lines_may_name_what_a_forgotten_conversation_named(lake: Lake) -> None:
+    # a new conversation names the places of the forgotten one: its Entities come back from the new line (their ids
+    # are hashes of their names), which is new content, not the forgotten one — the build must not be blocked
+    gone = set(_audit(lake)["conv"]["nodes"])
+    (lake.inbox / "demo" / "later.jsonl").write_text(
+        json.dumps(
+            {
+                "conv_id": "later",
+                "speaker": "爸爸",
+                "ts": "2024-03-09 10:00:00",
+                "text": "我下周去北京看奶奶，顺便去公园。",
+            },
+            ensure_ascii=False,
+        )
+        + "\n",
+        "utf-8",
+    )
+    rc, out = _cli(lake, "materialize", "--quiet")
+    assert rc == 0 and "ingested now: 1" in out and "lake rebuilt: yes" in out, out
+    back = {r[0]: r[1] for r in _sql(lake, "demo", "SELECT id, title FROM nodes")}
+    assert gone & set(back), "the new line should re-derive some node of the forgotten conversation"
+    nodes, edges = read_lake_table(lake, "nodes"), read_lake_table(lake, "edges")
+    named = ForgetRules(load_requests(lake)).node_ids
+    assert forgotten_stay_forgotten(read_lake_table(lake, "audit"), nodes, edges, named).passed
+    # what comes back cites the new line only: recall finds it, and nothing of the forgotten conversation
+    dump = _recall_dump(lake, "北京 奶奶 公园", "demo")
+    assert "顺便去公园" in dump and "踢足球" not in dump and "饺子" not in dump
+
+
 def test_forget_a_speaker_and_a_window(lake: Lake) -> None:
     assert "ferry" in _recall_dump(lake, "ferry Bergen", "demo")
     rc, _ = _cli(lake, "forget", "--tenant", "demo", "--speaker", "kai", "--quiet")  # case-insensitive
@@ -195,8 +224,9 @@ def test_forget_a_whole_tenant(lake: Lake) -> None:
 def test_nothing_forgotten_is_back_and_the_nlp_cache_is_purged(lake: Lake) -> None:
     nodes, edges = read_lake_table(lake, "nodes"), read_lake_table(lake, "edges")
     audit = read_lake_table(lake, "audit")
-    assert audit.num_rows == 6 and forgotten_stay_forgotten(audit, nodes, edges).passed
-    assert not forgotten_stay_forgotten(audit, pa.concat_tables([nodes, nodes.slice(0, 0)]).slice(0, 0), edges).failures
+    named = ForgetRules(load_requests(lake)).node_ids
+    assert audit.num_rows == 6 and forgotten_stay_forgotten(audit, nodes, edges, named).passed
+    assert not forgotten_stay_forgotten(audit, nodes.slice(0, 0), edges, named).failures
     import hashlib
 
     sha = hashlib.sha256("小明在公园里踢足球，晚饭前会回来。".encode()).hexdigest()
@@ -217,6 +247,40 @@ def test_bad_requests_are_clear_errors(lake: Lake, capsys: pytest.CaptureFixture
     assert main(["--data", str(lake.root), "forget", "--tenant", "demo", "--node", "n_missing", "--quiet"]) == 2
     assert main(["--data", str(lake.root), "forget", "--tenant", "ghost", "--all", "--quiet"]) == 2
     assert main(["--data", str(lake.root), "forget", "--tenant", "demo", "--to", "2024-01-01", "--all"]) == 2
+
+
+def _graph(nodes: list[tuple[str, str, list[str]]], edges: list[tuple[str, str, str]]) -> tuple[pa.Table, pa.Table]:
+    """(tenant, id, cited raw ids) nodes and (id, src, dst) edges of tenant t, every other column null."""
+    n = [
+        {"tenant": t, "id": i, "raw_refs": [{"raw_id": r, "offset": 0, "length": 1} for r in refs]} for t, i, refs in nodes
+    ]
+    e = [{"tenant": "t", "id": i, "src": s, "dst": d} for i, s, d in edges]
+    return pa.Table.from_pylist(n, schema=NODES), pa.Table.from_pylist(e, schema=EDGES)
+
+
+def test_the_check_tells_new_content_from_forgotten_content() -> None:
+    audit = pa.Table.from_pylist(
+        [
+            {"request_id": "f_conv", "tenant": "t", "scope": "conv", "nodes": ["day", "place"], "blobs": ["raw_old"]},
+            {"request_id": "f_node", "tenant": "t", "scope": "node", "nodes": ["fact"], "blobs": []},
+        ],
+        schema=AUDIT,
+    )
+    named = {("t", "fact")}
+
+    def problems(nodes, edges) -> list[tuple[str, str]]:
+        outcome = forgotten_stay_forgotten(audit, *_graph(nodes, edges), named)
+        assert outcome.passed == (outcome.failures == 0) and outcome.checked == 4
+        return sorted((x["id"], x["problem"]) for x in outcome.examples)
+
+    # the conversation's day comes back from a new line: new content, and an edge may point at it
+    assert problems([("t", "day", ["raw_new"]), ("t", "x", [])], [("e1", "x", "day")]) == []
+    # … but not citing the blob that request deleted, nor in another tenant's name
+    assert problems([("t", "day", ["raw_new", "raw_old"])], []) == [("day", "node back citing a deleted blob")]
+    assert problems([("u", "day", ["raw_old"])], []) == []
+    # a node a node request names never comes back, whatever it cites, and no edge may touch it
+    assert problems([("t", "fact", ["raw_new"])], []) == [("fact", "node back")]
+    assert problems([("t", "x", [])], [("e2", "x", "fact")]) == [("e2", "edge to a forgotten node")]
 
 
 def test_rules_cover_by_scope_case_and_window() -> None:
