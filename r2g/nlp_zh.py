@@ -13,15 +13,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from types import ModuleType
-from typing import Any, Protocol, cast
-
-import jieba
-import spacy
-from spacy.language import Language
-from spacy.tokens import Doc, Span
-from spacy.vocab import Vocab
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from r2g.time_norm import find_times
+
+if TYPE_CHECKING:  # spaCy and jieba load with the pipeline (chinese()) or the first segmentation, not on import
+    from spacy.language import Language
+    from spacy.tokens import Doc
+    from spacy.vocab import Vocab
 
 # ---------------------------------------------------------------- lexicon
 
@@ -122,6 +121,7 @@ def zh_upos(flag: str) -> str:
 
 
 def _jieba_pos() -> ModuleType:
+    import jieba
     import jieba.posseg as pseg
 
     jieba.setLogLevel(logging.WARNING)
@@ -215,6 +215,8 @@ class JiebaTokenizer:
         self.vocab = vocab
 
     def __call__(self, text: str) -> Doc:
+        from spacy.tokens import Doc
+
         words: list[str] = []
         spaces: list[bool] = []
         flags: list[str] = []
@@ -235,7 +237,6 @@ class JiebaTokenizer:
         return self
 
 
-@Language.component("memctl_zh_sentencizer")
 def zh_sentencizer(doc: Doc) -> Doc:
     """Sentence starts after 。！？!?；; and newlines (a ，comma only separates clauses, not sentences)."""
     for i, tok in enumerate(doc):
@@ -249,13 +250,14 @@ def zh_sentencizer(doc: Doc) -> Doc:
     return doc
 
 
-@Language.component("memctl_zh_entities")
 def zh_entities(doc: Doc) -> Doc:
     """doc.ents from jieba POS (nr→PERSON, ns→LOC, nt→ORG, nz→MISC, t→TIME) plus rule-found time expressions.
 
     Adjacent tokens of one label merge (昨天 晚上 → one TIME); a regex time span
     (5月7号, 3天前) wins over the POS entities it overlaps.
     """
+    from spacy.tokens import Span
+
     spans = []
     taken = [False] * len(doc)
     for tm in find_times(doc.text, "zh", None):
@@ -284,6 +286,12 @@ def zh_entities(doc: Doc) -> Doc:
 @lru_cache(maxsize=1)
 def chinese() -> Language:
     """spaCy blank zh with the jieba tokenizer, a rule sentencizer and the POS/rule entity component."""
+    import spacy
+    from spacy.language import Language
+
+    for name, component in (("memctl_zh_sentencizer", zh_sentencizer), ("memctl_zh_entities", zh_entities)):
+        if not Language.has_factory(name):
+            Language.component(name, func=component)
     nlp = spacy.blank("zh")
     nlp.tokenizer = JiebaTokenizer(nlp.vocab)
     nlp.add_pipe("memctl_zh_sentencizer")

@@ -252,7 +252,8 @@ def test_bad_requests_are_clear_errors(lake: Lake, capsys: pytest.CaptureFixture
 def _graph(nodes: list[tuple[str, str, list[str]]], edges: list[tuple[str, str, str]]) -> tuple[pa.Table, pa.Table]:
     """(tenant, id, cited raw ids) nodes and (id, src, dst) edges of tenant t, every other column null."""
     n = [
-        {"tenant": t, "id": i, "raw_refs": [{"raw_id": r, "offset": 0, "length": 1} for r in refs]} for t, i, refs in nodes
+        {"tenant": t, "id": i, "raw_refs": [{"raw_id": r, "offset": 0, "length": 1} for r in refs]}
+        for t, i, refs in nodes
     ]
     e = [{"tenant": "t", "id": i, "src": s, "dst": d} for i, s, d in edges]
     return pa.Table.from_pylist(n, schema=NODES), pa.Table.from_pylist(e, schema=EDGES)

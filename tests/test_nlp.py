@@ -126,8 +126,14 @@ def test_und_uses_english_pipeline() -> None:
 
 
 def test_pipeline_version_names_components() -> None:
+    import jieba
+    import spacy
+
     v = nlp.PIPELINE_VERSION
     assert v.startswith("nlp.v1|spacy=") and "|en=" in v and "|jieba=0.42.1" in v
+    # read from the installed distributions (no import); the same versions the packages themselves report
+    en = spacy.util.get_package_version(nlp.EN_MODEL)
+    assert v.split("|")[1:4] == [f"spacy={spacy.about.__version__}", f"en={en}", f"jieba={jieba.__version__}"]
 
 
 def test_old_without_rowid_cache_is_upgraded_keeping_current_rows(tmp_path: Path) -> None:

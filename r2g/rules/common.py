@@ -7,8 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
-
-from spacy.lang.en.stop_words import STOP_WORDS as EN_STOP_WORDS
+from functools import cache
 
 from r2g.nlp import Annotation
 from r2g.rules.drafts import EntityRef, FactDraft, MessageCtx, Role, TimeRef
@@ -31,6 +30,14 @@ def _dedup(xs: Iterable[str | None]) -> list[str]:
     return list(dict.fromkeys(x for x in xs if x))
 
 
+@cache
+def _en_stop_words() -> frozenset[str]:
+    """spaCy's English stop words, imported when the first English annotation is read (not with the rules)."""
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    return frozenset(STOP_WORDS)
+
+
 def _content_tokens(ann: Annotation) -> list[str | None]:
     """Per token: its content word (see content_words) or None — computed once per annotation."""
     cached = ann.__dict__.get("_content_tokens")
@@ -44,12 +51,13 @@ def _content_tokens(ann: Annotation) -> list[str | None]:
             ok = w and pos != "PUNCT" and _WORDISH.search(w) and w not in ZH_STOPWORDS
             out.append(w if ok else None)
     else:
+        stop = _en_stop_words()
         for tok, lemma, pos in zip(ann.tokens, ann.lemma, ann.pos):
             if (pos in _PUNCT_POS and pos != "X") or pos in _EN_FUNCTION_POS:
                 out.append(None)
                 continue
             lem = lemma.lower().strip()
-            ok = lem and _WORDISH.search(lem) and lem not in EN_STOP_WORDS and tok.lower() not in EN_STOP_WORDS
+            ok = lem and _WORDISH.search(lem) and lem not in stop and tok.lower() not in stop
             out.append(lem if ok else None)
     ann.__dict__["_content_tokens"] = out
     return out
