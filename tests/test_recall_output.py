@@ -11,6 +11,8 @@ the shipped sample logs plus a small inbox this module writes:
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from assets.cli import main
 from assets.run import materialize
 from raw_store.lake import Lake
 from recall import RecallConfig, recall
@@ -102,10 +105,18 @@ def lake(tmp_path_factory: pytest.TempPathFactory):
             os.environ[k] = v
 
 
-def _memctl(lk: Lake, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "MEMCTL_DATA": str(lk.root)}
+def _memctl(lk: Lake, *args: str, process: bool = False) -> subprocess.CompletedProcess:
+    """`memctl <args>` on `lk`: in this process (assets.cli.main, stdout and stderr captured), or as a subprocess
+    with `process` (the output as a terminal-less user gets it; one such call per behaviour is enough)."""
     log = ["--no-log"] if args[0] == "recall" else []
-    out = subprocess.run(
+    if not process:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = main(["--data", str(lk.root), *args, *log])
+        assert rc == 0, err.getvalue()
+        return subprocess.CompletedProcess(args, rc, out.getvalue(), err.getvalue())
+    env = {**os.environ, "MEMCTL_DATA": str(lk.root)}
+    done = subprocess.run(
         [sys.executable, "-m", "assets.cli", *args, *log],
         cwd=ROOT,
         env=env,
@@ -113,8 +124,8 @@ def _memctl(lk: Lake, *args: str) -> subprocess.CompletedProcess:
         text=True,
         timeout=300,
     )
-    assert out.returncode == 0, out.stderr
-    return out
+    assert done.returncode == 0, done.stderr
+    return done
 
 
 _HEAD = re.compile(r"^ *\d+\. \[(\w+)\] (.*)  \(score (\d+\.\d{3})\)$")
@@ -233,7 +244,8 @@ def test_a_quarantined_blob_is_named_in_the_result_the_output_and_the_trace(lake
         [sys.executable, "-m", "assets.cli", "verify"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
     )
     assert verify.returncode == 1 and "quarantined" in verify.stdout
-    got = json.loads(_memctl(copy, "recall", "Xiaoming football", "--tenant", "demo", "--json").stdout)
+    # a new process (this one keeps the chunks it has read and checked)
+    got = json.loads(_memctl(copy, "recall", "Xiaoming football", "--tenant", "demo", "--json", process=True).stdout)
     first = got[0]
     assert first["node_id"] == before[0]["node_id"] and first["citations"] == []
     assert first["unavailable"] == [
@@ -243,7 +255,7 @@ def test_a_quarantined_blob_is_named_in_the_result_the_output_and_the_trace(lake
             "reason": f"blob {raw_id} quarantined, run `memctl materialize` to repair",
         }
     ]
-    human = _memctl(copy, "recall", "Xiaoming football", "--tenant", "demo", "--trace")
+    human = _memctl(copy, "recall", "Xiaoming football", "--tenant", "demo", "--trace", process=True)
     assert f"↳ citation unavailable: blob {raw_id} quarantined, run `memctl materialize` to repair" in human.stdout
     cite = next(line for line in human.stderr.splitlines() if line.startswith("[trace] cite"))
     assert raw_id in cite and "'unavailable': [{" in cite and "BlobCorrupt" in cite
