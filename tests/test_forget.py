@@ -139,35 +139,6 @@ def test_the_inbox_does_not_bring_it_back(lake: Lake) -> None:
     assert manifest["forgotten"] == 6 and manifest["messages"] == 3
 
 
-def test_new_lines_may_name_what_a_forgotten_conversation_named(lake: Lake) -> None:
-    # a new conversation names the places of the forgotten one: its Entities come back from the new line (their ids
-    # are hashes of their names), which is new content, not the forgotten one — the build must not be blocked
-    gone = set(_audit(lake)["conv"]["nodes"])
-    (lake.inbox / "demo" / "later.jsonl").write_text(
-        json.dumps(
-            {
-                "conv_id": "later",
-                "speaker": "爸爸",
-                "ts": "2024-03-09 10:00:00",
-                "text": "我下周去北京看奶奶，顺便去公园。",
-            },
-            ensure_ascii=False,
-        )
-        + "\n",
-        "utf-8",
-    )
-    rc, out = _cli(lake, "materialize", "--quiet")
-    assert rc == 0 and "ingested now: 1" in out and "lake rebuilt: yes" in out, out
-    back = {r[0]: r[1] for r in _sql(lake, "demo", "SELECT id, title FROM nodes")}
-    assert gone & set(back), "the new line should re-derive some node of the forgotten conversation"
-    nodes, edges = read_lake_table(lake, "nodes"), read_lake_table(lake, "edges")
-    named = ForgetRules(load_requests(lake)).node_ids
-    assert forgotten_stay_forgotten(read_lake_table(lake, "audit"), nodes, edges, named).passed
-    # what comes back cites the new line only: recall finds it, and nothing of the forgotten conversation
-    dump = _recall_dump(lake, "北京 奶奶 公园", "demo")
-    assert "顺便去公园" in dump and "踢足球" not in dump and "饺子" not in dump
-
-
 def test_forget_a_speaker_and_a_window(lake: Lake) -> None:
     assert "ferry" in _recall_dump(lake, "ferry Bergen", "demo")
     rc, _ = _cli(lake, "forget", "--tenant", "demo", "--speaker", "kai", "--quiet")  # case-insensitive
@@ -247,6 +218,36 @@ def test_bad_requests_are_clear_errors(lake: Lake, capsys: pytest.CaptureFixture
     assert main(["--data", str(lake.root), "forget", "--tenant", "demo", "--node", "n_missing", "--quiet"]) == 2
     assert main(["--data", str(lake.root), "forget", "--tenant", "ghost", "--all", "--quiet"]) == 2
     assert main(["--data", str(lake.root), "forget", "--tenant", "demo", "--to", "2024-01-01", "--all"]) == 2
+
+
+def test_new_lines_may_name_what_a_forgotten_conversation_named(lake: Lake) -> None:
+    # (last of the lake's steps: one more inbox file would make every forget above re-run one more file)
+    # a new conversation names the places of the forgotten one: its Entities come back from the new line (their ids
+    # are hashes of their names), which is new content, not the forgotten one — the build must not be blocked
+    gone = set(_audit(lake)["conv"]["nodes"])
+    (lake.inbox / "demo" / "later.jsonl").write_text(
+        json.dumps(
+            {
+                "conv_id": "later",
+                "speaker": "爸爸",
+                "ts": "2024-03-09 10:00:00",
+                "text": "我下周去北京看奶奶，顺便去公园。",
+            },
+            ensure_ascii=False,
+        )
+        + "\n",
+        "utf-8",
+    )
+    rc, out = _cli(lake, "materialize", "--quiet")
+    assert rc == 0 and "ingested now: 1" in out and "lake rebuilt: yes" in out, out
+    back = {r[0]: r[1] for r in _sql(lake, "demo", "SELECT id, title FROM nodes")}
+    assert gone & set(back), "the new line should re-derive some node of the forgotten conversation"
+    nodes, edges = read_lake_table(lake, "nodes"), read_lake_table(lake, "edges")
+    named = ForgetRules(load_requests(lake)).node_ids
+    assert forgotten_stay_forgotten(read_lake_table(lake, "audit"), nodes, edges, named).passed
+    # what comes back cites the new line only: recall finds it, and nothing of the forgotten conversation
+    dump = _recall_dump(lake, "北京 奶奶 公园", "demo")
+    assert "顺便去公园" in dump and "踢足球" not in dump and "饺子" not in dump
 
 
 def _graph(nodes: list[tuple[str, str, list[str]]], edges: list[tuple[str, str, str]]) -> tuple[pa.Table, pa.Table]:
