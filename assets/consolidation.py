@@ -11,14 +11,14 @@ from assets.lake import _check
 from assets.metadata import (
     KEYS,
     RunChanges,
-    bar_chart_png,
-    degree_chart_png,
+    bar_chart_svg,
+    degree_chart_svg,
     degrees,
     key_change,
-    png_markdown,
     row_keys,
+    svg_markdown,
     table_metadata,
-    tier_flow_png,
+    tier_flow_svg,
     write_keys,
 )
 from assets.resources import LakeResource
@@ -222,7 +222,7 @@ def consolidation(
         asset_key="nodes",
         metadata={
             **table_metadata(result.nodes, ["type", "tier", "category", "weight", "title"]),
-            "node_types_chart": png_markdown(bar_chart_png(node_types, "Node types", "nodes"), "node types"),
+            "node_types_chart": svg_markdown(bar_chart_svg(node_types, "Node types", "nodes"), "node types"),
             "by_type": dg.MetadataValue.json(node_types),
             "by_tier": dg.MetadataValue.json(value_counts(result.nodes, "tier")),
             "by_status": dg.MetadataValue.json(value_counts(result.nodes, "status")),
@@ -236,8 +236,8 @@ def consolidation(
         asset_key="edges",
         metadata={
             **table_metadata(result.edges, ["type", "src", "dst", "weight"]),
-            "edge_types_chart": png_markdown(bar_chart_png(edge_types, "Edge types", "edges"), "edge types"),
-            "degree_chart": png_markdown(degree_chart_png(degrees(result.nodes, result.edges)), "degree distribution"),
+            "edge_types_chart": svg_markdown(bar_chart_svg(edge_types, "Edge types", "edges"), "edge types"),
+            "degree_chart": svg_markdown(degree_chart_svg(degrees(result.nodes, result.edges)), "degree distribution"),
             "by_type": dg.MetadataValue.json(edge_types),
             "overlay_rows": overlay_rows["edges"][0],
             "removed_from_r2g": overlay_rows["edges"][1],
@@ -245,8 +245,8 @@ def consolidation(
     )
     charts = {
         "promotions": {
-            "tier_flow_chart": png_markdown(
-                tier_flow_png(result.promotions, value_counts(result.nodes, "tier")), "tier flow"
+            "tier_flow_chart": svg_markdown(
+                tier_flow_svg(result.promotions, value_counts(result.nodes, "tier")), "tier flow"
             )
         }
     }

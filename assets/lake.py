@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from assets.ingest import file_chunks, file_graph
-from assets.metadata import RED, bar_chart_png, png_markdown, table_metadata
+from assets.metadata import RED, bar_chart_svg, svg_markdown, table_metadata
 from assets.resources import LakeResource
 from jobs.forget import ForgetRules, collect, load_requests, tombstones
 from jobs.integrity import CheckOutcome, forgotten_stay_forgotten, lake_conservation, unresolved_raw_refs, verify_store
@@ -140,13 +140,13 @@ def rejects(lake: LakeResource) -> dg.MaterializeResult:
     table = read_lake_table(lk, "rejects")
     outcome = lake_conservation(lk, read_lake_table(lk, "messages", ["tenant"]), table)
     by_reason = value_counts(table, "reason")
-    chart = bar_chart_png(
+    chart = bar_chart_svg(
         by_reason, "Rejects by reason", "rejected records", colour=RED, empty="no rejects: every input record was read"
     )
     return dg.MaterializeResult(
         metadata={
             **table_metadata(table, ["source_file", "line", "reason", "detail"]),
-            "rejects_chart": png_markdown(chart, "rejects by reason"),
+            "rejects_chart": svg_markdown(chart, "rejects by reason"),
             "by_reason": dg.MetadataValue.json(by_reason),
         },
         check_results=[_check("conservation", outcome)],

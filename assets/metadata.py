@@ -1,25 +1,22 @@
-"""Materialization metadata shared by the assets: row count, column schema, markdown preview, PNG charts and the
+"""Materialization metadata shared by the assets: row count, column schema, markdown preview, SVG charts and the
 "what changed in this run" summary.
 
-Dagster 1.13 has no image metadata type; its UI renders a markdown entry's inline `data:image/png;base64,…`
-image, so each chart is a small PNG (600×300) embedded in `dg.MetadataValue.md`. Charts are drawn with
-matplotlib's Agg canvas (no pyplot state, no display) with fixed fonts and sizes and no timestamp, so the same
-table gives the same bytes; matplotlib is imported on first use, keeping `import assets.definitions` fast. A chart
-is a function of its figures alone, so a process keeps the last ones it drew (`_memo`: ~0.1 s each to draw).
+Dagster 1.13 has no image metadata type; its UI renders a markdown entry's inline `data:image/…;base64,…` image,
+so each chart is a small SVG (600×300) embedded in `dg.MetadataValue.md`. The charts are bars, a log-log line and
+boxes with arrows: written as SVG text they cost well under a millisecond and no import, where matplotlib's Agg
+PNGs cost ~0.1 s each plus ~1 s to import (a tenth of a small `memctl materialize`). The viewer's browser draws
+the text, so Chinese labels show as they are; the same figures give the same bytes.
 """
 
 from __future__ import annotations
 
 import base64
-import functools
-import io
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from contextlib import AbstractContextManager
+import html
+import math
+import unicodedata
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 import polars as pl
@@ -27,29 +24,16 @@ import pyarrow as pa
 
 from raw_store.frames import as_frame
 
-if TYPE_CHECKING:  # matplotlib loads only when a chart is drawn
-    from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
-    from matplotlib.typing import RcKeyType
-
-CHART_SIZE = (6.0, 3.0)  # inches at CHART_DPI: 600×300 px
-CHART_DPI = 100
+CHART_W, CHART_H = 600, 300  # px
 MAX_BARS = 12  # the rest is one "other" bar
-MEMO_CHARTS = 32  # charts a process keeps (see _memo)
 TIER_ORDER = ("new", "short", "mid", "long")
-_STYLE: dict[RcKeyType, Any] = {
-    "font.family": "DejaVu Sans",
-    "font.size": 9,
-    "axes.titlesize": 10,
-    "axes.labelsize": 9,
-    "xtick.labelsize": 8,
-    "ytick.labelsize": 8,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "svg.hashsalt": "memctl",
-    "path.simplify": True,
-}
-BLUE, RED, _GREY = "#3b75af", "#c0504d", "#8c8c8c"
+# the viewer's fonts: DejaVu Sans where installed (Debian's default), a CJK face for Chinese labels, else any sans
+FONTS = "DejaVu Sans, Noto Sans CJK SC, WenQuanYi Zen Hei, sans-serif"
+FONT_PX, TICK_PX, TITLE_PX = 12, 11, 13
+PLOT_TOP = 34  # px under the title
+LABEL_MAX_PX = 180  # a bar label longer than this is cut with an ellipsis
+GRID, AXIS = "#e4e4e4", "#555555"
+BLUE, RED, _GREY, _FAINT = "#3b75af", "#c0504d", "#8c8c8c", "#cccccc"
 _TIER_COLOURS = {"short": "#9ecae1", "mid": "#4292c6", "long": "#08519c", "new": _GREY}
 
 
@@ -76,122 +60,71 @@ def markdown_table(rows: list[dict], cols: Sequence[str], width: int = 60) -> st
 # -- pictures -----------------------------------------------------------------------------------------------
 
 
-def png_markdown(png: bytes, alt: str, caption: str = "") -> dg.MetadataValue:
-    """A PNG as a markdown metadata entry (inline data URI), with an optional caption line under it."""
-    image = f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode('ascii')})"
-    return dg.MetadataValue.md(image + (f"\n\n{caption}" if caption else ""))
+def svg_markdown(svg: str, alt: str, caption: str = "") -> dg.MetadataValue:
+    """An SVG chart as a markdown metadata entry (inline data URI), with an optional caption line under it."""
+    data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
+    return dg.MetadataValue.md(f"![{alt}](data:image/svg+xml;base64,{data})" + (f"\n\n{caption}" if caption else ""))
 
 
-def _memo(draw: Callable[..., bytes]) -> Callable[..., bytes]:
-    """`draw` with the PNGs of its last MEMO_CHARTS argument sets kept (mappings are keyed by their items in order)."""
-    kept: OrderedDict[Hashable, bytes] = OrderedDict()
-    lock = threading.Lock()
-
-    def frozen(value: object) -> Hashable:
-        if isinstance(value, Mapping):
-            return tuple((k, frozen(v)) for k, v in value.items())
-        return tuple(frozen(v) for v in value) if isinstance(value, list | tuple) else value
-
-    @functools.wraps(draw)
-    def cached(*args: Any, **kwargs: Any) -> bytes:
-        key = (frozen(args), frozen(sorted(kwargs.items())))
-        with lock:
-            if key in kept:
-                kept.move_to_end(key)
-                return kept[key]
-        png = draw(*args, **kwargs)
-        with lock:
-            kept[key] = png
-            while len(kept) > MEMO_CHARTS:
-                kept.popitem(last=False)
-        return png
-
-    return cached
-
-
-@_memo
-def bar_chart_png(
+def bar_chart_svg(
     counts: Mapping[str, int], title: str, xlabel: str, colour: str = BLUE, empty: str = "nothing to show"
-) -> bytes:
+) -> str:
     """Horizontal bars, largest on top, each labelled with its count; past MAX_BARS the rest is "other"."""
     items = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     if len(items) > MAX_BARS:
         items = items[: MAX_BARS - 1] + [("other", sum(v for _, v in items[MAX_BARS - 1 :]))]
-    return _bars(items, title, xlabel, [colour] * len(items), empty)
+    svg = _Svg(f"{title} — {sum(v for _, v in items):,} in all" if items else title)
+    if not items:
+        return svg.empty(empty)
+    left = min(LABEL_MAX_PX, max(_text_px(k, FONT_PX) for k, _ in items)) + 12
+    plot = _Box(left, PLOT_TOP, CHART_W - 56, CHART_H - 44)  # right: room for the longest count label
+    top = max(v for _, v in items)
+    ticks = _nice_ticks(top)
+    scale = plot.width / ticks[-1]
+    for t in ticks:
+        x = plot.x0 + t * scale
+        svg.line(x, plot.y0, x, plot.y1, GRID)
+        svg.text(x, plot.y1 + 13, f"{t:,g}", size=TICK_PX, anchor="middle")
+    band = plot.height / len(items)
+    for i, (label, value) in enumerate(items):
+        y = plot.y0 + i * band
+        svg.rect(plot.x0, y + band * 0.15, value * scale, band * 0.7, colour)
+        mid = y + band / 2 + TICK_PX * 0.35
+        svg.text(plot.x0 - 6, mid, _fit(label, left - 12, FONT_PX), anchor="end")
+        svg.text(plot.x0 + value * scale + 4, mid, f"{value:,}", size=TICK_PX)
+    svg.line(plot.x0, plot.y0, plot.x0, plot.y1, AXIS)
+    svg.line(plot.x0, plot.y1, plot.x1, plot.y1, AXIS)
+    svg.text((plot.x0 + plot.x1) / 2, CHART_H - 8, xlabel, anchor="middle")
+    return svg.done()
 
 
-def tier_flow_png(promotions: pa.Table, tiers_now: Mapping[str, int]) -> bytes:
+def tier_flow_svg(promotions: pa.Table, tiers_now: Mapping[str, int]) -> str:
     """Tier flow short → mid → long: a box per tier (nodes in it now), new nodes entering from above, promotions
     to the next tier as arrows between boxes (demotions under them, in grey), any other move as a footnote."""
-    return _tier_flow_png(tier_flows(promotions), tiers_now)
-
-
-@_memo
-def _tier_flow_png(flows: Mapping[tuple[str, str], int], tiers_now: Mapping[str, int]) -> bytes:
-    from matplotlib.figure import Figure
-    from matplotlib.patches import FancyBboxPatch
-
-    x = {"short": 2.0, "mid": 5.0, "long": 8.0}
-    with _style():
-        fig = Figure(figsize=CHART_SIZE, dpi=CHART_DPI)
-        ax = fig.subplots()
-        ax.set_xlim(0, 10)
-        ax.set_ylim(0, 5)
-        ax.set_axis_off()
-        for tier, cx in x.items():
-            ax.add_patch(
-                FancyBboxPatch(
-                    (cx - 1, 1.5),
-                    2,
-                    1.3,
-                    boxstyle="round,pad=0.05,rounding_size=0.15",
-                    facecolor=_TIER_COLOURS[tier],
-                    edgecolor="none",
-                )
-            )
-            ink = "white" if tier != "short" else "#08306b"
-            ax.text(cx, 2.35, tier, ha="center", va="center", fontsize=11, fontweight="bold", color=ink)
-            ax.text(cx, 1.85, f"{tiers_now.get(tier, 0):,} nodes now", ha="center", va="center", fontsize=8, color=ink)
-            _arrow(
-                ax,
-                (cx, 4.1),
-                (cx, 2.9),
-                flows.get(("new", tier), 0),
-                f"+{flows.get(('new', tier), 0):,} new",
-                (cx, 4.35),
-                BLUE,
-            )
-        for a, b in (("short", "mid"), ("mid", "long")):
-            n, back = flows.get((a, b), 0), flows.get((b, a), 0)
-            _arrow(ax, (x[a] + 1.1, 2.45), (x[b] - 1.1, 2.45), n, f"{n:,}", (x[a] + 1.5, 2.75), BLUE)
-            _arrow(ax, (x[b] - 1.1, 1.8), (x[a] + 1.1, 1.8), back, f"{back:,}", (x[a] + 1.5, 1.45), _GREY)
-        adjacent = {("short", "mid"), ("mid", "long"), ("mid", "short"), ("long", "mid")}
-        others = [f"{a} → {b}: {n:,}" for (a, b), n in flows.items() if a != "new" and (a, b) not in adjacent]
-        footnote = (
-            "other moves:  " + "   ·   ".join(others) if others else "promotions move right, demotions (grey) left"
-        )
-        ax.text(5, 0.55, footnote, ha="center", va="center", fontsize=8, color="#444444")
-        ax.set_title("Tier flow short → mid → long (promotions over all runs)")
-        return _png(fig)
-
-
-def _arrow(
-    ax: Axes,
-    start: tuple[float, float],
-    end: tuple[float, float],
-    n: int,
-    label: str,
-    at: tuple[float, float],
-    colour: str,
-) -> None:
-    width = 0.8 + min(6.0, n**0.5 / 2) if n else 0.8
-    ax.annotate(
-        "",
-        xy=end,
-        xytext=start,
-        arrowprops={"arrowstyle": "-|>", "lw": width, "color": colour if n else "#cccccc", "mutation_scale": 12},
-    )
-    ax.text(*at, label, ha="center", va="center", fontsize=9, color=colour if n else "#aaaaaa")
+    flows = tier_flows(promotions)
+    svg = _Svg("Tier flow short → mid → long (promotions over all runs)")
+    centre = {"short": 110.0, "mid": 300.0, "long": 490.0}
+    box_w, box_y, box_h = 120.0, 130.0, 70.0
+    for tier, cx in centre.items():
+        ink = "white" if tier != "short" else "#08306b"
+        svg.rect(cx - box_w / 2, box_y, box_w, box_h, _TIER_COLOURS[tier], rx=8)
+        svg.text(cx, box_y + 30, tier, size=15, anchor="middle", colour=ink, bold=True)
+        svg.text(cx, box_y + 52, f"{tiers_now.get(tier, 0):,} nodes now", size=TICK_PX, anchor="middle", colour=ink)
+        n = flows.get(("new", tier), 0)
+        svg.text(cx, 52, f"+{n:,} new", anchor="middle", colour=BLUE if n else _FAINT)
+        svg.arrow(cx, 60, cx, box_y - 4, n, BLUE)
+    for a, b in (("short", "mid"), ("mid", "long")):
+        x0, x1 = centre[a] + box_w / 2 + 6, centre[b] - box_w / 2 - 6
+        n, back = flows.get((a, b), 0), flows.get((b, a), 0)
+        svg.arrow(x0, box_y + 20, x1, box_y + 20, n, BLUE)
+        svg.text((x0 + x1) / 2, box_y + 8, f"{n:,}", anchor="middle", colour=BLUE if n else _FAINT)
+        svg.arrow(x1, box_y + 52, x0, box_y + 52, back, _GREY)
+        svg.text((x0 + x1) / 2, box_y + 72, f"{back:,}", anchor="middle", colour=_GREY if back else _FAINT)
+    adjacent = {("short", "mid"), ("mid", "long"), ("mid", "short"), ("long", "mid")}
+    others = [f"{a} → {b}: {n:,}" for (a, b), n in flows.items() if a != "new" and (a, b) not in adjacent]
+    footnote = "other moves:  " + "   ·   ".join(others) if others else "promotions move right, demotions (grey) left"
+    svg.text(CHART_W / 2, 262, footnote, size=TICK_PX, anchor="middle", colour="#444444")
+    return svg.done()
 
 
 def tier_flows(promotions: pa.Table) -> dict[tuple[str, str], int]:
@@ -221,80 +154,154 @@ def degrees(nodes: pa.Table, edges: pa.Table) -> dict[int, int]:
     return dict(sorted(({0: isolated} if isolated else {}).items() | hist.items()))
 
 
-@_memo
-def degree_chart_png(hist: Mapping[int, int]) -> bytes:
+def degree_chart_svg(hist: Mapping[int, int]) -> str:
     """Log-log degree distribution: how many nodes have k edges (isolated nodes are counted in the title)."""
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-    with _style():
-        fig = Figure(figsize=CHART_SIZE, dpi=CHART_DPI)
-        ax = fig.subplots()
-        points = sorted((k, n) for k, n in hist.items() if k > 0)
-        isolated = hist.get(0, 0)
-        total = sum(hist.values())
-        if points:
-            ks, ns = zip(*points)
-            ax.loglog(ks, ns, marker="o", markersize=4, linewidth=0.8, color=BLUE)
-            for axis in (ax.xaxis, ax.yaxis):
-                axis.set_major_locator(LogLocator(base=10))
-                axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-                axis.set_minor_formatter(NullFormatter())
-            ax.set_xlabel("edges per node (degree k, log scale)")
-            ax.set_ylabel("nodes with degree k (log)")
-            ax.grid(True, which="major", linewidth=0.4, color="#dddddd")
-        else:
-            _empty(ax, "no edges yet")
-        ax.set_title(f"Degree distribution: {total} nodes, max degree {max(hist, default=0)}, {isolated} without edges")
-        return _png(fig)
-
-
-def _bars(
-    items: list[tuple[str, int]], title: str, xlabel: str, colours: list[str], empty: str, keep_order: bool = False
-) -> bytes:
-    from matplotlib.figure import Figure
-
-    with _style():
-        fig = Figure(figsize=CHART_SIZE, dpi=CHART_DPI)
-        ax = fig.subplots()
-        if items:
-            labels = [_ascii(k) for k, _ in items][::-1]  # first item on top
-            values = [v for _, v in items][::-1]
-            bars = ax.barh(labels, values, color=colours[::-1], height=0.7)
-            ax.bar_label(bars, labels=[f"{v:,}" for v in values], padding=3, fontsize=8)
-            ax.set_xlim(0, max(values) * 1.15 or 1)
-            ax.set_xlabel(xlabel)
-        else:
-            _empty(ax, empty)
-        ax.set_title(f"{title} — {sum(v for _, v in items):,} in all" if items and not keep_order else title)
-        return _png(fig)
+    points = sorted((k, n) for k, n in hist.items() if k > 0 and n > 0)
+    total, isolated = sum(hist.values()), hist.get(0, 0)
+    svg = _Svg(f"Degree distribution: {total} nodes, max degree {max(hist, default=0)}, {isolated} without edges")
+    if not points:
+        return svg.empty("no edges yet")
+    plot = _Box(64, PLOT_TOP, CHART_W - 20, CHART_H - 44)
+    xs = _Decades([k for k, _ in points], plot.x0, plot.x1)
+    ys = _Decades([n for _, n in points], plot.y1, plot.y0)  # upwards
+    for p in xs.powers:
+        svg.line(xs.at(p), plot.y0, xs.at(p), plot.y1, GRID)
+        svg.text(xs.at(p), plot.y1 + 13, f"{p:g}", size=TICK_PX, anchor="middle")
+    for p in ys.powers:
+        svg.line(plot.x0, ys.at(p), plot.x1, ys.at(p), GRID)
+        svg.text(plot.x0 - 5, ys.at(p) + TICK_PX * 0.35, f"{p:g}", size=TICK_PX, anchor="end")
+    svg.line(plot.x0, plot.y0, plot.x0, plot.y1, AXIS)
+    svg.line(plot.x0, plot.y1, plot.x1, plot.y1, AXIS)
+    at = [(xs.at(k), ys.at(n)) for k, n in points]
+    svg.polyline(at, BLUE)
+    for x, y in at:
+        svg.circle(x, y, 2.5, BLUE)
+    svg.text((plot.x0 + plot.x1) / 2, CHART_H - 8, "edges per node (degree k, log scale)", anchor="middle")
+    svg.text(14, (plot.y0 + plot.y1) / 2, "nodes with degree k (log)", anchor="middle", rotate=True)
+    return svg.done()
 
 
-def _empty(ax: Axes, text: str) -> None:
-    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=11, color=_GREY, transform=ax.transAxes)
-    ax.set_axis_off()
+@dataclass(frozen=True)
+class _Box:
+    """A plot area in pixels (y grows downwards, as in SVG)."""
+
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+
+    @property
+    def width(self) -> float:
+        return self.x1 - self.x0
+
+    @property
+    def height(self) -> float:
+        return self.y1 - self.y0
 
 
-def _ascii(label: str) -> str:
-    """Chart labels are codes and type names; anything else (e.g. CJK) would draw as boxes in DejaVu Sans."""
-    return "".join(c if c.isascii() or c == "→" else "?" for c in label)
+class _Decades:
+    """A log10 axis over whole decades that hold `values`, mapped onto pixels lo..hi."""
+
+    def __init__(self, values: Sequence[int], lo: float, hi: float) -> None:
+        first, last = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)))
+        self.first, self.last = first, max(last, first + 1)
+        self.lo, self.hi = lo, hi
+        self.powers = [10.0**e for e in range(self.first, self.last + 1)]
+
+    def at(self, value: float) -> float:
+        return self.lo + (math.log10(value) - self.first) / (self.last - self.first) * (self.hi - self.lo)
 
 
-def _style() -> AbstractContextManager[None]:
-    import matplotlib
+class _Svg:
+    """A 600×300 chart as SVG text: a title, then shapes and text in pixels. Coordinates are rounded to 0.1 px and
+    nothing depends on the time or the machine, so the same figures give the same bytes."""
 
-    return matplotlib.rc_context(_STYLE)
+    def __init__(self, title: str) -> None:
+        self.parts = [
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{CHART_W}" height="{CHART_H}" '
+            f'viewBox="0 0 {CHART_W} {CHART_H}" font-family="{FONTS}" font-size="{FONT_PX}">',
+            f'<rect width="{CHART_W}" height="{CHART_H}" fill="white"/>',
+        ]
+        self.text(CHART_W / 2, 20, title, size=TITLE_PX, anchor="middle")
+
+    def text(
+        self,
+        x: float,
+        y: float,
+        text: str,
+        *,
+        size: int = FONT_PX,
+        anchor: str = "start",
+        colour: str = "#222222",
+        bold: bool = False,
+        rotate: bool = False,
+    ) -> None:
+        attrs = f'x="{x:.1f}" y="{y:.1f}" fill="{colour}"'
+        attrs += f' font-size="{size}"' if size != FONT_PX else ""
+        attrs += f' text-anchor="{anchor}"' if anchor != "start" else ""
+        attrs += ' font-weight="bold"' if bold else ""
+        attrs += f' transform="rotate(-90 {x:.1f} {y:.1f})"' if rotate else ""
+        self.parts.append(f"<text {attrs}>{html.escape(text, quote=False)}</text>")
+
+    def line(self, x0: float, y0: float, x1: float, y1: float, colour: str, width: float = 1.0) -> None:
+        self.parts.append(
+            f'<line x1="{x0:.1f}" y1="{y0:.1f}" x2="{x1:.1f}" y2="{y1:.1f}" stroke="{colour}" '
+            f'stroke-width="{width:.1f}"/>'
+        )
+
+    def rect(self, x: float, y: float, w: float, h: float, colour: str, rx: float = 0) -> None:
+        corner = f' rx="{rx:g}"' if rx else ""
+        self.parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}"{corner} fill="{colour}"/>')
+
+    def circle(self, x: float, y: float, r: float, colour: str) -> None:
+        self.parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r:g}" fill="{colour}"/>')
+
+    def polyline(self, points: Sequence[tuple[float, float]], colour: str) -> None:
+        at = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
+        self.parts.append(f'<polyline points="{at}" fill="none" stroke="{colour}" stroke-width="1.2"/>')
+
+    def arrow(self, x0: float, y0: float, x1: float, y1: float, n: int, colour: str) -> None:
+        """A shaft as wide as the flow (~sqrt n) ending in a fixed-size head at (x1, y1); a flow of 0 is faint."""
+        colour = colour if n else _FAINT
+        width = 1.1 + min(8.0, n**0.5 / 1.5) if n else 1.1
+        length = math.hypot(x1 - x0, y1 - y0)
+        ux, uy = (x1 - x0) / length, (y1 - y0) / length
+        head = 10.0
+        self.line(x0, y0, x1 - ux * head, y1 - uy * head, colour, width)
+        half = max(5.0, width * 0.9)
+        points = [(x1, y1), (x1 - ux * head - uy * half, y1 - uy * head + ux * half)]
+        points.append((x1 - ux * head + uy * half, y1 - uy * head - ux * half))
+        at = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
+        self.parts.append(f'<polygon points="{at}" fill="{colour}"/>')
+
+    def empty(self, text: str) -> str:
+        self.text(CHART_W / 2, CHART_H / 2, text, size=TITLE_PX, anchor="middle", colour=_GREY)
+        return self.done()
+
+    def done(self) -> str:
+        return "\n".join([*self.parts, "</svg>"]) + "\n"
 
 
-def _png(fig: Figure) -> bytes:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+def _nice_ticks(top: float) -> list[float]:
+    """0 and 3–6 round steps (1, 2 or 5 × 10^k) whose last is at least `top`."""
+    raw = max(top, 1) / 5
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    return [i * step for i in range(math.ceil(max(top, 1) / step) + 1)]
 
-    FigureCanvasAgg(fig)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    # no "Software"/date chunks: the same table gives the same bytes
-    fig.savefig(buf, format="png", dpi=CHART_DPI, metadata={"Software": None})
-    return buf.getvalue()
+
+def _text_px(text: str, size: int) -> float:
+    """Rough rendered width: East Asian wide characters ~1 em, others ~0.6 em (label columns only need a bound)."""
+    return sum(size if unicodedata.east_asian_width(c) in "WF" else size * 0.6 for c in text)
+
+
+def _fit(text: str, px: float, size: int) -> str:
+    """`text` cut with an ellipsis to fit `px`."""
+    if _text_px(text, size) <= px:
+        return text
+    while text and _text_px(text + "…", size) > px:
+        text = text[:-1]
+    return text + "…"
 
 
 # -- what changed in this run -----------------------------------------------------------------------------

@@ -1,11 +1,11 @@
-"""Materialization metadata: PNG charts (size, determinism, empty tables), the "what changed" summary, and the
+"""Materialization metadata: SVG charts (size, determinism, empty tables, what they draw), the "what changed" summary, and the
 asset definitions a person reads in the UI (one-line description, kinds, owners)."""
 
 from __future__ import annotations
 
 import base64
 import re
-import struct
+import xml.etree.ElementTree as ET
 
 import dagster as dg
 import pyarrow as pa
@@ -13,21 +13,30 @@ import pytest
 
 from assets.definitions import defs
 from assets.metadata import (
+    BLUE,
     RunChanges,
     TableChange,
-    bar_chart_png,
-    degree_chart_png,
+    bar_chart_svg,
+    degree_chart_svg,
     degrees,
-    png_markdown,
+    svg_markdown,
     table_change,
-    tier_flow_png,
+    tier_flow_svg,
     tier_flows,
 )
 
+SVG = "{http://www.w3.org/2000/svg}"
 
-def _size(png: bytes) -> tuple[int, int]:
-    assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    return struct.unpack(">II", png[16:24])
+
+def _svg(svg: str) -> ET.Element:
+    """The chart's root element; parsing it proves the text is well-formed XML."""
+    root = ET.fromstring(svg)
+    assert root.tag == f"{SVG}svg"
+    return root
+
+
+def _texts(svg: str) -> list[str]:
+    return [t.text or "" for t in _svg(svg).iter(f"{SVG}text")]
 
 
 def _promotions(moves: list[tuple[str | None, str | None]]) -> pa.Table:
@@ -42,34 +51,73 @@ def _promotions(moves: list[tuple[str | None, str | None]]) -> pa.Table:
 @pytest.mark.parametrize(
     "draw",
     [
-        lambda: bar_chart_png({"Entity": 61, "Fact": 41, "Episode": 30}, "Node types", "nodes"),
-        lambda: bar_chart_png({}, "Rejects by reason", "records", empty="no rejects"),
-        lambda: bar_chart_png({f"T{i:02d}": i for i in range(1, 30)}, "Edge types", "edges"),
-        lambda: degree_chart_png({0: 2, 1: 5, 2: 40, 18: 1}),
-        lambda: degree_chart_png({}),
-        lambda: tier_flow_png(
+        lambda: bar_chart_svg({"Entity": 61, "Fact": 41, "Episode": 30}, "Node types", "nodes"),
+        lambda: bar_chart_svg({}, "Rejects by reason", "records", empty="no rejects"),
+        lambda: bar_chart_svg({f"T{i:02d}": i for i in range(1, 30)}, "Edge types", "edges"),
+        lambda: degree_chart_svg({0: 2, 1: 5, 2: 40, 18: 1}),
+        lambda: degree_chart_svg({}),
+        lambda: tier_flow_svg(
             _promotions([(None, "short"), ("short", "mid"), ("mid", "long"), ("short", "long")]),
             {"short": 1, "mid": 1, "long": 2},
         ),
-        lambda: tier_flow_png(_promotions([]), {}),
+        lambda: tier_flow_svg(_promotions([]), {}),
     ],
 )
-def test_charts_are_600x300_pngs_and_deterministic(draw) -> None:
-    png = draw()
-    assert _size(png) == (600, 300)
-    assert draw() == png  # same table, same bytes: no timestamp, no version stamp
-    assert b"Software" not in png and b"matplotlib" not in png
+def test_charts_are_600x300_svgs_and_deterministic(draw) -> None:
+    svg = draw()
+    root = _svg(svg)
+    assert (root.get("width"), root.get("height"), root.get("viewBox")) == ("600", "300", "0 0 600 300")
+    assert draw() == svg  # same figures, same bytes
 
 
-def test_a_cjk_label_does_not_draw_as_boxes() -> None:
-    assert bar_chart_png({"小明": 3, "Ann": 2}, "t", "x") == bar_chart_png({"??": 3, "Ann": 2}, "t", "x")
+def test_bars_are_sorted_labelled_and_scaled() -> None:
+    svg = bar_chart_svg({"Fact": 41, "Entity": 61, "Episode": 30}, "Node types", "nodes")
+    texts = _texts(svg)
+    assert texts[0] == "Node types — 132 in all"
+    labels = [t for t in texts if t in ("Entity", "Fact", "Episode")]
+    assert labels == ["Entity", "Fact", "Episode"]  # largest on top
+    assert {"61", "41", "30", "nodes"} <= set(texts)
+    widths = [float(r.get("width")) for r in _svg(svg).iter(f"{SVG}rect") if r.get("fill") == BLUE]
+    assert len(widths) == 3 and widths[0] > widths[1] > widths[2]
+    assert widths[0] / widths[2] == pytest.approx(61 / 30, rel=0.01)
 
 
-def test_png_markdown_is_an_inline_data_uri_image() -> None:
-    md = png_markdown(b"\x89PNG\r\n\x1a\nxyz", "node types", caption="all tenants")
+def test_bars_past_the_limit_are_one_other_bar_and_labels_are_escaped() -> None:
+    texts = _texts(bar_chart_svg({f"T{i:02d}": i for i in range(1, 30)}, "Edge types", "edges"))
+    assert "other" in texts and "T29" in texts and "T01" not in texts
+    assert str(sum(range(1, 19))) in texts  # T01..T18 under "other"
+    svg = bar_chart_svg({"<b>&x": 2, "小明": 3}, "t", "x")
+    assert "小明" in _texts(svg) and "<b>&x" in _texts(svg)  # the browser draws CJK; markup is text
+    assert _texts(bar_chart_svg({}, "Rejects", "records", empty="no rejects")) == ["Rejects", "no rejects"]
+
+
+def test_degree_chart_is_log_log_over_whole_decades() -> None:
+    svg = degree_chart_svg({0: 2, 1: 5, 2: 40, 18: 1})
+    texts = _texts(svg)
+    assert texts[0] == "Degree distribution: 48 nodes, max degree 18, 2 without edges"
+    assert {"1", "10", "100"} <= set(texts)
+    (line,) = _svg(svg).iter(f"{SVG}polyline")
+    points = [tuple(map(float, p.split(","))) for p in line.get("points").split()]
+    assert len(points) == 3 and points[0][0] < points[1][0] < points[2][0]
+    assert points[1][1] < points[0][1] < points[2][1]  # 40 nodes highest, 1 lowest (y grows downwards)
+    assert _texts(degree_chart_svg({})) == [
+        "Degree distribution: 0 nodes, max degree 0, 0 without edges",
+        "no edges yet",
+    ]
+
+
+def test_tier_flow_draws_each_tier_and_each_move() -> None:
+    moves = [(None, "short"), (None, "short"), ("short", "mid"), ("mid", "long"), ("short", "long"), ("long", "mid")]
+    texts = _texts(tier_flow_svg(_promotions(moves), {"short": 1, "mid": 1, "long": 2}))
+    assert {"short", "mid", "long", "1 nodes now", "2 nodes now", "+2 new", "+0 new"} <= set(texts)
+    assert texts[-1] == "other moves:  short → long: 1"
+
+
+def test_svg_markdown_is_an_inline_data_uri_image() -> None:
+    md = svg_markdown("<svg/>", "node types", caption="all tenants")
     assert isinstance(md, dg.MarkdownMetadataValue)
-    data = re.fullmatch(r"!\[node types\]\(data:image/png;base64,([A-Za-z0-9+/=]+)\)\n\nall tenants", md.md_str)
-    assert data and base64.b64decode(data.group(1)) == b"\x89PNG\r\n\x1a\nxyz"
+    data = re.fullmatch(r"!\[node types\]\(data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)\)\n\nall tenants", md.md_str)
+    assert data and base64.b64decode(data.group(1)) == b"<svg/>"
 
 
 def test_tier_flows_count_tier_changes_in_tier_order() -> None:
