@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-import igraph
 import polars as pl
 import pyarrow as pa
 
@@ -45,6 +44,8 @@ def one_active_per_chain(nodes: pa.Table, edges: pa.Table) -> CheckOutcome:
     b = links.join(
         vertex, left_on=["tenant", "dst"], right_on=["tenant", "id"], maintain_order="left", nulls_equal=True
     ).get_column("_v")
+    import igraph  # on first use: with matplotlib installed, igraph imports it (~1 s)
+
     g = igraph.Graph(n=vertex.height, edges=list(zip(a.to_list(), b.to_list())))
     vertex = vertex.with_columns(
         pl.Series("_piece", g.connected_components().membership, dtype=pl.Int64).cast(pl.String)

@@ -51,7 +51,6 @@ import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-import igraph
 import polars as pl
 import pyarrow as pa
 
@@ -328,6 +327,8 @@ def leiden(graph: CooccurrenceGraph, config: CommunityConfig = CommunityConfig()
 def _leiden(
     n: int, edges: list[tuple[int, int]], weights: list[int], config: CommunityConfig
 ) -> tuple[list[int], float]:
+    import igraph  # on first use: with matplotlib installed, igraph imports it (~1 s)
+
     if not n:
         return [], 0.0
     g = igraph.Graph(n=n, edges=edges, directed=False)

@@ -52,7 +52,8 @@ def test_library_modules_stay_small() -> None:
 
 def test_importing_every_library_module_loads_no_dagster_and_no_module_loads_the_nlp_stack() -> None:
     # spaCy, thinc and jieba (~1 s of a process's start) load with the first pipeline, so a run that annotates
-    # nothing — an up-to-date `memctl materialize`, a forget re-run from cached annotations — never imports them
+    # nothing — an up-to-date `memctl materialize`, a forget re-run from cached annotations — never imports them;
+    # igraph (which imports matplotlib where that is installed, ~1 s) loads with the first graph algorithm
     modules = sorted(
         ".".join(p.relative_to(ROOT).with_suffix("").parts)
         for pkg in LIBRARIES
@@ -65,7 +66,7 @@ def test_importing_every_library_module_loads_no_dagster_and_no_module_loads_the
         f"for m in {modules!r}: importlib.import_module(m)\n"
         "print(loaded('dagster'))\n"
         "import assets.definitions, assets.cli\n"
-        "print(loaded('spacy', 'thinc', 'jieba'))\n"
+        "print(loaded('spacy', 'thinc', 'jieba', 'igraph', 'matplotlib'))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.split("\n")[:2] == ["[]", "[]"], out.stdout
