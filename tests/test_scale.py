@@ -1,10 +1,10 @@
 """Scale-out: `memctl materialize` on the dask executor (a LocalCluster of 2 worker processes).
 
 A 5-file inbox (each of five formats once, three tenants), built from the sample logs, goes through the
-real CLI twice: with the default executor (`auto`: so small an inbox runs in-process) and with
-MEMCTL_EXECUTOR=dask. The per-file runs must land on both workers and overlap in time, and the lake's
-Parquet tables, manifests and raw blobs must be the same bytes as the in-process run's; so must the
-`auto` executor's when its files fan out. The in-process build is the module's one reference.
+real CLI with the default executor (`auto`: so small an inbox runs in-process), the module's one reference; then
+through `auto` with its threshold at 0, so its files fan out onto a LocalCluster of 2 workers. The per-file runs
+must land on both workers and overlap in time, and the lake's Parquet tables, manifests and raw blobs must be the
+same bytes as the in-process run's.
 """
 
 from __future__ import annotations
@@ -115,9 +115,9 @@ def _wait(proc: subprocess.Popen) -> None:
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[], Path]]:
-    """The scale inbox materialized by the CLI's default executor (`auto`, two workers), which both executors'
-    builds must equal. Started at the module's first request, so it runs beside the dask test's build (separate
-    data dirs); calling the fixture's value waits for it and returns its data dir."""
+    """The scale inbox materialized by the CLI's default executor (`auto`, two workers), which the cluster's build
+    must equal. Started at the module's first request; calling the fixture's value waits for it and returns its
+    data dir."""
     root = _root(tmp_path_factory.mktemp("reference"), scale_inbox())
     proc = _cli_materialize(root, MEMCTL_WORKERS="2")
 
@@ -148,51 +148,63 @@ def test_scale_inbox_covers_formats_and_tenants() -> None:
     }
 
 
-def test_dask_executor_fans_files_out_and_builds_the_same_bytes(reference: Callable[[], Path], tmp_path: Path) -> None:
-    root = _root(tmp_path / "dask", scale_inbox())
-    # beside the in-process reference (the fixture started it): it needs no cores the cluster could use better
-    on_dask = _cli_materialize(root, MEMCTL_EXECUTOR="dask", MEMCTL_WORKERS="2")
-    _wait(on_dask)
-    fingerprint = lake_fingerprint(root)
-    assert fingerprint == lake_fingerprint(reference())
-    assert sum(p.startswith("lake/parts/") for p in fingerprint) >= N_FILES
-    assert any(p.startswith("raw/") for p in fingerprint)
+def test_the_executor_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from assets.run import ExecutorConfig
 
-    # where the file runs went, as their Dagster run records tell
-    with dg.DagsterInstance.from_config(str(root / "dagster_home")) as instance:
-        records = [r for r in instance.get_run_records() if WORKER_TAG in r.dagster_run.tags]
-    assert len(records) == N_FILES and all(r.dagster_run.status == dg.DagsterRunStatus.SUCCESS for r in records)
-    spans = [(r.dagster_run.tags[WORKER_TAG], r.start_time, r.end_time) for r in records]
-    addresses = {w.split(" pid=")[0] for w, _, _ in spans}
-    pids = {w.split(" pid=")[1] for w, _, _ in spans}
-    assert len(addresses) == 2 and len(pids) == 2, spans
-    # in parallel, not only spread: a run on one worker overlaps a run on the other
-    assert any(wa != wb and a0 < b1 and b0 < a1 for wa, a0, a1 in spans for wb, b0, b1 in spans)
+    for k in [k for k in os.environ if k.startswith("MEMCTL_")]:
+        monkeypatch.delenv(k)
+    assert ExecutorConfig.from_env() == ExecutorConfig(kind="auto", workers=os.cpu_count() or 1)
+    monkeypatch.setenv("MEMCTL_EXECUTOR", "Dask")
+    monkeypatch.setenv("MEMCTL_WORKERS", "2")
+    monkeypatch.setenv("MEMCTL_DASK_SCHEDULER", "tcp://10.0.0.5:8786")
+    assert ExecutorConfig.from_env() == ExecutorConfig(kind="dask", workers=2, scheduler="tcp://10.0.0.5:8786")
+    for name, value in (("MEMCTL_EXECUTOR", "threads"), ("MEMCTL_WORKERS", "0")):
+        monkeypatch.setenv(name, value)
+        with pytest.raises(ValueError, match=name):
+            ExecutorConfig.from_env()
+        monkeypatch.delenv(name)
 
 
-def test_auto_executor_fans_out_only_when_the_input_is_worth_a_cluster(
+def test_auto_executor_fans_out_onto_a_cluster_only_when_the_input_is_worth_one(
     reference: Callable[[], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The default executor: a small inbox runs in this process; past AUTO_PARALLEL_BYTES the files go to a
-    LocalCluster of one worker process per core, and the lake is the same bytes."""
+    LocalCluster of one worker process per core (the dask executor's own path, which MEMCTL_EXECUTOR=dask takes
+    for any input: tests/test_postgres_storage.py runs it through the CLI). The file runs land on both workers
+    and overlap in time, and the lake is the same bytes. (One cluster build here: a second, through the CLI with
+    MEMCTL_EXECUTOR=dask, proved the same things again for a fifth of the suite's CPU on scale-out.)"""
     from assets import run
     from assets.run import ExecutorConfig, materialize
     from raw_store.lake import Lake
 
     for k in [k for k in os.environ if k.startswith("MEMCTL_")] + ["DAGSTER_HOME"]:
         monkeypatch.delenv(k, raising=False)
-    assert ExecutorConfig.from_env() == ExecutorConfig(kind="auto", workers=os.cpu_count() or 1)
     # small: the reference, built by `memctl materialize` with the default executor and two workers. Every file
-    # ran in that process: a file run on a dask worker carries WORKER_TAG (test_dask_executor_… above).
+    # ran in that process: a file run on a dask worker carries WORKER_TAG.
     small = reference()
     with dg.DagsterInstance.from_config(str(small / "dagster_home")) as instance:
         runs = [r.dagster_run for r in instance.get_run_records()]
     assert len([r for r in runs if "dagster/partition" in r.tags]) == N_FILES
     assert not [r.tags[WORKER_TAG] for r in runs if WORKER_TAG in r.tags]
+
     monkeypatch.setattr(run, "AUTO_PARALLEL_BYTES", 0)
     big = _root(tmp_path / "big", scale_inbox())
     summary = materialize(Lake(big), progress=False, executor=ExecutorConfig(kind="auto", workers=2))
     assert summary.ok and summary.lake_rebuilt
     assert len({o.worker.split(" pid=")[0] for o in summary.placements.values()}) == 2
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
-    assert lake_fingerprint(big) == lake_fingerprint(small)
+    fingerprint = lake_fingerprint(big)
+    assert fingerprint == lake_fingerprint(small)
+    assert sum(p.startswith("lake/parts/") for p in fingerprint) >= N_FILES
+    assert any(p.startswith("raw/") for p in fingerprint)
+
+    # where the file runs went, as their Dagster run records tell
+    with dg.DagsterInstance.from_config(str(big / "dagster_home")) as instance:
+        records = [r for r in instance.get_run_records() if WORKER_TAG in r.dagster_run.tags]
+    assert len(records) == N_FILES and all(r.dagster_run.status == dg.DagsterRunStatus.SUCCESS for r in records)
+    spans = [(r.dagster_run.tags[WORKER_TAG], r.start_time, r.end_time) for r in records]
+    addresses = {w.split(" pid=")[0] for w, _, _ in spans}
+    pids = {w.split(" pid=")[1] for w, _, _ in spans}
+    assert len(addresses) == 2 and len(pids) == 2 and str(os.getpid()) not in pids, spans
+    # in parallel, not only spread: a run on one worker overlaps a run on the other
+    assert any(wa != wb and a0 < b1 and b0 < a1 for wa, a0, a1 in spans for wb, b0, b1 in spans)
