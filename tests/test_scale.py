@@ -1,7 +1,7 @@
 """Scale-out: `memctl materialize` on the dask executor (a LocalCluster of 2 worker processes).
 
 A 5-file inbox (each of five formats once, three tenants), built from the sample logs, goes through the
-real CLI with the default executor (`auto`: so small an inbox runs in-process), the module's one reference; then
+default executor (`auto`: so small an inbox runs in-process), the module's one reference; then
 through `auto` with its threshold at 0, so its files fan out onto a LocalCluster of 2 workers. The per-file runs
 must land on both workers and overlap in time, and the lake's Parquet tables, manifests and raw blobs must be the
 same bytes as the in-process run's.
@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -95,42 +92,22 @@ def _root(path: Path, files: dict[str, bytes]) -> Path:
     return path
 
 
-def _cli_materialize(root: Path, **env: str) -> subprocess.Popen:
-    full = {k: v for k, v in os.environ.items() if not k.startswith(("MEMCTL_", "DAGSTER_HOME"))}
-    full.update(MEMCTL_DATA=str(root), **env)
-    return subprocess.Popen(
-        [sys.executable, "-m", "assets.cli", "materialize", "--quiet"],
-        cwd=ROOT,
-        env=full,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def _wait(proc: subprocess.Popen) -> None:
-    _, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err
-
-
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[], Path]]:
-    """The scale inbox materialized by the CLI's default executor (`auto`, two workers), which the cluster's build
-    must equal. Started at the module's first request; calling the fixture's value waits for it and returns its
-    data dir."""
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The scale inbox built by the default executor (`auto`, two workers) as `memctl materialize` runs it, in this
+    process (the CLI's own path is the rest of the suite's; a CLI process here cost a cold start, ~10 CPU-s):
+    the data dir whose tables and blobs the cluster's build must equal."""
+    from assets.run import ExecutorConfig, materialize
+    from raw_store.lake import Lake
+
     root = _root(tmp_path_factory.mktemp("reference"), scale_inbox())
-    proc = _cli_materialize(root, MEMCTL_WORKERS="2")
-
-    def ready() -> Path:
-        if proc.returncode is None:
-            _wait(proc)
-        assert proc.returncode == 0
-        return root
-
-    yield ready
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
+    with pytest.MonkeyPatch.context() as mp:
+        for k in [k for k in os.environ if k.startswith("MEMCTL_")] + ["DAGSTER_HOME"]:
+            mp.delenv(k, raising=False)
+        mp.setenv("MEMCTL_WORKERS", "2")
+        summary = materialize(Lake(root), progress=False, executor=ExecutorConfig.from_env())
+    assert summary.ok
+    return root
 
 
 def test_scale_inbox_covers_formats_and_tenants() -> None:
@@ -166,7 +143,7 @@ def test_the_executor_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch
 
 
 def test_auto_executor_fans_out_onto_a_cluster_only_when_the_input_is_worth_one(
-    reference: Callable[[], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    reference: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The default executor: a small inbox runs in this process; past AUTO_PARALLEL_BYTES the files go to a
     LocalCluster of one worker process per core (the dask executor's own path, which MEMCTL_EXECUTOR=dask takes
@@ -179,9 +156,9 @@ def test_auto_executor_fans_out_onto_a_cluster_only_when_the_input_is_worth_one(
 
     for k in [k for k in os.environ if k.startswith("MEMCTL_")] + ["DAGSTER_HOME"]:
         monkeypatch.delenv(k, raising=False)
-    # small: the reference, built by `memctl materialize` with the default executor and two workers. Every file
-    # ran in that process: a file run on a dask worker carries WORKER_TAG.
-    small = reference()
+    # small: the reference, built with the default executor and two workers. Every file ran in that process: a file
+    # run on a dask worker carries WORKER_TAG.
+    small = reference
     with dg.DagsterInstance.from_config(str(small / "dagster_home")) as instance:
         runs = [r.dagster_run for r in instance.get_run_records()]
     assert len([r for r in runs if "dagster/partition" in r.tags]) == N_FILES
