@@ -24,6 +24,8 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -193,6 +195,21 @@ def materialize(
 # ------------------------------------------------------------------ in-process
 
 
+@contextmanager
+def sigterm_kept() -> Iterator[None]:
+    """SIGTERM as it was before a Dagster run in this thread. Dagster's in-process execution, restoring SIGINT's
+    handler at the end of a run, sets SIGTERM to that handler too: where SIGINT is ignored (`memctl materialize &`
+    in a script, a pytest-xdist worker) SIGTERM ends up ignored, in this process and in every process it starts
+    next. Dagster's compute-log `tail` processes then outlive each later run by its 30 s wait for them, and
+    dask's worker processes inherit it."""
+    before = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
+    try:
+        yield
+    finally:
+        if before is not None:
+            signal.signal(signal.SIGTERM, before)
+
+
 def run_file(instance: DagsterInstance, lake_root: str, run: FileRun) -> FileOutcome:
     """Materialize one partition's per-file assets with Dagster's in-process executor (here or in a dask worker)."""
     import dagster as dg
@@ -201,16 +218,17 @@ def run_file(instance: DagsterInstance, lake_root: str, run: FileRun) -> FileOut
     from assets.resources import LakeResource
 
     started = time.time()
-    result = dg.materialize(
-        FILE_ASSETS,
-        selection=list(run.stages) if run.stages else None,
-        partition_key=run.key,
-        instance=instance,
-        resources={"lake": LakeResource(data_root=lake_root)},
-        run_config=QUIET,
-        raise_on_error=False,
-        tags=run.tags,
-    )
+    with sigterm_kept():
+        result = dg.materialize(
+            FILE_ASSETS,
+            selection=list(run.stages) if run.stages else None,
+            partition_key=run.key,
+            instance=instance,
+            resources={"lake": LakeResource(data_root=lake_root)},
+            run_config=QUIET,
+            raise_on_error=False,
+            tags=run.tags,
+        )
     return FileOutcome(
         run.key, result.success, "" if result.success else _failure_message(result), IN_PROCESS, started, time.time()
     )
@@ -232,14 +250,15 @@ class _InProcess:
         from assets.definitions import FILE_ASSETS, LAKE_ASSETS
         from assets.resources import LakeResource
 
-        result = dg.materialize(
-            [*FILE_ASSETS, *LAKE_ASSETS],
-            selection=dg.AssetSelection.groups("lake", "consolidation", "indexes"),
-            instance=self.instance,
-            resources={"lake": LakeResource(data_root=self.lake_root, full=full)},
-            run_config=QUIET,
-            raise_on_error=False,
-        )
+        with sigterm_kept():
+            result = dg.materialize(
+                [*FILE_ASSETS, *LAKE_ASSETS],
+                selection=dg.AssetSelection.groups("lake", "consolidation", "indexes"),
+                instance=self.instance,
+                resources={"lake": LakeResource(data_root=self.lake_root, full=full)},
+                run_config=QUIET,
+                raise_on_error=False,
+            )
         return None if result.success else _failure_message(result)
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -185,3 +187,33 @@ def test_auto_executor_fans_out_onto_a_cluster_only_when_the_input_is_worth_one(
     assert len(addresses) == 2 and len(pids) == 2 and str(os.getpid()) not in pids, spans
     # in parallel, not only spread: a run on one worker overlaps a run on the other
     assert any(wa != wb and a0 < b1 and b0 < a1 for wa, a0, a1 in spans for wb, b0, b1 in spans)
+
+
+def test_a_run_where_sigint_is_ignored_leaves_sigterm_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`memctl materialize &` in a script runs with SIGINT ignored (as does a pytest-xdist worker). Dagster's in-process
+    run, restoring SIGINT's handler, also set SIGTERM to it, so SIGTERM was ignored from the first run on: `kill`
+    no longer stopped memctl, and the processes it started next inherited that (dask workers; Dagster's compute-log
+    `tail`, which then outlived every run by Dagster's 30 s wait for it: 60 s a file run on this module's cluster)."""
+    from assets.run import ExecutorConfig, materialize
+    from raw_store.lake import Lake
+
+    for k in [k for k in os.environ if k.startswith("MEMCTL_")] + ["DAGSTER_HOME"]:
+        monkeypatch.delenv(k, raising=False)
+    rel, data = next(iter(scale_inbox(1).items()))
+    root = _root(tmp_path / "one", {rel: data})
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        summary = materialize(Lake(root), progress=False, executor=ExecutorConfig(kind="in_process"))
+        assert summary.ok and summary.lake_rebuilt
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+        ignored = subprocess.run(  # what a process started now inherits: its SigIgn mask, SIGTERM's bit (15)
+            ["sh", "-c", "grep SigIgn /proc/self/status"], capture_output=True, text=True, check=True
+        ).stdout.split()[1]
+        assert not int(ignored, 16) & (1 << (signal.SIGTERM - 1)), ignored
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
