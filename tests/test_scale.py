@@ -94,6 +94,16 @@ def _root(path: Path, files: dict[str, bytes]) -> Path:
     return path
 
 
+def _users_environ(mp: pytest.MonkeyPatch) -> None:
+    """No MEMCTL_* variable and no DAGSTER_HOME, as in a user's shell. `materialize()` sets DAGSTER_HOME to the
+    instance of the lake it builds, which pytest does not see: set it here first, so that the test's end puts it back
+    as it was (usually unset) instead of leaving the lake's to the modules after this one."""
+    for k in [k for k in os.environ if k.startswith("MEMCTL_")]:
+        mp.delenv(k)
+    mp.setenv("DAGSTER_HOME", "")
+    mp.delenv("DAGSTER_HOME")
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The scale inbox built by the default executor (`auto`, two workers) as `memctl materialize` runs it, in this
@@ -104,8 +114,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     root = _root(tmp_path_factory.mktemp("reference"), scale_inbox())
     with pytest.MonkeyPatch.context() as mp:
-        for k in [k for k in os.environ if k.startswith("MEMCTL_")] + ["DAGSTER_HOME"]:
-            mp.delenv(k, raising=False)
+        _users_environ(mp)
         mp.setenv("MEMCTL_WORKERS", "2")
         summary = materialize(Lake(root), progress=False, executor=ExecutorConfig.from_env())
     assert summary.ok
@@ -156,8 +165,7 @@ def test_auto_executor_fans_out_onto_a_cluster_only_when_the_input_is_worth_one(
     from assets.run import ExecutorConfig, materialize
     from raw_store.lake import Lake
 
-    for k in [k for k in os.environ if k.startswith("MEMCTL_")] + ["DAGSTER_HOME"]:
-        monkeypatch.delenv(k, raising=False)
+    _users_environ(monkeypatch)
     # small: the reference, built with the default executor and two workers. Every file ran in that process: a file
     # run on a dask worker carries WORKER_TAG.
     small = reference
@@ -199,8 +207,7 @@ def test_a_run_where_sigint_is_ignored_leaves_sigterm_as_it_was(
     from assets.run import ExecutorConfig, materialize
     from raw_store.lake import Lake
 
-    for k in [k for k in os.environ if k.startswith("MEMCTL_")] + ["DAGSTER_HOME"]:
-        monkeypatch.delenv(k, raising=False)
+    _users_environ(monkeypatch)
     rel, data = next(iter(scale_inbox(1).items()))
     root = _root(tmp_path / "one", {rel: data})
     saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
