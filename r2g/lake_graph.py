@@ -433,10 +433,11 @@ def make_docs(frame: pl.DataFrame, kind: str) -> pa.Table:
     if frame.height == 0:
         return DOCS.empty_table()
     frame = frame.with_columns(content_hash(frame, kind))
+    memo: dict[str, list[str]] = {}  # jieba once per distinct piece of these texts (r2g.tokens.han_tokens)
     if kind == "node":
-        docs = [node_doc(t, x, k) for t, x, k in frame.select("title", "text", "keywords").iter_rows()]
+        docs = [node_doc(t, x, k, memo) for t, x, k in frame.select("title", "text", "keywords").iter_rows()]
     else:
-        docs = [segment_for_fts(t or "") for t in frame.get_column("text").to_list()]
+        docs = [segment_for_fts(t or "", memo) for t in frame.get_column("text").to_list()]
     out = frame.select("tenant", "id", "content").with_columns(pl.Series("doc", docs, dtype=pl.String))
     return conform(out.to_arrow(), DOCS)
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from r2g.tokens import _TOKEN, ZH_STOPWORDS, has_han  # the same filter as r2g's search_tokens
+from r2g.tokens import han_tokens, has_han
 from r2g.tokens import search_tokens as r2g_search_tokens
 from recall.sorted_keys import SortedKeys, mapped, prefix_array
 
@@ -140,12 +140,8 @@ def search_tokens(text: str) -> list[str]:
     return jieba_tokens(text)
 
 
-def jieba_tokens(text: str) -> list[str]:
+def jieba_tokens(text: str, memo: dict[str, list[str]] | None = None) -> list[str]:
     """The tokens r2g.tokens.search_tokens makes of a text holding Han characters (jieba search mode, then its
-    filter), for any text: a part of a longer text segments this way when the whole holds Han."""
-    out = []
-    for w in _tokenizer().cut_for_search(text):
-        w = w.strip().lower()
-        if w and _TOKEN.fullmatch(w) and w not in ZH_STOPWORDS:
-            out.append(w)
-    return out
+    filter), for any text: a part of a longer text segments this way when the whole holds Han. `memo`: see
+    r2g.tokens.han_tokens."""
+    return han_tokens(text, memo, _tokenizer())

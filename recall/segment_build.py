@@ -35,11 +35,12 @@ def node_docs(
     keywords' (tests/test_recall_index.py checks both against the definitions)."""
     docs: list[str] = []
     mmr: list[list[str] | None] = []
+    memo: dict[str, list[str]] = {}  # jieba once per distinct piece (r2g.tokens.han_tokens)
     for title, text, kw in zip(titles, texts, keywords):
         head = f"{title or ''} {text or ''}"
         if has_han(head):
-            tokens = jieba_tokens(head)
-            docs.append(" ".join(tokens + jieba_tokens(" ".join(kw or []))))
+            tokens = jieba_tokens(head, memo)
+            docs.append(" ".join(tokens + jieba_tokens(" ".join(kw or []), memo)))
             mmr.append(tokens)
         else:
             docs.append(node_doc(title, text, kw))
@@ -61,13 +62,14 @@ def docs_with_mmr(
     )
     docs, mmr = [], []
     n_kw: dict[str, int] = {}  # keyword strings repeat (entity names): ~half of a lake's Han nodes share one
+    memo: dict[str, list[str]] = {}  # and their pieces repeat across strings (r2g.tokens.han_tokens)
     for title, text, kw, doc in rows.select("title", "text", "keywords", "doc").iter_rows():
         if doc is None:
             (doc,), (tokens,) = node_docs([title], [text], [kw], node_doc)
         elif has_han(f"{title or ''} {text or ''}"):
             words, joined = doc.split(), " ".join(kw or [])
             if joined not in n_kw:
-                n_kw[joined] = len(jieba_tokens(joined))
+                n_kw[joined] = len(jieba_tokens(joined, memo))
             tokens = words[: len(words) - n_kw[joined]]
         else:
             tokens = None
@@ -128,7 +130,10 @@ def build_segment(
         )
     else:
         passages = passages.with_columns(pl.lit(None, pl.String).alias("doc"))
-    raw_docs = [segment_for_fts(x or "") if d is None else d for x, d in passages.select("text", "doc").iter_rows()]
+    memo: dict[str, list[str]] = {}
+    raw_docs = [
+        segment_for_fts(x or "", memo) if d is None else d for x, d in passages.select("text", "doc").iter_rows()
+    ]
     timings["graph_rows"] = time.perf_counter() - t
     t = time.perf_counter()
     raw_postings, raw_tokenize = build_postings(raw_docs, ignore)

@@ -255,7 +255,9 @@ def test_raw_passages_are_segmented_once_for_both_indexes(tmp_path, monkeypatch)
     )
     segmented: list[str] = []
     real_segment = segment_build.segment_for_fts
-    monkeypatch.setattr(segment_build, "segment_for_fts", lambda t: segmented.append(t) or real_segment(t))
+    monkeypatch.setattr(
+        segment_build, "segment_for_fts", lambda t, memo=None: segmented.append(t) or real_segment(t, memo)
+    )
     build_indexes(lake, full=True)
     passages = read_lake_table(lake, "raw_chunks", ["id"]).num_rows
     assert sum(made) == passages and segmented == []

@@ -8,7 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from fuzzing import fuzz_settings
+from r2g.lake_graph import make_docs
+from r2g.tokens import han_tokens, has_han, node_doc
 from r2g.tokens import search_tokens as r2g_search_tokens
 from recall.diversify import mmr_tokens
 from recall.query_tokens import LazyFreq, _lazy_tokenizer, search_tokens
@@ -46,6 +51,83 @@ def test_tokens_equal_r2g_search_tokens() -> None:
     texts = _texts()
     assert sum(1 for t in texts if any("\u4e00" <= c <= "\u9fff" for c in t)) > 100 or len(texts) == 8
     assert [search_tokens(t) for t in texts] == [r2g_search_tokens(t) for t in texts]
+
+
+class _Counting:
+    """A jieba tokenizer that counts the texts it segments."""
+
+    def __init__(self, tokenizer: object) -> None:
+        self.tokenizer, self.texts = tokenizer, []
+
+    def cut_for_search(self, text: str):  # noqa: ANN201 - jieba's generator
+        self.texts.append(text)
+        return self.tokenizer.cut_for_search(text)
+
+
+def test_a_memo_segments_each_distinct_piece_once_and_changes_no_token() -> None:
+    import jieba
+
+    jieba.initialize()
+    texts = [t for t in _texts() if has_han(t)]
+    texts += [f"{a} {b}" for a, b in zip(texts, texts[1:])]  # documents made of earlier ones' pieces, as a rollup's
+    counting, memo = _Counting(jieba.dt), {}
+    assert [han_tokens(t, memo, counting) for t in texts] == [han_tokens(t) for t in texts]
+    pieces = {p for t in texts for p in t.split()}
+    assert sorted(counting.texts) == sorted(pieces)  # each distinct piece once, and nothing else
+    assert len(pieces) < sum(len(t.split()) for t in texts)
+    docs = [node_doc("标题 Title", t, ["小明", "Zoë"]) for t in texts]
+    memo = {}
+    assert [node_doc("标题 Title", t, ["小明", "Zoë"], memo) for t in texts] == docs
+    frame = make_docs(
+        __import__("polars").DataFrame(
+            {
+                "tenant": ["t"] * len(texts),
+                "id": [str(i) for i in range(len(texts))],
+                "title": ["标题 Title"] * len(texts),
+                "text": texts,
+                "keywords": [["小明", "Zoë"]] * len(texts),
+            }
+        ),
+        "node",
+    )
+    assert frame.column("doc").to_pylist() == docs
+
+
+_PIECES = st.sampled_from(
+    [
+        "小明",
+        "在",
+        "公园里",
+        "踢足球",
+        "中华人民共和国",
+        "的",
+        "AT&T",
+        "c#",
+        "3.5",
+        "e.g.",
+        "Zoë",
+        "_x_",
+        "-",
+        "。",
+        "，",
+        "！",
+        "abc",
+        "足球场上的",
+        "VIDEO_TDR_FAILURE",
+        "%",
+        "一",
+    ]
+)
+_SPACE = st.sampled_from([" ", "  ", "\t", "\n", "\u3000", "\xa0", "\r\n", ""])
+
+
+@given(st.lists(st.tuples(_PIECES, _SPACE), max_size=30))
+@fuzz_settings(150)
+def test_segmenting_between_whitespace_gives_the_whole_texts_tokens(parts: list[tuple[str, str]]) -> None:
+    text = "".join(p + s for p, s in parts)
+    memo: dict[str, list[str]] = {}
+    assert han_tokens(text, memo) == han_tokens(text)
+    assert han_tokens(text, memo) == han_tokens(text)  # from the memo this time
 
 
 def test_the_lazy_table_is_jiebas_dictionary() -> None:
