@@ -102,6 +102,28 @@ def read_lake_table(lake: Lake, name: str, columns: Sequence[str] | None = None)
     return table.select(list(columns)) if columns is not None else table
 
 
+def grouped_counts(lake: Lake, name: str, columns: Sequence[str]) -> pl.DataFrame:
+    """(`columns`…, rows): the rows of the lake table `name` (as read_lake_table gives it) counted per distinct
+    value of `columns`. A local lake is counted by DuckDB over its Parquet files where they lie (the SQL of the
+    DuckDB file's views, raw_chunks as its files hold it), streaming: `memctl materialize` prints these counts after
+    every run, and assembling the graph's key columns in Arrow for them took 3.5 s at 100k messages against 0.8 s
+    and grew with the lake. A lake on object storage is read and counted in Arrow."""
+    if lake.remote:
+        table = as_frame(read_lake_table(lake, name, columns))
+        return table.group_by(list(columns)).agg(pl.len().cast(pl.Int64).alias("rows"))
+    if name in UNION_TABLES:
+        sql = parts_sql(lake, name, UNION_TABLES[name])
+    elif name in GRAPH_TABLES:
+        sql = graph_sql(lake)[name]
+    else:
+        path = lake.table(name)
+        sql = union_sql([path], FILE_TABLES[name]) if _exists(path) else _empty_select(FILE_TABLES[name])
+    cols = ", ".join(f'"{c}"' for c in columns)
+    with _key_scan(lake) as con:
+        counted = con.sql(f"SELECT {cols}, count(*) AS rows FROM ({sql}) GROUP BY ALL").fetch_arrow_table()
+    return as_frame(counted).with_columns(pl.col("rows").cast(pl.Int64))
+
+
 def layer_dir(lake: Lake, layer: str) -> Any:
     if layer not in LAYERS:
         raise ValueError(f"unknown graph layer {layer!r}")
@@ -559,6 +581,7 @@ __all__ = [
     "LAYERS",
     "REMOVED",
     "graph_sql",
+    "grouped_counts",
     "layer_dir",
     "read_graph",
     "read_graph_tables",
