@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -56,10 +58,11 @@ def test_tokens_equal_r2g_search_tokens() -> None:
 class _Counting:
     """A jieba tokenizer that counts the texts it segments."""
 
-    def __init__(self, tokenizer: object) -> None:
-        self.tokenizer, self.texts = tokenizer, []
+    def __init__(self, tokenizer: Any) -> None:  # a jieba.Tokenizer (jieba has no types)
+        self.tokenizer = tokenizer
+        self.texts: list[str] = []
 
-    def cut_for_search(self, text: str):  # noqa: ANN201 - jieba's generator
+    def cut_for_search(self, text: str) -> Iterator[str]:
         self.texts.append(text)
         return self.tokenizer.cut_for_search(text)
 
