@@ -195,7 +195,7 @@ def consolidation(
     overlay_rows, hashes = {}, list(run.input_hashes or (None, None))  # R2G's row hashes, from the dirty set
     run.input_hashes = None
     for name, schema, ignore in (("nodes", NODES, STATE_COLUMNS), ("edges", EDGES, ())):
-        to_stage, to_result = stage_and_final_overlays(
+        to_stage, stage_patch, to_result = stage_and_final_overlays(
             r2g_keys.pop(name),
             getattr(run.snapshot.stage, name),
             getattr(result, name),
@@ -204,10 +204,10 @@ def consolidation(
             base_hashes=hashes.pop(0),
         )
         write_overlay(folder, name, to_result, schema)
-        write_stage(steps, run, name, to_stage, schema)
+        write_stage(steps, run, name, to_stage, schema, stage_patch)
         run.snapshot.release(name)
         overlay_rows[name] = (to_result.upserts.num_rows, to_result.removed.num_rows)
-        del to_stage, to_result
+        del to_stage, stage_patch, to_result
     write_table(result.nodes.select(NODE_STATE.names), state, NODE_STATE)
     write_snapshot(steps, run)
     hand_over_graph_tables(lk, "consolidated", result.nodes, result.edges)  # the index step's input, in hand

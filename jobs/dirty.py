@@ -54,10 +54,10 @@ from jobs.rollup import (
 from jobs.rollup_parents import EPISODE, ROLLUP_SUBTYPE, SEMANTIC_CONTAINS
 from jobs.rollup_parents import PROVENANCE as ROLLUP_PROVENANCE
 from jobs.schema import COLD_EDGES, COMMUNITIES, OPS_APPLIED, OPS_REJECTED, REVIEW_QUEUE
-from r2g.schema import EDGES, NODES, STATE_COLUMNS
+from r2g.schema import EDGES, NODE_STATE, NODES, STATE_COLUMNS
 from raw_store.frames import as_frame
 from raw_store.lake import conform, read_table, write_bytes_atomic, write_table
-from raw_store.tables import Overlay, layered_table, read_overlay, row_hashes, write_overlay
+from raw_store.tables import Overlay, layered_table, patched, read_overlay, row_hashes, write_overlay
 
 # (tenant, conv_id, bucket, rows, h) per rollup group: its Episodes' count and row hashes (see rollup_group_hashes)
 ROLLUP_GROUPS = pa.schema(
@@ -452,13 +452,19 @@ def drop_snapshot(folder: Any) -> None:
         marker.unlink()
 
 
-def write_stage(folder: Any, run: DirtyRun, name: str, overlay: Overlay, schema: pa.Schema) -> None:
+def write_stage(
+    folder: Any, run: DirtyRun, name: str, overlay: Overlay, schema: pa.Schema, patch: pa.Table | None = None
+) -> None:
     """The stage graph's `name` table ("nodes", "edges") of `run`'s snapshot, as `overlay` over the R2G graph it was
-    made from (diff_overlay(r2g, stage), or its twin raw_store.tables.stage_and_final_overlays). Nothing to write
-    when no tenant was redone: the same input and stage as the snapshot read, whose files stay."""
+    made from, and for the nodes the `patch` of their state columns (raw_store.tables.stage_and_final_overlays; for
+    the nodes the patch is required). Nothing to write when no tenant was redone: the same input and stage as the
+    snapshot read, whose files stay."""
     if not run.stage_reused:
         folder.mkdir(parents=True, exist_ok=True)
         write_overlay(folder, name, overlay, schema)
+        if name == "nodes":
+            assert patch is not None, "the stage's nodes are an overlay and a patch of their state columns"
+            write_table(patch, folder / "nodes_state.parquet", NODE_STATE)
 
 
 def write_snapshot(folder: Any, run: DirtyRun) -> None:
@@ -484,14 +490,26 @@ def read_snapshot(folder: Any, r2g_nodes: pa.Table, r2g_edges: pa.Table) -> Snap
         marker,
         *(
             folder / f"{n}.parquet"
-            for n in ("inputs", "rollup_groups", "nodes", "nodes_removed", "edges", "edges_removed", *_SIDE)
+            for n in (
+                "inputs",
+                "rollup_groups",
+                "nodes",
+                "nodes_removed",
+                "nodes_state",
+                "edges",
+                "edges_removed",
+                *_SIDE,
+            )
         ),
     ]
     if not all(f.exists() for f in files):
         return None
 
     def load() -> GraphStage:
-        nodes = layered_table(r2g_nodes, [read_overlay(folder, "nodes", NODES)])
+        nodes = patched(
+            layered_table(r2g_nodes, [read_overlay(folder, "nodes", NODES)]),
+            read_table(folder / "nodes_state.parquet", NODE_STATE),
+        )
         edges = layered_table(r2g_edges, [read_overlay(folder, "edges", EDGES)])
         side = {name: read_table(folder / f"{name}.parquet", schema) for name, schema in _SIDE.items()}
         return GraphStage(nodes=nodes, edges=edges, **side)

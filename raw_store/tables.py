@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from raw_store.frames import as_frame, sort_stable
 from raw_store.lake import Lake, conform, is_remote, part_dirs, read_object, read_parquet, write_table
@@ -255,27 +256,56 @@ def stage_and_final_overlays(
     key: Sequence[str] = KEY,
     ignore: Sequence[str] = (),
     base_hashes: pl.DataFrame | None = None,
-) -> tuple[Overlay, Overlay]:
-    """`diff_overlay(base, stage, schema, key)` and `diff_overlay(base, final, schema, key, ignore)` from one
-    hashing of `base` and `stage`, where `final` is `stage` with rows dropped and only `ignore` columns changed
-    (consolidation: the time steps set the nodes' state columns and drop capped or forgotten rows of the graph
-    stage, nothing else). `final` is never hashed, and `base` once instead of twice (not at all when the caller
-    hashed it already: `base_hashes`, its row_hashes). The caller vouches for that contract; tests/test_dirty.py
-    holds the pair equal to the two diffs on random graphs. With `base_hashes`, `base` may hold its key columns alone
-    (all that is read of it then)."""
+) -> tuple[Overlay, pa.Table, Overlay]:
+    """`diff_overlay(base, stage, schema, key, ignore)` with its `patch`, and `diff_overlay(base, final, schema, key,
+    ignore)`, from one hashing of `base` and `stage`, where `final` is `stage` with rows dropped and only `ignore`
+    columns changed (consolidation: the time steps set the nodes' state columns and drop capped or forgotten rows of
+    the graph stage, nothing else). The patch holds the key and `ignore` columns of every stage row that differs from
+    `base` in those columns only: patched(layered_table(base, [to_stage]), patch) is the stage. (Fact versions set
+    valid_since on most Facts: as whole rows they were three quarters of the stage overlay's bytes.) `final` is never
+    hashed, and `base` once instead of twice (not at all when the caller hashed it already: `base_hashes`, its
+    row_hashes). The caller vouches for that contract; tests/test_dirty.py holds the three equal to the diffs on
+    random graphs. With `base_hashes`, `base` may hold its key columns alone (all that is read of it then)."""
     key = list(key)
     b = base_hashes if base_hashes is not None else row_hashes(base, schema, key, ignore)
     assert b.height == base.num_rows, "base_hashes are row_hashes(base, schema, key, ignore)"
     s = row_hashes(stage, schema, key, ignore)
     joined = s.join(b, on=_KEY_HASHES, how="left", suffix="_b")
-    to_stage = Overlay(
-        _taken(stage, joined.filter(_differs(2)).get_column("_r"), schema, key), _removed(base, b, s, key)
-    )
-    differs = joined.filter(_differs(1)).select(_KEY_HASHES)
+    differs = joined.filter(_differs(1))
+    to_stage = Overlay(_taken(stage, differs.get_column("_r"), schema, key), _removed(base, b, s, key))
+    patch_rows = joined.filter(_differs(2) & ~_differs(1)).get_column("_r")
+    patch = _taken(stage.select([*key, *ignore]), patch_rows, patch_schema(schema, key, ignore), key)
+    differs = differs.select(_KEY_HASHES)
     del s, joined
     f = _key_frame(final, key)
     upserts = f.join(differs, on=_KEY_HASHES, how="semi").get_column("_r")
-    return to_stage, Overlay(_taken(final, upserts, schema, key), _removed(base, b, f, key))
+    return to_stage, patch, Overlay(_taken(final, upserts, schema, key), _removed(base, b, f, key))
+
+
+def patch_schema(schema: pa.Schema, key: Sequence[str], columns: Sequence[str]) -> pa.Schema:
+    """The schema of a patch of `schema`'s `columns` (stage_and_final_overlays): the key, then those columns."""
+    return pa.schema([schema.field(c) for c in [*key, *columns]])
+
+
+def patched(table: pa.Table, patch: pa.Table, key: Sequence[str] = KEY) -> pa.Table:
+    """`table` with the non-key columns of `patch` (unique keys) set on the rows whose key it holds; rows it does not
+    hold keep theirs."""
+    key = list(key)
+    if not patch.num_rows:
+        return table
+    at = (
+        as_frame(table.select(key))
+        .join(as_frame(patch.select(key)).with_row_index("_p"), on=key, how="left", maintain_order="left")
+        .get_column("_p")
+        .to_arrow()
+    )
+    hit = pc.is_valid(at)
+    for name in patch.column_names:
+        if name not in key:
+            i = table.schema.get_field_index(name)
+            column = pc.if_else(hit, patch.column(name).take(at), table.column(name))
+            table = table.set_column(i, table.schema.field(i), column.cast(table.schema.field(i).type))
+    return table
 
 
 # Rows are matched on two 64-bit hashes of their key (the strings are never joined: a left join of the edges' string

@@ -22,8 +22,8 @@ from jobs.dirty import changed_tenants, consolidate_dirty, input_row_hashes, ten
 from jobs.forget import ForgetRequest, ForgetRules
 from jobs.rollup import RollupConfig, rollup_input
 from jobs.sparsify import SparsifyConfig
-from r2g.schema import EDGES, NODES, STATE_COLUMNS
-from raw_store.tables import diff_overlay, stage_and_final_overlays
+from r2g.schema import EDGES, NODE_STATE, NODES, STATE_COLUMNS
+from raw_store.tables import diff_overlay, layered_table, patched, stage_and_final_overlays
 from tests.consolidation_graphs import RandomGraph, random_graph
 from tests.fuzzing import fuzz_settings
 from tests.test_consolidation_golden import assert_same
@@ -158,16 +158,25 @@ def test_the_stage_and_the_result_overlays_equal_their_two_diffs(seed) -> None:
         (g.nodes, stage.nodes, result.nodes, NODES, STATE_COLUMNS),
         (g.edges, stage.edges, result.edges, EDGES, ()),
     ):
-        to_stage, to_final = stage_and_final_overlays(r2g, staged, final, schema, ignore=ignore)
-        made.append((to_stage, to_final))
+        to_stage, patch, to_final = stage_and_final_overlays(r2g, staged, final, schema, ignore=ignore)
+        made.append((to_stage, patch, to_final))
         for got, want in (
-            (to_stage, diff_overlay(r2g, staged, schema)),
+            (to_stage, diff_overlay(r2g, staged, schema, ignore=ignore)),
             (to_final, diff_overlay(r2g, final, schema, ignore=ignore)),
         ):
             assert_same(got.upserts, want.upserts)
             assert_same(got.removed, want.removed)
-    (stage_nodes, final_nodes), (stage_edges, final_edges) = made
-    assert stage_nodes.upserts.num_rows > final_nodes.upserts.num_rows  # state columns count for the stage only
+        # the stage comes back whole from R2G, its overlay and its patch (the snapshot's files)
+        assert_same(
+            patched(layered_table(r2g, [to_stage]), patch),
+            staged.sort_by([("tenant", "ascending"), ("id", "ascending")]),
+        )
+    (stage_nodes, node_patch, final_nodes), (stage_edges, edge_patch, final_edges) = made
+    assert node_patch.num_rows and edge_patch.num_rows == 0  # versions set state columns; edges have none
+    assert node_patch.schema == NODE_STATE
+    # what the stage overlay held as whole rows before: the rows changed outside the state columns, plus the patch's
+    whole = diff_overlay(g.nodes, stage.nodes, NODES).upserts.num_rows
+    assert stage_nodes.upserts.num_rows + node_patch.num_rows == whole > stage_nodes.upserts.num_rows
     assert final_edges.removed.num_rows > stage_edges.removed.num_rows  # the capped edges left
 
 
