@@ -27,6 +27,10 @@ ZH_STOPWORDS = frozenset(
 )
 
 
+# han_tokens' memo holds at most this many pieces (~0.3 GB), then starts over
+MEMO_PIECES = 1 << 20
+
+
 @lru_cache(maxsize=1)
 def _jieba() -> ModuleType:
     import jieba
@@ -63,6 +67,8 @@ def han_tokens(text: str, memo: dict[str, list[str]] | None = None, tokenizer: A
     for piece in text.split():
         tokens = memo.get(piece)
         if tokens is None:
+            if len(memo) >= MEMO_PIECES:
+                memo.clear()  # bounded, whatever the input: a lake's distinct pieces are a few hundred thousand
             tokens = memo[piece] = _kept(cut(piece))
         out.extend(tokens)
     return out

@@ -124,6 +124,19 @@ _PIECES = st.sampled_from(
 _SPACE = st.sampled_from([" ", "  ", "\t", "\n", "\u3000", "\xa0", "\r\n", ""])
 
 
+def test_a_full_memo_starts_over_and_still_gives_the_same_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    from r2g import tokens
+
+    monkeypatch.setattr(tokens, "MEMO_PIECES", 3)
+    texts = [t for t in _texts() if has_han(t)][:40]
+    memo: dict[str, list[str]] = {}
+    got = []
+    for t in texts:
+        got.append(han_tokens(t, memo))
+        assert len(memo) <= 3
+    assert got == [han_tokens(t) for t in texts]
+
+
 @given(st.lists(st.tuples(_PIECES, _SPACE), max_size=30))
 @fuzz_settings(150)
 def test_segmenting_between_whitespace_gives_the_whole_texts_tokens(parts: list[tuple[str, str]]) -> None:
