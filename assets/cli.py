@@ -497,8 +497,8 @@ def _by(counts: pl.DataFrame, column: str) -> dict[str, int]:
     """{value: rows} of one column of grouped_counts' rows, largest first then by value (as value_counts orders)."""
     import polars as pl
 
-    summed = counts.group_by(column).agg(pl.col("rows").sum()).iter_rows()
-    return {str(v): int(n) for v, n in sorted(((str(v), n) for v, n in summed), key=lambda vn: (-vn[1], vn[0]))}
+    summed = [(str(v), int(n)) for v, n in counts.group_by(column).agg(pl.col("rows").sum()).iter_rows()]
+    return dict(sorted(summed, key=lambda vn: (-vn[1], vn[0])))
 
 
 def _print_counts(lake: Lake, stats: dict | None = None) -> None:

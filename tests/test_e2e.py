@@ -223,7 +223,7 @@ def test_grouped_counts_count_the_tables_as_they_read(lake) -> None:
         assert got.get_column("rows").sum() == read_lake_table(lk, name, ["tenant"]).num_rows > 0, name
     rejects = grouped_counts(lk, "rejects", ["tenant", "reason"])
     assert rejects.filter(pl.col("reason") == "E_READ_EMPTY").get_column("rows").to_list() == [1]
-    assert grouped_counts(lk, "audit", ["tenant"]).height == 0  # a lake-wide table never written: no rows
+    assert grouped_counts(lk, "audit", ["tenant"]).height == 0  # a lake-wide table: no forget request, no rows
 
 
 def test_cli_sql_stats_and_clear_errors(lake, tmp_path: Path) -> None:
