@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -224,3 +225,22 @@ def test_a_run_where_sigint_is_ignored_leaves_sigterm_as_it_was(
     finally:
         for s, handler in saved.items():
             signal.signal(s, handler)
+
+
+_POOL = "import pyarrow as pa; print(pa.default_memory_pool().backend_name)"
+
+
+@pytest.mark.parametrize("chosen", [None, "system"])
+def test_memctl_processes_allocate_arrow_memory_with_jemalloc_unless_told_otherwise(chosen: str | None) -> None:
+    """Arrow's own default pool (mimalloc) kept the pages the lake-wide steps freed (a 2-message append to a 100k lake
+    peaked at 2.71 GB, 2.19 GB with jemalloc): a process that imports memctl's assets, and every process it starts
+    (workers, subprocesses), allocates with jemalloc, also where pyarrow was imported first. A pool the user names
+    in $ARROW_DEFAULT_MEMORY_POOL is kept."""
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    if chosen:
+        env["ARROW_DEFAULT_MEMORY_POOL"] = chosen
+    script = f"import pyarrow, assets.cli, subprocess, sys; {_POOL}; subprocess.run([sys.executable, '-c', {_POOL!r}])"
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == [chosen or "jemalloc"] * 2, out
