@@ -12,13 +12,9 @@ import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from assets.ui import run_process_group, ui_command
 from raw_store.lake import Lake, lake_root
-
-if TYPE_CHECKING:
-    import polars as pl
 
 
 class UserError(Exception):
@@ -470,7 +466,7 @@ def _known_tenants(lake: Lake) -> set[str]:
 
 def _stats(lake: Lake) -> dict:
     """{"data", "tenants": {tenant: {table: rows}}, "tables": {table: {"rows", "by_tenant", …}}}."""
-    from r2g.lake_graph import grouped_counts
+    from r2g.lake_graph import counts_by, grouped_counts
     from raw_store.lake import part_dirs
 
     out: dict = {"data": str(lake.root), "tenants": {}, "tables": {}}
@@ -484,21 +480,13 @@ def _stats(lake: Lake) -> dict:
         ("rejects", "reason"),
     ):
         counts = grouped_counts(lake, name, ["tenant", *([detail] if detail else [])])
-        entry = {"rows": int(counts.get_column("rows").sum()), "by_tenant": _by(counts, "tenant")}
+        entry = {"rows": int(counts.get_column("rows").sum()), "by_tenant": counts_by(counts, "tenant")}
         if detail:
-            entry[f"by_{detail}"] = _by(counts, detail)
+            entry[f"by_{detail}"] = counts_by(counts, detail)
         out["tables"][name] = entry
     tenants = sorted({k for entry in out["tables"].values() for k in entry["by_tenant"]})
     out["tenants"] = {k: {name: entry["by_tenant"].get(k, 0) for name, entry in out["tables"].items()} for k in tenants}
     return out
-
-
-def _by(counts: pl.DataFrame, column: str) -> dict[str, int]:
-    """{value: rows} of one column of grouped_counts' rows, largest first then by value (as value_counts orders)."""
-    import polars as pl
-
-    summed = [(str(v), int(n)) for v, n in counts.group_by(column).agg(pl.col("rows").sum()).iter_rows()]
-    return dict(sorted(summed, key=lambda vn: (-vn[1], vn[0])))
 
 
 def _print_counts(lake: Lake, stats: dict | None = None) -> None:

@@ -5,7 +5,7 @@ import json
 from collections.abc import Iterator
 
 import dagster as dg
-import pyarrow as pa
+import polars as pl
 import pyarrow.compute as pc
 
 from assets.ingest import file_chunks, file_graph
@@ -14,7 +14,7 @@ from assets.resources import LakeResource
 from jobs.forget import ForgetRules, collect, load_requests, tombstones
 from jobs.integrity import CheckOutcome, forgotten_stay_forgotten, lake_conservation, unresolved_raw_refs, verify_store
 from jobs.schema import AUDIT
-from r2g.lake_graph import layer_dir, r2g_overlays, read_graph_columns, read_lake_table
+from r2g.lake_graph import counts_by, grouped_counts, layer_dir, r2g_overlays, read_graph_columns, read_lake_table
 from r2g.schema import EDGES, NODES
 from raw_store.lake import lake_fingerprint, value_counts, write_table
 from raw_store.schema import TOMBSTONES
@@ -39,8 +39,12 @@ def _check(name: str, outcome: CheckOutcome, asset: str | None = None) -> dg.Ass
     )
 
 
-def _counts(table: pa.Table, column: str) -> dict:
-    return {"dagster/row_count": table.num_rows, column: dg.MetadataValue.json(value_counts(table, column))}
+def _type_counts(counts: pl.DataFrame) -> dict:
+    """Row count and rows by type of a table, from grouped_counts' rows of its type column."""
+    return {
+        "dagster/row_count": int(counts.get_column("rows").sum()),
+        "type": dg.MetadataValue.json(counts_by(counts, "type")),
+    }
 
 
 @dg.asset(
@@ -186,15 +190,16 @@ def graph_tables(lake: LakeResource) -> Iterator[dg.MaterializeResult]:
     for name in LEGACY_COPIES:
         if lk.table(name).exists():
             lk.table(name).unlink()
-    node_types, edge_types = read_graph_columns(lk, "r2g", ["type"], ["type"])
+    # counted by DuckDB over the files (as `memctl stats`), not assembled in Arrow: 0.4 s against 1.4 s at 100k messages
+    node_types, edge_types = (grouped_counts(lk, name, ["type"]) for name in ("r2g_nodes", "r2g_edges"))
     yield dg.MaterializeResult(
         asset_key="r2g_nodes",
-        metadata={**_counts(node_types, "type"), "merged": nodes.upserts.num_rows, "removed": nodes.removed.num_rows},
+        metadata={**_type_counts(node_types), "merged": nodes.upserts.num_rows, "removed": nodes.removed.num_rows},
     )
     yield dg.MaterializeResult(
         asset_key="r2g_edges",
         metadata={
-            **_counts(edge_types, "type"),
+            **_type_counts(edge_types),
             "merged_or_linked": edges.upserts.num_rows,
             "removed": edges.removed.num_rows,
         },

@@ -124,6 +124,13 @@ def grouped_counts(lake: Lake, name: str, columns: Sequence[str]) -> pl.DataFram
     return as_frame(counted).with_columns(pl.col("rows").cast(pl.Int64))
 
 
+def counts_by(counts: pl.DataFrame, column: str) -> dict[str, int]:
+    """{value: rows} of one column of grouped_counts' rows, largest first then by value (as
+    raw_store.lake.value_counts orders them)."""
+    summed = [(str(v), int(n)) for v, n in counts.group_by(column).agg(pl.col("rows").sum()).iter_rows()]
+    return dict(sorted(summed, key=lambda vn: (-vn[1], vn[0])))
+
+
 def layer_dir(lake: Lake, layer: str) -> Any:
     if layer not in LAYERS:
         raise ValueError(f"unknown graph layer {layer!r}")
@@ -580,6 +587,7 @@ def _exists(path: Any) -> bool:
 __all__ = [
     "LAYERS",
     "REMOVED",
+    "counts_by",
     "graph_sql",
     "grouped_counts",
     "layer_dir",

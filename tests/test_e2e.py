@@ -22,7 +22,7 @@ import pytest
 from assets.cli import main
 from assets.run import materialize
 from r2g.lake_graph import read_lake_table
-from raw_store.lake import Lake, scan_inbox
+from raw_store.lake import Lake, scan_inbox, value_counts
 from recall.tenant_index import recall_dir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -224,6 +224,13 @@ def test_grouped_counts_count_the_tables_as_they_read(lake) -> None:
     rejects = grouped_counts(lk, "rejects", ["tenant", "reason"])
     assert rejects.filter(pl.col("reason") == "E_READ_EMPTY").get_column("rows").to_list() == [1]
     assert grouped_counts(lk, "audit", ["tenant"]).height == 0  # a lake-wide table: no forget request, no rows
+    # the merge step's metadata counts the same way (Dagster stores a JSON value's keys sorted)
+    with dg.DagsterInstance.get() as instance:
+        for name in ("r2g_nodes", "r2g_edges"):
+            meta = instance.get_latest_materialization_event(dg.AssetKey(name)).asset_materialization.metadata
+            types = read_lake_table(lk, name, ["type"])
+            assert meta["type"].value == value_counts(types, "type"), name
+            assert meta["dagster/row_count"].value == types.num_rows, name
 
 
 def test_cli_sql_stats_and_clear_errors(lake, tmp_path: Path) -> None:
