@@ -190,8 +190,8 @@ def consolidation(
     }
     for name, table in tables.items():
         write_table(table, lk.table(name), _SIDE[name])
-    # the result and the snapshot's stage, each an overlay over R2G, from one hashing of R2G and the stage; a table
-    # at a time, each let go once written
+    # the result, an overlay over R2G, and the snapshot's stage, an overlay and a patch over the result, from one
+    # hashing of R2G and the stage; a table at a time, each let go once written
     overlay_rows, hashes = {}, list(run.input_hashes or (None, None))  # R2G's row hashes, from the dirty set
     run.input_hashes = None
     for name, schema, ignore in (("nodes", NODES, STATE_COLUMNS), ("edges", EDGES, ())):
@@ -204,7 +204,7 @@ def consolidation(
             base_hashes=hashes.pop(0),
         )
         write_overlay(folder, name, to_result, schema)
-        write_stage(steps, run, name, to_stage, schema, stage_patch)
+        write_stage(steps, name, to_stage, schema, stage_patch)
         run.snapshot.release(name)
         overlay_rows[name] = (to_result.upserts.num_rows, to_result.removed.num_rows)
         del to_stage, stage_patch, to_result

@@ -433,9 +433,11 @@ def splice(before: GraphStage, part: GraphStage, dirty: set[str | None]) -> Grap
 
 
 # -- the snapshot in the lake: lake/consolidated/steps/ -------------------------------------------------------------
-# The stage graph is kept as an overlay over the R2G graph it was made from (a clean tenant's R2G rows are the same
-# next time, so the overlay applies to them as it did); the small side tables whole. snapshot.json, naming the
-# fingerprint, is written last and removed first: a run that stops halfway leaves no snapshot, and the next is full.
+# The stage graph is kept as what it adds to the run's result, itself an overlay over the R2G graph it was made from
+# (lake/consolidated; a clean tenant's R2G rows are the same next time, so both overlays apply to them as they did):
+# the stage rows the time steps dropped, and a patch of the state columns they changed. The small side tables whole.
+# snapshot.json, naming the fingerprint, is written last and removed first: a run that stops halfway (its result
+# overlay written, its stage not) leaves no snapshot, and the next is full.
 _SIDE = {
     "communities": COMMUNITIES,
     "version_review": REVIEW_QUEUE,
@@ -452,19 +454,16 @@ def drop_snapshot(folder: Any) -> None:
         marker.unlink()
 
 
-def write_stage(
-    folder: Any, run: DirtyRun, name: str, overlay: Overlay, schema: pa.Schema, patch: pa.Table | None = None
-) -> None:
-    """The stage graph's `name` table ("nodes", "edges") of `run`'s snapshot, as `overlay` over the R2G graph it was
-    made from, and for the nodes the `patch` of their state columns (raw_store.tables.stage_and_final_overlays; for
-    the nodes the patch is required). Nothing to write when no tenant was redone: the same input and stage as the
-    snapshot read, whose files stay."""
-    if not run.stage_reused:
-        folder.mkdir(parents=True, exist_ok=True)
-        write_overlay(folder, name, overlay, schema)
-        if name == "nodes":
-            assert patch is not None, "the stage's nodes are an overlay and a patch of their state columns"
-            write_table(patch, folder / "nodes_state.parquet", NODE_STATE)
+def write_stage(folder: Any, name: str, overlay: Overlay, schema: pa.Schema, patch: pa.Table | None = None) -> None:
+    """The stage graph's `name` table ("nodes", "edges") of a run's snapshot: `overlay` over the run's result overlay
+    (the folder above, lake/consolidated), and for the nodes the `patch` of their state columns (both from
+    raw_store.tables.stage_and_final_overlays; for the nodes the patch is required). Written on every run, also
+    when no tenant was redone: the result they lie over moves with `as_of`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    write_overlay(folder, name, overlay, schema)
+    if name == "nodes":
+        assert patch is not None, "the stage's nodes are an overlay and a patch of their state columns"
+        write_table(patch, folder / "nodes_state.parquet", NODE_STATE)
 
 
 def write_snapshot(folder: Any, run: DirtyRun) -> None:
@@ -484,10 +483,12 @@ def write_snapshot(folder: Any, run: DirtyRun) -> None:
 
 def read_snapshot(folder: Any, r2g_nodes: pa.Table, r2g_edges: pa.Table) -> Snapshot | None:
     """The snapshot under `folder` (None when there is none); its stage is read when first asked for, over the
-    R2G graph of this run (right for the tenants whose input hash is unchanged: the only ones it is used for)."""
-    marker = folder / "snapshot.json"
+    R2G graph of this run (right for the tenants whose input hash is unchanged: the only ones it is used for) and
+    the last run's result overlay in the folder above (write_stage)."""
+    marker, result = folder / "snapshot.json", folder.parent
     files = [
         marker,
+        *(result / f"{n}.parquet" for n in ("nodes", "nodes_removed", "edges", "edges_removed")),
         *(
             folder / f"{n}.parquet"
             for n in (
@@ -505,21 +506,24 @@ def read_snapshot(folder: Any, r2g_nodes: pa.Table, r2g_edges: pa.Table) -> Snap
     if not all(f.exists() for f in files):
         return None
 
+    def layers(name: str, schema: pa.Schema) -> list[Overlay]:
+        return [read_overlay(result, name, schema), read_overlay(folder, name, schema)]
+
     def load() -> GraphStage:
         nodes = patched(
-            layered_table(r2g_nodes, [read_overlay(folder, "nodes", NODES)]),
-            read_table(folder / "nodes_state.parquet", NODE_STATE),
+            layered_table(r2g_nodes, layers("nodes", NODES)), read_table(folder / "nodes_state.parquet", NODE_STATE)
         )
-        edges = layered_table(r2g_edges, [read_overlay(folder, "edges", EDGES)])
+        edges = layered_table(r2g_edges, layers("edges", EDGES))
         side = {name: read_table(folder / f"{name}.parquet", schema) for name, schema in _SIDE.items()}
         return GraphStage(nodes=nodes, edges=edges, **side)
 
     def load_rollups() -> tuple[pa.Table, pa.Table]:
-        # rollup rows are never R2G's: the overlay's upserts hold them all
-        return (
-            _made_by_rollup(read_table(folder / "nodes.parquet", NODES)),
-            _made_by_rollup(read_table(folder / "edges.parquet", EDGES)),
+        # rollup rows are never R2G's: the two overlays' upserts hold them all (the stage's: those the result dropped)
+        nodes, edges = (
+            _by_key(concat([_made_by_rollup(o.upserts) for o in layers(name, schema)], schema))
+            for name, schema in (("nodes", NODES), ("edges", EDGES))
         )
+        return patched(nodes, read_table(folder / "nodes_state.parquet", NODE_STATE)), edges
 
     return Snapshot(
         json.loads(marker.read_text())["fingerprint"],

@@ -257,29 +257,42 @@ def stage_and_final_overlays(
     ignore: Sequence[str] = (),
     base_hashes: pl.DataFrame | None = None,
 ) -> tuple[Overlay, pa.Table, Overlay]:
-    """`diff_overlay(base, stage, schema, key, ignore)` with its `patch`, and `diff_overlay(base, final, schema, key,
-    ignore)`, from one hashing of `base` and `stage`, where `final` is `stage` with rows dropped and only `ignore`
-    columns changed (consolidation: the time steps set the nodes' state columns and drop capped or forgotten rows of
-    the graph stage, nothing else). The patch holds the key and `ignore` columns of every stage row that differs from
-    `base` in those columns only: patched(layered_table(base, [to_stage]), patch) is the stage. (Fact versions set
-    valid_since on most Facts: as whole rows they were three quarters of the stage overlay's bytes.) `final` is never
-    hashed, and `base` once instead of twice (not at all when the caller hashed it already: `base_hashes`, its
-    row_hashes). The caller vouches for that contract; tests/test_dirty.py holds the three equal to the diffs on
-    random graphs. With `base_hashes`, `base` may hold its key columns alone (all that is read of it then)."""
+    """(`to_stage`, `patch`, `to_final`): `to_final` is diff_overlay(base, final, schema, key, ignore), and `to_stage`
+    and `patch` give `stage` back over it: patched(layered_table(base, [to_final, to_stage]), patch) is the stage.
+    `final` must be `stage` with rows dropped and only `ignore` columns changed (consolidation: the time steps set the
+    nodes' state columns and drop capped or forgotten rows of the graph stage, nothing else).
+
+    The stage is kept as what it adds to the final overlay, not as a second overlay over `base`: the two held the same
+    rows (the result's changed rows are the stage's), ~150 bytes a message twice. `to_stage` upserts the stage rows
+    `final` dropped and removes nothing; the patch holds the key and `ignore` columns of the stage rows whose `ignore`
+    columns differ from those the layers give them (the final's where to_final upserts the row, else the base's: fact
+    versions set valid_since on most Facts, which as whole rows were three quarters of the stage's bytes).
+    `base` and `stage` are hashed once (`base` not at all when the caller hashed it already: `base_hashes`, its
+    row_hashes), `final` only on the rows to_final upserts. The caller vouches for that contract; tests/test_dirty.py
+    holds the three to it on random graphs. With `base_hashes`, `base` may hold its key columns alone (all that is
+    read of it then)."""
     key = list(key)
     b = base_hashes if base_hashes is not None else row_hashes(base, schema, key, ignore)
     assert b.height == base.num_rows, "base_hashes are row_hashes(base, schema, key, ignore)"
     s = row_hashes(stage, schema, key, ignore)
     joined = s.join(b, on=_KEY_HASHES, how="left", suffix="_b")
-    differs = joined.filter(_differs(1))
-    to_stage = Overlay(_taken(stage, differs.get_column("_r"), schema, key), _removed(base, b, s, key))
-    patch_rows = joined.filter(_differs(2) & ~_differs(1)).get_column("_r")
-    patch = _taken(stage.select([*key, *ignore]), patch_rows, patch_schema(schema, key, ignore), key)
-    differs = differs.select(_KEY_HASHES)
-    del s, joined
+    differs = joined.filter(_differs(1)).select(*_KEY_HASHES, "_r", "_h1")
+    # the rows whose state only changed, over the base (those dropped by `final` come back whole: to_stage)
+    over_base = joined.filter(_differs(2) & ~_differs(1)).select(*_KEY_HASHES, "_r")
+    del joined
     f = _key_frame(final, key)
-    upserts = f.join(differs, on=_KEY_HASHES, how="semi").get_column("_r")
-    return to_stage, patch, Overlay(_taken(final, upserts, schema, key), _removed(base, b, f, key))
+    to_final = Overlay(
+        _taken(final, f.join(differs, on=_KEY_HASHES, how="semi").get_column("_r"), schema, key),
+        _removed(base, b, f, key),
+    )
+    dropped = s.join(f, on=_KEY_HASHES, how="anti")
+    del s
+    to_stage = Overlay(_taken(stage, dropped.get_column("_r"), schema, key), REMOVED.empty_table())
+    upserted = row_hashes(to_final.upserts, schema, key, ignore).select(*_KEY_HASHES, pl.col("_h1").alias("_f1"))
+    over_final = differs.join(upserted, on=_KEY_HASHES).filter(pl.col("_h1") != pl.col("_f1"))
+    rows = pl.concat([over_base, over_final.select(over_base.columns)]).join(dropped, on=_KEY_HASHES, how="anti")
+    patch = _taken(stage.select([*key, *ignore]), rows.get_column("_r"), patch_schema(schema, key, ignore), key)
+    return to_stage, patch, to_final
 
 
 def patch_schema(schema: pa.Schema, key: Sequence[str], columns: Sequence[str]) -> pa.Schema:

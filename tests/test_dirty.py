@@ -23,6 +23,7 @@ from jobs.forget import ForgetRequest, ForgetRules
 from jobs.rollup import RollupConfig, rollup_input
 from jobs.sparsify import SparsifyConfig
 from r2g.schema import EDGES, NODE_STATE, NODES, STATE_COLUMNS
+from raw_store.lake import conform
 from raw_store.tables import diff_overlay, layered_table, patched, stage_and_final_overlays
 from tests.consolidation_graphs import RandomGraph, random_graph
 from tests.fuzzing import fuzz_settings
@@ -141,8 +142,9 @@ def test_a_forget_request_is_swept_and_its_tenant_redone(seed) -> None:
 @fuzz_settings(10)
 @given(SEEDS)
 def test_the_stage_and_the_result_overlays_equal_their_two_diffs(seed) -> None:
-    """The asset writes the snapshot's stage and the result as overlays over R2G from one hashing (raw_store.tables.
-    stage_and_final_overlays): the same overlays as diffing each, with forgotten nodes and capped edges dropped."""
+    """The asset writes the result as an overlay over R2G, and the snapshot's stage as what it adds to the result, from
+    one hashing (raw_store.tables.stage_and_final_overlays): the result's overlay is its diff from R2G, and R2G under
+    it and the stage's overlay and patch gives the stage back, with forgotten nodes and capped edges dropped."""
     g = random_graph(seed, tenants=2, episodes=20)
     gone = pl.from_arrow(g.nodes.select(["tenant", "id", "type"])).filter(pl.col("type") == "Fact").head(2)
     forget = ForgetRules([ForgetRequest(t, "node", i, nodes=(i,)) for t, i in gone.select("tenant", "id").iter_rows()])
@@ -160,24 +162,30 @@ def test_the_stage_and_the_result_overlays_equal_their_two_diffs(seed) -> None:
     ):
         to_stage, patch, to_final = stage_and_final_overlays(r2g, staged, final, schema, ignore=ignore)
         made.append((to_stage, patch, to_final))
-        for got, want in (
-            (to_stage, diff_overlay(r2g, staged, schema, ignore=ignore)),
-            (to_final, diff_overlay(r2g, final, schema, ignore=ignore)),
-        ):
-            assert_same(got.upserts, want.upserts)
-            assert_same(got.removed, want.removed)
-        # the stage comes back whole from R2G, its overlay and its patch (the snapshot's files)
+        want = diff_overlay(r2g, final, schema, ignore=ignore)
+        assert_same(to_final.upserts, want.upserts)
+        assert_same(to_final.removed, want.removed)
+        # the stage comes back whole from R2G, the result's overlay, the stage's overlay and its patch (the files)
         assert_same(
-            patched(layered_table(r2g, [to_stage]), patch),
+            patched(layered_table(r2g, [to_final, to_stage]), patch),
             staged.sort_by([("tenant", "ascending"), ("id", "ascending")]),
         )
+        # what the stage's overlay holds: exactly the stage rows the result dropped, whole
+        key = ["tenant", "id"]
+        dropped = pl.from_arrow(staged).join(pl.from_arrow(final.select(key)), on=key, how="anti").sort(key)
+        assert_same(to_stage.upserts, conform(dropped.to_arrow(), schema))
+        assert to_stage.removed.num_rows == 0
     (stage_nodes, node_patch, final_nodes), (stage_edges, edge_patch, final_edges) = made
     assert node_patch.num_rows and edge_patch.num_rows == 0  # versions set state columns; edges have none
     assert node_patch.schema == NODE_STATE
-    # what the stage overlay held as whole rows before: the rows changed outside the state columns, plus the patch's
-    whole = diff_overlay(g.nodes, stage.nodes, NODES).upserts.num_rows
-    assert stage_nodes.upserts.num_rows + node_patch.num_rows == whole > stage_nodes.upserts.num_rows
-    assert final_edges.removed.num_rows > stage_edges.removed.num_rows  # the capped edges left
+    assert stage_nodes.upserts.num_rows and stage_edges.upserts.num_rows  # the forgotten nodes, the capped edges
+    # the patch: exactly the rows whose state columns the layers below give otherwise than the stage has them
+    key = ["tenant", "id"]
+    layered = pl.from_arrow(layered_table(g.nodes, [final_nodes, stage_nodes]))
+    differ = layered.join(pl.from_arrow(stage.nodes), on=key, suffix="_s").filter(
+        ~pl.all_horizontal(pl.col(c).eq_missing(pl.col(f"{c}_s")) for c in STATE_COLUMNS)
+    )
+    assert sorted(pl.from_arrow(node_patch.select(key)).rows()) == sorted(differ.select(key).rows())
 
 
 def test_an_unchanged_lake_redoes_no_tenant_and_a_new_config_redoes_all() -> None:
