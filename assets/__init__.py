@@ -9,21 +9,23 @@ had freed: a 2-message append to a 100k-message lake peaked at 2.71 GB with it, 
 time (bench/README.md). A pool the user names in $ARROW_DEFAULT_MEMORY_POOL is kept.
 """
 
+import contextlib
 import os
+import sys
 
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
 
 
-def _use_pool(name: str) -> None:
-    """Make `name` the default pool where pyarrow was imported before the variable was set (a test, a notebook)."""
-    import pyarrow as pa
-
-    if name != "jemalloc" or pa.default_memory_pool().backend_name == name:
+def _use_jemalloc() -> None:
+    """Make jemalloc the default pool where pyarrow was imported before the variable was set (a test, a notebook).
+    Where it was not, the variable does it when pyarrow loads: nothing is imported here (`memctl --help` needs none)."""
+    pa = sys.modules.get("pyarrow")
+    if pa is None or os.environ["ARROW_DEFAULT_MEMORY_POOL"] != "jemalloc":
         return
-    try:
-        pa.set_memory_pool(pa.jemalloc_memory_pool())
-    except NotImplementedError:  # a pyarrow built without jemalloc (Windows wheels): its default pool stays
-        pass
+    if pa.default_memory_pool().backend_name != "jemalloc":
+        # a pyarrow built without jemalloc (Windows wheels) raises NotImplementedError: its default pool stays
+        with contextlib.suppress(NotImplementedError):
+            pa.set_memory_pool(pa.jemalloc_memory_pool())
 
 
-_use_pool(os.environ["ARROW_DEFAULT_MEMORY_POOL"])
+_use_jemalloc()

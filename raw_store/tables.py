@@ -290,7 +290,8 @@ def stage_and_final_overlays(
     to_stage = Overlay(_taken(stage, dropped.get_column("_r"), schema, key), REMOVED.empty_table())
     upserted = row_hashes(to_final.upserts, schema, key, ignore).select(*_KEY_HASHES, pl.col("_h1").alias("_f1"))
     over_final = differs.join(upserted, on=_KEY_HASHES).filter(pl.col("_h1") != pl.col("_f1"))
-    rows = pl.concat([over_base, over_final.select(over_base.columns)]).join(dropped, on=_KEY_HASHES, how="anti")
+    # a row `final` dropped comes back whole through to_stage: only the base's rows need leaving out of the patch
+    rows = pl.concat([over_base.join(dropped, on=_KEY_HASHES, how="anti"), over_final.select(over_base.columns)])
     patch = _taken(stage.select([*key, *ignore]), rows.get_column("_r"), patch_schema(schema, key, ignore), key)
     return to_stage, patch, to_final
 
