@@ -94,6 +94,9 @@ FTS_IGNORE = r"(\.|[^\p{L}\p{N}])+"
 # else it is left as it is: its views read the lake's files as they are, and recall keeps its own index.
 FTS_STALE_SHARE = 0.2
 
+# The DuckDB file's storage format: 1.2 is the first that compresses strings with zstd (DuckDB 1.2+ opens the file).
+DUCKDB_STORAGE_VERSION = "v1.2.0"
+
 TENANTS = pa.schema(
     [("tenant", pa.string()), ("slug", pa.string()), ("n_nodes", pa.int64()), ("n_chunks", pa.int64()), ("newest", TS)]
 )
@@ -326,7 +329,10 @@ def _write_duckdb(
         con = connect(None, read_only=False)
         try:
             stats.update(_fill(con, lake, names, views, nodes, docs, raw, tenants))
-            con.execute(f"ATTACH '{_sql_str(str(tmp))}' AS dst")
+            # Strings compressed with zstd (storage format 1.2, DuckDB's first with it): the documents and the
+            # FTS index's ids are most of the file, and DuckDB's own choice for them (FSST) keeps them ~5x larger
+            con.execute(f"ATTACH '{_sql_str(str(tmp))}' AS dst (STORAGE_VERSION '{DUCKDB_STORAGE_VERSION}')")
+            con.execute("SET force_compression = 'zstd'")
             con.execute("COPY FROM DATABASE memory TO dst")
             con.execute("DETACH dst")
         finally:
