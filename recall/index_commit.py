@@ -10,7 +10,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-KEEP_VERSIONS = 2  # the current version and the one before (a reader may still be opening it)
+# Only the current version is kept: a reader maps a version's files when it opens it and keeps them after they are
+# removed; one that was still opening the version a writer removed gets FileNotFoundError and opens CURRENT again
+# (tenant_index.open_version). Keeping the version before would hold two bases after every compaction.
+KEEP_VERSIONS = 1
 
 
 def generation(manifest: dict | None) -> int:
@@ -28,7 +31,12 @@ def commit_version(folder: Path, gen: int, manifest: dict) -> str:
         if (p.suffix == ".json" and p.name.startswith("m") and p not in kept) or (
             p.is_dir() and p.name.startswith("s") and p.name[1:].isdigit() and p.name not in used
         ):
-            shutil.rmtree(p) if p.is_dir() else p.unlink()
+            if p.is_dir():
+                # meta.json first: a reader opening this segment meanwhile then knows it is removed, not damaged
+                (p / "meta.json").unlink(missing_ok=True)
+                shutil.rmtree(p)
+            else:
+                p.unlink()
     fsync_dir(folder)
     return name
 

@@ -323,6 +323,8 @@ class Segment:
             self.adjacency: Adjacency | None = Adjacency(folder)
             self.adjacency_error: Exception | None = None
         except Exception as e:  # noqa: BLE001
+            if isinstance(e, FileNotFoundError) and not (folder / "meta.json").exists():
+                raise  # not damage: a writer removed this segment while it opened (open_version opens CURRENT again)
             self.adjacency, self.adjacency_error = None, e
         self.chunks = self._arrow("chunks.arrow")
         self.chunk_keys = SortedKeys.open(folder / "chunks.keys.npy", self.chunks.column("id"))

@@ -73,12 +73,13 @@ def tenant_dir(index_dir: Path, tenant: str) -> Path:
 
 
 def read_current(folder: Path) -> dict | None:
-    """The manifest CURRENT names, or None when the folder holds no version."""
+    """The manifest CURRENT names, or None when the folder holds no version. FileNotFoundError when CURRENT names
+    a manifest that is gone: a writer replaced and removed it since CURRENT was read (open CURRENT again)."""
     try:
         name = (folder / "CURRENT").read_text("utf-8").strip()
-        return json.loads((folder / name).read_text("utf-8")) | {"name": name}
     except FileNotFoundError:
         return None
+    return json.loads((folder / name).read_text("utf-8")) | {"name": name}
 
 
 class Version:

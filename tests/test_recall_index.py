@@ -356,10 +356,9 @@ def test_a_reader_keeps_its_version_while_deltas_and_a_compaction_replace_it(tmp
     old_segments = [seg.folder for seg in old.v.segments]
     _build(tmp_path, [ROUNDS[1]])  # a delta
     monkeypatch.setattr(index_build, "COMPACT_SHARE", 0.0)
-    _build(tmp_path, [ROUNDS[2]])  # a compaction, then another:
-    assert any(p.exists() for p in old_segments)  # (the version before the current one is kept)
+    _build(tmp_path, [ROUNDS[2]])  # a compaction: only the new base is kept
+    assert not any(p.exists() for p in old_segments)  # the old base and delta are deleted at once
     _build(tmp_path, [ROUNDS[1]])
-    assert not any(p.exists() for p in old_segments)  # the old base and delta are deleted
     assert old.contents() == before  # still served from its mapped files
     new = open_tenant_index(lake.index_dir, "alice")
     assert new.v is not old.v and new.contents() != before and len(new.v.segments) == 1
@@ -367,6 +366,64 @@ def test_a_reader_keeps_its_version_while_deltas_and_a_compaction_replace_it(tmp
     folder = tenant_dir(lake.index_dir, "alice")
     assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]
     assert len(list(folder.glob("m*.json"))) <= index_commit.KEEP_VERSIONS
+
+
+def test_a_compaction_leaves_one_base_on_disk(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(index_build, "COMPACT_SHARE", 100.0)
+    lake, _ = _build(tmp_path, [ROUNDS[0], ROUNDS[1]])  # a base and a delta
+    folder = tenant_dir(lake.index_dir, "alice")
+    monkeypatch.setattr(index_build, "COMPACT_SHARE", 0.0)
+    _build(tmp_path, [ROUNDS[2]])
+    current = json.loads((folder / (folder / "CURRENT").read_text()).read_text())
+    assert (
+        sorted(p.name for p in folder.iterdir() if p.is_dir()) == current["segments"] and len(current["segments"]) == 1
+    )
+    assert [p.name for p in folder.glob("m*.json")] == [(folder / "CURRENT").read_text()]
+
+
+@pytest.mark.parametrize("when", ["manifest", "adjacency"])
+def test_a_reader_opening_a_version_a_writer_removes_opens_the_new_one(tmp_path: Path, monkeypatch, when) -> None:
+    """A reader that read CURRENT just before a compaction removed that version (its manifest, or its segment while
+    the reader was mapping it) opens CURRENT again and gets the new version, whole: its graph too."""
+    from recall import tenant_index
+
+    monkeypatch.setattr(index_build, "COMPACT_SHARE", 0.0)
+    lake, _ = _build(tmp_path, [ROUNDS[0]])
+    folder = tenant_dir(lake.index_dir, "alice")
+    stale = (folder / "CURRENT").read_text()
+    raced: list[str] = []
+
+    def race() -> None:
+        if not raced:
+            raced.append(stale)
+            _build(tmp_path, [ROUNDS[2]])  # commits a new base and removes the version the reader is opening
+            assert not (folder / stale).exists()
+
+    if when == "manifest":
+        real_read = Path.read_text
+
+        def read_text(self: Path, *a: Any, **k: Any) -> str:
+            text = real_read(self, *a, **k)
+            if self == folder / "CURRENT" and not raced:
+                race()
+            return text
+
+        monkeypatch.setattr(Path, "read_text", read_text)
+    else:
+        real_adjacency = segment.Adjacency
+
+        def adjacency(seg_folder: Path) -> Any:
+            race()
+            return real_adjacency(seg_folder)
+
+        monkeypatch.setattr(segment, "Adjacency", adjacency)
+    reader = open_tenant_index(lake.index_dir, "alice")
+    assert raced and reader is not None
+    assert reader.v.manifest["name"] == (folder / "CURRENT").read_text() != stale
+    assert all(seg.adjacency is not None for seg in reader.v.segments)
+    monkeypatch.undo()
+    fresh = tenant_index.TenantIndex(tenant_index.Version(folder, tenant_index.read_current(folder), "alice"))
+    assert reader.contents() == fresh.contents()
 
 
 def test_a_killed_writers_leftovers_are_cleaned_and_the_next_write_succeeds(tmp_path: Path) -> None:
