@@ -410,7 +410,7 @@ def test_a_reader_opening_a_version_a_writer_removes_opens_the_new_one(tmp_path:
 
         monkeypatch.setattr(Path, "read_text", read_text)
     else:
-        real_adjacency = segment.Adjacency
+        from recall.graph_csr import Adjacency as real_adjacency
 
         def adjacency(seg_folder: Path) -> Any:
             race()
