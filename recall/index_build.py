@@ -417,7 +417,10 @@ def _write_prepared(
     folder.mkdir(parents=True, exist_ok=True)
     with locked(folder):
         clean_temp(folder)
-        manifest = read_current(folder)
+        try:
+            manifest = read_current(folder)
+        except FileNotFoundError:  # CURRENT names a manifest that is gone (no writer can have removed it: we hold
+            manifest = None  # LOCK): the folder was damaged by hand, and a new base is built, as for a first build
         cur = current_state(Version(folder, manifest, tenant)) if manifest and compatible(manifest) else None
         gen = generation(manifest) + 1
         name = f"s{gen:06d}"

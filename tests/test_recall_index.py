@@ -381,10 +381,11 @@ def test_a_compaction_leaves_one_base_on_disk(tmp_path: Path, monkeypatch) -> No
     assert [p.name for p in folder.glob("m*.json")] == [(folder / "CURRENT").read_text()]
 
 
-@pytest.mark.parametrize("when", ["manifest", "adjacency"])
+@pytest.mark.parametrize("when", ["manifest", "adjacency", "half_removed"])
 def test_a_reader_opening_a_version_a_writer_removes_opens_the_new_one(tmp_path: Path, monkeypatch, when) -> None:
     """A reader that read CURRENT just before a compaction removed that version (its manifest, or its segment while
-    the reader was mapping it) opens CURRENT again and gets the new version, whole: its graph too."""
+    the reader was mapping it, or half of that segment: the writer's rmtree still going) opens CURRENT again and gets
+    the new version, whole: its graph too, not a segment taken for damaged."""
     from recall import tenant_index
 
     monkeypatch.setattr(index_build, "COMPACT_SHARE", 0.0)
@@ -399,6 +400,20 @@ def test_a_reader_opening_a_version_a_writer_removes_opens_the_new_one(tmp_path:
             _build(tmp_path, [ROUNDS[2]])  # commits a new base and removes the version the reader is opening
             assert not (folder / stale).exists()
 
+    halfway: list[Path] = []
+    if when == "half_removed":
+        # the writer's removal stopped after meta.json and the graph's files: the other files are still there
+        real_rmtree = shutil.rmtree
+
+        def partial_rmtree(path: Any, *a: Any, **k: Any) -> None:
+            if Path(path).parent != folder or not Path(path).name[1:].isdigit():
+                return real_rmtree(path, *a, **k)
+            halfway.append(Path(path))
+            for f in Path(path).glob("adj_*.npy"):
+                f.unlink()
+
+        monkeypatch.setattr(shutil, "rmtree", partial_rmtree)  # the module index_commit removes segments with
+
     if when == "manifest":
         real_read = Path.read_text
 
@@ -409,7 +424,7 @@ def test_a_reader_opening_a_version_a_writer_removes_opens_the_new_one(tmp_path:
             return text
 
         monkeypatch.setattr(Path, "read_text", read_text)
-    else:
+    else:  # "adjacency", "half_removed": the writer runs while the reader maps the old segment's graph
         from recall.graph_csr import Adjacency as real_adjacency
 
         def adjacency(seg_folder: Path) -> Any:
@@ -422,8 +437,22 @@ def test_a_reader_opening_a_version_a_writer_removes_opens_the_new_one(tmp_path:
     assert reader.v.manifest["name"] == (folder / "CURRENT").read_text() != stale
     assert all(seg.adjacency is not None for seg in reader.v.segments)
     monkeypatch.undo()
+    assert (when == "half_removed") == bool(halfway) and all((p / "chunks.arrow").exists() for p in halfway)
+    for p in halfway:
+        shutil.rmtree(p)
     fresh = tenant_index.TenantIndex(tenant_index.Version(folder, tenant_index.read_current(folder), "alice"))
     assert reader.contents() == fresh.contents()
+
+
+def test_a_writer_builds_a_base_where_current_names_a_manifest_that_is_gone(tmp_path: Path) -> None:
+    lake, _ = _build(tmp_path, [ROUNDS[0]])
+    folder = tenant_dir(lake.index_dir, "alice")
+    (folder / (folder / "CURRENT").read_text()).unlink()  # damaged by hand: readers are told, not shown "no index"
+    with pytest.raises(FileNotFoundError):
+        open_tenant_index(lake.index_dir, "alice")
+    _, stats = _build(tmp_path, [ROUNDS[1]])
+    assert stats[0]["alice"]["mode"] == "base"
+    assert [r.to_json() for r in recall("garden coffee", "alice", lake=lake)]
 
 
 def test_a_killed_writers_leftovers_are_cleaned_and_the_next_write_succeeds(tmp_path: Path) -> None:
