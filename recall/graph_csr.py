@@ -69,8 +69,10 @@ def write_adjacency(folder: Path, a: AdjacencyArrays) -> None:
 class Adjacency:
     """One segment's neighbour lists, memory-mapped."""
 
-    def __init__(self, folder: Path) -> None:
-        self.slot, self.ptr, self.nbr, self.code, w, self.hash = (mapped(folder / f"{name}.npy") for name in FILES)
+    def __init__(self, folder: Path, random: bool = True) -> None:
+        self.slot, self.ptr, self.nbr, self.code, w, self.hash = (
+            mapped(folder / f"{name}.npy", random) for name in FILES
+        )
         table = folder / "adj_wtab.npy"
         self._w, self._wtab = w, (np.load(table) if table.exists() else None)
 

@@ -421,7 +421,12 @@ def _write_prepared(
             manifest = read_current(folder)
         except FileNotFoundError:  # CURRENT names a manifest that is gone (no writer can have removed it: we hold
             manifest = None  # LOCK): the folder was damaged by hand, and a new base is built, as for a first build
-        cur = current_state(Version(folder, manifest, tenant)) if manifest and compatible(manifest) else None
+        # the comparison reads whole columns: mapped for sequential reads (read-ahead), not a query's random ones
+        cur = (
+            current_state(Version(folder, manifest, tenant, random=False))
+            if manifest and compatible(manifest)
+            else None
+        )
         gen = generation(manifest) + 1
         name = f"s{gen:06d}"
         meta = {"tenant": tenant, "format": FORMAT}

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from recall.sorted_keys import SortedKeys, mapped, narrow
+from recall.sorted_keys import SortedKeys, map_file, mapped, narrow
 
 K1 = 1.2
 B = 0.75
@@ -179,14 +179,13 @@ def write_postings(folder: Path, name: str, p: PostingsArrays) -> None:
 class Postings:
     """One segment's postings, memory-mapped."""
 
-    def __init__(self, folder: Path, name: str) -> None:
-        self._mm = pa.memory_map(str(folder / f"{name}_terms.arrow"))
-        terms = pa.ipc.open_file(self._mm).read_all().column("term")
-        self.terms = SortedKeys.open(folder / f"{name}_terms.keys.npy", terms)
-        self.term_ptr = mapped(folder / f"{name}_term_ptr.npy")
-        self.doc = mapped(folder / f"{name}_post_doc.npy")
-        self.tf = mapped(folder / f"{name}_post_tf.npy")
-        self.doc_len = mapped(folder / f"{name}_doc_len.npy")
+    def __init__(self, folder: Path, name: str, random: bool = True) -> None:
+        terms = pa.ipc.open_file(pa.py_buffer(map_file(folder / f"{name}_terms.arrow", random))).read_all()
+        self.terms = SortedKeys.open(folder / f"{name}_terms.keys.npy", terms.column("term"), random)
+        self.term_ptr = mapped(folder / f"{name}_term_ptr.npy", random)
+        self.doc = mapped(folder / f"{name}_post_doc.npy", random)
+        self.tf = mapped(folder / f"{name}_post_tf.npy", random)
+        self.doc_len = mapped(folder / f"{name}_doc_len.npy", random)
 
     def lookup(self, terms: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray] | None]:
         """(doc rows, tf) of each term, None when the segment does not hold it."""

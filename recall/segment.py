@@ -45,7 +45,7 @@ from r2g.schema import NODES
 from raw_store.schema import MESSAGES, RAW_CHUNKS
 from recall.graph_csr import NO_TIME, Adjacency, AdjacencyArrays, write_adjacency
 from recall.postings import Postings, PostingsArrays, write_postings
-from recall.sorted_keys import SortedKeys, arrow_indices, arrow_numpy, mapped, prefix_strings
+from recall.sorted_keys import SortedKeys, arrow_indices, arrow_numpy, map_file, mapped, prefix_strings
 
 # Node columns recall reads (TenantReader.nodes' columns, plus aliases).
 NODE_ROW_COLS = (
@@ -232,10 +232,10 @@ def decode(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=pa.schema([schema.field(c) for c in table.column_names]))
 
 
-def read_arrow(path: Path) -> tuple[pa.Table, pa.MemoryMappedFile]:
-    """The table of an Arrow IPC file, zero-copy over a memory map (kept alive by the returned map)."""
-    mm = pa.memory_map(str(path))
-    return pa.ipc.open_file(mm).read_all(), mm
+def read_arrow(path: Path, random: bool = True) -> pa.Table:
+    """The table of an Arrow IPC file, zero-copy over a memory map (sorted_keys.map_file; the table's buffers
+    keep it alive)."""
+    return pa.ipc.open_file(pa.py_buffer(map_file(path, random))).read_all()
 
 
 def write_segment(
@@ -305,38 +305,40 @@ def fsync_tree(folder: Path) -> None:
 
 
 class Segment:
-    """One segment, opened: every file mapped at once (a reader that holds it keeps it after a swap)."""
+    """One segment, opened: every file mapped at once (a reader that holds it keeps it after a swap). `random`:
+    the maps are advised for random reads, as a query makes them (sorted_keys.map_file); False for a reader that
+    scans whole columns."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, random: bool = True) -> None:
         self.folder = folder
         self.name = folder.name
         self.meta = json.loads((folder / "meta.json").read_text("utf-8"))
-        self._maps: list[pa.MemoryMappedFile] = []
+        self.random = random
         self.nodes = self._arrow("nodes.arrow")
         self._node_id_col = self.nodes.column("id") if "id" in self.nodes.column_names else None
-        self.node_keys = SortedKeys.open(folder / "nodes.keys.npy", self._node_id_col)
+        self.node_keys = SortedKeys.open(folder / "nodes.keys.npy", self._node_id_col, random)
         self.node_slot = arrow_numpy(self.nodes.column("slot"))
-        self.node_postings = Postings(folder, "node")
+        self.node_postings = Postings(folder, "node", random)
         self.names = self._arrow("names.arrow")
-        self.name_keys = SortedKeys.open(folder / "names.keys.npy", self.names.column("name"))
+        self.name_keys = SortedKeys.open(folder / "names.keys.npy", self.names.column("name"), random)
         try:  # a damaged graph drops stage C only (seed 004 §18): the error is raised when the graph is asked for
-            self.adjacency: Adjacency | None = Adjacency(folder)
+            self.adjacency: Adjacency | None = Adjacency(folder, random)
             self.adjacency_error: Exception | None = None
         except Exception as e:  # noqa: BLE001
             if isinstance(e, FileNotFoundError) and not (folder / "meta.json").exists():
                 raise  # not damage: a writer removed this segment while it opened (open_version opens CURRENT again)
             self.adjacency, self.adjacency_error = None, e
         self.chunks = self._arrow("chunks.arrow")
-        self.chunk_keys = SortedKeys.open(folder / "chunks.keys.npy", self.chunks.column("id"))
-        self.raw_doc_chunk = mapped(folder / "raw_doc_chunk.npy")
-        self.raw_postings = Postings(folder, "raw")
+        self.chunk_keys = SortedKeys.open(folder / "chunks.keys.npy", self.chunks.column("id"), random)
+        self.raw_doc_chunk = mapped(folder / "raw_doc_chunk.npy", random)
+        self.raw_postings = Postings(folder, "raw", random)
         self.messages = self._arrow("messages.arrow")
         keys = self._arrow("msg_keys.arrow").column("key")
-        self.msg_keys = SortedKeys.open(folder / "msg_keys.keys.npy", keys)
+        self.msg_keys = SortedKeys.open(folder / "msg_keys.keys.npy", keys, random)
         self.msg_key_strings = keys
-        self.msg_ptr = mapped(folder / "msg_ptr.npy")
-        self.msg_hash = mapped(folder / "msg_hash.npy")
-        self.removed_slots = mapped(folder / "removed_slots.npy")
+        self.msg_ptr = mapped(folder / "msg_ptr.npy", random)
+        self.msg_hash = mapped(folder / "msg_hash.npy", random)
+        self.removed_slots = mapped(folder / "removed_slots.npy", random)
         self.removed_chunks = frozenset(self._arrow("removed_chunks.arrow").column("key").to_pylist())
         self.removed_msgs = frozenset(self._arrow("removed_msgs.arrow").column("key").to_pylist())
 
@@ -354,9 +356,7 @@ class Segment:
         return self.adjacency
 
     def _arrow(self, name: str) -> pa.Table:
-        table, mm = read_arrow(self.folder / name)
-        self._maps.append(mm)
-        return table
+        return read_arrow(self.folder / name, self.random)
 
     def node_ids(self, rows: np.ndarray) -> list[str]:
         """The ids of node rows `rows`."""

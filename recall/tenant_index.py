@@ -83,9 +83,9 @@ def read_current(folder: Path) -> dict | None:
 
 
 class Version:
-    """One version of one tenant's index, opened."""
+    """One version of one tenant's index, opened (`random`: see Segment)."""
 
-    def __init__(self, folder: Path, manifest: dict, tenant: str) -> None:
+    def __init__(self, folder: Path, manifest: dict, tenant: str, random: bool = True) -> None:
         if manifest.get("tenant") != tenant:
             raise ValueError(f"{folder} holds the index of another tenant")
         if manifest.get("format") != FORMAT:
@@ -96,7 +96,7 @@ class Version:
         self.folder = folder
         self.manifest = manifest
         self.tenant = tenant
-        self.segments = [Segment(folder / name) for name in manifest["segments"]]
+        self.segments = [Segment(folder / name, random) for name in manifest["segments"]]
         self.n_slots = int(manifest["n_slots"])
         self.edge_types = manifest["edge_types"]
         self.single = len(self.segments) == 1

@@ -20,7 +20,7 @@ from recall import index_build, index_commit, recall, segment
 from recall.index import build_indexes
 from recall.query import query_keywords
 from recall.store import tenant_reader
-from recall.tenant_index import FORMAT, open_tenant_index, recall_dir, tenant_dir
+from recall.tenant_index import FORMAT, TenantIndex, Version, open_tenant_index, recall_dir, tenant_dir
 from recall_fixtures import LakeBuilder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -427,9 +427,9 @@ def test_a_reader_opening_a_version_a_writer_removes_opens_the_new_one(tmp_path:
     else:  # "adjacency", "half_removed": the writer runs while the reader maps the old segment's graph
         from recall.graph_csr import Adjacency as real_adjacency
 
-        def adjacency(seg_folder: Path) -> Any:
+        def adjacency(seg_folder: Path, *a: Any) -> Any:
             race()
-            return real_adjacency(seg_folder)
+            return real_adjacency(seg_folder, *a)
 
         monkeypatch.setattr(segment, "Adjacency", adjacency)
     reader = open_tenant_index(lake.index_dir, "alice")
@@ -595,3 +595,47 @@ def test_recall_imports_neither_pandas_nor_igraph(tmp_path: Path) -> None:
     hits, loaded = out.strip().rsplit("] ", 1)
     assert loaded == "[]", out
     assert sum(int(n) for n in hits.strip("[").split(",")) > 10 and hits.endswith(", 0"), out
+
+
+def _random_advice(folder: Path) -> dict[str, set[bool]]:
+    """Per file of `folder` this process has mapped: whether each map is advised for random reads (VmFlags "rr" in
+    /proc/self/smaps: MADV_RANDOM)."""
+    out: dict[str, set[bool]] = {}
+    path = None
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split(maxsplit=5)
+        if (
+            len(head) >= 5 and "-" in head[0] and ":" in head[3]
+        ):  # a mapping's header: range perms offset dev inode [path]
+            path = Path(head[5]) if len(head) == 6 else None
+        elif line.startswith("VmFlags:") and path is not None and path.parent == folder:
+            out.setdefault(path.name, set()).add("rr" in line.split()[1:])
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads the maps' advice from Linux's /proc")
+def test_a_query_maps_the_index_for_random_reads_and_the_writer_for_whole_columns(tmp_path: Path) -> None:
+    """A query reads a few rows spread over whole columns: its maps are advised MADV_RANDOM, so a cold page fault
+    reads one page, not the device's read-ahead window (at 1M messages a cold query read ~1 GB of the 1.3 GB
+    index). The writer's comparison scans whole columns and keeps read-ahead."""
+    lake, _ = _build(tmp_path, [ROUNDS[0]])
+    reader = open_tenant_index(lake.index_dir, "alice")
+    assert reader is not None
+    seg = reader.v.folder / reader.v.manifest["segments"][0]
+    advice = _random_advice(seg)
+    mapped_files = {
+        "nodes.arrow",
+        "nodes.keys.npy",
+        "node_post_doc.npy",
+        "adj_nbr.npy",
+        "chunks.arrow",
+        "messages.arrow",
+    }
+    assert mapped_files <= advice.keys()
+    assert all(flags == {True} for flags in advice.values()), advice
+
+    scan = TenantIndex(Version(reader.v.folder, reader.v.manifest, "alice", random=False))
+    both = _random_advice(seg)
+    assert all(both[name] == {True, False} for name in mapped_files), both
+    ids = scan.v.segments[0].node_ids(np.arange(scan.v.segments[0].nodes.num_rows))
+    assert len(ids) > 10 and scan.nodes(ids) == reader.nodes(ids)  # the same rows either way

@@ -120,3 +120,26 @@ def test_adjacency_weights_are_exact_through_the_table_and_past_it(tmp_path: Pat
         assert (tmp_path / name / "adj_wtab.npy").exists() == (name == "few")
         assert np.array_equal(got.weights(0, n), w) and np.array_equal(got.code, a.code)
         assert np.array_equal(got.weights(10, 20), w[10:20])
+
+
+@pytest.mark.parametrize(
+    "arr",
+    [
+        np.arange(1000, dtype=np.int64),
+        np.array([3, 1, 65535], dtype=np.uint16),
+        np.array([b"n_a", b"n_bc", b""], dtype="S4"),
+        np.asfortranarray(np.arange(12, dtype=np.float64).reshape(3, 4)),
+        np.zeros(0, dtype=np.int32),
+        np.zeros((0, 3), dtype=np.uint64),
+    ],
+    ids=["int64", "uint16", "bytes", "fortran-2d", "empty", "empty-2d"],
+)
+@pytest.mark.parametrize("random", [True, False])
+def test_mapped_reads_a_npy_file_as_numpy_does_and_read_only(tmp_path: Path, arr: np.ndarray, random: bool) -> None:
+    from recall.sorted_keys import mapped
+
+    np.save(tmp_path / "a.npy", arr)
+    got = mapped(tmp_path / "a.npy", random)
+    assert type(got) is np.ndarray and got.dtype == arr.dtype and got.shape == arr.shape
+    assert np.array_equal(got, np.load(tmp_path / "a.npy"))
+    assert got.flags.f_contiguous == arr.flags.f_contiguous and not got.flags.writeable
