@@ -16,11 +16,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar, cast
-
-import duckdb
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from raw_store.lake import Lake
+
+if TYPE_CHECKING:  # imported where a connection is made: recall's own index needs none (~90 ms of a cold CLI)
+    import duckdb
 
 T = TypeVar("T")
 
@@ -53,6 +54,8 @@ def fts_extension_path(version: str | None = None) -> str:
 
     Raises ImportError when the duckdb-ext-fts wheel for this DuckDB version is not installed.
     """
+    import duckdb
+
     version = version or duckdb.__version__
     spec = importlib.util.find_spec("duckdb_ext")
     roots = list(spec.submodule_search_locations) if spec and spec.submodule_search_locations else []
@@ -68,6 +71,8 @@ def lake_sql(lake: Lake) -> duckdb.DuckDBPyConnection:
     local files, or on object storage through the lake's fsspec file system registered in DuckDB (no httpfs
     extension: it cannot be downloaded here). Every tenant's rows: for operators, not for a tenant (see
     tenant_sql). The views name the files there are when it opens; reopen after a materialization."""
+    import duckdb
+
     from r2g.lake_graph import lake_views
     from raw_store.lake import is_remote
 
@@ -88,6 +93,8 @@ def connect(path: Path | str | None, read_only: bool) -> duckdb.DuckDBPyConnecti
     connection is still open. Attaching gives each reader the file that is at
     `path` right now, and a reader holding the old file keeps reading it.
     """
+    import duckdb
+
     ext = fts_extension_path()
     if path is None or not read_only:
         # memctl's own connections (they run no user SQL): once DuckDB has checked the extension file's signature
@@ -325,6 +332,8 @@ def tenant_sql(lake: Lake, tenant: str) -> duckdb.DuckDBPyConnection:
     are switched off and the configuration locked, so no statement can ATTACH the index again or read
     the lake's Parquet: other tenants' data is unreachable, not just filtered. (Memory: one tenant's tables.)
     """
+    import duckdb
+
     if not tenant:
         raise ValueError("tenant is required")
     path = lake.duckdb_path

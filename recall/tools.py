@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import date, datetime, timedelta
+from functools import cache
 from typing import Any
-
-import jsonschema
 
 from raw_store.lake import Lake
 from recall.engine import recall
@@ -89,7 +88,14 @@ SEARCH_MEMORIES: Mapping[str, Any] = {
     },
 }
 
-_VALIDATOR = jsonschema.Draft202012Validator(SEARCH_MEMORIES["function"]["parameters"])
+
+@cache
+def _validator() -> Any:
+    """The arguments' JSON Schema validator, made with the first call: jsonschema takes ~90 ms to import, which every
+    `memctl recall` paid for parse_when alone."""
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(SEARCH_MEMORIES["function"]["parameters"])
 
 
 class ToolArgumentError(ValueError):
@@ -122,7 +128,9 @@ def parse_arguments(arguments: Mapping[str, Any] | str) -> dict[str, Any]:
             raise ToolArgumentError(f"arguments are not JSON: {e.msg}") from None
     if not isinstance(arguments, Mapping):
         raise ToolArgumentError("arguments must be a JSON object")
-    error = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(arguments))
+    import jsonschema
+
+    error = jsonschema.exceptions.best_match(_validator().iter_errors(arguments))
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "arguments"
         raise ToolArgumentError(f"{where}: {error.message}")

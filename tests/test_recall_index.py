@@ -580,14 +580,21 @@ def test_an_index_of_another_format_is_not_read_and_recall_answers_from_duckdb(t
 
 
 def test_recall_imports_neither_pandas_nor_igraph(tmp_path: Path) -> None:
-    """A query (with and without hits) loads no pandas (~0.3 s: some pyarrow calls import it) and no igraph
-    (which imports matplotlib, ~1 s): both would land on a cold `memctl recall`."""
+    """A query (with and without hits, then through the CLI) loads no pandas (~0.3 s: some pyarrow calls import
+    it), no igraph (which imports matplotlib, ~1 s), no DuckDB and no jsonschema (~90 ms each: recall reads its own
+    index, and the CLI parses --since without the tool schema): all would land on a cold `memctl recall`."""
     lake, _ = _build(tmp_path, [ROUNDS[0]])
+    heavy = ("pandas", "igraph", "matplotlib", "duckdb", "jsonschema")
     code = (
-        "import sys\nfrom pathlib import Path\nfrom raw_store.lake import Lake\nfrom recall import recall\n"
+        "import contextlib, io, sys\nfrom pathlib import Path\nfrom raw_store.lake import Lake\nfrom recall import recall\n"
+        "from assets.cli import main\n"
         f"lake = Lake(Path({str(lake.root)!r}))\n"
         "hits = [len(recall(q, 'alice', k=8, lake=lake)) for q in [*sys.argv[1:], 'zzzqqq nothing']]\n"
-        "print(hits, sorted(m for m in ('pandas', 'igraph', 'matplotlib') if m in sys.modules))\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        f"    rc = main(['--data', {str(lake.root)!r}, 'recall', sys.argv[1], '--tenant', 'alice', '--json', '--no-log',"
+        " '--since', '2020-01-01'])\n"
+        "assert rc == 0 and out.getvalue().startswith('['), out.getvalue()\n"
+        f"print(hits, sorted(m for m in {heavy!r} if m in sys.modules))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code, *QUERIES], capture_output=True, text=True, check=True, cwd=ROOT
