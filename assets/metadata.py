@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
+import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from raw_store.frames import as_frame
 
@@ -357,19 +359,35 @@ def write_keys(table: pa.Table, path: Path) -> None:
 
 
 def key_change(previous: pa.Table | None, current: pa.Table, kind: str) -> TableChange:
-    """Compare the `kind` rows of two KEYS tables (previous None: first run, everything is added)."""
-    import polars as pl
+    """Compare the `kind` rows of two KEYS tables (previous None: first run, everything is added).
 
-    now = as_frame(current).filter(pl.col("kind") == kind)
+    On the sorted hashes (row_keys writes them sorted) with numpy: grouping and fully joining the edges' 15M hashes
+    at 1M messages took ~20 CPU-s, a merge of two sorted arrays takes well under one."""
     if previous is None or previous.num_rows == 0:
-        return TableChange(now.height, now.height, 0, 0)
-    before = as_frame(previous).filter(pl.col("kind") == kind)
-    now, before = (t.group_by("h").agg(pl.col("refs").max()) for t in (now, before))  # (colliding keys: one)
-    joined = now.join(before, on="h", how="full", suffix="_before", coalesce=True)
-    added = joined.filter(pl.col("refs_before").is_null()).height
-    removed = joined.filter(pl.col("refs").is_null()).height
-    merged = joined.filter(pl.col("refs") > pl.col("refs_before")).height
-    return TableChange(now.height, added, merged, removed)
+        n = int(pc.sum(pc.equal(current.column("kind"), kind)).as_py() or 0)
+        return TableChange(n, n, 0, 0)
+    now_h, now_refs = _max_refs_by_hash(current, kind)
+    before_h, before_refs = _max_refs_by_hash(previous, kind)
+    at = np.minimum(np.searchsorted(before_h, now_h), max(len(before_h) - 1, 0))
+    found = before_h[at] == now_h if len(before_h) else np.zeros(len(now_h), bool)
+    matched = int(found.sum())
+    merged = int((now_refs[found] > before_refs[at[found]]).sum())
+    return TableChange(len(now_h), len(now_h) - matched, merged, len(before_h) - matched)
+
+
+def _max_refs_by_hash(keys: pa.Table, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct hashes of the `kind` rows of a KEYS table, ascending, and the largest refs of each (colliding
+    keys count as one)."""
+    rows = keys.filter(pc.equal(keys.column("kind"), kind))
+    h = rows.column("h").to_numpy()
+    refs = pc.fill_null(rows.column("refs"), 0).to_numpy()
+    if len(h) > 1 and not (h[1:] >= h[:-1]).all():  # a file written otherwise: sorted here
+        order = np.argsort(h, kind="stable")
+        h, refs = h[order], refs[order]
+    if not len(h):
+        return h, refs
+    starts = np.flatnonzero(np.concatenate([[True], h[1:] != h[:-1]]))
+    return h[starts], np.maximum.reduceat(refs, starts)
 
 
 def table_change(previous: pa.Table | None, current: pa.Table) -> TableChange:

@@ -10,15 +10,19 @@ import xml.etree.ElementTree as ET
 import dagster as dg
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from assets.definitions import defs
 from assets.metadata import (
     BLUE,
+    KEYS,
     RunChanges,
     TableChange,
     bar_chart_svg,
     degree_chart_svg,
     degrees,
+    key_change,
     svg_markdown,
     table_change,
     tier_flow_svg,
@@ -184,3 +188,42 @@ def test_every_asset_has_a_one_line_description_kinds_and_owners() -> None:
         assert 20 <= len(first) <= 200, (key, first)
         assert node.kinds, key
         assert node.owners == ["team:memory"], key
+
+
+def _key_change_by_join(previous: pa.Table | None, current: pa.Table, kind: str) -> TableChange:
+    """key_change's meaning spelled out in polars: the `kind` rows grouped by hash (largest refs), fully joined."""
+    import polars as pl
+
+    now = pl.from_arrow(current).filter(pl.col("kind") == kind)
+    if previous is None or previous.num_rows == 0:
+        return TableChange(now.height, now.height, 0, 0)
+    before = pl.from_arrow(previous).filter(pl.col("kind") == kind)
+    now, before = (t.group_by("h").agg(pl.col("refs").max()) for t in (now, before))
+    joined = now.join(before, on="h", how="full", suffix="_before", coalesce=True)
+    return TableChange(
+        now.height,
+        joined.filter(pl.col("refs_before").is_null()).height,
+        joined.filter(pl.col("refs") > pl.col("refs_before")).height,
+        joined.filter(pl.col("refs").is_null()).height,
+    )
+
+
+_KEY_ROWS = st.lists(st.tuples(st.sampled_from(["n", "e"]), st.integers(0, 40), st.integers(0, 5)), max_size=60)
+
+
+@settings(max_examples=200, deadline=None)
+@given(before=_KEY_ROWS, now=_KEY_ROWS, first_run=st.booleans(), sort_before=st.booleans(), sort_now=st.booleans())
+def test_key_change_counts_as_a_join_of_the_grouped_hashes(before, now, first_run, sort_before, sort_now) -> None:
+    """Colliding hashes (small range), rows of both kinds mixed, a previous file sorted or not: the sorted merge
+    counts what a full join of the hashes grouped by their largest refs counts."""
+
+    def keys(rows: list, ordered: bool) -> pa.Table:
+        rows = sorted(rows, key=lambda r: (r[0], r[1])) if ordered else rows
+        return pa.table(
+            {"kind": [r[0] for r in rows], "h": [r[1] for r in rows], "refs": [r[2] for r in rows]}, schema=KEYS
+        )
+
+    previous = None if first_run else keys(before, sort_before)
+    current = keys(now, sort_now)
+    for kind in ("n", "e"):
+        assert key_change(previous, current, kind) == _key_change_by_join(previous, current, kind)
