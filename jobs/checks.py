@@ -178,13 +178,15 @@ def tiers_monotone(nodes: pa.Table, promotions: pa.Table, config: TierConfig | N
     hist = p.with_columns(
         pl.col("_row").min().over(key).alias("_first"), pl.col("at").fill_null(datetime.min).alias("_at")
     ).sort(["_first", "_at", "_row"])
-    hist = hist.with_columns(
-        pl.col("to_tier").shift(1).over(key).alias("_before"), pl.int_range(pl.len()).over(key).alias("_k")
-    )
-    broken = hist.filter((pl.col("_k") > 0) & pl.col("from_tier").ne_missing(pl.col("_before"))).select(
+    # sorted so, a node's rows are consecutive and `_first` names the node: the row before is the node's previous
+    # one where `_first` repeats (shift and int_range `.over(key)` on the id strings took 10.6 s at 1M messages)
+    same = (pl.col("_first") == pl.col("_first").shift(1)).fill_null(False)
+    broken = hist.filter(same & pl.col("from_tier").ne_missing(pl.col("to_tier").shift(1))).select(
         *cols, pl.lit("broken_chain").alias("problem")
     )
-    last = hist.group_by(key, maintain_order=True).agg(pl.col("to_tier").last().alias("last_to_tier"))
+    last = hist.filter((pl.col("_first") != pl.col("_first").shift(-1)).fill_null(True)).select(
+        *key, pl.col("to_tier").alias("last_to_tier")
+    )
     n = as_frame(nodes.select(["tenant", "id", "tier"]))
     ended = (
         n.join(last, left_on=["tenant", "id"], right_on=key, how="inner", maintain_order="left", nulls_equal=True)

@@ -527,3 +527,82 @@ def test_tiers_monotone_catches_a_broken_chain_and_a_stale_tier() -> None:
     stale = res[0].nodes
     outcome = tiers_monotone(stale, history)
     assert not outcome.passed and outcome.examples[0]["problem"] == "tier_not_last_promotion"
+
+
+def _monotone_by_hand(nodes: list[dict], history: list[dict], config: TierConfig) -> tuple[int, list[dict]]:
+    """tiers_monotone's rules spelled out row by row: (failures, the first five problems: rows, chains, ends)."""
+    rank = {t: i for i, t in enumerate(("short", "mid", "long"))}
+    cols = ["tenant", "node_id", "from_tier", "to_tier", "reason", "at"]
+    per_row, broken, ended = [], [], []
+    for r in history:
+        unknown = r["to_tier"] not in rank or (r["from_tier"] is not None and r["from_tier"] not in rank)
+        excused = any(word in (r["reason"] or "") for word in config.demotion_reasons)
+        demoted = not unknown and r["from_tier"] is not None and rank[r["to_tier"]] < rank[r["from_tier"]]
+        if unknown or (demoted and not excused):
+            per_row.append(
+                {**{c: r[c] for c in cols}, "problem": "unknown_tier" if unknown else "demoted_without_reason"}
+            )
+    by_node: dict[tuple, list[tuple[int, dict]]] = {}
+    for k, r in enumerate(history):  # keys in order of first appearance
+        by_node.setdefault((r["tenant"], r["node_id"]), []).append((k, r))
+    last = {}
+    for key, rows in by_node.items():
+        rows.sort(key=lambda kr: (kr[1]["at"] or datetime.min, kr[0]))  # undated first, ties in table order
+        for (_, before), (_, r) in zip(rows, rows[1:]):
+            if r["from_tier"] != before["to_tier"]:
+                broken.append({**{c: r[c] for c in cols}, "problem": "broken_chain"})
+        last[key] = rows[-1][1]["to_tier"]
+    for n in nodes:
+        key = (n["tenant"], n["id"])
+        if key in last and last[key] != n["tier"]:
+            ended.append(
+                {**dict(zip(("tenant", "node_id", "tier"), (*key, n["tier"]))), "last_to_tier": last[key]}
+                | {"problem": "tier_not_last_promotion"}
+            )
+    return len(per_row) + len(broken) + len(ended), (per_row[:5] + broken[:5] + ended[:5])[:5]
+
+
+_HISTORY_ROW = st.fixed_dictionaries(
+    {
+        "tenant": st.sampled_from(["a", "b"]),
+        "node_id": st.sampled_from(["n1", "n2", "n3", "n4"]),
+        "from_tier": st.sampled_from([None, "short", "mid", "long", "huge"]),
+        "to_tier": st.sampled_from(["short", "mid", "long", "tiny"]),
+        "reason": st.sampled_from([None, "downvote", "age>=30d"]),
+        "at": st.sampled_from([None, D0, D0 + H, D0 + 2 * H]),  # ties and undated rows
+    }
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    history=st.lists(_HISTORY_ROW, max_size=25),
+    tiers=st.dictionaries(
+        st.tuples(st.sampled_from(["a", "b"]), st.sampled_from(["n1", "n2", "n3", "n4", "n5"])),
+        st.sampled_from(["short", "mid", "long"]),
+    ),
+)
+def test_tiers_monotone_agrees_with_the_rules_row_by_row(history: list[dict], tiers: dict) -> None:
+    config = TierConfig()
+    nodes = [{"tenant": t, "id": i, "tier": tier} for (t, i), tier in tiers.items()]
+    node_table = pa.Table.from_pylist(
+        nodes, schema=pa.schema([("tenant", pa.string()), ("id", pa.string()), ("tier", pa.string())])
+    )
+    promotions = pa.Table.from_pylist(
+        [
+            {
+                **r,
+                "from_category": None,
+                "to_category": None,
+                "from_status": None,
+                "to_status": None,
+                "provenance": PROMOTION,
+            }
+            for r in history
+        ],
+        schema=PROMOTIONS,
+    )
+    outcome = tiers_monotone(node_table, promotions, config)
+    failures, examples = _monotone_by_hand(nodes, history, config)
+    assert (outcome.failures, outcome.passed) == (failures, failures == 0)
+    assert outcome.examples == examples
