@@ -36,7 +36,7 @@ from jobs.sparsify import SparsifyConfig, sparsify
 from jobs.tiers import TierConfig, promote
 from jobs.versions import VersionConfig, version_facts
 from r2g.schema import EDGES, NODES
-from raw_store.frames import as_frame, in_place, sort_stable
+from raw_store.frames import as_frame, in_place, sort_stable, sorted_by
 from raw_store.lake import conform
 
 
@@ -344,9 +344,10 @@ def _sorted(table: pa.Table, schema: pa.Schema) -> pa.Table:
 def _key_order(table: pa.Table) -> pa.Array | None:
     """The row numbers that sort `table` by (tenant, id), ties in table order; None when it is in that order (polars'
     stable sort on all cores: Arrow's string sort is single-threaded and was ~15 % of a 100k-message consolidation)."""
-    order = sort_stable(
-        as_frame(table.select(["tenant", "id"])).with_row_index("_row"), ["tenant", "id"], nulls_last=True
-    ).get_column("_row")
+    keys = as_frame(table.select(["tenant", "id"]))
+    if sorted_by(keys, ["tenant", "id"]):
+        return None
+    order = sort_stable(keys.with_row_index("_row"), ["tenant", "id"], nulls_last=True).get_column("_row")
     return None if in_place(order) else order.to_arrow()
 
 
@@ -363,5 +364,6 @@ def _dedup_sorted(table: pa.Table, keys: list[str]) -> pa.Table:
     """One row per key (the first in sort order), sorted by the keys: accumulating tables stay idempotent."""
     if table.num_rows == 0:
         return table
-    table = table.take(pc.sort_indices(table, sort_keys=[(k, "ascending") for k in keys]))
+    if not sorted_by(as_frame(table.select(keys)), keys):
+        table = table.take(pc.sort_indices(table, sort_keys=[(k, "ascending") for k in keys]))
     return _first_of_each(table, keys)

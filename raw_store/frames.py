@@ -28,3 +28,21 @@ def in_place(order: pa.Array | pl.Series) -> bool:
     s = order if isinstance(order, pl.Series) else cast(pl.Series, pl.from_arrow(order))
     rows = pl.int_range(s.len(), eager=True, dtype=cast(pl.datatypes.IntegerType, s.dtype))  # row numbers' own type
     return bool((s == rows).all())
+
+
+def sorted_by(frame: pl.DataFrame, keys: list[str]) -> bool:
+    """Whether the rows of `frame` are in ascending order of `keys` (strings, integers or times; ties allowed, nulls
+    last): then a stable sort by them would leave every row where it is. One pass of comparisons with the row before,
+    against a sort's O(n log n) on strings (Arrow's is single-threaded: 5.3 s for the 17M edge keys of a 1M-message
+    lake)."""
+    if frame.height < 2:
+        return True
+    out_of_order, tie = pl.lit(False), pl.lit(True)
+    for key in keys:
+        now, before = pl.col(key), pl.col(key).shift(1)
+        # at the first key where a row differs from the one before, it must not be smaller (a null is the largest)
+        smaller = (now.is_not_null() & before.is_null()) | (now < before).fill_null(False)
+        out_of_order = out_of_order | (tie & smaller)
+        tie = tie & now.eq_missing(before)
+    first = pl.int_range(pl.len()) == 0  # the first row has no row before it
+    return not frame.select((out_of_order & ~first).any()).item()

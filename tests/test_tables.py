@@ -7,12 +7,13 @@ from datetime import datetime
 import duckdb
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from r2g.lake_graph import lake_docs, lake_views, layer_dir, read_graph, read_graph_tables, read_lake_table
 from r2g.schema import EDGES, NODE_STATE, NODES
-from raw_store.frames import sort_stable
+from raw_store.frames import sort_stable, sorted_by
 from raw_store.lake import Lake, write_table
 from raw_store.tables import (
     REMOVED,
@@ -115,6 +116,28 @@ def test_sort_stable_is_polars_stable_multi_column_sort(pairs: list, nulls_last:
     frame = pl.DataFrame(pairs, schema={"tenant": pl.String, "id": pl.String}, orient="row").with_row_index("_row")
     want = frame.sort(["tenant", "id"], maintain_order=True, nulls_last=nulls_last)
     assert sort_stable(frame, ["tenant", "id"], nulls_last=nulls_last).equals(want)
+
+
+_KEY_ROW = st.tuples(
+    st.sampled_from(["a", "b", "é", "", None]),
+    st.sampled_from(["x", "y", "xy", "Z", None]),
+    st.integers(-2, 2) | st.none(),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_KEY_ROW, max_size=12), st.booleans(), st.integers(1, 3))
+def test_sorted_by_says_whether_arrows_stable_sort_would_leave_the_rows_in_place(
+    rows: list, presort: bool, width: int
+) -> None:
+    """Random rows (nulls, ties, non-ASCII strings, integers), half of them sorted first by polars: sorted_by agrees
+    with Arrow's stable sort (its default: nulls at the end) leaving every row where it is, on the first `width` keys."""
+    keys = ["tenant", "id", "n"][:width]
+    frame = pl.DataFrame(rows, schema={"tenant": pl.String, "id": pl.String, "n": pl.Int64}, orient="row")
+    if presort:
+        frame = frame.sort(keys, maintain_order=True, nulls_last=True)
+    order = pc.sort_indices(frame.to_arrow(), sort_keys=[(k, "ascending") for k in keys])
+    assert sorted_by(frame, keys) == (order.to_pylist() == list(range(frame.height)))
 
 
 def conform_small(frame: pl.DataFrame) -> pa.Table:
