@@ -271,3 +271,16 @@ def test_context_items_of_a_file_batch_are_its_contexts_rows(seed) -> None:
     batch = pl.from_arrow(context_items(batch_nodes, g.edges))
     mine = items.join(file_eps.rename({"id": "context"}), on=["tenant", "context"], how="semi")
     assert batch.join(file_eps.rename({"id": "context"}), on=["tenant", "context"], how="semi").equals(mine)
+
+
+@fuzz_settings(15)
+@given(SEEDS)
+def test_context_items_do_not_depend_on_the_order_of_the_nodes(seed) -> None:
+    """Nodes in (tenant, id) order (integer codes sorted) and shuffled (the strings sorted) give the same table."""
+    g = random_graph(seed, episodes=30, tenants=3)
+    ordered = g.nodes.take(pc.sort_indices(g.nodes, sort_keys=[("tenant", "ascending"), ("id", "ascending")]))
+    shuffled = g.nodes.take(pa.array(random.Random(seed).sample(range(g.nodes.num_rows), g.nodes.num_rows)))
+    items = context_items(ordered, g.edges)
+    assert items.num_rows and items.equals(context_items(shuffled, g.edges))
+    keys = pl.from_arrow(items)
+    assert keys.equals(keys.sort(["tenant", "context", "item"]))
