@@ -227,3 +227,21 @@ def test_key_change_counts_as_a_join_of_the_grouped_hashes(before, now, first_ru
     current = keys(now, sort_now)
     for kind in ("n", "e"):
         assert key_change(previous, current, kind) == _key_change_by_join(previous, current, kind)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    ids=st.sets(st.sampled_from("abcdefgh"), max_size=8),
+    ends=st.lists(st.tuples(st.sampled_from("abcdefghxy"), st.sampled_from("abcdefghxy")), max_size=30),
+)
+def test_degrees_are_the_edge_ends_counted_per_node(ids: set, ends: list) -> None:
+    """x, y: ends that are no node (RawChunks); self-loops count twice."""
+    count = {i: sum((s == i) + (d == i) for s, d in ends) for i in ids}
+    want: dict[int, int] = {}
+    for k in count.values():
+        want[k] = want.get(k, 0) + 1
+    edges = pa.table(
+        {"src": [s for s, _ in ends], "dst": [d for _, d in ends]},
+        schema=pa.schema([("src", pa.string()), ("dst", pa.string())]),
+    )
+    assert degrees(pa.table({"id": pa.array(sorted(ids), pa.string())}), edges) == dict(sorted(want.items()))
