@@ -2,7 +2,8 @@
 
 A *base* segment holds everything recall reads for the tenant; a *delta* holds only what changed since
 the segments before it, and names what it removes. Files (Arrow IPC files are uncompressed, so
-opening one maps it and reads nothing; .npy files open with mmap_mode="r"):
+opening one maps it and reads nothing; .npy files are mapped read-only too; a reader's maps are advised for random
+reads, sorted_keys.map_file):
 
   nodes.arrow, nodes.keys.npy     node rows recall reads, sorted by id; `slot` is the node's vertex number; the
                                   ids themselves are the keys' prefixes (an `id` column only when some id is
