@@ -36,7 +36,7 @@ from jobs.sparsify import SparsifyConfig, sparsify
 from jobs.tiers import TierConfig, promote
 from jobs.versions import VersionConfig, version_facts
 from r2g.schema import EDGES, NODES
-from raw_store.frames import as_frame, in_place, sort_stable, sorted_by
+from raw_store.frames import as_frame, key_order
 from raw_store.lake import conform
 
 
@@ -136,7 +136,7 @@ class GraphStage:
         taken: where the stage held the only reference, its graph is not held twice."""
         for name, schema in (("nodes", NODES), ("edges", EDGES)):
             table = conform(getattr(self, name), schema)
-            order = _key_order(table)
+            order = key_order(table, ["tenant", "id"])
             if order is None:
                 setattr(self, name, table)
                 continue
@@ -336,19 +336,9 @@ def concat(tables: Sequence[pa.Table | None], schema: pa.Schema) -> pa.Table:
 def _sorted(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """`table` by (tenant, id), ties in table order."""
     table = conform(table, schema)
-    order = _key_order(table)
+    order = key_order(table, ["tenant", "id"])
     # in order already (the graph usually is): no copy of it (~3 GB of a 1M-message lake's edges)
     return table if order is None else table.take(order)
-
-
-def _key_order(table: pa.Table) -> pa.Array | None:
-    """The row numbers that sort `table` by (tenant, id), ties in table order; None when it is in that order (polars'
-    stable sort on all cores: Arrow's string sort is single-threaded and was ~15 % of a 100k-message consolidation)."""
-    keys = as_frame(table.select(["tenant", "id"]))
-    if sorted_by(keys, ["tenant", "id"]):
-        return None
-    order = sort_stable(keys.with_row_index("_row"), ["tenant", "id"], nulls_last=True).get_column("_row")
-    return None if in_place(order) else order.to_arrow()
 
 
 def _first_of_each(table: pa.Table, keys: list[str]) -> pa.Table:
@@ -364,6 +354,5 @@ def _dedup_sorted(table: pa.Table, keys: list[str]) -> pa.Table:
     """One row per key (the first in sort order), sorted by the keys: accumulating tables stay idempotent."""
     if table.num_rows == 0:
         return table
-    if not sorted_by(as_frame(table.select(keys)), keys):
-        table = table.take(pc.sort_indices(table, sort_keys=[(k, "ascending") for k in keys]))
-    return _first_of_each(table, keys)
+    order = key_order(table, keys)
+    return _first_of_each(table if order is None else table.take(order), keys)

@@ -44,7 +44,7 @@ import pyarrow.compute as pc
 
 from jobs.schema import COLD_EDGES
 from r2g.schema import EDGES, NODES
-from raw_store.frames import as_frame, in_place, sorted_by
+from raw_store.frames import as_frame, key_order
 from raw_store.lake import conform
 
 PROVENANCE = "jobs.sparsify.degree_cap.v1"  # the rule set; cold rows keep each edge's own provenance
@@ -182,15 +182,13 @@ def sparsify(
     cold_mask = e.select(pl.col("row").is_in(cold_rows.get_column("row"))).to_series().to_arrow()
     # at most one copy of the hot edges: the sorted order of all edges, without the cold rows, taken once; none when
     # none is cold and the edges are in that order already (GraphStage.sort_by_key)
-    if sorted_by(e, [k for k, _ in _ORDER]):
+    order = key_order(edges, [k for k, _ in _ORDER])
+    if order is None:
         kept = edges.filter(pc.invert(cold_mask)) if cold_rows.height else edges
     else:
-        order = pc.sort_indices(edges, sort_keys=_ORDER)
         if cold_rows.height:
-            order = order.filter(
-                pc.invert(pc.is_in(order, value_set=cold_rows.get_column("row").cast(pl.UInt64).to_arrow()))
-            )
-        kept = edges if not cold_rows.height and in_place(order) else edges.take(order)
+            order = order.filter(pc.invert(pc.is_in(order, value_set=cold_rows.get_column("row").to_arrow())))
+        kept = edges.take(order)
     cold = edges.filter(cold_mask)  # row order, as cold_rows
     cold = cold.append_column("reason", cold_rows.get_column("reason").to_arrow().cast(pa.string()))
     cold = cold.append_column("capped_at", pa.array([as_of] * cold.num_rows, COLD_EDGES.field("capped_at").type))

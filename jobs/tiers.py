@@ -87,7 +87,7 @@ from jobs.promotions import promotions
 from jobs.schema import REVIEW_QUEUE
 from jobs.tier_weights import age_us, days_us, decay_rule, feedback_columns, plain_weights
 from r2g.schema import NODES
-from raw_store.frames import as_frame, in_place, sorted_by
+from raw_store.frames import as_frame, key_order
 from raw_store.lake import conform
 
 TIERS = ("short", "mid", "long")
@@ -220,11 +220,9 @@ def promote(
     """
     cfg, as_of = config or TierConfig(), _naive_utc(as_of)
     table = conform(nodes, NODES)
-    # nodes in key order already (GraphStage.sort_by_key): no sort, no copy of them
-    if not sorted_by(as_frame(table.select(["tenant", "id"])), ["tenant", "id"]):
-        order = pc.sort_indices(table, sort_keys=[("tenant", "ascending"), ("id", "ascending")])
-        if not in_place(order):
-            table = table.take(order)
+    order = key_order(table, ["tenant", "id"])
+    if order is not None:  # nodes in key order already (GraphStage.sort_by_key): no sort, no copy of them
+        table = table.take(order)
     n = (
         as_frame(table.select(_RULE_COLUMNS))
         .with_row_index("_row")

@@ -46,3 +46,13 @@ def sorted_by(frame: pl.DataFrame, keys: list[str]) -> bool:
         tie = tie & now.eq_missing(before)
     first = pl.int_range(pl.len()) == 0  # the first row has no row before it
     return not frame.select((out_of_order & ~first).any()).item()
+
+
+def key_order(table: pa.Table, keys: list[str]) -> pa.Array | None:
+    """The row numbers that sort `table` by `keys` (ascending, nulls last, ties in table order), or None when it is in
+    that order already (sorted_by: then there is nothing to sort or copy). Polars' stable sort on all cores: Arrow's
+    string sort is single-threaded (~15 % of a 100k-message consolidation when it sorted the graph)."""
+    frame = as_frame(table.select(keys))
+    if sorted_by(frame, keys):
+        return None
+    return sort_stable(frame.with_row_index("_row"), keys, nulls_last=True).get_column("_row").to_arrow()
