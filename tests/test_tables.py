@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from r2g.lake_graph import lake_docs, lake_views, layer_dir, read_graph, read_graph_tables, read_lake_table
 from r2g.schema import EDGES, NODE_STATE, NODES
-from raw_store.frames import sort_stable, sorted_by
+from raw_store.frames import key_order, sort_stable, sorted_by
 from raw_store.lake import Lake, write_table
 from raw_store.tables import (
     REMOVED,
@@ -138,6 +138,20 @@ def test_sorted_by_says_whether_arrows_stable_sort_would_leave_the_rows_in_place
         frame = frame.sort(keys, maintain_order=True, nulls_last=True)
     order = pc.sort_indices(frame.to_arrow(), sort_keys=[(k, "ascending") for k in keys])
     assert sorted_by(frame, keys) == (order.to_pylist() == list(range(frame.height)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_KEY_ROW, max_size=12), st.booleans(), st.integers(1, 3))
+def test_key_order_is_arrows_stable_sort_or_none_when_in_order(rows: list, presort: bool, width: int) -> None:
+    keys = ["tenant", "id", "n"][:width]
+    frame = pl.DataFrame(rows, schema={"tenant": pl.String, "id": pl.String, "n": pl.Int64}, orient="row")
+    if presort:
+        frame = frame.sort(keys, maintain_order=True, nulls_last=True)
+    table = frame.to_arrow()
+    arrow = pc.sort_indices(table, sort_keys=[(k, "ascending") for k in keys]).to_pylist()
+    got = key_order(table, keys)
+    assert (list(range(table.num_rows)) if got is None else got.to_pylist()) == arrow
+    assert (got is None) == sorted_by(frame, keys)
 
 
 def conform_small(frame: pl.DataFrame) -> pa.Table:
