@@ -10,6 +10,7 @@ from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -326,6 +327,10 @@ def _all_scenarios() -> Graph:
     return g
 
 
+def by_key(table: pa.Table) -> pa.Table:
+    return table.take(pc.sort_indices(table, [("tenant", "ascending"), ("id", "ascending")]))
+
+
 def test_shuffled_rows_give_the_same_output_and_a_rerun_changes_nothing() -> None:
     nodes, edges = _all_scenarios().tables()
     first = version_facts(nodes, edges)
@@ -334,9 +339,19 @@ def test_shuffled_rows_give_the_same_output_and_a_rerun_changes_nothing() -> Non
         n_idx, e_idx = list(range(nodes.num_rows)), list(range(edges.num_rows))
         rng.shuffle(n_idx)
         rng.shuffle(e_idx)
-        again = version_facts(nodes.take(n_idx), edges.take(e_idx))
-        for a, b in ((first.nodes, again.nodes), (first.edges, again.edges), (first.review_queue, again.review_queue)):
+        shuffled = edges.take(e_idx)
+        again = version_facts(nodes.take(n_idx), shuffled)
+        for a, b in ((first.nodes, again.nodes), (by_key(first.edges), by_key(again.edges))):
             assert a.equals(b)
+        assert first.review_queue.equals(again.review_queue)
+        # the edges: the input's kept rows in the input's order, then this job's in (tenant, id) order
+        ours = pc.starts_with(again.edges.column("provenance").fill_null(""), "jobs.versions.").to_pylist()
+        kept = [i for i, o in zip(again.edges.column("id").to_pylist(), ours) if not o]
+        in_input = [i for i in shuffled.column("id").to_pylist() if i in set(kept)]
+        assert kept == in_input
+        assert ours == sorted(ours)  # ours last
+        made = again.edges.filter(pa.array(ours))
+        assert made.equals(by_key(made)) and made.num_rows
     rerun = version_facts(first.nodes, first.edges)
     assert rerun.nodes.equals(first.nodes) and rerun.edges.equals(first.edges)
     assert rerun.review_queue.equals(first.review_queue)
