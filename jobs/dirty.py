@@ -270,7 +270,7 @@ def tenant_hashes(
         rows = pl.DataFrame(
             [
                 as_frame(table.select(["tenant"])).get_column("tenant"),
-                h.select(pl.struct("_k0", "_k1", "_h0", "_h1").hash(seed=7).alias("_h")).to_series(),
+                h.select(pl.struct("_k", "_h0", "_h1").hash(seed=7).alias("_h")).to_series(),
             ]
         )
         rows = rows.with_columns(pl.int_range(pl.len()).over("tenant").alias("_i"))

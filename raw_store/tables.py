@@ -324,14 +324,16 @@ def patched(table: pa.Table, patch: pa.Table, key: Sequence[str] = KEY) -> pa.Ta
 
 # Rows are matched on two 64-bit hashes of their key (the strings are never joined: a left join of the edges' string
 # keys took ~0.5 GB at 100k messages); 128 bits leave a collision among millions of keys at ~1e-26, well below the
-# 64-bit row hashes the comparison itself trusts.
-_KEY_HASHES = ["_k0", "_k1"]
+# 64-bit row hashes the comparison itself trusts. The two are one Int128 column, `_k`: polars joins it about twice as
+# fast as the pair of UInt64 columns (a left join of 3M rows 1.1 against 2.1 s), with the same 128 bits.
+_KEY_HASHES = ["_k"]
+_HIGH = pl.lit(1 << 64, dtype=pl.Int128)
 
 
 def row_hashes(
     table: pa.Table, schema: pa.Schema, key: Sequence[str] = KEY, ignore: Sequence[str] = ()
 ) -> pl.DataFrame:
-    """(_k0, _k1, _r, _h0, _h1) of every row of `table`: two hashes of its key, its row number, a hash of its columns
+    """(_k, _r, _h0, _h1) of every row of `table`: a 128-bit hash of its key, its row number, a hash of its columns
     outside `ignore` and one of those in it (what stage_and_final_overlays compares). One column is taken to polars
     at a time, so hashing a table never holds a second copy of it."""
     key = list(key)
@@ -340,14 +342,15 @@ def row_hashes(
 
 
 def _key_frame(table: pa.Table, key: list[str]) -> pl.DataFrame:
-    """(_k0, _k1, _r): the key hashes of every row of `table` and its row number."""
+    """(_k, _r): the key hash of every row of `table` (two 64-bit hashes as the high, signed, and low halves of one
+    Int128: distinct pairs give distinct values) and its row number."""
     keys = as_frame(table.select(key)).select(pl.struct(key).alias("_key"))
-    return pl.DataFrame(
-        [
-            keys.get_column("_key").hash(seed=101).alias("_k0"),
-            keys.get_column("_key").hash(seed=202).alias("_k1"),
-            pl.int_range(table.num_rows, dtype=pl.UInt32, eager=True).alias("_r"),
-        ]
+    return keys.select(
+        (
+            pl.col("_key").hash(seed=101).reinterpret(signed=True).cast(pl.Int128) * _HIGH
+            + pl.col("_key").hash(seed=202).cast(pl.Int128)
+        ).alias("_k"),
+        pl.int_range(table.num_rows, dtype=pl.UInt32).alias("_r"),
     )
 
 
@@ -369,7 +372,7 @@ def _differs(groups: int) -> pl.Expr:
 
 
 def _row_hashes(table: pa.Table, key: list[str], *groups: Sequence[str]) -> pl.DataFrame:
-    """(_k0, _k1, _r, _h0, _h1, …): _key_frame, and per group of columns one 64-bit hash a row, the columns' own
+    """(_k, _r, _h0, _h1, …): _key_frame, and per group of columns one 64-bit hash a row, the columns' own
     hashes (a seed each) xor-ed, much cheaper than hashing a struct of them; the table is taken to polars one column
     at a time (no copy of the whole)."""
     hashes = []
