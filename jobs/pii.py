@@ -194,13 +194,19 @@ def _candidates_of(nodes: pa.Table) -> pl.DataFrame:
         for c in TEXT_COLUMNS
     ]
     for c in LIST_COLUMNS:
-        parts.append(
+        items = (
             df.select("row", pl.col(c).alias("value"))
             .filter(pl.col("value").list.len() > 0)
             .with_columns(pl.int_ranges(pl.col("value").list.len()).alias("pos"))
             .explode("value", "pos")
-            .filter(_maybe_pii(pl.col("value")))
-            .select("row", pl.lit(c).alias("col"), pl.col("pos").cast(pl.Int64), "value")
+        )
+        # one keyword or entity name recurs on many nodes (100k messages: 1.7M keywords, 2,065 distinct), so the
+        # prefilter runs on the distinct strings
+        maybe = items.select(pl.col("value").unique()).filter(_maybe_pii(pl.col("value"))).get_column("value")
+        parts.append(
+            items.filter(pl.col("value").is_in(maybe)).select(
+                "row", pl.lit(c).alias("col"), pl.col("pos").cast(pl.Int64), "value"
+            )
         )
     return pl.concat(parts)
 
