@@ -20,6 +20,7 @@ from raw_store.tables import (
     Overlay,
     apply_overlay,
     diff_overlay,
+    key128,
     layered_table,
     part_paths,
     read_overlay,
@@ -366,3 +367,21 @@ def test_the_consolidated_graph_handed_to_the_index_step_is_the_one_its_files_gi
     state = layer_dir(lake, "consolidated") / "state.parquet"
     state.write_bytes(state.read_bytes())  # the same bytes, written again: another stamp
     assert lake_graph.read_graph_tables(lake, "consolidated")[0].equals(nodes)
+
+
+BOUNDARY_HALVES = [0, 1, (1 << 63) - 1, 1 << 63, (1 << 63) + 1, (1 << 64) - 1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, (1 << 64) - 1), st.integers(0, (1 << 64) - 1)), max_size=30))
+def test_key128_keeps_distinct_hash_pairs_distinct(pairs) -> None:
+    """The overlays join on one Int128 made of two 64-bit key hashes: it must be exactly as discriminating as the
+    pair, at the range's edges too (a high half past 2^63 is negative when read as signed)."""
+    pairs = [*pairs, *((h, low) for h in BOUNDARY_HALVES for low in BOUNDARY_HALVES)]
+    frame = pl.DataFrame(
+        {"h": [h for h, _ in pairs], "l": [low for _, low in pairs]}, schema={"h": pl.UInt64, "l": pl.UInt64}
+    )
+    keys = frame.select(key128(pl.col("h"), pl.col("l")).alias("k")).get_column("k").to_list()
+    assert len(set(keys)) == len(set(pairs))
+    # and the value is the pair's own: high (as signed) * 2^64 + low
+    assert keys == [(h - (1 << 64) if h >= 1 << 63 else h) * (1 << 64) + low for h, low in pairs]
