@@ -102,10 +102,8 @@ def prepare(nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table, messages: pa
     codes = n.select(pl.col("id"), pl.int_range(n.height, dtype=pl.UInt32).alias("_code"))
     e = as_frame(conform(edges, EDGES).select(["id", "src", "dst", "type", "weight"]))
     for end in ("src", "dst"):
-        e = e.join(codes.rename({"id": end, "_code": f"{end}_code"}), on=end, how="left", maintain_order="left")
-    e = e.filter(pl.col("src_code").is_not_null() & pl.col("dst_code").is_not_null()).with_columns(
-        pl.col("weight").fill_null(1.0), pl.col("type").fill_null("")
-    )
+        e = e.join(codes.rename({"id": end, "_code": f"{end}_code"}), on=end, how="inner", maintain_order="left")
+    e = e.with_columns(pl.col("weight").fill_null(1.0), pl.col("type").fill_null(""))
     types = pl.Enum(e["type"].unique().sort())
     half = pl.concat([_half_edges(e, "src", "dst", 0, types), _half_edges(e, "dst", "src", 1, types)])
     del e
