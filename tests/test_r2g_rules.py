@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -16,6 +19,7 @@ from r2g.rules import episode
 from r2g_signature import make_turns
 from raw_store.lake import InboxFile, Lake, outdated_stages, write_manifest
 
+ROOT = Path(__file__).resolve().parent.parent
 TS = datetime(2023, 5, 8, 13, 56)
 PROPS = fuzz_settings(200)
 
@@ -226,3 +230,18 @@ def test_name_cue_words_cover_every_name_cue(text: str) -> None:
     low = text.lower()
     if episode._NAME_CUES.search(low):
         assert any(w in low for w in episode._NAME_CUE_WORDS)
+
+
+def test_english_stop_words_are_spacys_and_load_without_importing_spacy() -> None:
+    """A graph re-derived from stored annotations (or a forget request's rebuild) reads the stop words without
+    spaCy's package import (~2.5 s): the same set as spaCy's own module, and spaCy still not imported after."""
+    code = (
+        "import sys\nfrom r2g.rules.common import _en_stop_words\n"
+        "words = _en_stop_words()\nprint(len(words), 'spacy' in sys.modules, ' '.join(sorted(words)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    n, imported, words = out.rstrip("\n").split(" ", 2)
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    assert imported == "False"
+    assert set(words.split(" ")) == set(STOP_WORDS) and int(n) == len(STOP_WORDS) > 300

@@ -4,10 +4,13 @@ expressions (r2g.rule.time.v1), the speaker entity (r2g.rule.entity.speaker.v2) 
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import sys
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
 from functools import cache
+from pathlib import Path
 
 from r2g.nlp import Annotation
 from r2g.rules.drafts import EntityRef, FactDraft, MessageCtx, Role, TimeRef
@@ -32,10 +35,22 @@ def _dedup(xs: Iterable[str | None]) -> list[str]:
 
 @cache
 def _en_stop_words() -> frozenset[str]:
-    """spaCy's English stop words, imported when the first English annotation is read (not with the rules)."""
-    from spacy.lang.en.stop_words import STOP_WORDS
+    """spaCy's English stop words, loaded when the first English annotation is read (not with the rules). Where
+    spaCy is not imported yet (a graph re-derived from stored annotations, a forget request's rebuild) the list's
+    own module is loaded from spaCy's folder: importing it through the package ran spacy/__init__, ~2.5 s of
+    thinc, pydantic and registries for one set of words."""
+    if "spacy" in sys.modules:
+        from spacy.lang.en.stop_words import STOP_WORDS
 
-    return frozenset(STOP_WORDS)
+        return frozenset(STOP_WORDS)
+    package = importlib.util.find_spec("spacy")  # a top-level package is found without being imported
+    assert package is not None and package.submodule_search_locations, "spaCy is installed (a dependency)"
+    path = Path(package.submodule_search_locations[0]) / "lang" / "en" / "stop_words.py"
+    spec = importlib.util.spec_from_file_location("_memctl_spacy_en_stop_words", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return frozenset(module.STOP_WORDS)
 
 
 def _content_tokens(ann: Annotation) -> list[str | None]:
