@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -279,24 +280,31 @@ def _like(current: object, value: object) -> object:
 
 def _without_orphaned_topics(concepts: pa.Table, nodes: pa.Table, previous: pa.Table | None) -> pa.Table:
     """A retired community's Concept is kept (archived) only while all its former members still exist: its label
-    names them, so once one is forgotten (or gone with its file) the Concept goes too."""
+    names them, so once one is forgotten (or gone with its file) the Concept goes too. A Python set of every
+    (tenant, id) took 2.9 s of a 1M-message append; only the nodes whose id some member has are looked at now."""
     if previous is None or previous.num_rows == 0 or concepts.num_rows == 0:
         return concepts
-    live = set(zip(nodes.column("tenant").to_pylist(), nodes.column("id").to_pylist()))
-    orphaned = {
-        (r["tenant"], r["concept_id"])
-        for r in previous.select(["tenant", "concept_id", "members"]).to_pylist()
-        if any((r["tenant"], m) not in live for m in r["members"] or ())
-    }
-    keep = [
-        (t, i) not in orphaned or s != "archived"
-        for t, i, s in zip(
-            concepts.column("tenant").to_pylist(),
-            concepts.column("id").to_pylist(),
-            concepts.column("status").to_pylist(),
-        )
-    ]
-    return concepts.filter(pa.array(keep, pa.bool_()))
+    members = (
+        as_frame(previous.select(["tenant", "concept_id", "members"]))
+        .filter(pl.col("members").list.len() > 0)  # a null or empty list names no member
+        .explode("members")
+    )
+    # only the nodes that could be members (a membership test over the ids in Arrow, not a frame of every key)
+    named = pa.array(members.get_column("members").drop_nulls().unique().to_list(), pa.string())
+    ids = nodes.column("id")
+    live = as_frame(nodes.select(["tenant", "id"]).filter(pc.or_(pc.is_in(ids, value_set=named), pc.is_null(ids))))
+    orphaned = (
+        members.join(live, left_on=["tenant", "members"], right_on=["tenant", "id"], how="anti", nulls_equal=True)
+        .select("tenant", pl.col("concept_id").alias("id"), pl.lit(True).alias("_orphaned"))
+        .unique(subset=["tenant", "id"])
+    )
+    keep = (
+        as_frame(concepts.select(["tenant", "id", "status"]))
+        .join(orphaned, on=["tenant", "id"], how="left", nulls_equal=True, maintain_order="left")
+        .select(~pl.col("_orphaned").fill_null(False) | pl.col("status").ne_missing("archived"))
+        .to_series()
+    )
+    return concepts if keep.all() else concepts.filter(keep.to_arrow())
 
 
 def keyword_resolver(nodes: pa.Table, min_share: float = 0.5) -> Callable[[str, str], str | None]:

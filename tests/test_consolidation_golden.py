@@ -14,7 +14,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from jobs import checks, communities, pii, rollup, rollup_parents, sparsify, tiers, versions
@@ -407,3 +407,61 @@ def test_vectorised_clip_is_r2g_clip(texts, n) -> None:
 
     got = pl.DataFrame({"s": texts}).select(rollup_parents.clip_expr(pl.col("s"), n)).to_series().to_list()
     assert got == [clip(t, n) for t in texts]
+
+
+def _orphaned_reference(concepts: pa.Table, nodes: pa.Table, previous: pa.Table) -> pa.Table:
+    """jobs.consolidate._without_orphaned_topics as it was in Python sets (before 2026-11-27)."""
+    if previous.num_rows == 0 or concepts.num_rows == 0:
+        return concepts
+    live = set(zip(nodes.column("tenant").to_pylist(), nodes.column("id").to_pylist()))
+    orphaned = {
+        (r["tenant"], r["concept_id"])
+        for r in previous.select(["tenant", "concept_id", "members"]).to_pylist()
+        if any((r["tenant"], m) not in live for m in r["members"] or ())
+    }
+    keep = [
+        (t, i) not in orphaned or s != "archived"
+        for t, i, s in zip(
+            concepts.column("tenant").to_pylist(),
+            concepts.column("id").to_pylist(),
+            concepts.column("status").to_pylist(),
+        )
+    ]
+    return concepts.filter(pa.array(keep, pa.bool_()))
+
+
+_T = st.sampled_from([None, "a", "b"])
+_ID = st.sampled_from([None, "n1", "n2", "n3", "c1", "c2"])
+
+
+@example(  # a null and an empty member list name no member; a null member is one no node has
+    live=[("a", "n1")],
+    previous=[("a", "c1", None), ("a", "c2", []), ("a", "c3", ["n1", None]), ("b", "c1", ["n1"])],
+    concepts=[("a", "c1", "archived"), ("a", "c2", "archived"), ("a", "c3", "archived"), ("b", "c1", None)],
+)
+@fuzz_settings(150)
+@given(
+    st.lists(st.tuples(_T, _ID), max_size=8),
+    st.lists(st.tuples(_T, _ID, st.one_of(st.none(), st.lists(_ID, max_size=3))), max_size=6),
+    st.lists(st.tuples(_T, _ID, st.sampled_from([None, "archived", "active"])), max_size=6),
+)
+def test_orphaned_topics_leave_as_the_reference_says(live, previous, concepts) -> None:
+    from jobs.consolidate import _without_orphaned_topics
+
+    nodes = pa.table(
+        {"tenant": [t for t, _ in live], "id": [i for _, i in live]},
+        schema=pa.schema([NODES.field("tenant"), NODES.field("id")]),
+    )
+    prev = pa.table(
+        {
+            "tenant": [t for t, _, _ in previous],
+            "concept_id": [c for _, c, _ in previous],
+            "members": [m for *_, m in previous],
+        },
+        schema=pa.schema([("tenant", pa.string()), ("concept_id", pa.string()), ("members", pa.list_(pa.string()))]),
+    )
+    conc = pa.table(
+        {"tenant": [t for t, _, _ in concepts], "id": [i for _, i, _ in concepts], "status": [s for *_, s in concepts]},
+        schema=pa.schema([NODES.field(c) for c in ("tenant", "id", "status")]),
+    )
+    assert_same(_without_orphaned_topics(conc, nodes, prev), _orphaned_reference(conc, nodes, prev))
