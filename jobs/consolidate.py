@@ -290,8 +290,8 @@ def _without_orphaned_topics(concepts: pa.Table, nodes: pa.Table, previous: pa.T
         .explode("members")
     )
     # only the nodes that could be members (a membership test over the ids in Arrow, not a frame of every key)
-    named = pa.array(members.get_column("members").drop_nulls().unique().to_list(), pa.string())
     ids = nodes.column("id")
+    named = members.get_column("members").drop_nulls().unique().to_arrow().cast(ids.type)
     live = as_frame(nodes.select(["tenant", "id"]).filter(pc.or_(pc.is_in(ids, value_set=named), pc.is_null(ids))))
     orphaned = (
         members.join(live, left_on=["tenant", "members"], right_on=["tenant", "id"], how="anti", nulls_equal=True)

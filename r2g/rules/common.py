@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import sys
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
 from functools import cache
@@ -35,14 +34,10 @@ def _dedup(xs: Iterable[str | None]) -> list[str]:
 
 @cache
 def _en_stop_words() -> frozenset[str]:
-    """spaCy's English stop words, loaded when the first English annotation is read (not with the rules). Where
-    spaCy is not imported yet (a graph re-derived from stored annotations, a forget request's rebuild) the list's
-    own module is loaded from spaCy's folder: importing it through the package ran spacy/__init__, ~2.5 s of
-    thinc, pydantic and registries for one set of words."""
-    if "spacy" in sys.modules:
-        from spacy.lang.en.stop_words import STOP_WORDS
-
-        return frozenset(STOP_WORDS)
+    """spaCy's English stop words, loaded when the first English annotation is read (not with the rules), from the
+    list's own module in spaCy's folder: importing it through the package runs spacy/__init__ (~2.5 s of thinc,
+    pydantic and registries) in processes that annotate nothing (a graph re-derived from stored annotations, a
+    forget request's rebuild)."""
     package = importlib.util.find_spec("spacy")  # a top-level package is found without being imported
     assert package is not None and package.submodule_search_locations, "spaCy is installed (a dependency)"
     path = Path(package.submodule_search_locations[0]) / "lang" / "en" / "stop_words.py"
