@@ -114,7 +114,8 @@ def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = Non
     per-tenant BM25 indexes over node and raw-passage documents. `extra_tables` ({name: schema}) names the
     consolidation tables of jobs/ to expose too. `full`: compact recall's index into new bases and rebuild the
     DuckDB file. Returns stats: {"tables": {name: rows} (when the DuckDB file was rebuilt), "tenants": n,
-    "node_docs": n, "raw_docs": n, "graphs": {tenant: {"vertices", "edges", "mode", "seconds"}}, "rebuilt": bool,
+    "node_docs": n, "raw_docs": n, "graphs": {tenant: {"vertices", "edges", "mode", "reason", "segments",
+    "seconds"}}, "rebuilt": bool,
     "seconds": s}.
     """
     t0 = time.perf_counter()
@@ -461,7 +462,7 @@ def _write_vectors(lake: Lake, nodes: pl.DataFrame, tenants: list[str]) -> dict:
 
 def _write_recall_indexes(lake: Lake, tables: dict[str, pa.Table], full: bool, docs: NodeDocs, raw: RawDocs) -> dict:
     """Recall's per-tenant index (recall.index_build) from the tables just read (emptied: build_recall_indexes takes
-    them out); {tenant: {"vertices", "edges", "mode", "seconds"}}. The igraph pickles of earlier versions
+    them out); {tenant: {"vertices", "edges", "mode", "reason", "segments", "seconds"}}. The igraph pickles of earlier versions
     (lake.graph_dir) are removed: nothing reads them."""
     import shutil
 
@@ -472,6 +473,13 @@ def _write_recall_indexes(lake: Lake, tables: dict[str, pa.Table], full: bool, d
     )
     shutil.rmtree(lake.graph_dir, ignore_errors=True)
     return {
-        t: {"vertices": s["nodes"], "edges": s["half_edges"] // 2, "mode": s["mode"], "seconds": s["seconds"]}
+        t: {
+            "vertices": s["nodes"],
+            "edges": s["half_edges"] // 2,
+            "mode": s["mode"],
+            "reason": s["reason"],
+            "segments": s["segments"],
+            "seconds": s["seconds"],
+        }
         for t, s in stats.items()
     }

@@ -5,9 +5,11 @@ messages: MESSAGES), passed by the caller. Every unit recall reads gets a hash (
 fixed seed): a node row (with the keywords its document is made of), a node's neighbour list, a chunk
 row, the messages of one chunk. The hashes are stored with the segments, so an update compares the
 new tables with what the current version holds and writes a *delta* segment with only the changed,
-added and removed units. When the deltas grow past COMPACT_SHARE of the base (or MAX_SEGMENTS
-segments, or on request, or when the hashes are not comparable: another format or polars version),
-the tables are built into a new *base* instead: the compaction.
+added and removed units. When the deltas grow past COMPACT_SHARE of the base or reach MAX_SEGMENTS
+segments, they are first merged: one delta of what changed since the base replaces them (the base is
+kept as it is, a unit changed twice counts once), as an LSM tree merges its small runs. Only when that
+is still past COMPACT_SHARE of the base (or on request, or when the hashes are not comparable: another
+format or polars version) are the tables built into a new *base*: the compaction.
 
 Every version is written into temp names, fsynced and renamed into place, then CURRENT is replaced
 (recall.tenant_index); the versions before the previous one are removed afterwards.
@@ -226,6 +228,14 @@ def current_state(v: Version) -> Current:
     )
 
 
+def base_version(v: Version) -> Version:
+    """`v`'s base segment alone, as the version it was before any delta (slots past the base's are free again;
+    the edge type list is `v`'s: a delta only appends to its base's, so the base's codes keep their meaning)."""
+    base = v.segments[0]
+    manifest = {**v.manifest, "segments": v.manifest["segments"][:1], "n_slots": base.nodes.num_rows}
+    return Version(v.folder, manifest, v.tenant, random=False)
+
+
 def _removed_after(v: Version) -> pl.DataFrame:
     """The last segment that removed each slot (slot, gone_seg)."""
     rows = [(int(x), s) for s, seg in enumerate(v.segments) for x in np.asarray(seg.removed_slots).tolist()]
@@ -394,7 +404,8 @@ def write_tenant_index(
     docs: Callable[[pl.DataFrame, str], pl.DataFrame] | None = None,
 ) -> dict:
     """Bring `tenant`'s recall index up to these tables (the tenant's rows only): nothing when they hold no
-    change, else a delta segment, or a new base when the deltas would grow past COMPACT_SHARE of the base
+    change, else a delta segment; at MAX_SEGMENTS segments or past COMPACT_SHARE of the base, the deltas merged
+    into one over the base, or a new base when what changed since the base is past COMPACT_SHARE of it
     (`compact=True`: always a new base). `docs(rows, kind)`: the FTS documents (id, doc) of the nodes (kind
     "node") or raw passages ("raw") of the ids it is given, where the caller makes them (the rest are made here).
     Returns {"mode": "unchanged" | "delta" | "base", "version", …}."""
@@ -452,9 +463,19 @@ def _write_prepared(
                     reason = f"{MAX_SEGMENTS} segments"
                 else:
                     mode, reason = "delta", ""
+                if mode == "base" and len(cur.version.segments) > 1:
+                    # the deltas merged into one over the base, as an LSM tree merges its small runs: what
+                    # changed since the base (a unit changed twice counts once), where that is still small
+                    cur = current_state(base_version(cur.version))
+                    d = diff(p, cur)
+                    if d.units <= COMPACT_SHARE * max(cur.base_units, 1):
+                        n = len(manifest["segments"]) - 1
+                        mode, reason = "delta", f"merged {n} delta{'s' * (n != 1)} ({reason})"
+                    else:
+                        reason = f"{reason}; {d.units} changed since the base > {COMPACT_SHARE:.0%} of it"
             if mode == "delta" and cur is not None and manifest is not None:  # (delta is chosen only then)
                 out = _write_delta(tmp, p, cur, d, meta, docs)
-                segments = [*manifest["segments"], name]
+                segments = [*cur.version.manifest["segments"], name]
             else:
                 out = _write_base(tmp, p, meta, docs)
                 segments = [name]

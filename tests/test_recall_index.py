@@ -345,6 +345,43 @@ def test_deltas_compact_into_a_base_past_the_threshold_and_unchanged_tables_writ
     assert len(idx.v.segments) == 1
 
 
+def test_deltas_past_the_segment_limit_merge_into_one_delta_over_the_base(tmp_path: Path, monkeypatch) -> None:
+    """At MAX_SEGMENTS the deltas are rewritten as one delta of what changed since the base (the base kept as it
+    is), where that is still under COMPACT_SHARE of it; it answers like a fresh base of the same tables. Past the
+    share, the compaction is a new base."""
+    monkeypatch.setattr(index_build, "COMPACT_SHARE", 100.0)
+    monkeypatch.setattr(index_build, "MAX_SEGMENTS", 3)
+    lake, stats = _build(tmp_path / "inc", [ROUNDS[0], ROUNDS[1], ROUNDS[2]])
+    folder = tenant_dir(lake.index_dir, "alice")
+    first = json.loads((folder / (folder / "CURRENT").read_text()).read_text())["segments"]
+    assert [s["alice"]["mode"] for s in stats] == ["base", "delta", "delta"] and len(first) == 3
+    _, stats = _build(tmp_path / "inc", [ROUNDS[1]])  # a 4th segment: the deltas merge
+    assert stats[0]["alice"]["mode"] == "delta" and stats[0]["alice"]["reason"].startswith("merged 2 deltas (")
+    current = json.loads((folder / (folder / "CURRENT").read_text()).read_text())
+    assert current["segments"][0] == first[0] and len(current["segments"]) == 2
+    assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == current["segments"]  # the old deltas removed
+    fresh, _ = _build(tmp_path / "fresh", [ROUNDS[1]])
+    assert (
+        open_tenant_index(lake.index_dir, "alice").contents() == open_tenant_index(fresh.index_dir, "alice").contents()
+    )
+    assert _answers(lake, "alice") == _answers(fresh, "alice")
+    # the merged delta numbers new nodes from the base's slots on: a next delta builds on it as on any other
+    _, stats = _build(tmp_path / "inc", [ROUNDS[2]])
+    assert stats[0]["alice"]["mode"] == "delta" and stats[0]["alice"]["segments"] == 3
+    fresh2, _ = _build(tmp_path / "fresh2", [ROUNDS[2]])
+    assert (
+        open_tenant_index(lake.index_dir, "alice").contents() == open_tenant_index(fresh2.index_dir, "alice").contents()
+    )
+    assert _answers(lake, "alice") == _answers(fresh2, "alice")
+    # more changed since the base than the share allows: a new base
+    _build(tmp_path / "inc", [ROUNDS[1]])
+    monkeypatch.setattr(index_build, "COMPACT_SHARE", 0.01)
+    _, stats = _build(tmp_path / "inc", [ROUNDS[2]])
+    assert stats[0]["alice"]["mode"] == "base" and "changed since the base" in stats[0]["alice"]["reason"]
+    assert len(json.loads((folder / (folder / "CURRENT").read_text()).read_text())["segments"]) == 1
+    assert _answers(lake, "alice") == _answers(fresh2, "alice")
+
+
 # --------------------------------------------------------------------------- atomic swap
 
 
