@@ -246,8 +246,12 @@ class RawDocs:
 
     def __init__(self, lake: Lake, chunks: pl.DataFrame) -> None:
         self.lake = lake
-        self.passages = chunks.filter(pl.col("mime").is_null() | pl.col("mime").str.starts_with("text/plain")).select(
-            "tenant", "id", "text"
+        # one row per chunk: the raw store is content-addressed, so two conversations whose chunk bytes are the same
+        # share a RawChunk id and the table holds it once per conversation (the same text: one document)
+        self.passages = (
+            chunks.filter(pl.col("mime").is_null() | pl.col("mime").str.starts_with("text/plain"))
+            .select("tenant", "id", "text")
+            .unique(subset=["tenant", "id"], keep="first", maintain_order=True)
         )
         self.done = pl.DataFrame(schema={"tenant": pl.String, "id": pl.String, "doc": pl.String})
         self._parts: pl.DataFrame | None = None

@@ -125,9 +125,9 @@ def build_segment(
     raw_doc_chunk = np.flatnonzero(passage).astype(np.int32)
     passages = chunks.filter(pl.col("passage")).select("id", "text")
     if docs is not None and passages.height:  # the partitions' documents: jieba ran on them when the file came
-        passages = passages.join(
-            docs(passages.select("id"), "raw").select("id", "doc"), on="id", how="left", maintain_order="left"
-        )
+        # one document per passage whatever `docs` gives: raw doc i must be passage i (raw_doc_chunk)
+        raw = docs(passages.select("id"), "raw").select("id", "doc").unique("id", keep="first", maintain_order=True)
+        passages = passages.join(raw, on="id", how="left", maintain_order="left")
     else:
         passages = passages.with_columns(pl.lit(None, pl.String).alias("doc"))
     memo: dict[str, list[str]] = {}

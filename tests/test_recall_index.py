@@ -382,6 +382,57 @@ def test_deltas_past_the_segment_limit_merge_into_one_delta_over_the_base(tmp_pa
     assert _answers(lake, "alice") == _answers(fresh2, "alice")
 
 
+def _shared_chunk_lake(root: Path, extra: int) -> tuple[Lake, dict[str, str]]:
+    """Two conversations of the same bytes on the same day (one content-addressed RawChunk, two raw_chunks rows),
+    then one conversation a word for `extra` words; the lake and {raw_id: text}."""
+    b = LakeBuilder(root)
+    same = [("m1", "Ann", "we met at the usual place"), ("m2", "Bo", "see you there then")]
+    b.conversation("alice", "c_a", same)
+    b.conversation("alice", "c_b", same)
+    for i, word in enumerate(SHARED_CHUNK_WORDS[:extra]):
+        b.conversation("alice", f"c{i}", [(f"w{i}", "Ann", f"I bought a {word} today")], datetime(2023, 5, 2 + i, 9))
+    return b.write(index=False), {c["id"]: c["text"] for c in b.chunks}
+
+
+SHARED_CHUNK_WORDS = [
+    "zebra",
+    "xylophone",
+    "trombone",
+    "lantern",
+    "hammock",
+    "compass",
+    "walnut",
+    "violin",
+    "kettle",
+    "blanket",
+    "saddle",
+    "teapot",
+    "bicycle",
+]
+
+
+def test_a_chunk_two_conversations_share_is_one_raw_document(tmp_path: Path, monkeypatch) -> None:
+    """The raw passage documents line up with the chunk rows they cite when the raw_chunks table holds one
+    content-addressed chunk twice (it made one document per row, and every passage sorted after it was cited as
+    its neighbour's; a base with a delta failed to open its raw statistics)."""
+    monkeypatch.setattr(index_build, "COMPACT_SHARE", 100.0)
+    lake, _ = _shared_chunk_lake(tmp_path / "inc", 12)
+    assert build_indexes(lake)["graphs"]["alice"]["mode"] == "base"
+    lake, texts = _shared_chunk_lake(tmp_path / "inc", 13)
+    assert build_indexes(lake)["graphs"]["alice"]["mode"] == "delta"
+    idx = open_tenant_index(lake.index_dir, "alice")
+    base = idx.v.segments[0]
+    assert len(base.raw_doc_chunk) == len(base.raw_postings.doc_len) == base.chunks.num_rows == 13
+    info = idx.info()
+    for word in [*SHARED_CHUNK_WORDS, "usual place"]:
+        hits = idx.raw_bm25(info, word, 3)
+        assert hits, word
+        assert word in texts[hits[0][0]], word
+    fresh, _ = _shared_chunk_lake(tmp_path / "fresh", 13)
+    build_indexes(fresh)
+    assert idx.contents() == open_tenant_index(fresh.index_dir, "alice").contents()
+
+
 # --------------------------------------------------------------------------- atomic swap
 
 
