@@ -413,8 +413,8 @@ SHARED_CHUNK_WORDS = [
 
 def test_a_chunk_two_conversations_share_is_one_raw_document(tmp_path: Path, monkeypatch) -> None:
     """The raw passage documents line up with the chunk rows they cite when the raw_chunks table holds one
-    content-addressed chunk twice (it made one document per row, and every passage sorted after it was cited as
-    its neighbour's; a base with a delta failed to open its raw statistics)."""
+    content-addressed chunk twice (it made one document per row: a passage sorted after it was cited as the chunk
+    rows before it, and a base with a delta failed to compute its raw statistics)."""
     monkeypatch.setattr(index_build, "COMPACT_SHARE", 100.0)
     lake, _ = _shared_chunk_lake(tmp_path / "inc", 12)
     assert build_indexes(lake)["graphs"]["alice"]["mode"] == "base"
