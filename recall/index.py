@@ -115,8 +115,7 @@ def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = Non
     consolidation tables of jobs/ to expose too. `full`: compact recall's index into new bases and rebuild the
     DuckDB file. Returns stats: {"tables": {name: rows} (when the DuckDB file was rebuilt), "tenants": n,
     "node_docs": n, "raw_docs": n, "graphs": {tenant: {"vertices", "edges", "mode", "reason", "segments",
-    "seconds"}}, "rebuilt": bool,
-    "seconds": s}.
+    "seconds"}}, "rebuilt": bool, "seconds": s}.
     """
     t0 = time.perf_counter()
     lake.index_dir.mkdir(parents=True, exist_ok=True)
@@ -466,8 +465,8 @@ def _write_vectors(lake: Lake, nodes: pl.DataFrame, tenants: list[str]) -> dict:
 
 def _write_recall_indexes(lake: Lake, tables: dict[str, pa.Table], full: bool, docs: NodeDocs, raw: RawDocs) -> dict:
     """Recall's per-tenant index (recall.index_build) from the tables just read (emptied: build_recall_indexes takes
-    them out); {tenant: {"vertices", "edges", "mode", "reason", "segments", "seconds"}}. The igraph pickles of earlier versions
-    (lake.graph_dir) are removed: nothing reads them."""
+    them out); {tenant: {"vertices", "edges", "mode", "reason", "segments", "seconds"}}. The igraph pickles of
+    earlier versions (lake.graph_dir) are removed: nothing reads them."""
     import shutil
 
     from recall.index_build import build_recall_indexes

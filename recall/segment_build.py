@@ -48,6 +48,13 @@ def node_docs(
     return docs, mmr
 
 
+def with_given_docs(rows: pl.DataFrame, given: pl.DataFrame) -> pl.DataFrame:
+    """`rows` (id, …) with the `doc` of `given` (id, doc), in their order and one row each: document i of a segment's
+    postings is row i, so an id `given` holds twice (a chunk two conversations share) still gives one document."""
+    docs = given.select("id", "doc").unique("id", keep="first", maintain_order=True)
+    return rows.join(docs, on="id", how="left", maintain_order="left")
+
+
 def docs_with_mmr(
     nodes: pl.DataFrame, given: pl.DataFrame | None, node_doc: Callable[[str | None, str | None, list[str] | None], str]
 ) -> tuple[list[str], list[list[str] | None]]:
@@ -57,9 +64,7 @@ def docs_with_mmr(
     minus as many at the end as the keywords make (only the short keywords are segmented again)."""
     if given is None or nodes.height == 0:
         return node_docs(nodes["title"].to_list(), nodes["text"].to_list(), nodes["keywords"].to_list(), node_doc)
-    rows = nodes.select("id", "title", "text", "keywords").join(
-        given.select("id", "doc"), on="id", how="left", maintain_order="left"
-    )
+    rows = with_given_docs(nodes.select("id", "title", "text", "keywords"), given)
     docs, mmr = [], []
     n_kw: dict[str, int] = {}  # keyword strings repeat (entity names): ~half of a lake's Han nodes share one
     memo: dict[str, list[str]] = {}  # and their pieces repeat across strings (r2g.tokens.han_tokens)
@@ -125,9 +130,7 @@ def build_segment(
     raw_doc_chunk = np.flatnonzero(passage).astype(np.int32)
     passages = chunks.filter(pl.col("passage")).select("id", "text")
     if docs is not None and passages.height:  # the partitions' documents: jieba ran on them when the file came
-        # one document per passage whatever `docs` gives: raw doc i must be passage i (raw_doc_chunk)
-        raw = docs(passages.select("id"), "raw").select("id", "doc").unique("id", keep="first", maintain_order=True)
-        passages = passages.join(raw, on="id", how="left", maintain_order="left")
+        passages = with_given_docs(passages, docs(passages.select("id"), "raw"))
     else:
         passages = passages.with_columns(pl.lit(None, pl.String).alias("doc"))
     memo: dict[str, list[str]] = {}

@@ -650,6 +650,8 @@ def test_node_documents_and_mmr_tokens_from_one_segmentation_equal_their_definit
     )
     given = pl.DataFrame({"id": ids[::2], "doc": docs[::2]})
     assert docs_with_mmr(rows, given, node_doc) == (docs, mmr)
+    # an id given twice still gives one document (document i of the postings is node row i)
+    assert docs_with_mmr(rows, pl.concat([given, given.head(3)]), node_doc) == (docs, mmr)
 
 
 def test_an_index_of_another_format_is_not_read_and_recall_answers_from_duckdb(tmp_path: Path) -> None:
