@@ -81,21 +81,22 @@ def conservation(
     return CheckOutcome(passed=not bad, checked=n_input, failures=len(bad), examples=bad[:5])
 
 
-def lake_conservation(lake: Lake, messages: pa.Table, rejects: pa.Table) -> CheckOutcome:
+def lake_conservation(lake: Lake, messages: int, rejects: pa.Table) -> CheckOutcome:
     """The lake-wide tables hold every record the file partitions read: sum of the manifests' n_input ==
-    messages + rejects rows + records forgotten on request (nothing dropped or duplicated by the merge)."""
+    `messages` (the lake's message rows) + rejects rows + records forgotten on request (nothing dropped or
+    duplicated by the merge)."""
     manifests = [read_manifest(d) for d in part_dirs(lake)]
     n_input = sum(m.get("n_input") or 0 for m in manifests)
     forgotten = sum(m.get("forgotten") or 0 for m in manifests)
     routed = sum(m.get("routed") or 0 for m in manifests)  # agent ops and feedback records: their own tables
     bad = (
         []
-        if n_input == messages.num_rows + rejects.num_rows + forgotten + routed
+        if n_input == messages + rejects.num_rows + forgotten + routed
         else [
             {
                 "input": n_input,
                 "files": len(manifests),
-                "accepted": messages.num_rows,
+                "accepted": messages,
                 "rejected": rejects.num_rows,
                 "forgotten": forgotten,
                 "routed": routed,

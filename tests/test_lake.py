@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobs.integrity import conservation, lake_conservation, orphan_edges, unresolved_raw_refs
+from r2g.lake_graph import read_lake_table
 from r2g.schema import EDGES, NODES
 from raw_store.cas import RawStore
 from raw_store.lake import (
@@ -27,6 +28,7 @@ from raw_store.lake import (
     write_table,
 )
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS
+from raw_store.tables import part_rows
 
 
 def test_write_table_is_atomic_deterministic_and_skips_identical_bytes(tmp_path: Path) -> None:
@@ -174,10 +176,26 @@ def test_lake_conservation_sums_the_partitions(tmp_path: Path) -> None:
     lake = Lake(tmp_path)
     for key, n in (("a/x.txt", 2), ("b/y.txt", 1)):
         write_manifest(lake.part_dir(key), {"partition_key": key, "source_file": key, "n_input": n})
-    msgs = pa.Table.from_pylist([{"text": "a"}, {"text": "b"}], schema=MESSAGES)
     rej = pa.Table.from_pylist([{"reason": "E_JSON_PARSE"}], schema=REJECTS)
-    assert lake_conservation(lake, msgs, rej).passed
-    assert not lake_conservation(lake, msgs.slice(0, 1), rej).passed
+    assert lake_conservation(lake, 2, rej).passed
+    assert not lake_conservation(lake, 1, rej).passed
+
+
+def test_part_rows_are_the_rows_read_lake_table_reads(tmp_path: Path) -> None:
+    """part_rows counts what read_lake_table reads (from the footers), partitions without the file and empty files
+    included."""
+    lake = Lake(tmp_path)
+    for key, n in (("a/x.txt", 3), ("b/y.txt", 0), ("c/z.txt", 2)):
+        part = lake.part_dir(key)
+        write_manifest(part, {"partition_key": key, "source_file": key, "n_input": n})
+        write_table(
+            pa.Table.from_pylist([{"text": str(i)} for i in range(n)], schema=MESSAGES),
+            part / "messages.parquet",
+            MESSAGES,
+        )
+    write_manifest(lake.part_dir("d/none.txt"), {"partition_key": "d/none.txt", "source_file": "d/none.txt"})
+    assert part_rows(lake, "messages") == 5 == read_lake_table(lake, "messages").num_rows
+    assert part_rows(lake, "rejects") == 0
 
 
 def test_a_loose_file_is_stale_when_the_default_tenant_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
