@@ -55,6 +55,7 @@ from raw_store.lake import (
 )
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS, TOMBSTONES, TS
 from recall import vectors
+from recall.postings import STEMMER, STOPWORDS, build_postings, fill_fts, shared_postings
 from recall.store import _sql_str, connect, node_docs_table, raw_docs_table, tenant_slug
 
 log = logging.getLogger(__name__)
@@ -137,10 +138,11 @@ def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = Non
     }
     raw = RawDocs(lake, as_frame(tables["raw_chunks"].select(["tenant", "id", "text", "mime"])))
     del node_table, edge_table  # held by `tables` only: the recall index build frees them once it has used them
-    graphs = _write_recall_indexes(lake, tables, full, docs, raw)
-    tenants = _tenants(lake, nodes)
-    vectors = _write_vectors(lake, nodes, tenants)
-    stats = _write_duckdb(lake, names, nodes, tenants, newest, full, docs, raw)
+    with shared_postings():  # a base segment's postings are the DuckDB file's FTS index's, when both are built
+        graphs = _write_recall_indexes(lake, tables, full, docs, raw)
+        tenants = _tenants(lake, nodes)
+        vectors = _write_vectors(lake, nodes, tenants)
+        stats = _write_duckdb(lake, names, nodes, tenants, newest, full, docs, raw)
     docs.save()
     stats["graphs"] = graphs
     if vectors:
@@ -422,15 +424,25 @@ def _read_json(path: Path) -> dict:
 
 
 def _per_tenant_fts(con: duckdb.DuckDBPyConnection, docs: pl.DataFrame, table: str) -> int:
-    """Index one tenant's documents in `table` (BM25 statistics — IDF, avgdl — stay per tenant)."""
+    """Index one tenant's documents (id, doc, …; in `table`) for BM25; its statistics (IDF, avgdl) stay per tenant.
+
+    DuckDB's create_fts_index runs over the table while it is still empty (the index's schema, macros and stop
+    words), and its tables are filled from recall.postings.build_postings' arrays (recall.postings.fill_fts): the
+    same tokenizer, stemmer and stop words, built in chunks of bounded memory, and within build_indexes the arrays
+    recall's own base segments were built from. create_fts_index over a whole tenant's documents held over ten times
+    their text and does not spill (the index step's 11 GB at 1M messages), and did that work a second time."""
     con.register("_src", docs.to_arrow())
-    con.execute(f"CREATE TABLE {table} AS SELECT * FROM _src")
-    con.unregister("_src")
+    con.execute(f"CREATE TABLE {table} AS SELECT * FROM _src LIMIT 0")
     if docs.height:
         con.execute(
-            f"PRAGMA create_fts_index('{table}', 'id', 'doc', stemmer='porter', stopwords='english', "
+            f"PRAGMA create_fts_index('{table}', 'id', 'doc', stemmer='{STEMMER}', stopwords='{STOPWORDS}', "
             f"ignore='{FTS_IGNORE}', overwrite=1)"
         )
+    con.execute(f"INSERT INTO {table} SELECT * FROM _src")
+    con.unregister("_src")
+    if docs.height:
+        postings, _ = build_postings(docs.get_column("doc").to_list(), FTS_IGNORE)
+        fill_fts(con, f"fts_main_{table}", docs.get_column("id").to_arrow(), postings)
     return docs.height
 
 

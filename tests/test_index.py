@@ -5,12 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import polars as pl
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from r2g.schema import NODES
 from raw_store.lake import Lake
-from recall.index import build_indexes
+from recall.index import FTS_IGNORE, _per_tenant_fts, build_indexes
 from recall.store import connect, node_docs_table, raw_docs_table, tenant_slug
 from recall.tenant_index import open_tenant_index, tenant_dir
 from recall_fixtures import LakeBuilder
@@ -295,3 +298,92 @@ def test_raw_passages_are_segmented_once_for_both_indexes(tmp_path, monkeypatch)
             open_tenant_index(tmp_path / "alone", tenant).contents()
             == open_tenant_index(lake.index_dir, tenant).contents()
         )
+
+
+_FTS_WORDS = [
+    "the",
+    "cats",
+    "running",
+    "ran",
+    "cat",
+    "Fast",
+    "é",
+    "naïve",
+    "小明",
+    "足球",
+    "a",
+    "B12",
+    "x.y",
+    "Ünïcode",
+]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.none() | st.lists(st.sampled_from(_FTS_WORDS), max_size=8).map(" ".join),
+        min_size=1,
+        max_size=10,
+    )
+)
+def test_fts_tables_filled_from_postings_are_create_fts_indexs(docs: list) -> None:
+    """Random documents (empty, None, stop words only, repeated and non-ASCII words, Han): the tables _per_tenant_fts
+    fills from recall's postings hold what DuckDB's create_fts_index makes over the same table — each document's
+    row and length, each term's df, every occurrence, the statistics — and its match_bm25 scores them alike."""
+    frame = pl.DataFrame(
+        {"id": [f"n{i:02d}" for i in range(len(docs))], "doc": docs}, schema={"id": pl.String, "doc": pl.String}
+    )
+    con = connect(None, read_only=False)
+    try:
+        _per_tenant_fts(con, frame, "ours")
+        con.register("_src", frame.to_arrow())
+        con.execute("CREATE TABLE theirs AS SELECT * FROM _src")
+        con.execute(
+            f"PRAGMA create_fts_index('theirs', 'id', 'doc', stemmer='porter', stopwords='english', "
+            f"ignore='{FTS_IGNORE}', overwrite=1)"
+        )
+        questions = {
+            "docs": "SELECT docid, name, len FROM {s}.docs ORDER BY docid",
+            "dict": "SELECT term, df FROM {s}.dict ORDER BY term",
+            "terms": "SELECT t.docid, d.term, t.fieldid, count(*) FROM {s}.terms t JOIN {s}.dict d USING (termid) "
+            "GROUP BY ALL ORDER BY ALL",
+            "stats": "SELECT num_docs, avgdl FROM {s}.stats",
+            "stopwords": "SELECT sw FROM {s}.stopwords ORDER BY sw",
+        }
+        for name, sql in questions.items():
+            assert (
+                con.execute(sql.format(s="fts_main_ours")).fetchall()
+                == con.execute(sql.format(s="fts_main_theirs")).fetchall()
+            ), name
+        for q in ("cat running", "小明 足球", "the", "naive fast x"):
+            scores = [
+                con.execute(f"SELECT id, round(fts_main_{t}.match_bm25(id, ?), 9) FROM {t} ORDER BY id", [q]).fetchall()
+                for t in ("ours", "theirs")
+            ]
+            assert scores[0] == scores[1], q
+    finally:
+        con.close()
+
+
+def test_a_full_build_tokenizes_each_tenants_documents_once_for_both_indexes(tmp_path, monkeypatch):
+    """build_indexes(full=True): recall's base segments and the DuckDB file's FTS indexes are over the same node and
+    raw documents, and their postings are built once (a build per tenant and kind), not twice; outside a build nothing
+    is kept."""
+    import recall.postings as postings
+
+    lake = _two_tenant_lake(tmp_path)
+    built = []
+    real = postings._build_postings
+    monkeypatch.setattr(postings, "_build_postings", lambda docs, ignore: built.append(len(docs)) or real(docs, ignore))
+    build_indexes(lake, full=True)
+    assert sorted(built) == [1, 1, 1, 3]  # per tenant its node and raw documents: bob 1 + 1, alice 3 nodes + 1 chunk
+    assert postings._SHARED is None
+    con = connect(lake.duckdb_path, read_only=True)
+    try:
+        hits = con.execute(
+            f"SELECT id FROM {node_docs_table(tenant_slug('alice'))} "
+            f"WHERE fts_main_{node_docs_table(tenant_slug('alice'))}.match_bm25(id, 'hiking') IS NOT NULL"
+        ).fetchall()
+    finally:
+        con.close()
+    assert hits == [("ep1",)]
