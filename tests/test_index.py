@@ -387,3 +387,13 @@ def test_a_full_build_tokenizes_each_tenants_documents_once_for_both_indexes(tmp
     finally:
         con.close()
     assert hits == [("ep1",)]
+
+
+def test_the_postings_digest_tells_document_lists_apart_exactly() -> None:
+    """Lists whose text runs together alike, None and "", another order: each digests apart; equal lists alike."""
+    from recall.postings import _digest
+
+    lists = [["ab", "c"], ["a", "bc"], ["abc"], [None, "abc"], ["", "abc"], ["c", "ab"], [], [None], [""]]
+    digests = [_digest(docs, "i") for docs in lists]
+    assert len(set(digests)) == len(lists)
+    assert _digest(["ab", "c"], "i") == digests[0] != _digest(["ab", "c"], "j")
