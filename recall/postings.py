@@ -94,13 +94,15 @@ def _digest(docs: Sequence[str | None], ignore: str) -> bytes:
 def build_postings(docs: Sequence[str | None], ignore: str) -> tuple[PostingsArrays, str]:
     """Postings of `docs` (row i = document i) from DuckDB FTS indexes over them, and the indexes' tokenize macro
     (SQL text) for the query side. An empty document still counts (length 0), as in DuckDB. Within
-    shared_postings(), the same documents give the arrays built the first time (callers do not modify them)."""
-    key = _digest(docs, ignore) if _SHARED is not None else None
-    if key is not None and _SHARED is not None and key in _SHARED:
-        return _SHARED[key]
-    out = _build_postings(docs, ignore)
-    if key is not None and _SHARED is not None:
-        _SHARED[key] = out
+    shared_postings(), the same documents give the arrays built the first time, once (then they are let go: the
+    DuckDB file takes each base's arrays once); callers do not modify them."""
+    shared = _SHARED
+    if shared is None:
+        return _build_postings(docs, ignore)
+    key = _digest(docs, ignore)
+    if key in shared:
+        return shared.pop(key)
+    shared[key] = out = _build_postings(docs, ignore)
     return out
 
 
