@@ -18,7 +18,7 @@ import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -138,11 +138,14 @@ def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = Non
     }
     raw = RawDocs(lake, as_frame(tables["raw_chunks"].select(["tenant", "id", "text", "mime"])))
     del node_table, edge_table  # held by `tables` only: the recall index build frees them once it has used them
-    with shared_postings():  # a base segment's postings are the DuckDB file's FTS index's, when both are built
+    tenants = _tenants(lake, nodes)
+    plan = _duckdb_plan(lake, names, nodes, tenants, full)
+    # a base segment's postings are the DuckDB file's FTS index's when both are built; kept only then (the digest
+    # and the kept arrays cost an append whose DuckDB file is not due)
+    with shared_postings() if plan["due"] else nullcontext():
         graphs = _write_recall_indexes(lake, tables, full, docs, raw)
-        tenants = _tenants(lake, nodes)
         vectors = _write_vectors(lake, nodes, tenants)
-        stats = _write_duckdb(lake, names, nodes, tenants, newest, full, docs, raw)
+        stats = _write_duckdb(lake, plan, names, nodes, tenants, newest, docs, raw)
     docs.save()
     stats["graphs"] = graphs
     if vectors:
@@ -276,32 +279,11 @@ def _active(status: pl.Expr) -> pl.Expr:
     return status.is_null() | ~status.is_in(INACTIVE_STATUS)
 
 
-def _write_duckdb(
-    lake: Lake,
-    names: list[str],
-    nodes: pl.DataFrame,
-    tenants: list[str],
-    newest: dict,
-    full: bool,
-    docs: NodeDocs,
-    raw: RawDocs,
-) -> dict:
-    """The tenants table, then — when due — the DuckDB file (views + full-text indexes), built in memory and copied
-    into a temp file that is swapped in."""
+def _duckdb_plan(lake: Lake, names: list[str], nodes: pl.DataFrame, tenants: list[str], full: bool) -> dict:
+    """Whether the DuckDB file is due for a rebuild — asked for (`full`), missing, its views' files changed, its
+    tenants changed, or its FTS indexes' node counts drifted past FTS_STALE_SHARE — with what its state file
+    records: {"due", "signature", "counts", "previous"}."""
     counts = dict(nodes.group_by("tenant").len().iter_rows())
-    chunks = raw.passages
-    chunk_counts = dict(chunks.group_by("tenant").len().iter_rows())
-    table = pa.table(
-        {
-            "tenant": tenants,
-            "slug": [tenant_slug(t) for t in tenants],
-            "n_nodes": [counts.get(t, 0) for t in tenants],
-            "n_chunks": [chunk_counts.get(t, 0) for t in tenants],
-            "newest": [newest.get(t) for t in tenants],
-        },
-        schema=TENANTS,
-    )
-    write_table(table, _tenants_path(lake), TENANTS)
     views = lake_views(lake, glob=not lake.remote)
     # what the views read, wherever the lake lies (the same lake in another folder has the same state file)
     signature = hashlib.sha256(
@@ -318,6 +300,36 @@ def _write_duckdb(
         or set(fts) != set(tenants)
         or stale > FTS_STALE_SHARE * max(1, sum(counts.values()))
     )
+    return {"due": due, "views": views, "signature": signature, "counts": counts, "previous": previous}
+
+
+def _write_duckdb(
+    lake: Lake,
+    plan: dict,
+    names: list[str],
+    nodes: pl.DataFrame,
+    tenants: list[str],
+    newest: dict,
+    docs: NodeDocs,
+    raw: RawDocs,
+) -> dict:
+    """The tenants table, then — when `plan` says it is due — the DuckDB file (views + full-text indexes), built in
+    memory and copied into a temp file that is swapped in."""
+    counts = plan["counts"]
+    chunks = raw.passages
+    chunk_counts = dict(chunks.group_by("tenant").len().iter_rows())
+    table = pa.table(
+        {
+            "tenant": tenants,
+            "slug": [tenant_slug(t) for t in tenants],
+            "n_nodes": [counts.get(t, 0) for t in tenants],
+            "n_chunks": [chunk_counts.get(t, 0) for t in tenants],
+            "newest": [newest.get(t) for t in tenants],
+        },
+        schema=TENANTS,
+    )
+    write_table(table, _tenants_path(lake), TENANTS)
+    previous, views, due = plan["previous"], plan["views"], plan["due"]
     stats = {
         "tables": {},
         "tenants": len(tenants),
@@ -353,7 +365,12 @@ def _write_duckdb(
     write_bytes_atomic(
         _fts_state_path(lake),
         json.dumps(
-            {"signature": signature, "docs": counts, "node_docs": stats["node_docs"], "raw_docs": stats["raw_docs"]},
+            {
+                "signature": plan["signature"],
+                "docs": counts,
+                "node_docs": stats["node_docs"],
+                "raw_docs": stats["raw_docs"],
+            },
             sort_keys=True,
         ).encode(),
     )

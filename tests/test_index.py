@@ -389,6 +389,28 @@ def test_a_full_build_tokenizes_each_tenants_documents_once_for_both_indexes(tmp
     assert hits == [("ep1",)]
 
 
+def test_postings_are_kept_only_when_the_duckdb_file_is_due(tmp_path, monkeypatch):
+    """A build whose DuckDB file is not due (an append's) builds recall's postings without digesting or keeping them;
+    the same build with the file due keeps them for it."""
+    import recall.index as index
+    import recall.postings as postings
+
+    lake = _two_tenant_lake(tmp_path)
+    digested = []
+    real_digest, real_plan = postings._digest, index._duckdb_plan
+    monkeypatch.setattr(
+        postings, "_digest", lambda docs, ignore: digested.append(len(docs)) or real_digest(docs, ignore)
+    )
+    due = {"value": False}
+    monkeypatch.setattr(index, "_duckdb_plan", lambda *a: {**real_plan(*a), "due": due["value"]})
+    stats = build_indexes(lake, full=True)  # recall's bases are built; the DuckDB file is not
+    assert not stats["rebuilt"]
+    assert digested == []
+    due["value"] = True
+    assert build_indexes(lake, full=True)["rebuilt"]
+    assert sorted(digested) == [1, 1, 1, 1, 1, 1, 3, 3]  # per tenant and kind: built for recall, found for DuckDB
+
+
 def test_the_postings_digest_tells_document_lists_apart_exactly() -> None:
     """Lists whose text runs together alike, None and "", another order: each digests apart; equal lists alike."""
     from recall.postings import _digest
