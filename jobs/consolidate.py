@@ -35,7 +35,7 @@ from jobs.rollup_parents import PROVENANCE as ROLLUP_PROVENANCE
 from jobs.schema import COLD_EDGES, COMMUNITIES, OPS_APPLIED, OPS_REJECTED, PROMOTIONS, REVIEW_QUEUE
 from jobs.sparsify import SparsifyConfig, sparsify
 from jobs.tiers import TierConfig, promote
-from jobs.versions import VersionConfig, version_facts
+from jobs.versions import VersionConfig, VersionResult, version_facts
 from r2g.schema import EDGES, NODES
 from raw_store.frames import as_frame, key_order
 from raw_store.lake import conform
@@ -177,9 +177,11 @@ def graph_steps(
     resolve: Callable[[str, str], str | None] | None = None,
     config: ConsolidationConfig | None = None,
     rollup: Callable[[pa.Table, pa.Table, RollupConfig], RollupResult] = rollup_episodes,
+    versions: Callable[[pa.Table, pa.Table, VersionConfig], VersionResult] = version_facts,
 ) -> GraphStage:
-    """Ops, versions, communities, rollups and PII flags over the R2G graph (no date involved). `rollup` stands in
-    for rollup_episodes (jobs.dirty's reuses the unchanged conversations' parents)."""
+    """Ops, versions, communities, rollups and PII flags over the R2G graph (no date involved). `rollup` and
+    `versions` stand in for rollup_episodes and version_facts (jobs.dirty's reuse the unchanged conversations'
+    parents and the unchanged version groups' rows)."""
     cfg = config or ConsolidationConfig()
     nodes, edges = conform(nodes, NODES), conform(edges, EDGES)
 
@@ -192,8 +194,8 @@ def graph_steps(
         applied.append(res.applied)
         rejected.append(res.rejected)
 
-    versions = version_facts(nodes, edges, cfg.versions)
-    nodes, edges = versions.nodes, versions.edges
+    made = versions(nodes, edges, cfg.versions)
+    nodes, edges = made.nodes, made.edges
 
     comm = detect_communities(nodes, edges, previous_communities, cfg.communities)
     topics = _without_orphaned_topics(comm.nodes, nodes, previous_communities)
@@ -207,7 +209,7 @@ def graph_steps(
         nodes=nodes,
         edges=edges,
         communities=conform(comm.communities, COMMUNITIES),
-        version_review=conform(versions.review_queue, REVIEW_QUEUE),
+        version_review=conform(made.review_queue, REVIEW_QUEUE),
         deleted_links=deleted_links,
         ops_applied=concat(applied, OPS_APPLIED),
         ops_rejected=concat(rejected + [b.parse_rejects for b in ops], OPS_REJECTED),

@@ -54,6 +54,7 @@ from jobs.rollup import (
 from jobs.rollup_parents import EPISODE, ROLLUP_SUBTYPE, SEMANTIC_CONTAINS
 from jobs.rollup_parents import PROVENANCE as ROLLUP_PROVENANCE
 from jobs.schema import COLD_EDGES, COMMUNITIES, OPS_APPLIED, OPS_REJECTED, REVIEW_QUEUE
+from jobs.versions import VERSION_GROUPS, VERSION_PLACES, VersionConfig, VersionResult, VersionReuse, version_facts
 from r2g.schema import EDGES, NODE_STATE, NODES, STATE_COLUMNS
 from raw_store.frames import as_frame
 from raw_store.lake import conform, read_table, write_bytes_atomic, write_table
@@ -84,6 +85,7 @@ class Snapshot:
     fingerprint: str
     inputs: pa.Table
     rollup_groups: pa.Table  # ROLLUP_GROUPS of the stage's input (see rollup_group_hashes)
+    versions: VersionReuse  # what version_facts made for the multi-claim version groups (VersionResult.reuse)
     held: GraphStage | None = None
     load: Callable[[], GraphStage] | None = None
     load_rollups: Callable[[], tuple[pa.Table, pa.Table]] | None = None
@@ -122,6 +124,7 @@ class DirtyRun:
     dirty_nodes: int  # input node rows of those tenants
     dirty_edges: int  # input edge rows of those tenants
     stage_reused: bool = False  # no tenant changed (nor went): the snapshot's stage as it was
+    kept_version_groups: int = 0  # multi-claim version groups of the dirty tenants whose rows the snapshot gave
     # input_row_hashes of the input nodes and edges: the base_hashes of the overlays over them (None once used)
     input_hashes: tuple[pl.DataFrame, pl.DataFrame] | None = None
 
@@ -133,6 +136,7 @@ class DirtyRun:
             "dirty_tenants": self.dirty_tenants,
             "dirty_nodes": self.dirty_nodes,
             "dirty_edges": self.dirty_edges,
+            "kept_version_groups": self.kept_version_groups,
         }
 
 
@@ -162,6 +166,8 @@ def consolidate_dirty(
         if dirty & {b.tenant for b in ops}:
             reason = "a tenant with agent ops changed"
     groups: list[pa.Table] = []
+    made: list[VersionReuse] = []
+    kept_version_groups = 0
     if reason or snapshot is None:
         stage = graph_steps(
             nodes,
@@ -170,12 +176,13 @@ def consolidate_dirty(
             previous_communities=previous.communities,
             config=cfg,
             rollup=RollupOverDirtyGroups(None, groups, cfg),
+            versions=VersionsOverDirtyGroups(None, made),
         )
         dirty = tenants
-        rollup_groups = groups[0]
+        rollup_groups, versions = groups[0], made[0]
     else:
         if not dirty:  # the input as last time (a daily run): only the time steps
-            stage, rollup_groups = snapshot.stage, snapshot.rollup_groups
+            stage, rollup_groups, versions = snapshot.stage, snapshot.rollup_groups, snapshot.versions
         else:
             part = graph_steps(
                 of_tenants(nodes, dirty),
@@ -184,11 +191,21 @@ def consolidate_dirty(
                 previous_communities=_of_tenants_or_none(previous.communities, dirty),
                 config=cfg,
                 rollup=RollupOverDirtyGroups(snapshot, groups, cfg),
+                versions=(redo := VersionsOverDirtyGroups(snapshot, made)),
             )
+            kept_version_groups = redo.kept
             # every tenant of the snapshot dirty: nothing of it to keep (and its stage need not be read)
             stage = splice(snapshot.stage, part, dirty) if _tenants(snapshot.inputs) - dirty else part
             del part  # the stage is sorted in place below: no other reference to hold its unsorted columns
             rollup_groups = concat([of_tenants(snapshot.rollup_groups, dirty, keep=False), groups[0]], ROLLUP_GROUPS)
+            versions = VersionReuse(
+                *(
+                    concat([of_tenants(before, dirty, keep=False), now], schema)
+                    for before, now, schema in zip(
+                        _version_tables(snapshot.versions), _version_tables(made[0]), _VERSION_SCHEMAS
+                    )
+                )
+            )
     mode = "full" if reason or snapshot is None else "incremental"
     stage_reused = not reason and snapshot is not None and not dirty
     # past the graph steps neither the R2G graph nor the last snapshot (its stage read over that graph) is needed: a
@@ -200,7 +217,7 @@ def consolidate_dirty(
     counts = {t: r for t, r in _rows_by_tenant(inputs).items() if t in dirty}
     return DirtyRun(
         result=result,
-        snapshot=Snapshot(fingerprint, inputs, rollup_groups, stage),
+        snapshot=Snapshot(fingerprint, inputs, rollup_groups, versions, stage),
         mode=mode,
         reason=reason,
         tenants=len(tenants),
@@ -208,6 +225,7 @@ def consolidate_dirty(
         dirty_nodes=sum(n for n, _ in counts.values()),
         dirty_edges=sum(e for _, e in counts.values()),
         stage_reused=stage_reused,
+        kept_version_groups=kept_version_groups,
         input_hashes=hashes,
     )
 
@@ -386,6 +404,28 @@ class RollupOverDirtyGroups:
         )
 
 
+class VersionsOverDirtyGroups:
+    """version_facts for graph_steps that keeps the snapshot's rows of every multi-claim version group whose
+    signature is unchanged (version_facts' `reuse`), and records what this run made in `record`."""
+
+    def __init__(self, snapshot: Snapshot | None, record: list[VersionReuse]) -> None:
+        self.snapshot, self.record, self.kept = snapshot, record, 0
+
+    def __call__(self, nodes: pa.Table, edges: pa.Table, config: VersionConfig) -> VersionResult:
+        result = version_facts(nodes, edges, config, reuse=self.snapshot.versions if self.snapshot else None)
+        self.record.append(result.reuse())
+        self.kept = result.kept_groups
+        return result
+
+
+_VERSION_SCHEMAS = (VERSION_GROUPS, VERSION_PLACES, EDGES, REVIEW_QUEUE)
+_VERSION_FILES = ("version_groups", "version_places", "version_edges")  # the review rows: the side table's
+
+
+def _version_tables(v: VersionReuse) -> tuple[pa.Table, pa.Table, pa.Table, pa.Table]:
+    return v.groups, v.places, v.edges, v.review
+
+
 def _made_by_rollup(table: pa.Table) -> pa.Table:
     return table.filter(pc.equal(table.column("provenance").fill_null(""), ROLLUP_PROVENANCE))
 
@@ -477,6 +517,8 @@ def write_snapshot(folder: Any, run: DirtyRun) -> None:
             write_table(getattr(stage, name), folder / f"{name}.parquet", schema)
         write_table(snapshot.inputs, folder / "inputs.parquet", INPUT_HASHES)
         write_table(snapshot.rollup_groups, folder / "rollup_groups.parquet", ROLLUP_GROUPS)
+        for name, table, schema in zip(_VERSION_FILES, _version_tables(snapshot.versions), _VERSION_SCHEMAS):
+            write_table(table, folder / f"{name}.parquet", schema)
     # the fingerprint only: a lake re-run after a crash must end with the same bytes as one never interrupted
     write_bytes_atomic(folder / "snapshot.json", json.dumps({"fingerprint": snapshot.fingerprint}).encode())
 
@@ -494,6 +536,7 @@ def read_snapshot(folder: Any, r2g_nodes: pa.Table, r2g_edges: pa.Table) -> Snap
             for n in (
                 "inputs",
                 "rollup_groups",
+                *_VERSION_FILES,
                 "nodes",
                 "nodes_removed",
                 "nodes_state",
@@ -529,6 +572,12 @@ def read_snapshot(folder: Any, r2g_nodes: pa.Table, r2g_edges: pa.Table) -> Snap
         json.loads(marker.read_text())["fingerprint"],
         read_table(folder / "inputs.parquet", INPUT_HASHES),
         read_table(folder / "rollup_groups.parquet", ROLLUP_GROUPS),
+        VersionReuse(
+            *(
+                read_table(folder / f"{name}.parquet", schema)
+                for name, schema in zip((*_VERSION_FILES, "version_review"), _VERSION_SCHEMAS)
+            )
+        ),
         load=load,
         load_rollups=load_rollups,
     )

@@ -108,11 +108,42 @@ class VersionConfig:
     single_valued: frozenset[str] = frozenset({"live", "reside", "work"})
 
 
+# A multi-claim group's signature (version_facts' `reuse`): its key, members and a hash of what its rules read
+VERSION_GROUPS = pa.schema([*((k, pa.string()) for k in GROUP_KEY), ("rows", pa.int64()), ("h", pa.uint64())])
+# A multi-claim group's member: its segment and the validity the rules gave it
+VERSION_PLACES = pa.schema(
+    [("tenant", pa.string()), ("id", pa.string()), ("segment", pa.int32()), ("valid_since", TS), ("valid_until", TS)]
+)
+
+
 @dataclass
 class VersionResult:
     nodes: pa.Table  # r2g.schema.NODES: valid_since / valid_until set on versioned Facts/Preferences
     edges: pa.Table  # r2g.schema.EDGES: + VERSION_NEXT / ACTIVE_OF / CONTRADICTS / SUPPORTS
     review_queue: pa.Table  # jobs.schema.REVIEW_QUEUE: near-tie contradictions
+    groups: pa.Table = field(default_factory=VERSION_GROUPS.empty_table)  # the multi-claim groups' signatures
+    places: pa.Table = field(default_factory=VERSION_PLACES.empty_table)  # their members'
+    kept_groups: int = 0  # groups whose rows came from `reuse`
+
+    def reuse(self) -> VersionReuse:
+        """What a later version_facts may keep of this result."""
+        return VersionReuse(self.groups, self.places, made_edges(self.edges), self.review_queue)
+
+
+@dataclass(frozen=True)
+class VersionReuse:
+    """What an earlier version_facts made for its multi-claim groups: a group whose VERSION_GROUPS row is the same
+    again keeps its members' places and validity, its edges and its review rows instead of running the rules."""
+
+    groups: pa.Table  # VERSION_GROUPS
+    places: pa.Table  # VERSION_PLACES
+    edges: pa.Table  # EDGES this job made (made_edges)
+    review: pa.Table  # REVIEW_QUEUE
+
+
+def made_edges(edges: pa.Table) -> pa.Table:
+    """The rows of `edges` version_facts made (provenance jobs.versions.*)."""
+    return edges.filter(pc.starts_with(edges.column("provenance").fill_null(""), PROVENANCE_PREFIX))
 
 
 @dataclass
@@ -428,7 +459,9 @@ def _python_members(rows: pl.DataFrame) -> dict[tuple, list[_Member]]:
     return groups
 
 
-def version_facts(nodes: pa.Table, edges: pa.Table, config: VersionConfig = VersionConfig()) -> VersionResult:
+def version_facts(
+    nodes: pa.Table, edges: pa.Table, config: VersionConfig = VersionConfig(), reuse: VersionReuse | None = None
+) -> VersionResult:
     """Version chains, contradictions and their review queue over R2G's nodes and edges (see the module doc).
 
     Edges this job made on an earlier run (provenance jobs.versions.*) are recomputed, so running it on its
@@ -436,7 +469,9 @@ def version_facts(nodes: pa.Table, edges: pa.Table, config: VersionConfig = Vers
     their order, then this job's by (tenant, id): the same input rows in another order give the same rows in
     another order (graph_steps sorts its stage by key).
     Vectorised: groups are formed in polars; a group whose members all make one claim is one version (valid
-    from its first member on, no edges), so only groups with two or more claims run the rules in Python.
+    from its first member on, no edges), so only groups with two or more claims run the rules in Python — and of
+    those, with `reuse` (an earlier result's), only the groups whose signature (VERSION_GROUPS) changed: the others
+    keep what they made then, which is what the rules would make again.
     """
     nodes, edges = conform(nodes, NODES), conform(edges, EDGES)
     base = _base(edges)
@@ -444,10 +479,19 @@ def version_facts(nodes: pa.Table, edges: pa.Table, config: VersionConfig = Vers
     members, entities = group_members(nodes, e, config)
     members = members.with_columns(pl.struct("affirmative", "obj").n_unique().over(GROUP_KEY).alias("_claims"))
     single = members.filter(pl.col("_claims") == 1)
-    multi = members.filter(pl.col("_claims") > 1)
+    multi = members.filter(pl.col("_claims") > 1).drop("_claims")
+    signatures = _signatures(multi, e, entities)
+    # the groups kept from `reuse`: where member ids are unique, a member's place is its group's alone
+    kept_keys = signatures.clear().select(GROUP_KEY)
+    if reuse is not None and multi.select("tenant", "id").is_unique().all():
+        kept_keys = signatures.join(
+            as_frame(conform(reuse.groups, VERSION_GROUPS)), on=[*GROUP_KEY, "rows", "h"], how="semi", nulls_equal=True
+        ).select(GROUP_KEY)
+    kept = multi.join(kept_keys, on=GROUP_KEY, how="semi", nulls_equal=True).select("tenant", "id", *GROUP_KEY[1:])
+    run = multi.join(kept_keys, on=GROUP_KEY, how="anti", nulls_equal=True) if kept.height else multi
 
-    groups = _python_members(multi)
-    ids = multi.select("tenant", "id").unique()
+    groups = _python_members(run)
+    ids = run.select("tenant", "id").unique()
     # each multi-claim member's SUPPORTS / SAME_AS neighbours (either direction), gathered in polars (a dict built
     # edge by edge took 7.7 s at 1M messages); a neighbour listed twice counts once in _prio
     links = e.filter(pl.col("type").is_in(["SUPPORTS", "SAME_AS"]))
@@ -465,7 +509,8 @@ def version_facts(nodes: pa.Table, edges: pa.Table, config: VersionConfig = Vers
     out = _Out()
     for key in sorted(groups):
         _version_group(key, groups[key], titles[(key[0], key[2])], support_edges, out, config)
-    # a repeat's SUPPORTS is not added where the input already holds an edge of that id
+    # a repeat's SUPPORTS is not added where the input already holds an edge of that id (a kept group's were
+    # dropped when made: an input edge of that id touches its member, so its signature holds it)
     made = pl.DataFrame(
         [(t, i) for (t, i), r in out.edges.items() if r["provenance"] == SUPPORTS],
         schema={"tenant": pl.String, "id": pl.String},
@@ -474,15 +519,31 @@ def version_facts(nodes: pa.Table, edges: pa.Table, config: VersionConfig = Vers
     for t, i in made.join(e.select("tenant", "id"), on=["tenant", "id"], how="semi", nulls_equal=True).iter_rows():
         del out.edges[(t, i)]
 
+    # what the kept groups made: their members' places and validity, their edges (each ends on a member of its
+    # group), their review rows (each names its group's members)
+    reused = _Reused.of(reuse, kept)
     # R2G's CONTRADICTS between members of different segments were a change over time, not a conflict; and a row
     # of ours replaces an input row of the same id
-    order = {key: k for k, key in enumerate(sorted(groups))}
-    place = pl.DataFrame(
-        [(t, i, order[key], seg) for (t, i), (key, seg) in out.place.items()],
-        schema={"tenant": pl.String, "id": pl.String, "_g": pl.Int64, "_s": pl.Int64},
-        orient="row",
+    group_no = multi.select(GROUP_KEY).unique(maintain_order=True).with_row_index("_g")
+    number = {tuple(r[:-1]): r[-1] for r in group_no.select(*GROUP_KEY, "_g").iter_rows()} if groups else {}
+    place = pl.concat(
+        [
+            pl.DataFrame(
+                [(t, i, number[key], seg) for (t, i), (key, seg) in out.place.items()],
+                schema={"tenant": pl.String, "id": pl.String, "_g": pl.UInt32, "_s": pl.Int64},
+                orient="row",
+            ),
+            reused.places.join(kept, on=["tenant", "id"], nulls_equal=True)
+            .join(group_no, on=GROUP_KEY, nulls_equal=True)
+            .select("tenant", "id", "_g", pl.col("segment").cast(pl.Int64).alias("_s")),
+        ]
     )
-    ours = pl.DataFrame(list(out.edges), schema={"tenant": pl.String, "id": pl.String}, orient="row")
+    added = pa.concat_tables(
+        [pa.Table.from_pylist([out.edges[k] for k in sorted(out.edges)], schema=EDGES), reused.edges]
+    )
+    if reused.edges.num_rows:
+        added = added.take(pc.sort_indices(added, [("tenant", "ascending"), ("id", "ascending")]))
+    ours = as_frame(added.select(["tenant", "id"]))
     rows = e.with_row_index("_row")
     over_time = (
         rows.filter(pl.col("type") == "CONTRADICTS")
@@ -492,8 +553,15 @@ def version_facts(nodes: pa.Table, edges: pa.Table, config: VersionConfig = Vers
     )
     replaced = rows.join(ours, on=["tenant", "id"], how="semi", nulls_equal=True)
     dropped = pl.concat([over_time.get_column("_row"), replaced.get_column("_row")]).unique()
-    added = pa.Table.from_pylist([out.edges[k] for k in sorted(out.edges)], schema=EDGES)
 
+    made_validity = pl.DataFrame(
+        [(t, i, v[0], v[1]) for (t, i), v in out.validity.items()],
+        schema={"tenant": pl.String, "id": pl.String, "_since": pl.Datetime("us"), "_until": pl.Datetime("us")},
+        orient="row",
+    )
+    kept_validity = reused.places.join(kept, on=["tenant", "id"], how="semi", nulls_equal=True).select(
+        "tenant", "id", pl.col("valid_since").alias("_since"), pl.col("valid_until").alias("_until")
+    )
     validity = (
         pl.concat(
             [
@@ -501,16 +569,8 @@ def version_facts(nodes: pa.Table, edges: pa.Table, config: VersionConfig = Vers
                 .agg("id", pl.col("t").min().alias("_since"))
                 .explode("id")
                 .select("tenant", "id", "_since", pl.lit(None, dtype=pl.Datetime("us")).alias("_until")),
-                pl.DataFrame(
-                    [(t, i, v[0], v[1]) for (t, i), v in out.validity.items()],
-                    schema={
-                        "tenant": pl.String,
-                        "id": pl.String,
-                        "_since": pl.Datetime("us"),
-                        "_until": pl.Datetime("us"),
-                    },
-                    orient="row",
-                ),
+                made_validity,
+                kept_validity,
             ]
         )
         .unique(subset=["tenant", "id"], keep="last", maintain_order=True)
@@ -529,11 +589,101 @@ def version_facts(nodes: pa.Table, edges: pa.Table, config: VersionConfig = Vers
         out_nodes = out_nodes.set_column(
             nodes.schema.get_field_index(name), name, v.get_column(name).to_arrow().cast(TS)
         )
-    queue = pa.Table.from_pylist(sorted(out.review, key=lambda r: r["id"]), schema=REVIEW_QUEUE)
+    queue = pa.concat_tables([pa.Table.from_pylist(out.review, schema=REVIEW_QUEUE), reused.review])
+    queue = queue.take(pc.sort_indices(queue, [("id", "ascending")]))
+    places = pl.concat(
+        [
+            made_validity.join(
+                pl.DataFrame(
+                    [(t, i, seg) for (t, i), (_, seg) in out.place.items()],
+                    schema={"tenant": pl.String, "id": pl.String, "segment": pl.Int32},
+                    orient="row",
+                ),
+                on=["tenant", "id"],
+                nulls_equal=True,
+            ).select(
+                "tenant", "id", "segment", pl.col("_since").alias("valid_since"), pl.col("_until").alias("valid_until")
+            ),
+            reused.places,
+        ]
+    )
     # base without the dropped rows, in its order, then ours: not sorted into one order, which took a sort and a
     # scattered take of every edge (12 s at 1M messages) only for the graph steps to sort the stage by key again
     if dropped.len():
-        kept = np.ones(base.num_rows, dtype=bool)
-        kept[dropped.to_numpy()] = False
-        base = base.take(pa.array(np.flatnonzero(kept)))
-    return VersionResult(_sorted(out_nodes), pa.concat_tables([base, added]), queue)
+        keep = np.ones(base.num_rows, dtype=bool)
+        keep[dropped.to_numpy()] = False
+        base = base.filter(pa.array(keep))
+    return VersionResult(
+        _sorted(out_nodes),
+        pa.concat_tables([base, added]),
+        queue,
+        groups=conform(signatures.to_arrow(), VERSION_GROUPS),
+        places=conform(places.to_arrow(), VERSION_PLACES),
+        kept_groups=kept_keys.height,
+    )
+
+
+def _signatures(multi: pl.DataFrame, e: pl.DataFrame, entities: pl.DataFrame) -> pl.DataFrame:
+    """VERSION_GROUPS of the multi-claim groups: per group its member count and a hash of all the rules read for
+    it — its members' rows in (t, id) order, every input edge with an end on one of them (roles, SUPPORTS /
+    SAME_AS, R2G's CONTRADICTS, an edge of an id the group would make) and its subject's title."""
+    terms = (pl.struct("_h", "_i").hash(seed=11) // (1 << 24)).sum()  # 40-bit terms: < 2^24 summands never overflow
+    rows = multi.with_columns(
+        pl.struct(pl.all()).hash(seed=7).alias("_h"), pl.int_range(pl.len()).over(GROUP_KEY).alias("_i")
+    )
+    own = rows.group_by(GROUP_KEY).agg(pl.len().cast(pl.Int64).alias("rows"), terms.alias("_m"))
+    member = multi.select("tenant", "id", *GROUP_KEY[1:])
+    ends = pl.concat(
+        [
+            e.select("tenant", pl.col(end).alias("_end"), pl.struct("id", "src", "dst", "type").alias("_e"))
+            for end in ("src", "dst")
+        ]
+    ).join(member, left_on=["tenant", "_end"], right_on=["tenant", "id"], nulls_equal=True)
+    touching = (
+        ends.with_columns(pl.col("_e").hash(seed=3).alias("_h"), pl.lit(0, pl.Int64).alias("_i"))
+        .group_by(GROUP_KEY)
+        .agg(terms.alias("_x"))
+    )
+    titles = entities.select("tenant", pl.col("id").alias("subject"), pl.col("title").hash(seed=5).alias("_t"))
+    out = own.join(touching, on=GROUP_KEY, how="left", nulls_equal=True).join(
+        titles, on=["tenant", "subject"], how="left", nulls_equal=True
+    )
+    return out.select(*GROUP_KEY, "rows", pl.struct("rows", "_m", "_x", "_t").hash(seed=13).alias("h")).sort(
+        GROUP_KEY, nulls_last=True
+    )
+
+
+@dataclass
+class _Reused:
+    """The rows `reuse` holds for the kept groups' members: places, edges, review rows."""
+
+    places: pl.DataFrame
+    edges: pa.Table
+    review: pa.Table
+
+    @classmethod
+    def of(cls, reuse: VersionReuse | None, kept: pl.DataFrame) -> _Reused:
+        if reuse is None or not kept.height:
+            return cls(as_frame(VERSION_PLACES.empty_table()), EDGES.empty_table(), REVIEW_QUEUE.empty_table())
+        ids = kept.select("tenant", "id")
+        places = as_frame(conform(reuse.places, VERSION_PLACES)).join(
+            ids, on=["tenant", "id"], how="semi", nulls_equal=True
+        )
+        edges = conform(reuse.edges, EDGES)
+        hit = (
+            as_frame(edges.select(["tenant", "dst"]))
+            .with_row_index("_r")
+            .join(ids, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi", nulls_equal=True)
+        )
+        review = conform(reuse.review, REVIEW_QUEUE)
+        first = (
+            as_frame(review.select(["tenant", "node_ids"]))
+            .with_row_index("_r")
+            .select("_r", "tenant", pl.col("node_ids").list.first().alias("id"))
+        )
+        named = first.join(ids, on=["tenant", "id"], how="semi", nulls_equal=True)
+        return cls(
+            places,
+            edges.take(hit.get_column("_r").sort().to_arrow()),
+            review.take(named.get_column("_r").sort().to_arrow()),
+        )
