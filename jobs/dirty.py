@@ -54,7 +54,8 @@ from jobs.rollup import (
 from jobs.rollup_parents import EPISODE, ROLLUP_SUBTYPE, SEMANTIC_CONTAINS
 from jobs.rollup_parents import PROVENANCE as ROLLUP_PROVENANCE
 from jobs.schema import COLD_EDGES, COMMUNITIES, OPS_APPLIED, OPS_REJECTED, REVIEW_QUEUE
-from jobs.versions import VERSION_GROUPS, VERSION_PLACES, VersionConfig, VersionResult, VersionReuse, version_facts
+from jobs.version_groups import VERSION_GROUPS, VERSION_PLACES, VersionReuse
+from jobs.versions import VersionConfig, VersionResult, version_facts
 from r2g.schema import EDGES, NODE_STATE, NODES, STATE_COLUMNS
 from raw_store.frames import as_frame
 from raw_store.lake import conform, read_table, write_bytes_atomic, write_table

@@ -4,13 +4,18 @@ as a row of its group (tenant, type, subject, attribute) with its claim and time
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import polars as pl
 import pyarrow as pa
 
+from jobs.schema import REVIEW_QUEUE
 from r2g.link import LIGHT_VERBS, canonical_predicate
+from r2g.schema import EDGES
 from raw_store.frames import as_frame
+from raw_store.lake import conform
+from raw_store.schema import TS
 
 if TYPE_CHECKING:
     from jobs.versions import VersionConfig
@@ -192,3 +197,88 @@ def group_members(nodes: pa.Table, edges: pl.DataFrame, cfg: VersionConfig) -> t
     )
     members = members.filter(pl.col("t").is_not_null()).sort(["t", "id"], maintain_order=True)
     return members, entities
+
+
+# ---------------------------------------------------------------- reuse: what a group made, kept while its signature holds
+
+# A multi-claim group's signature (version_facts' `reuse`): its key, members and a hash of what its rules read
+VERSION_GROUPS = pa.schema([*((k, pa.string()) for k in GROUP_KEY), ("rows", pa.int64()), ("h", pa.uint64())])
+# A multi-claim group's member: its segment and the validity the rules gave it
+VERSION_PLACES = pa.schema(
+    [("tenant", pa.string()), ("id", pa.string()), ("segment", pa.int32()), ("valid_since", TS), ("valid_until", TS)]
+)
+
+
+@dataclass(frozen=True)
+class VersionReuse:
+    """What an earlier version_facts made for its multi-claim groups: a group whose VERSION_GROUPS row is the same
+    again keeps its members' places and validity, its edges and its review rows instead of running the rules."""
+
+    groups: pa.Table  # VERSION_GROUPS
+    places: pa.Table  # VERSION_PLACES
+    edges: pa.Table  # EDGES this job made (made_edges)
+    review: pa.Table  # REVIEW_QUEUE
+
+
+def group_signatures(multi: pl.DataFrame, e: pl.DataFrame, entities: pl.DataFrame) -> pl.DataFrame:
+    """VERSION_GROUPS of the multi-claim groups: per group its member count and a hash of all the rules read for
+    it — its members' rows in (t, id) order, every input edge with an end on one of them (roles, SUPPORTS /
+    SAME_AS, R2G's CONTRADICTS, an edge of an id the group would make) and its subject's title."""
+    terms = (pl.struct("_h", "_i").hash(seed=11) // (1 << 24)).sum()  # 40-bit terms: < 2^24 summands never overflow
+    rows = multi.with_columns(
+        pl.struct(pl.all()).hash(seed=7).alias("_h"), pl.int_range(pl.len()).over(GROUP_KEY).alias("_i")
+    )
+    own = rows.group_by(GROUP_KEY).agg(pl.len().cast(pl.Int64).alias("rows"), terms.alias("_m"))
+    member = multi.select("tenant", "id", *GROUP_KEY[1:])
+    hashed = e.select("tenant", "src", "dst", pl.struct("id", "src", "dst", "type").hash(seed=3).alias("_h"))
+    touching = (
+        pl.concat([hashed.select("tenant", pl.col(end).alias("_end"), "_h") for end in ("src", "dst")])
+        .join(member, left_on=["tenant", "_end"], right_on=["tenant", "id"], nulls_equal=True)
+        .with_columns(pl.lit(0, pl.Int64).alias("_i"))
+        .group_by(GROUP_KEY)
+        .agg(terms.alias("_x"))
+    )
+    titles = entities.select("tenant", pl.col("id").alias("subject"), pl.col("title").hash(seed=5).alias("_t"))
+    out = own.join(touching, on=GROUP_KEY, how="left", nulls_equal=True).join(
+        titles, on=["tenant", "subject"], how="left", nulls_equal=True
+    )
+    return out.select(*GROUP_KEY, "rows", pl.struct("rows", "_m", "_x", "_t").hash(seed=13).alias("h")).sort(
+        GROUP_KEY, nulls_last=True
+    )
+
+
+@dataclass
+class KeptRows:
+    """The rows `reuse` holds for the kept groups' members (`kept`: tenant, id): their places, the edges their
+    groups made (each ends on a member of its group) and their review rows (each names its group's members)."""
+
+    places: pl.DataFrame
+    edges: pa.Table
+    review: pa.Table
+
+    @classmethod
+    def of(cls, reuse: VersionReuse | None, kept: pl.DataFrame) -> KeptRows:
+        if reuse is None or not kept.height:
+            return cls(as_frame(VERSION_PLACES.empty_table()), EDGES.empty_table(), REVIEW_QUEUE.empty_table())
+        ids = kept.select("tenant", "id")
+        places = as_frame(conform(reuse.places, VERSION_PLACES)).join(
+            ids, on=["tenant", "id"], how="semi", nulls_equal=True
+        )
+        edges = conform(reuse.edges, EDGES)
+        hit = (
+            as_frame(edges.select(["tenant", "dst"]))
+            .with_row_index("_r")
+            .join(ids, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi", nulls_equal=True)
+        )
+        review = conform(reuse.review, REVIEW_QUEUE)
+        first = (
+            as_frame(review.select(["tenant", "node_ids"]))
+            .with_row_index("_r")
+            .select("_r", "tenant", pl.col("node_ids").list.first().alias("id"))
+        )
+        named = first.join(ids, on=["tenant", "id"], how="semi", nulls_equal=True)
+        return cls(
+            places,
+            edges.take(hit.get_column("_r").sort().to_arrow()),
+            review.take(named.get_column("_r").sort().to_arrow()),
+        )

@@ -56,7 +56,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.schema import REVIEW_QUEUE
-from jobs.version_groups import GROUP_KEY, fold_name, group_members
+from jobs.version_groups import (
+    GROUP_KEY,
+    VERSION_GROUPS,
+    VERSION_PLACES,
+    KeptRows,
+    VersionReuse,
+    fold_name,
+    group_members,
+    group_signatures,
+)
 from r2g.ids import edge_id, stable_id
 from r2g.partition_graph import edge_weight
 from r2g.schema import EDGES, NODES
@@ -108,14 +117,6 @@ class VersionConfig:
     single_valued: frozenset[str] = frozenset({"live", "reside", "work"})
 
 
-# A multi-claim group's signature (version_facts' `reuse`): its key, members and a hash of what its rules read
-VERSION_GROUPS = pa.schema([*((k, pa.string()) for k in GROUP_KEY), ("rows", pa.int64()), ("h", pa.uint64())])
-# A multi-claim group's member: its segment and the validity the rules gave it
-VERSION_PLACES = pa.schema(
-    [("tenant", pa.string()), ("id", pa.string()), ("segment", pa.int32()), ("valid_since", TS), ("valid_until", TS)]
-)
-
-
 @dataclass
 class VersionResult:
     nodes: pa.Table  # r2g.schema.NODES: valid_since / valid_until set on versioned Facts/Preferences
@@ -128,17 +129,6 @@ class VersionResult:
     def reuse(self) -> VersionReuse:
         """What a later version_facts may keep of this result."""
         return VersionReuse(self.groups, self.places, made_edges(self.edges), self.review_queue)
-
-
-@dataclass(frozen=True)
-class VersionReuse:
-    """What an earlier version_facts made for its multi-claim groups: a group whose VERSION_GROUPS row is the same
-    again keeps its members' places and validity, its edges and its review rows instead of running the rules."""
-
-    groups: pa.Table  # VERSION_GROUPS
-    places: pa.Table  # VERSION_PLACES
-    edges: pa.Table  # EDGES this job made (made_edges)
-    review: pa.Table  # REVIEW_QUEUE
 
 
 def made_edges(edges: pa.Table) -> pa.Table:
@@ -480,7 +470,7 @@ def version_facts(
     members = members.with_columns(pl.struct("affirmative", "obj").n_unique().over(GROUP_KEY).alias("_claims"))
     single = members.filter(pl.col("_claims") == 1)
     multi = members.filter(pl.col("_claims") > 1).drop("_claims")
-    signatures = _signatures(multi, e, entities)
+    signatures = group_signatures(multi, e, entities)
     # the groups kept from `reuse`: where member ids are unique, a member's place is its group's alone
     kept_keys = signatures.clear().select(GROUP_KEY)
     if reuse is not None and multi.select("tenant", "id").is_unique().all():
@@ -521,23 +511,25 @@ def version_facts(
 
     # what the kept groups made: their members' places and validity, their edges (each ends on a member of its
     # group), their review rows (each names its group's members)
-    reused = _Reused.of(reuse, kept)
+    reused = KeptRows.of(reuse, kept)
     # R2G's CONTRADICTS between members of different segments were a change over time, not a conflict; and a row
     # of ours replaces an input row of the same id
     group_no = multi.select(GROUP_KEY).unique(maintain_order=True).with_row_index("_g")
     number = {tuple(r[:-1]): r[-1] for r in group_no.select(*GROUP_KEY, "_g").iter_rows()} if groups else {}
-    place = pl.concat(
+    places = pl.concat(  # every multi-claim member's group, segment and validity: the run's, then the kept
         [
             pl.DataFrame(
-                [(t, i, number[key], seg) for (t, i), (key, seg) in out.place.items()],
-                schema={"tenant": pl.String, "id": pl.String, "_g": pl.UInt32, "_s": pl.Int64},
+                [(t, i, number[key], seg, *out.validity[(t, i)]) for (t, i), (key, seg) in out.place.items()],
+                schema={**dict.fromkeys(("tenant", "id"), pl.String), "_g": pl.UInt32, "segment": pl.Int32}
+                | dict.fromkeys(("valid_since", "valid_until"), pl.Datetime("us")),
                 orient="row",
             ),
             reused.places.join(kept, on=["tenant", "id"], nulls_equal=True)
             .join(group_no, on=GROUP_KEY, nulls_equal=True)
-            .select("tenant", "id", "_g", pl.col("segment").cast(pl.Int64).alias("_s")),
+            .select("tenant", "id", "_g", "segment", "valid_since", "valid_until"),
         ]
     )
+    place = places.select("tenant", "id", "_g", pl.col("segment").cast(pl.Int64).alias("_s"))
     added = pa.concat_tables(
         [pa.Table.from_pylist([out.edges[k] for k in sorted(out.edges)], schema=EDGES), reused.edges]
     )
@@ -554,14 +546,6 @@ def version_facts(
     replaced = rows.join(ours, on=["tenant", "id"], how="semi", nulls_equal=True)
     dropped = pl.concat([over_time.get_column("_row"), replaced.get_column("_row")]).unique()
 
-    made_validity = pl.DataFrame(
-        [(t, i, v[0], v[1]) for (t, i), v in out.validity.items()],
-        schema={"tenant": pl.String, "id": pl.String, "_since": pl.Datetime("us"), "_until": pl.Datetime("us")},
-        orient="row",
-    )
-    kept_validity = reused.places.join(kept, on=["tenant", "id"], how="semi", nulls_equal=True).select(
-        "tenant", "id", pl.col("valid_since").alias("_since"), pl.col("valid_until").alias("_until")
-    )
     validity = (
         pl.concat(
             [
@@ -569,8 +553,9 @@ def version_facts(
                 .agg("id", pl.col("t").min().alias("_since"))
                 .explode("id")
                 .select("tenant", "id", "_since", pl.lit(None, dtype=pl.Datetime("us")).alias("_until")),
-                made_validity,
-                kept_validity,
+                places.select(
+                    "tenant", "id", pl.col("valid_since").alias("_since"), pl.col("valid_until").alias("_until")
+                ),
             ]
         )
         .unique(subset=["tenant", "id"], keep="last", maintain_order=True)
@@ -591,22 +576,6 @@ def version_facts(
         )
     queue = pa.concat_tables([pa.Table.from_pylist(out.review, schema=REVIEW_QUEUE), reused.review])
     queue = queue.take(pc.sort_indices(queue, [("id", "ascending")]))
-    places = pl.concat(
-        [
-            made_validity.join(
-                pl.DataFrame(
-                    [(t, i, seg) for (t, i), (_, seg) in out.place.items()],
-                    schema={"tenant": pl.String, "id": pl.String, "segment": pl.Int32},
-                    orient="row",
-                ),
-                on=["tenant", "id"],
-                nulls_equal=True,
-            ).select(
-                "tenant", "id", "segment", pl.col("_since").alias("valid_since"), pl.col("_until").alias("valid_until")
-            ),
-            reused.places,
-        ]
-    )
     # base without the dropped rows, in its order, then ours: not sorted into one order, which took a sort and a
     # scattered take of every edge (12 s at 1M messages) only for the graph steps to sort the stage by key again
     if dropped.len():
@@ -618,72 +587,6 @@ def version_facts(
         pa.concat_tables([base, added]),
         queue,
         groups=conform(signatures.to_arrow(), VERSION_GROUPS),
-        places=conform(places.to_arrow(), VERSION_PLACES),
+        places=conform(places.drop("_g").to_arrow(), VERSION_PLACES),
         kept_groups=kept_keys.height,
     )
-
-
-def _signatures(multi: pl.DataFrame, e: pl.DataFrame, entities: pl.DataFrame) -> pl.DataFrame:
-    """VERSION_GROUPS of the multi-claim groups: per group its member count and a hash of all the rules read for
-    it — its members' rows in (t, id) order, every input edge with an end on one of them (roles, SUPPORTS /
-    SAME_AS, R2G's CONTRADICTS, an edge of an id the group would make) and its subject's title."""
-    terms = (pl.struct("_h", "_i").hash(seed=11) // (1 << 24)).sum()  # 40-bit terms: < 2^24 summands never overflow
-    rows = multi.with_columns(
-        pl.struct(pl.all()).hash(seed=7).alias("_h"), pl.int_range(pl.len()).over(GROUP_KEY).alias("_i")
-    )
-    own = rows.group_by(GROUP_KEY).agg(pl.len().cast(pl.Int64).alias("rows"), terms.alias("_m"))
-    member = multi.select("tenant", "id", *GROUP_KEY[1:])
-    ends = pl.concat(
-        [
-            e.select("tenant", pl.col(end).alias("_end"), pl.struct("id", "src", "dst", "type").alias("_e"))
-            for end in ("src", "dst")
-        ]
-    ).join(member, left_on=["tenant", "_end"], right_on=["tenant", "id"], nulls_equal=True)
-    touching = (
-        ends.with_columns(pl.col("_e").hash(seed=3).alias("_h"), pl.lit(0, pl.Int64).alias("_i"))
-        .group_by(GROUP_KEY)
-        .agg(terms.alias("_x"))
-    )
-    titles = entities.select("tenant", pl.col("id").alias("subject"), pl.col("title").hash(seed=5).alias("_t"))
-    out = own.join(touching, on=GROUP_KEY, how="left", nulls_equal=True).join(
-        titles, on=["tenant", "subject"], how="left", nulls_equal=True
-    )
-    return out.select(*GROUP_KEY, "rows", pl.struct("rows", "_m", "_x", "_t").hash(seed=13).alias("h")).sort(
-        GROUP_KEY, nulls_last=True
-    )
-
-
-@dataclass
-class _Reused:
-    """The rows `reuse` holds for the kept groups' members: places, edges, review rows."""
-
-    places: pl.DataFrame
-    edges: pa.Table
-    review: pa.Table
-
-    @classmethod
-    def of(cls, reuse: VersionReuse | None, kept: pl.DataFrame) -> _Reused:
-        if reuse is None or not kept.height:
-            return cls(as_frame(VERSION_PLACES.empty_table()), EDGES.empty_table(), REVIEW_QUEUE.empty_table())
-        ids = kept.select("tenant", "id")
-        places = as_frame(conform(reuse.places, VERSION_PLACES)).join(
-            ids, on=["tenant", "id"], how="semi", nulls_equal=True
-        )
-        edges = conform(reuse.edges, EDGES)
-        hit = (
-            as_frame(edges.select(["tenant", "dst"]))
-            .with_row_index("_r")
-            .join(ids, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi", nulls_equal=True)
-        )
-        review = conform(reuse.review, REVIEW_QUEUE)
-        first = (
-            as_frame(review.select(["tenant", "node_ids"]))
-            .with_row_index("_r")
-            .select("_r", "tenant", pl.col("node_ids").list.first().alias("id"))
-        )
-        named = first.join(ids, on=["tenant", "id"], how="semi", nulls_equal=True)
-        return cls(
-            places,
-            edges.take(hit.get_column("_r").sort().to_arrow()),
-            review.take(named.get_column("_r").sort().to_arrow()),
-        )
