@@ -37,7 +37,7 @@ from jobs.sparsify import SparsifyConfig, sparsify
 from jobs.tiers import TierConfig, promote
 from jobs.versions import VersionConfig, VersionResult, version_facts
 from r2g.schema import EDGES, NODES
-from raw_store.frames import as_frame, key_order
+from raw_store.frames import as_frame, key_order, sort_stable, sorted_by
 from raw_store.lake import conform
 
 
@@ -231,7 +231,7 @@ def time_steps(
     stats: dict = {"as_of": as_of.isoformat()}
     nodes, edges = stage.nodes, stage.edges
 
-    tiers = promote(nodes, feedback, previous.nodes, as_of, cfg.tiers, edges=edges)
+    tiers = promote(nodes, feedback, previous.nodes, as_of, cfg.tiers, edges=edges, reviewed=previous.review_queue)
     nodes = tiers.nodes
 
     sparse = sparsify(nodes, edges, as_of, cfg.sparsify)
@@ -354,15 +354,20 @@ def _sorted(table: pa.Table, schema: pa.Schema) -> pa.Table:
 def _first_of_each(table: pa.Table, keys: list[str]) -> pa.Table:
     """The first row of each key, in table order: re-deriving rows already recorded (a re-run, a crash between
     writes) adds nothing."""
-    if table.num_rows == 0:
-        return table
-    first = as_frame(table.select(keys)).with_row_index("_row").unique(keys, keep="first", maintain_order=True)
-    return table.take(first.get_column("_row").to_arrow())
+    return _first_rows(table, as_frame(table.select(keys)).with_row_index("_row"), keys)
 
 
 def _dedup_sorted(table: pa.Table, keys: list[str]) -> pa.Table:
     """One row per key (the first in sort order), sorted by the keys: accumulating tables stay idempotent."""
-    if table.num_rows == 0:
+    frame = as_frame(table.select(keys)).with_row_index("_row")
+    return _first_rows(table, frame if sorted_by(frame, keys) else sort_stable(frame, keys, nulls_last=True), keys)
+
+
+def _first_rows(table: pa.Table, frame: pl.DataFrame, keys: list[str]) -> pa.Table:
+    """The rows of `table` first of their key in `frame` (its key columns and row numbers `_row`, in the order
+    wanted), gathered once; `table` itself when that is every row in its order (a history with nothing new: the
+    usual run, no copy of it)."""
+    rows = frame.unique(keys, keep="first", maintain_order=True).get_column("_row")
+    if rows.len() == table.num_rows and (rows.diff().drop_nulls() == 1).all():
         return table
-    order = key_order(table, keys)
-    return _first_of_each(table if order is None else table.take(order), keys)
+    return table.take(rows.to_arrow())

@@ -465,3 +465,33 @@ def test_orphaned_topics_leave_as_the_reference_says(live, previous, concepts) -
         schema=pa.schema([NODES.field(c) for c in ("tenant", "id", "status")]),
     )
     assert_same(_without_orphaned_topics(conc, nodes, prev), _orphaned_reference(conc, nodes, prev))
+
+
+# ------------------------------------------------------------------------------------------ accumulating tables
+
+KEY_VALUES = st.tuples(st.sampled_from([None, "a", "b", "租"]), st.sampled_from([None, "x", "y", "", "z"]))
+
+
+@fuzz_settings(200)
+@given(st.lists(KEY_VALUES, max_size=30), st.booleans())
+def test_accumulated_history_keeps_the_first_row_of_each_key(keys, presorted) -> None:
+    """_first_of_each: the first row of each key in table order; _dedup_sorted: the first in a stable sort by the
+    keys, nulls last. Each is the table itself (no copy) when that is every row in its order."""
+    from jobs.consolidate import _dedup_sorted, _first_of_each
+
+    def order(k: tuple) -> tuple:
+        return tuple((v is None, v or "") for v in k)
+
+    if presorted:
+        keys = sorted(keys, key=order)
+    table = pa.table({"tenant": [t for t, _ in keys], "id": [i for _, i in keys], "n": list(range(len(keys)))})
+    first: dict[tuple, int] = {}
+    for n, k in enumerate(keys):
+        first.setdefault(k, n)
+    assert _first_of_each(table, ["tenant", "id"]).column("n").to_pylist() == sorted(first.values())
+    by_key = sorted(range(len(keys)), key=lambda n: order(keys[n]))  # stable: ties in table order
+    seen: set[tuple] = set()
+    expected = [n for n in by_key if not (keys[n] in seen or seen.add(keys[n]))]
+    assert _dedup_sorted(table, ["tenant", "id"]).column("n").to_pylist() == expected
+    if expected == list(range(len(keys))):
+        assert _dedup_sorted(table, ["tenant", "id"]) is table and _first_of_each(table, ["tenant", "id"]) is table
