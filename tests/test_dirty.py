@@ -19,7 +19,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from jobs.consolidate import ConsolidationConfig, ConsolidationResult, Previous, consolidate
-from jobs.dirty import _version_tables, changed_tenants, consolidate_dirty, input_row_hashes, tenant_hashes
+from jobs.dirty import DirtyRun, _version_tables, changed_tenants, consolidate_dirty, input_row_hashes, tenant_hashes
 from jobs.forget import ForgetRequest, ForgetRules
 from jobs.rollup import RollupConfig, rollup_input
 from jobs.sparsify import SparsifyConfig
@@ -78,10 +78,9 @@ def assert_same_result(a: ConsolidationResult, b: ConsolidationResult) -> None:
         assert_same(getattr(a, name), getattr(b, name))
 
 
-@fuzz_settings(15)
-@given(SEEDS)
-def test_a_dirty_run_after_an_append_equals_consolidate(seed) -> None:
-    g = random_graph(seed, tenants=3, episodes=25, time_span_days=20)
+def after_an_append(g: RandomGraph, seed: int) -> tuple[DirtyRun, DirtyRun, ConsolidationResult, set[str]]:
+    """A full dirty-set run over the lake before the append (before_append), then the incremental run over the
+    whole graph three days later from its snapshot, and consolidate() of the same: (first, run, full, touched)."""
     old_nodes, old_edges, touched = before_append(g, seed)
     first = consolidate_dirty(
         old_nodes,
@@ -105,8 +104,15 @@ def test_a_dirty_run_after_an_append_equals_consolidate(seed) -> None:
         snapshot=first.snapshot,
         config=CONFIG,
     )
-    full = consolidate(g.nodes, g.edges, feedback=g.feedback, ops=[], previous=previous, as_of=later, config=CONFIG)
     assert run.mode == "incremental", run.reason
+    full = consolidate(g.nodes, g.edges, feedback=g.feedback, ops=[], previous=previous, as_of=later, config=CONFIG)
+    return first, run, full, touched
+
+
+@fuzz_settings(15)
+@given(SEEDS)
+def test_a_dirty_run_after_an_append_equals_consolidate(seed) -> None:
+    _, run, full, touched = after_an_append(random_graph(seed, tenants=3, episodes=25, time_span_days=20), seed)
     assert run.dirty_tenants == len(touched) <= run.tenants
     assert_same_result(run.result, full)
 
@@ -118,33 +124,18 @@ def test_a_dirty_tenants_unchanged_version_groups_keep_their_rows_and_equal_cons
     """Within a redone tenant, the multi-claim version groups the append left as they were keep the snapshot's rows
     (no rules run for them), and the result is still consolidate()'s; the next snapshot holds every group's."""
     g = random_graph(seed, tenants=2, episodes=120, time_span_days=8)  # ~10 multi-claim groups per tenant
-    old_nodes, old_edges, _ = before_append(g, seed)
-    first = consolidate_dirty(
-        old_nodes,
-        old_edges,
-        feedback=g.feedback,
-        ops=[],
-        previous=Previous(),
-        as_of=g.as_of,
-        snapshot=None,
-        config=CONFIG,
-    )
-    previous, later = previous_of(first.result), g.as_of + timedelta(days=3)
-    run = consolidate_dirty(
+    first, run, full, _ = after_an_append(g, seed)
+    assert_same_result(run.result, full)
+    previous = previous_of(first.result)
+    scratch = consolidate_dirty(
         g.nodes,
         g.edges,
         feedback=g.feedback,
         ops=[],
         previous=previous,
-        as_of=later,
-        snapshot=first.snapshot,
+        as_of=g.as_of + timedelta(days=3),
+        snapshot=None,
         config=CONFIG,
-    )
-    full = consolidate(g.nodes, g.edges, feedback=g.feedback, ops=[], previous=previous, as_of=later, config=CONFIG)
-    assert run.mode == "incremental", run.reason
-    assert_same_result(run.result, full)
-    scratch = consolidate_dirty(
-        g.nodes, g.edges, feedback=g.feedback, ops=[], previous=previous, as_of=later, snapshot=None, config=CONFIG
     )
     for a, b in zip(_version_tables(run.snapshot.versions), _version_tables(scratch.snapshot.versions)):
         assert_same(by_key(a), by_key(b))
