@@ -231,7 +231,7 @@ def time_steps(
     stats: dict = {"as_of": as_of.isoformat()}
     nodes, edges = stage.nodes, stage.edges
 
-    tiers = promote(nodes, feedback, previous.nodes, as_of, cfg.tiers, edges=edges, reviewed=previous.review_queue)
+    tiers = promote(nodes, feedback, previous.nodes, as_of, cfg.tiers, edges=edges)
     nodes = tiers.nodes
 
     sparse = sparsify(nodes, edges, as_of, cfg.sparsify)

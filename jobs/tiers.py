@@ -209,7 +209,6 @@ def promote(
     *,
     edges: pa.Table | None = None,
     tenant_mid_counts: Mapping[str | None, int] | None = None,
-    reviewed: pa.Table | None = None,
 ) -> TierResult:
     """Tier, category, weight, activation, feedback, pinned and status of every node as of `as_of`.
 
@@ -218,8 +217,6 @@ def promote(
     (tenant, id).
     `tenant_mid_counts` (tenant → count) replaces the capacity rule's count of mid-tier Fact/Preference/Task
     nodes, which otherwise is taken over `nodes`: a run over some of a tenant's nodes passes the full count.
-    `reviewed` (optional) is the last run's REVIEW_QUEUE: a node due for review again takes its row's id from there
-    instead of hashing it again (the id is a function of tenant and node id: the same either way).
     """
     cfg, as_of = config or TierConfig(), _naive_utc(as_of)
     table = conform(nodes, NODES)
@@ -286,10 +283,7 @@ def promote(
             table.schema.get_field_index(col), field, n.get_column(src).to_arrow().cast(field.type)
         )
     return TierResult(
-        nodes=table,
-        promotions=promotions(n, as_of, cfg),
-        review=_review(n, as_of, cfg, reviewed),
-        mid_counts=mid_counts,
+        nodes=table, promotions=promotions(n, as_of, cfg), review=_review(n, as_of, cfg), mid_counts=mid_counts
     )
 
 
@@ -475,7 +469,7 @@ def _frame(part: str | None) -> str:
 _LOW_WEIGHT = "fact_low_weight"
 
 
-def _review(n: pl.DataFrame, as_of: datetime, cfg: TierConfig, reviewed: pa.Table | None = None) -> pa.Table:
+def _review(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pa.Table:
     """REVIEW_QUEUE kind fact_low_weight: live, non-core, unpinned, unused Facts whose weight fell below the mark."""
     due = n.filter(
         pl.col("type").is_in(sorted(cfg.review_types)).fill_null(False)
@@ -487,24 +481,13 @@ def _review(n: pl.DataFrame, as_of: datetime, cfg: TierConfig, reviewed: pa.Tabl
     )
     if due.height == 0:
         return REVIEW_QUEUE.empty_table()
-    keys = due.select("tenant", "id", pl.lit(None, pl.String).alias("_rid"))
-    if reviewed is not None and reviewed.num_rows:
-        # the ids the last run gave the same nodes (hashing each due fact again took 6 s at 1M messages)
-        known = (
-            as_frame(conform(reviewed, REVIEW_QUEUE).select(["id", "tenant", "kind", "node_ids", "provenance"]))
-            .filter((pl.col("kind") == _LOW_WEIGHT) & (pl.col("provenance") == RULE_REVIEW))
-            .select("tenant", pl.col("node_ids").list.first().alias("id"), pl.col("id").alias("_rid"))
-            .unique(subset=["tenant", "id"], keep="first", maintain_order=True)
-        )
-        keys = keys.drop("_rid").join(known, on=["tenant", "id"], how="left", maintain_order="left", nulls_equal=True)
-    new = keys.with_row_index("_k").filter(pl.col("_rid").is_null())
     # hashed a slice at a time: Python strings of every due row at once were ~1.7 GB at 1M messages
-    made = [
-        pl.Series("_new", review_ids(part.get_column("tenant").to_list(), part.get_column("id").to_list()), pl.String)
-        for part in new.select("tenant", "id").iter_slices(100_000)
-    ]
-    ids = keys.get_column("_rid").scatter(new.get_column("_k"), pl.concat(made)) if made else keys.get_column("_rid")
-    ids = ids.alias("id")
+    ids = pl.concat(
+        [
+            pl.Series("id", review_ids(part.get_column("tenant").to_list(), part.get_column("id").to_list()), pl.String)
+            for part in due.select("tenant", "id").iter_slices(100_000)
+        ]
+    )
     rows = due.select(
         ids,
         "tenant",

@@ -377,30 +377,6 @@ def test_low_weight_facts_go_to_review_and_structural_nodes_keep_a_floor() -> No
     assert status["fresh"] == ("active", pytest.approx(0.5 * 0.85**6))
 
 
-def test_a_fact_due_again_takes_its_review_id_from_the_last_run(monkeypatch) -> None:
-    """With the last run's review queue (`reviewed`), a fact due again keeps its row's id without hashing it again;
-    a newly due fact is hashed; the rows are those of a run without it."""
-    import jobs.tiers as tiers
-
-    rows = [node("f"), node("task", "Task"), node("g")]
-    first = promote(nodes_table(rows[:2]), None, None, D0 + 31 * DAY)
-    hashed: list[str] = []
-    real = tiers.review_ids
-    monkeypatch.setattr(tiers, "review_ids", lambda ts, ids: hashed.extend(ids) or real(ts, ids))
-    later = D0 + 40 * DAY
-    kept = promote(nodes_table(rows), None, first.nodes, later, reviewed=first.review)
-    assert hashed == ["g"]
-    fresh = promote(nodes_table(rows), None, first.nodes, later)
-    assert kept.review.equals(fresh.review) and kept.review.column("node_ids").to_pylist() == [["f"], ["g"], ["task"]]
-    # only the same rule's rows lend ids (another kind, or another rule version's, is hashed anew)
-    other = first.review.set_column(
-        first.review.schema.get_field_index("provenance"), "provenance", pa.array(["x", "x"])
-    )
-    hashed.clear()
-    assert promote(nodes_table(rows), None, first.nodes, later, reviewed=other).review.equals(fresh.review)
-    assert sorted(hashed) == ["f", "g", "task"]
-
-
 # ------------------------------------------------------------------------------------ capacity (seed 002)
 
 
