@@ -216,7 +216,7 @@ class VersionReuse:
 
     groups: pa.Table  # VERSION_GROUPS
     places: pa.Table  # VERSION_PLACES
-    edges: pa.Table  # EDGES this job made (made_edges)
+    edges: pa.Table  # EDGES version_facts made (VersionResult.made)
     review: pa.Table  # REVIEW_QUEUE
 
 

@@ -124,16 +124,12 @@ class VersionResult:
     review_queue: pa.Table  # jobs.schema.REVIEW_QUEUE: near-tie contradictions
     groups: pa.Table = field(default_factory=VERSION_GROUPS.empty_table)  # the multi-claim groups' signatures
     places: pa.Table = field(default_factory=VERSION_PLACES.empty_table)  # their members'
+    made: pa.Table = field(default_factory=EDGES.empty_table)  # the edges this job made (the tail of `edges`)
     kept_groups: int = 0  # groups whose rows came from `reuse`
 
     def reuse(self) -> VersionReuse:
         """What a later version_facts may keep of this result."""
-        return VersionReuse(self.groups, self.places, made_edges(self.edges), self.review_queue)
-
-
-def made_edges(edges: pa.Table) -> pa.Table:
-    """The rows of `edges` version_facts made (provenance jobs.versions.*)."""
-    return edges.filter(pc.starts_with(edges.column("provenance").fill_null(""), PROVENANCE_PREFIX))
+        return VersionReuse(self.groups, self.places, self.made, self.review_queue)
 
 
 @dataclass
@@ -588,5 +584,6 @@ def version_facts(
         queue,
         groups=conform(signatures.to_arrow(), VERSION_GROUPS),
         places=conform(places.drop("_g").to_arrow(), VERSION_PLACES),
+        made=added,
         kept_groups=kept_keys.height,
     )
