@@ -14,11 +14,12 @@ from assets.resources import LakeResource
 from jobs.forget import ForgetRules, collect, load_requests, tombstones
 from jobs.integrity import CheckOutcome, forgotten_stay_forgotten, lake_conservation, unresolved_raw_refs, verify_store
 from jobs.schema import AUDIT
-from r2g.lake_graph import counts_by, grouped_counts, layer_dir, r2g_overlays, read_graph_columns, read_lake_table
+from r2g.lake_graph import counts_by, grouped_counts, read_graph_columns, read_lake_table
+from r2g.merge_overlay import r2g_overlays, write_merge_overlay
 from r2g.schema import EDGES, NODES
 from raw_store.lake import lake_fingerprint, value_counts, write_table
 from raw_store.schema import TOMBSTONES
-from raw_store.tables import part_rows, write_overlay
+from raw_store.tables import part_rows
 
 VERIFY_SAMPLE = 256
 # lake-wide copies an earlier layout wrote (before 2026-11-25): the tables are now read where they lie
@@ -183,10 +184,9 @@ def graph_tables(lake: LakeResource) -> Iterator[dg.MaterializeResult]:
     repeated Facts aggregated), nodes of node/topic forget requests and every edge touching them removed, and
     SAME_AS / SUPPORTS / CONTRADICTS between the Facts of the whole lake added."""
     lk = lake.get()
-    nodes, edges = r2g_overlays(lk, ForgetRules(load_requests(lk)).node_ids)
-    folder = layer_dir(lk, "r2g")
-    write_overlay(folder, "nodes", nodes, NODES)
-    write_overlay(folder, "edges", edges, EDGES)
+    run = r2g_overlays(lk, ForgetRules(load_requests(lk)).node_ids, full=lake.full_rebuild)
+    write_merge_overlay(lk, run)
+    nodes, edges = run.nodes, run.edges
     for name in LEGACY_COPIES:
         if lk.table(name).exists():
             lk.table(name).unlink()
@@ -194,7 +194,14 @@ def graph_tables(lake: LakeResource) -> Iterator[dg.MaterializeResult]:
     node_types, edge_types = (grouped_counts(lk, name, ["type"]) for name in ("r2g_nodes", "r2g_edges"))
     yield dg.MaterializeResult(
         asset_key="r2g_nodes",
-        metadata={**_type_counts(node_types), "merged": nodes.upserts.num_rows, "removed": nodes.removed.num_rows},
+        metadata={
+            **_type_counts(node_types),
+            "merged": nodes.upserts.num_rows,
+            "removed": nodes.removed.num_rows,
+            "merge_mode": run.mode,
+            "merge_reason": run.reason,
+            "new_partitions": run.new_parts,
+        },
     )
     yield dg.MaterializeResult(
         asset_key="r2g_edges",

@@ -23,7 +23,6 @@ from typing import Any
 import duckdb
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from r2g.schema import (
     AUDIT,
@@ -41,7 +40,7 @@ from r2g.schema import (
     STATE_COLUMNS,
 )
 from raw_store.frames import as_frame
-from raw_store.lake import Lake, conform, is_remote, local_copies, read_table
+from raw_store.lake import Lake, conform, is_remote, read_table
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS, TOMBSTONES
 from raw_store.tables import (
     KEY,
@@ -262,95 +261,8 @@ def _with_key(columns: Sequence[str] | None, schema: pa.Schema) -> list[str]:
     return [*KEY, *[c for c in columns if c not in KEY]]
 
 
-# ------------------------------------------------------------------------------------------ the R2G overlay
-
-_LINK_NODE_COLUMNS = [
-    "id",
-    "tenant",
-    "type",
-    "subtype",
-    "predicate_norm",
-    "negation",
-    "modality",
-    "time_start",
-    "first_seen",
-    "raw_refs",
-]
-_LINK_EDGE_TYPES = ("AGENT", "PATIENT", "LOCATION")
-
-
-def r2g_overlays(lake: Lake, dropped: set[tuple[str, str]] | frozenset = frozenset()) -> tuple[Overlay, Overlay]:
-    """The merge overlay over the partitions' graph parts: (nodes, edges).
-
-    Ids found in more than one partition → one merged row (r2g.merge); the nodes in `dropped` ((tenant, id)
-    pairs: forget requests) and every edge touching one → removed; then SAME_AS / SUPPORTS / CONTRADICTS between
-    the Facts of the whole lake (r2g.link) → added, where no partition edge has the id already.
-
-    Bounded memory: the lake-wide questions (which ids repeat, which edges touch a forgotten node) are asked of
-    DuckDB over the Parquet parts (it spills past its memory limit); rows are read one partition at a time and
-    only those a step needs (the repeated ids, the Facts, the role and link edges). Holding every edge's keys
-    (and polars' hash tables over them) cost 2.2 GB at 100k messages and passed 16 GB at 1M.
-    """
-    node_paths, edge_paths = part_paths(lake, "nodes"), part_paths(lake, "edges")
-    # on object storage the parts are fetched once (DuckDB's scans and the row reads below would ask again)
-    with local_copies(lake, [*node_paths, *edge_paths]) as local:
-        return _r2g_overlays(lake, [local(p) for p in node_paths], [local(p) for p in edge_paths], dropped)
-
-
-def _r2g_overlays(
-    lake: Lake, node_paths: list[Any], edge_paths: list[Any], dropped: set[tuple[str, str]] | frozenset
-) -> tuple[Overlay, Overlay]:
-    from r2g.link import LINK_TYPES, link_facts
-    from r2g.merge import merge_edges, merge_nodes
-
-    gone = pl.DataFrame(sorted(dropped), schema={"tenant": pl.String, "id": pl.String}, orient="row")
-    with _key_scan(lake) as con:
-        dup_node_keys = _repeated_keys(con, node_paths, NODES)
-        dup_edge_keys = _repeated_keys(con, edge_paths, EDGES)
-        removed_nodes, removed_edges = _touching(con, node_paths, edge_paths, gone)
-    # each part read once: its repeated rows (to merge), and the rows the lake-wide fact links need
-    dup_nodes, fact_rows = _rows_with_ids(
-        lake, "nodes", NODES, node_paths, dup_node_keys, _LINK_NODE_COLUMNS, pc.field("type") == "Fact"
-    )
-    # the role edges, and the link edges the parts have already (link_facts leaves those links out)
-    wanted = pc.field("type").isin([*_LINK_EDGE_TYPES, *LINK_TYPES])
-    dup_edges, typed = _rows_with_ids(
-        lake, "edges", EDGES, edge_paths, dup_edge_keys, ["tenant", "id", "src", "dst", "type"], wanted
-    )
-    merged_nodes, merged_edges = merge_nodes(dup_nodes), merge_edges(dup_edges)
-    del dup_nodes, dup_edges
-    merged_nodes = merged_nodes.join(gone, on=["tenant", "id"], how="anti")
-    merged_edges = merged_edges.join(removed_edges, on=["tenant", "id"], how="anti")
-
-    # the facts and role edges of the merged graph, for the lake-wide fact links
-    node_overlay = Overlay(conform(merged_nodes.to_arrow(), NODES), conform(removed_nodes.to_arrow(), REMOVED))
-    facts = apply_overlay(fact_rows, _project(node_overlay, NODES, _LINK_NODE_COLUMNS))
-    del fact_rows
-    facts = facts.filter(pl.col("type") == "Fact").unique(["tenant", "id"], keep="first", maintain_order=True)
-    roles = typed.filter(pl.col("type").is_in(_LINK_EDGE_TYPES)).join(removed_edges, on=KEY, how="anti")
-    existing = typed.filter(pl.col("type").is_in(LINK_TYPES))
-    del typed
-    links = as_frame(
-        link_facts(
-            conform(facts.to_arrow(), NODES),
-            conform(roles.to_arrow(), EDGES),
-            existing=existing.select("tenant", "src", "type", "dst"),
-        )
-    )
-    upserts = pl.concat([merged_edges, links], how="vertical_relaxed").sort(list(KEY))
-    edge_overlay = Overlay(
-        conform(upserts.to_arrow(), EDGES), conform(removed_edges.sort(list(KEY)).to_arrow(), REMOVED)
-    )
-    return (
-        Overlay(
-            node_overlay.upserts.sort_by([(k, "ascending") for k in KEY]),
-            node_overlay.removed.sort_by([(k, "ascending") for k in KEY]),
-        ),
-        edge_overlay,
-    )
-
-
-# DuckDB's share of the merge overlay's memory; past it the key scans spill to a temporary folder
+# DuckDB's share of a lake-wide key scan's memory (the merge overlay's, the counts); past it the scan spills to a
+# temporary folder
 KEY_SCAN_MEMORY = "1GB"
 
 
@@ -364,86 +276,6 @@ def _key_scan(lake: Lake) -> Iterator[duckdb.DuckDBPyConnection]:
             yield con
         finally:
             con.close()
-
-
-def _keys_sql(paths: Sequence[Any], schema: pa.Schema, columns: Sequence[str]) -> str:
-    return union_sql(paths, pa.schema([schema.field(c) for c in columns]))
-
-
-def _key_frame(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:
-    return _frame(conform(con.sql(sql).fetch_arrow_table(), REMOVED))
-
-
-def _repeated_keys(con: duckdb.DuckDBPyConnection, paths: Sequence[Any], schema: pa.Schema) -> pl.DataFrame:
-    """(tenant, id, part) of the rows whose id is in more than one row of the parts, `part` the position in `paths`
-    of a part that has such a row."""
-    if not paths:
-        return pl.DataFrame(schema={"tenant": pl.String, "id": pl.String, "part": pl.UInt32})
-    parts = f"SELECT tenant, id, filename FROM read_parquet({_sql_list(paths)}, union_by_name = true, filename = true)"
-    found = con.sql(
-        f"SELECT DISTINCT tenant, id, filename FROM ({parts}) WHERE id IN "
-        f"(SELECT id FROM ({parts}) GROUP BY id HAVING count(*) > 1)"
-    ).pl()
-    names = pl.DataFrame({"filename": [_sql_name(p) for p in paths]}).with_row_index("part")
-    return found.join(names, on="filename").select("tenant", "id", "part").sort("part", "tenant", "id")
-
-
-def _touching(
-    con: duckdb.DuckDBPyConnection, node_paths: Sequence[Any], edge_paths: Sequence[Any], gone: pl.DataFrame
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The (tenant, id) of the parts' nodes in `gone`, and of their edges with an end in `gone`."""
-    if gone.height == 0:
-        empty = _frame(REMOVED.empty_table())
-        return empty, empty
-    con.register("gone", gone.to_arrow())
-    nodes = _keys_sql(node_paths, NODES, KEY)
-    edges = _keys_sql(edge_paths, EDGES, ["tenant", "id", "src", "dst"])
-    return (
-        _key_frame(con, f"SELECT DISTINCT n.tenant, n.id FROM ({nodes}) AS n SEMI JOIN gone USING (tenant, id)"),
-        _key_frame(
-            con,
-            f"SELECT DISTINCT e.tenant, e.id FROM ({edges}) AS e WHERE EXISTS "
-            "(SELECT 1 FROM gone AS g WHERE g.tenant = e.tenant AND (g.id = e.src OR g.id = e.dst))",
-        ),
-    )
-
-
-def _rows_with_ids(
-    lake: Lake,
-    name: str,
-    schema: pa.Schema,
-    paths: Sequence[Any],
-    keys: pl.DataFrame,
-    columns: Sequence[str],
-    where: pc.Expression,
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """From one read of each partition's `name` table, in partition order: (the whole rows whose (tenant, id) is in
-    `keys` (tenant, id, part: which of `paths` has them, _repeated_keys), the `columns` of the rows where `where`
-    holds). Each part's rows are looked up by its own ids: one lookup set of every repeated id, rebuilt for each of
-    479 parts, was 110 of 180 CPU-s of the merge at 1M messages; and a part is decoded once, not once a question.
-
-    Filtered in Arrow, which copies the rows it keeps: a polars join's gathered strings keep pointing into the
-    whole partition's buffers, so the hits of every partition held all of their files (0.3 GB at 100k messages)."""
-    wanted_in = {
-        int(part): wanted.select(KEY).unique(maintain_order=True)
-        for (part,), wanted in keys.group_by("part", maintain_order=True)
-    }
-    hits, rows = [], []
-    for i, path in enumerate(paths):
-        table = read_parts(lake, name, schema, paths=[path])
-        if not table.num_rows:
-            continue
-        wanted = wanted_in.get(i)
-        if wanted is not None:
-            ids = pa.array(wanted.get_column("id").unique().to_list(), pa.string())
-            found = _frame(table.filter(pc.field("id").isin(ids)))
-            hits.append(found.join(wanted, on=list(KEY), how="semi", maintain_order="left"))
-        rows.append(table.select(list(columns)).filter(where))
-    sub = pa.schema([schema.field(c) for c in columns])
-    return (
-        pl.concat(hits) if hits else _frame(schema.empty_table()),
-        _frame(pa.concat_tables(rows) if rows else sub.empty_table()),
-    )
 
 
 # ------------------------------------------------------------------------------------------ FTS documents

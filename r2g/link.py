@@ -32,6 +32,7 @@ from r2g.partition_graph import edge_weight
 from r2g.schema import EDGES
 from raw_store.frames import as_frame
 from raw_store.lake import conform
+from raw_store.schema import RAW_REFS, TS
 
 SAME_AS = "r2g.rule.same_as.v2"
 SUPPORT = "r2g.rule.support.v2"  # SUPPORTS and CONTRADICTS
@@ -79,11 +80,29 @@ def canonical_predicate(predicate_norm: str) -> tuple[str, bool]:
 
 
 LINK_GROUP = ["tenant", "agent", "canon", "patient", "modality"]
+LINKABLE_ORDER = ["tenant", "agent", "t", "id"]
+# a linkable Fact: what the links read of it (its group, place, polarity, time, subtype and raw_refs)
+LINKABLE = pa.schema(
+    [
+        ("tenant", pa.string()),
+        ("id", pa.string()),
+        ("agent", pa.string()),
+        ("canon", pa.string()),
+        ("patient", pa.string()),
+        ("modality", pa.string()),
+        ("location", pa.string()),
+        ("polarity", pa.bool_()),
+        ("t", TS),
+        ("subtype", pa.string()),
+        ("raw_refs", RAW_REFS),
+    ]
+)
 
 
-def _linkable(nodes: pa.Table, edges: pa.Table) -> pl.DataFrame:
-    """The Facts link_facts links, each with its group (LINK_GROUP), location, polarity and time t, in the order
-    the links are made (tenant, agent, t, id; undated last)."""
+def linkable(nodes: pa.Table, edges: pa.Table) -> pl.DataFrame:
+    """The Facts link_facts links (LINKABLE), each with its group (LINK_GROUP), location, polarity and time t, in
+    the order the links are made (LINKABLE_ORDER: tenant, agent, t, id; undated last). A row depends on its Fact's
+    row and that Fact's AGENT / PATIENT / LOCATION edges alone."""
     cols = [
         "id",
         "tenant",
@@ -118,7 +137,7 @@ def _linkable(nodes: pa.Table, edges: pa.Table) -> pl.DataFrame:
         pl.col("negation").fill_null(False),
         pl.coalesce("time_start", "first_seen").alias("t"),
     )
-    facts = facts.sort(["tenant", "agent", "t", "id"], nulls_last=True)
+    facts = facts.sort(LINKABLE_ORDER, nulls_last=True)
     predicates = facts.get_column("predicate_norm").unique()
     folded = [canonical_predicate(v) for v in predicates.to_list()]
     canon = pl.DataFrame(
@@ -132,7 +151,8 @@ def _linkable(nodes: pa.Table, edges: pa.Table) -> pl.DataFrame:
         & ~pl.col("canon").str.contains("_", literal=True)
         & pl.col("canon").is_in(sorted(LIGHT_VERBS))
     )
-    return facts.filter(~light).with_columns((pl.col("negation") != pl.col("_flip")).alias("polarity"))
+    facts = facts.filter(~light).with_columns((pl.col("negation") != pl.col("_flip")).alias("polarity"))
+    return facts.select(LINKABLE.names)
 
 
 def link_group_keys(nodes: pa.Table, edges: pa.Table) -> pa.Table:
@@ -141,7 +161,7 @@ def link_group_keys(nodes: pa.Table, edges: pa.Table) -> pa.Table:
     Contract (tests/test_consolidation_contracts.py): link_facts over link_input(nodes, edges, G) — the Facts of
     the groups G and their AGENT / PATIENT / LOCATION edges — gives exactly the full run's links out of those Facts
     (a link never leaves its group)."""
-    return _linkable(nodes, edges).select("tenant", "id", *LINK_GROUP[1:]).to_arrow()
+    return linkable(nodes, edges).select("tenant", "id", *LINK_GROUP[1:]).to_arrow()
 
 
 def link_input(nodes: pa.Table, edges: pa.Table, keys: pa.Table) -> tuple[pa.Table, pa.Table]:
@@ -170,7 +190,12 @@ def link_facts(nodes: pa.Table, edges: pa.Table, existing: pl.DataFrame | None =
     forward-filled position over the group (any place, or the same place, or no place). `existing` (tenant, src,
     type, dst): edges already there, left out before their ids are hashed (the lake-wide merge re-derives every
     link the files made; an edge id is a hash of that key, so this equals dropping their ids afterwards)."""
-    facts = _linkable(nodes, edges)
+    return links_of(linkable(nodes, edges), existing)
+
+
+def links_of(facts: pl.DataFrame, existing: pl.DataFrame | None = None) -> pa.Table:
+    """link_facts over `facts`, rows of `linkable` in its order: whole link groups (a link never leaves its group,
+    so the links of any set of whole groups are the full run's links out of their Facts)."""
     if facts.height == 0:
         return EDGES.empty_table()
     pos = pl.int_range(pl.len()).over(LINK_GROUP)

@@ -28,19 +28,25 @@ SIDE = ("communities", "promotions", "review_queue", "cold_edges", "ops_applied"
 def _files(lake: Lake) -> dict[str, bytes]:
     folder = lake.root / "lake" / "consolidated"
     out = {p.name: p.read_bytes() for p in sorted(folder.glob("*.parquet"))}
+    # the merge overlay under it, and its snapshot (from the last run's, or made whole in the full lake)
+    r2g = lake.root / "lake" / "r2g"
+    out.update({f"r2g/{p.relative_to(r2g)}": p.read_bytes() for p in sorted(r2g.rglob("*.parquet"))})
     out.update({f"{n}.parquet": lake.table(n).read_bytes() for n in SIDE})
     return out
 
 
-def _last_run() -> tuple[str, int]:
-    """(consolidation_mode, dirty_tenants) of the latest `nodes` materialization ($DAGSTER_HOME: the lake built last)."""
+def _last_run() -> tuple[str, int, str]:
+    """(consolidation_mode, dirty_tenants, merge_mode) of the latest `nodes` and `r2g_nodes` materializations
+    ($DAGSTER_HOME: the lake built last)."""
     import dagster as dg
 
     with dg.DagsterInstance.get() as instance:
-        event = instance.get_latest_materialization_event(dg.AssetKey("nodes"))
-        assert event is not None and event.asset_materialization is not None
-        meta = event.asset_materialization.metadata
-        return meta["consolidation_mode"].value, meta["dirty_tenants"].value
+        meta = {}
+        for key in ("nodes", "r2g_nodes"):
+            event = instance.get_latest_materialization_event(dg.AssetKey(key))
+            assert event is not None and event.asset_materialization is not None
+            meta.update(event.asset_materialization.metadata)
+        return meta["consolidation_mode"].value, meta["dirty_tenants"].value, meta["merge_mode"].value
 
 
 def _add_demo(lake: Lake) -> None:
@@ -59,13 +65,21 @@ def _later(lake: Lake) -> None:
     os.environ["MEMCTL_AS_OF"] = "2024-07-01T00:00:00"  # the fixture's monkeypatch restores it
 
 
-STEPS: list[tuple[str, Callable[[Lake], None], str, int]] = [  # (what, change, mode, tenants redone)
-    ("first build", lambda lake: None, "full", 2),
-    ("a new demo file", _add_demo, "incremental", 1),
-    ("a forget request", _forget_extra0, "incremental", 1),
-    ("a later as_of, the same input", _later, "incremental", 0),  # before the ops: a batch's time is the as_of
-    ("an ops file", _add_ops, "full", 2),
-    ("a new research file", _add_research, "incremental", 1),
+# (what, change, consolidation mode, tenants redone, merge overlay mode): a forget request rewrites a partition, so
+# the merge overlay runs whole; a new inbox file is a partition added to it
+STEPS: list[tuple[str, Callable[[Lake], None], str, int, str]] = [
+    ("first build", lambda lake: None, "full", 2, "full"),
+    ("a new demo file", _add_demo, "incremental", 1, "incremental"),
+    ("a forget request", _forget_extra0, "incremental", 1, "full"),
+    (
+        "a later as_of, the same input",
+        _later,
+        "incremental",
+        0,
+        "incremental",
+    ),  # before the ops: a batch's time is the as_of
+    ("an ops file", _add_ops, "full", 2, "incremental"),
+    ("a new research file", _add_research, "incremental", 1, "incremental"),
 ]
 
 
@@ -88,7 +102,7 @@ def lockstep(tmp_path_factory):
         shutil.copytree(dirty.root, full.root)
         lakes = {"dirty": dirty, "full": full}
         out = [first]
-        for what, change, _, _ in STEPS[1:]:
+        for what, change, *_ in STEPS[1:]:
             files, ran = {}, None
             for way, lake in lakes.items():
                 change(lake)
