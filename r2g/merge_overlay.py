@@ -4,9 +4,10 @@ Ids found in more than one partition → one merged row (r2g.merge); the nodes o
 touching one → removed; then SAME_AS / SUPPORTS / CONTRADICTS between the Facts of the whole lake (r2g.link) →
 added, where no partition edge has the id already.
 
-A run after one that left its **snapshot** (`lake/r2g/steps/`: the linkable Facts, the links it made, and in
-`merge.json` a hash of each partition's graph files, of its own files and of the code and forget set) and where
-partitions were only added redoes only what they touch, since every step is local:
+A run after one that left its **snapshot** (`lake/r2g/steps/`: the linkable Facts, the keys of the merged edges
+among the edge upserts (the others are the links it made), and in `merge.json` a hash of each partition's graph
+files, of its own files and of the code and forget set) and where partitions were only added redoes only what
+they touch, since every step is local:
 - merged rows: an id's merged row depends on that id's rows alone, so only the ids with a row in a new partition
   are merged again (all their rows, from every partition);
 - removals: with the same forget set, a new partition adds its own rows that touch a forgotten node;
@@ -64,7 +65,7 @@ _FILES = {  # the snapshot's and the overlay's files: name → schema
     "nodes_removed": REMOVED,
     "edges": EDGES,
     "edges_removed": REMOVED,
-    "steps/links": EDGES,
+    "steps/merged_edges": REMOVED,  # (tenant, id) of the merged edge upserts; the other upserts are links
     "steps/linkable": LINKABLE,
 }
 
@@ -108,7 +109,9 @@ def write_merge_overlay(lake: Lake, run: MergeRun) -> None:
         "nodes_removed": run.nodes.removed,
         "edges": run.edges.upserts,
         "edges_removed": run.edges.removed,
-        "steps/links": run.links,
+        "steps/merged_edges": as_frame(run.edges.upserts.select(list(KEY)))
+        .join(as_frame(run.links.select(list(KEY))), on=KEY, how="anti", maintain_order="left")
+        .to_arrow(),
         "steps/linkable": run.facts.to_arrow(),
     }
     hashes = {}
@@ -158,7 +161,7 @@ def _read_snapshot(lake: Lake, fingerprint: str, parts: dict[str, str]) -> tuple
             old,
             Overlay(tables["nodes"], tables["nodes_removed"]),
             Overlay(tables["edges"], tables["edges_removed"]),
-            tables["steps/links"],
+            as_frame(tables["edges"]).join(as_frame(tables["steps/merged_edges"]), on=KEY, how="anti").to_arrow(),
             as_frame(tables["steps/linkable"]),
         ),
         "",

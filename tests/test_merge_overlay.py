@@ -23,6 +23,7 @@ from r2g.link import LINK_TYPES
 from r2g.merge_overlay import MergeRun, r2g_overlays, write_merge_overlay
 from r2g.schema import EDGES, NODES
 from raw_store.lake import Lake, write_manifest, write_table
+from raw_store.tables import REMOVED
 from tests.consolidation_graphs import random_graph
 from tests.fuzzing import fuzz_settings
 
@@ -87,7 +88,7 @@ def _dropped(parts: list[tuple[pa.Table, pa.Table]], seed: int) -> set[tuple[str
     return set(random.Random(seed).sample(sorted(set(rows)), 3))
 
 
-@fuzz_settings(10)
+@fuzz_settings(6)
 @example(seed=1, old=3, new=2)
 @given(seed=st.integers(0, 10_000), old=st.integers(1, 4), new=st.integers(1, 3))
 def test_partitions_added_since_the_snapshot_give_the_whole_runs_overlay(tmp_path_factory, seed, old, new) -> None:
@@ -153,7 +154,7 @@ def _other_forget_set(lake: Lake, parts: list) -> set:
 
 
 def _tampered_snapshot(lake: Lake, parts: list) -> set:
-    write_table(EDGES.empty_table(), layer_dir(lake, "r2g") / "steps" / "links.parquet", EDGES)
+    write_table(REMOVED.empty_table(), layer_dir(lake, "r2g") / "steps" / "merged_edges.parquet", REMOVED)
     return set()
 
 
