@@ -161,7 +161,7 @@ def _read_snapshot(lake: Lake, fingerprint: str, parts: dict[str, str]) -> tuple
             old,
             Overlay(tables["nodes"], tables["nodes_removed"]),
             Overlay(tables["edges"], tables["edges_removed"]),
-            as_frame(tables["edges"]).join(as_frame(tables["steps/merged_edges"]), on=KEY, how="anti").to_arrow(),
+            _keep(as_frame(tables["edges"]), as_frame(tables["steps/merged_edges"]), KEY, hit=False).to_arrow(),
             as_frame(tables["steps/linkable"]),
         ),
         "",
@@ -300,34 +300,38 @@ def _added(
     removed_edges = _union_keys(before.edges.removed, added_edges)
     merged_nodes = pl.concat(
         [
-            as_frame(before.nodes.upserts).join(node_ids, on="id", how="anti"),
+            _keep(as_frame(before.nodes.upserts), node_ids, ["id"], hit=False),
             merge_nodes(dup_nodes).join(gone, on=KEY, how="anti"),
         ],
         how="vertical_relaxed",
     )
     merged_edges = pl.concat(
         [
-            as_frame(before.edges.upserts)
-            .join(as_frame(before.links.select(list(KEY))), on=KEY, how="anti")
-            .join(edge_ids, on="id", how="anti"),
+            _keep(
+                _keep(as_frame(before.edges.upserts), as_frame(before.links.select(list(KEY))), KEY, hit=False),
+                edge_ids,
+                ["id"],
+                hit=False,
+            ),
             merge_edges(dup_edges),
         ],
         how="vertical_relaxed",
-    ).join(removed_edges, on=KEY, how="anti")
+    )
+    merged_edges = _keep(merged_edges, removed_edges, KEY, hit=False)
     # the touched Facts' linkable rows, under the overlay's rows of those Facts alone
-    mine = Overlay(conform(merged_nodes.join(touched, on="id", how="semi").to_arrow(), NODES), REMOVED.empty_table())
+    mine = Overlay(conform(_keep(merged_nodes, touched, ["id"], hit=True).to_arrow(), NODES), REMOVED.empty_table())
     redone = _linkable_facts(fact_rows.join(removed_nodes, on=KEY, how="anti"), typed, mine, removed_edges)
     # every Fact of a group a touched Fact was in or is in now is linked again
-    was = before.facts.join(touched, on="id", how="semi")
+    was = _keep(before.facts, touched, ["id"], hit=True)
     groups = pl.concat([was.select(LINK_GROUP), redone.select(LINK_GROUP)]).unique()
-    facts = pl.concat([before.facts.join(touched, on="id", how="anti"), redone]).sort(LINKABLE_ORDER, nulls_last=True)
-    relinked = facts.join(groups, on=LINK_GROUP, how="semi", nulls_equal=True, maintain_order="left")
+    facts = pl.concat([_keep(before.facts, touched, ["id"], hit=False), redone]).sort(LINKABLE_ORDER, nulls_last=True)
+    relinked = _keep(facts, groups, LINK_GROUP, hit=True, nulls_equal=True)
     with _key_scan(lake) as con:
         existing = _rows_in(con, edge_paths, EDGES, _LINK_KEY, relinked.select("id").unique(), "src", LINK_TYPES)
     stale = pl.concat([relinked.select(KEY), was.select(KEY)]).rename({"id": "src"})
     links = pl.concat(
         [
-            as_frame(before.links).join(stale, on=["tenant", "src"], how="anti"),
+            _keep(as_frame(before.links), stale, ["tenant", "src"], hit=False),
             as_frame(links_of(relinked, existing=existing)),
         ],
         how="vertical_relaxed",
@@ -336,6 +340,22 @@ def _added(
 
 
 _TYPED = ["tenant", "id", "src", "dst", "type"]
+
+
+def _keep(
+    frame: pl.DataFrame, keys: pl.DataFrame, on: Sequence[str], *, hit: bool, nulls_equal: bool = False
+) -> pl.DataFrame:
+    """The rows of `frame`, in order, whose `on` columns are (`hit`) or are not a row of `keys`: found on those
+    columns alone, then one filter (a semi or anti join of the wide frame gathers every column, raw_refs
+    included: 7.3 of the 18.3 s of a run with nothing new at 1M messages)."""
+    on = list(on)
+    rows = (
+        frame.select(on)
+        .with_row_index("_row")
+        .join(keys.select(on), on=on, how="semi", nulls_equal=nulls_equal)
+        .get_column("_row")
+    )
+    return frame.filter(pl.repeat(not hit, frame.height, eager=True, dtype=pl.Boolean).scatter(rows, hit))
 
 
 def _gone(dropped: set[tuple[str, str]] | frozenset) -> pl.DataFrame:
