@@ -24,8 +24,6 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, is_dataclass
 from datetime import datetime
-from importlib.metadata import version
-from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -59,7 +57,7 @@ from jobs.versions import VersionConfig, VersionResult, version_facts
 from r2g.schema import EDGES, NODE_STATE, NODES, STATE_COLUMNS
 from raw_store.frames import as_frame
 from raw_store.lake import conform, read_table, write_bytes_atomic, write_table
-from raw_store.tables import Overlay, layered_table, patched, read_overlay, row_hashes, write_overlay
+from raw_store.tables import Overlay, hash_code, layered_table, patched, read_overlay, row_hashes, write_overlay
 
 # (tenant, conv_id, bucket, rows, h) per rollup group: its Episodes' count and row hashes (see rollup_group_hashes)
 ROLLUP_GROUPS = pa.schema(
@@ -245,14 +243,7 @@ def run_fingerprint(config: ConsolidationConfig, ops: Sequence[OpsBatch]) -> str
     """What the graph steps' output depends on besides each tenant's rows: the configuration, the source of the
     code they run, the library versions (Leiden, hashing) and the ops batches with their times."""
     # not repr(): a frozenset's order changes with the process's string hash seed
-    h = hashlib.sha256(_canonical(config).encode())
-    for lib in ("polars", "pyarrow", "igraph"):
-        h.update(f"{lib}={version(lib)}".encode())
-    root = Path(__file__).resolve().parent.parent
-    for package in _CODE:
-        for path in sorted((root / package).rglob("*.py")):
-            h.update(str(path.relative_to(root)).encode())
-            h.update(path.read_bytes())
+    h = hash_code(hashlib.sha256(_canonical(config).encode()), _CODE, ("polars", "pyarrow", "igraph"))
     for b in sorted(ops, key=lambda b: (b.tenant, b.source_file, b.batch_id)):
         h.update(f"{b.tenant}\x1f{b.source_file}\x1f{b.batch_id}\x1f{b.at.isoformat()}".encode())
     return h.hexdigest()

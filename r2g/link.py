@@ -80,6 +80,19 @@ def canonical_predicate(predicate_norm: str) -> tuple[str, bool]:
 
 
 LINK_GROUP = ["tenant", "agent", "canon", "patient", "modality"]
+# the columns of a Fact's row that linkable reads
+LINK_NODE_COLUMNS = [
+    "id",
+    "tenant",
+    "type",
+    "subtype",
+    "predicate_norm",
+    "negation",
+    "modality",
+    "time_start",
+    "first_seen",
+    "raw_refs",
+]
 LINKABLE_ORDER = ["tenant", "agent", "t", "id"]
 # a linkable Fact: what the links read of it (its group, place, polarity, time, subtype and raw_refs)
 LINKABLE = pa.schema(
@@ -103,19 +116,7 @@ def linkable(nodes: pa.Table, edges: pa.Table) -> pl.DataFrame:
     """The Facts link_facts links (LINKABLE), each with its group (LINK_GROUP), location, polarity and time t, in
     the order the links are made (LINKABLE_ORDER: tenant, agent, t, id; undated last). A row depends on its Fact's
     row and that Fact's AGENT / PATIENT / LOCATION edges alone."""
-    cols = [
-        "id",
-        "tenant",
-        "type",
-        "subtype",
-        "predicate_norm",
-        "negation",
-        "modality",
-        "time_start",
-        "first_seen",
-        "raw_refs",
-    ]
-    facts = as_frame(nodes.select(cols).filter(pc.field("type") == "Fact")).filter(
+    facts = as_frame(nodes.select(LINK_NODE_COLUMNS).filter(pc.field("type") == "Fact")).filter(
         pl.col("predicate_norm").is_not_null()
     )
     e = as_frame(edges.select(["src", "dst", "type"])).filter(pl.col("type").is_in(["AGENT", "PATIENT", "LOCATION"]))

@@ -28,7 +28,6 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -39,25 +38,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from r2g.lake_graph import _key_scan, _project, _sql_list, _sql_name, layer_dir, union_sql
-from r2g.link import LINK_GROUP, LINK_TYPES, LINKABLE, LINKABLE_ORDER, linkable, links_of
+from r2g.link import LINK_GROUP, LINK_NODE_COLUMNS, LINK_TYPES, LINKABLE, LINKABLE_ORDER, linkable, links_of
 from r2g.merge import merge_edges, merge_nodes
 from r2g.schema import EDGES, NODES
 from raw_store.frames import as_frame
 from raw_store.lake import Lake, conform, is_remote, local_copies, read_object, table_bytes, write_bytes_atomic
-from raw_store.tables import KEY, REMOVED, Overlay, apply_overlay, part_paths, read_parts
+from raw_store.tables import KEY, REMOVED, Overlay, apply_overlay, hash_code, part_paths, read_parts
 
-LINK_NODE_COLUMNS = [
-    "id",
-    "tenant",
-    "type",
-    "subtype",
-    "predicate_norm",
-    "negation",
-    "modality",
-    "time_start",
-    "first_seen",
-    "raw_refs",
-]
 LINK_EDGE_TYPES = ("AGENT", "PATIENT", "LOCATION")
 _CODE = ("r2g", "raw_store")  # packages whose source the overlay runs (any edit: a whole run)
 _FILES = {  # the snapshot's and the overlay's files: name → schema
@@ -169,14 +156,7 @@ def _read_snapshot(lake: Lake, fingerprint: str, parts: dict[str, str]) -> tuple
 
 
 def _fingerprint(dropped: set[tuple[str, str]] | frozenset) -> str:
-    h = hashlib.sha256()
-    for lib in ("polars", "pyarrow", "duckdb"):
-        h.update(f"{lib}={version(lib)}\n".encode())
-    root = Path(__file__).resolve().parent.parent
-    for package in _CODE:
-        for path in sorted((root / package).rglob("*.py")):
-            h.update(str(path.relative_to(root)).encode())
-            h.update(path.read_bytes())
+    h = hash_code(hashlib.sha256(), _CODE, ("polars", "pyarrow", "duckdb"))
     for tenant, node in sorted(dropped):
         h.update(f"{tenant}\x1f{node}\x1e".encode())
     return h.hexdigest()

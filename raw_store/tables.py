@@ -440,3 +440,18 @@ def duckdb_type(t: pa.DataType) -> str:
     if pa.types.is_struct(t):
         return "STRUCT(" + ", ".join(f'"{f.name}" {duckdb_type(f.type)}' for f in t) + ")"
     raise TypeError(f"no DuckDB type for {t}")
+
+
+def hash_code(h: Any, packages: Sequence[str], libraries: Sequence[str] = ()) -> Any:
+    """`h` (a hashlib object) updated with the versions of `libraries` and the source of every module of the
+    repository's `packages`: what a snapshot of a step's output depends on besides its input. Returns `h`."""
+    from importlib.metadata import version
+
+    for lib in libraries:
+        h.update(f"{lib}={version(lib)}".encode())
+    root = Path(__file__).resolve().parent.parent
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            h.update(str(path.relative_to(root)).encode())
+            h.update(path.read_bytes())
+    return h
