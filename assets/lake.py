@@ -182,7 +182,8 @@ def rejects(lake: LakeResource) -> dg.MaterializeResult:
 def graph_tables(lake: LakeResource) -> Iterator[dg.MaterializeResult]:
     """The merge overlay over the files' graph parts: ids seen in several files merged into one row (Entities and
     repeated Facts aggregated), nodes of node/topic forget requests and every edge touching them removed, and
-    SAME_AS / SUPPORTS / CONTRADICTS between the Facts of the whole lake added."""
+    SAME_AS / SUPPORTS / CONTRADICTS between the Facts of the whole lake added. Where files were only added since
+    the last run, only what they touch is redone (r2g.merge_overlay; metadata `merge_mode`, `merge_reason`)."""
     lk = lake.get()
     run = r2g_overlays(lk, ForgetRules(load_requests(lk)).node_ids, full=lake.full_rebuild)
     write_merge_overlay(lk, run)
