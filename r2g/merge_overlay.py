@@ -83,6 +83,10 @@ def r2g_overlays(lake: Lake, dropped: set[tuple[str, str]] | frozenset = frozens
             run = _whole(lake, nodes, edges, dropped)
             return MergeRun(*run, parts, fingerprint, "full", reason, len(parts))
         new = {p for p in parts if p not in before.parts}
+        if not new:  # the partitions of the last run: its overlay and snapshot as they are (a run for hits, a date)
+            return MergeRun(
+                before.nodes, before.edges, before.links, before.facts, parts, fingerprint, "incremental", "", 0
+            )
         run = _added(lake, before, nodes, edges, new, dropped)
         return MergeRun(*run, parts, fingerprint, "incremental", "", len(new))
 
@@ -148,7 +152,10 @@ def _read_snapshot(lake: Lake, fingerprint: str, parts: dict[str, str]) -> tuple
             old,
             Overlay(tables["nodes"], tables["nodes_removed"]),
             Overlay(tables["edges"], tables["edges_removed"]),
-            _keep(as_frame(tables["edges"]), as_frame(tables["steps/merged_edges"]), KEY, hit=False).to_arrow(),
+            conform(
+                _keep(as_frame(tables["edges"]), as_frame(tables["steps/merged_edges"]), KEY, hit=False).to_arrow(),
+                EDGES,
+            ),
             as_frame(tables["steps/linkable"]),
         ),
         "",
@@ -266,7 +273,7 @@ def _added(
     gone = _gone(dropped)
     new_nodes = [p for p in node_paths if _part_of(p) in new]
     new_edges = [p for p in edge_paths if _part_of(p) in new]
-    with _key_scan(lake) as con:
+    with _key_scan(lake) as con:  # one DuckDB session for every lookup over the parts
         # the ids with a row in a new partition: merged again where they now have more than one row
         node_ids, edge_ids = _ids(con, new_nodes, "id"), _ids(con, new_edges, "id")
         dup_nodes = _rows_of_repeated(con, node_paths, NODES, node_ids)
@@ -276,37 +283,38 @@ def _added(
         touched = pl.concat([node_ids, _ids(con, new_edges, "src", (*LINK_EDGE_TYPES, *LINK_TYPES))]).unique()
         fact_rows = _rows_in(con, node_paths, NODES, LINK_NODE_COLUMNS, touched, "id", ("Fact",))
         typed = _rows_in(con, edge_paths, EDGES, _TYPED, touched, "src", LINK_EDGE_TYPES)
-    removed_nodes = _union_keys(before.nodes.removed, added_nodes)
-    removed_edges = _union_keys(before.edges.removed, added_edges)
-    merged_nodes = pl.concat(
-        [
-            _keep(as_frame(before.nodes.upserts), node_ids, ["id"], hit=False),
-            merge_nodes(dup_nodes).join(gone, on=KEY, how="anti"),
-        ],
-        how="vertical_relaxed",
-    )
-    merged_edges = pl.concat(
-        [
-            _keep(
-                _keep(as_frame(before.edges.upserts), as_frame(before.links.select(list(KEY))), KEY, hit=False),
-                edge_ids,
-                ["id"],
-                hit=False,
-            ),
-            merge_edges(dup_edges),
-        ],
-        how="vertical_relaxed",
-    )
-    merged_edges = _keep(merged_edges, removed_edges, KEY, hit=False)
-    # the touched Facts' linkable rows, under the overlay's rows of those Facts alone
-    mine = Overlay(conform(_keep(merged_nodes, touched, ["id"], hit=True).to_arrow(), NODES), REMOVED.empty_table())
-    redone = _linkable_facts(fact_rows.join(removed_nodes, on=KEY, how="anti"), typed, mine, removed_edges)
-    # every Fact of a group a touched Fact was in or is in now is linked again
-    was = _keep(before.facts, touched, ["id"], hit=True)
-    groups = pl.concat([was.select(LINK_GROUP), redone.select(LINK_GROUP)]).unique()
-    facts = pl.concat([_keep(before.facts, touched, ["id"], hit=False), redone]).sort(LINKABLE_ORDER, nulls_last=True)
-    relinked = _keep(facts, groups, LINK_GROUP, hit=True, nulls_equal=True)
-    with _key_scan(lake) as con:
+        removed_nodes = _union_keys(before.nodes.removed, added_nodes)
+        removed_edges = _union_keys(before.edges.removed, added_edges)
+        merged_nodes = pl.concat(
+            [
+                _keep(as_frame(before.nodes.upserts), node_ids, ["id"], hit=False),
+                merge_nodes(dup_nodes).join(gone, on=KEY, how="anti"),
+            ],
+            how="vertical_relaxed",
+        )
+        merged_edges = pl.concat(
+            [
+                _keep(
+                    _keep(as_frame(before.edges.upserts), as_frame(before.links.select(list(KEY))), KEY, hit=False),
+                    edge_ids,
+                    ["id"],
+                    hit=False,
+                ),
+                merge_edges(dup_edges),
+            ],
+            how="vertical_relaxed",
+        )
+        merged_edges = _keep(merged_edges, removed_edges, KEY, hit=False)
+        # the touched Facts' linkable rows, under the overlay's rows of those Facts alone
+        mine = Overlay(conform(_keep(merged_nodes, touched, ["id"], hit=True).to_arrow(), NODES), REMOVED.empty_table())
+        redone = _linkable_facts(fact_rows.join(removed_nodes, on=KEY, how="anti"), typed, mine, removed_edges)
+        # every Fact of a group a touched Fact was in or is in now is linked again
+        was = _keep(before.facts, touched, ["id"], hit=True)
+        groups = pl.concat([was.select(LINK_GROUP), redone.select(LINK_GROUP)]).unique()
+        facts = pl.concat([_keep(before.facts, touched, ["id"], hit=False), redone]).sort(
+            LINKABLE_ORDER, nulls_last=True
+        )
+        relinked = _keep(facts, groups, LINK_GROUP, hit=True, nulls_equal=True)
         existing = _rows_in(con, edge_paths, EDGES, _LINK_KEY, relinked.select("id").unique(), "src", LINK_TYPES)
     stale = pl.concat([relinked.select(KEY), was.select(KEY)]).rename({"id": "src"})
     links = pl.concat(
