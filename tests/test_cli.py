@@ -113,6 +113,36 @@ def test_verify_json_lists_what_it_moved_and_a_dry_run_moves_nothing(lake: Lake,
     assert (lake.root / "quarantine" / rel).exists()
 
 
+# In its own process: which modules a process has imported is the point, and this worker's are not fresh.
+_BUILD_IMPORTS = """
+import sys
+from assets.cli import main
+from jobs.communities import CommunityConfig, _leiden
+
+assert main(["--data", sys.argv[1], "materialize"]) == 2  # no inbox: a user error, after the build's imports
+assert "igraph" in sys.modules and "matplotlib" not in sys.modules, "igraph drew matplotlib in"
+assert _leiden(4, [(0, 1), (2, 3)], [1, 1], CommunityConfig())[0] == [0, 0, 1, 1]  # igraph computes as before
+import matplotlib.pyplot  # and matplotlib is still there for whoever wants it
+print("ok")
+"""
+
+
+def test_a_build_imports_igraph_without_matplotlib_and_leaves_matplotlib_importable(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run(
+        [sys.executable, "-c", _BUILD_IMPORTS, str(tmp_path / "data")],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+    assert "no inbox" in out.stderr
+
+
 # `memctl ui` runs `dg dev` through assets.ui.run_process_group; these stand-ins make the same process shapes in a second.
 _WRAPPER = (
     "import os, sys; from pathlib import Path; from assets.ui import run_process_group; "
