@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import subprocess
@@ -106,9 +107,11 @@ def test_postings_built_chunk_by_chunk_equal_one_fts_index_over_all_documents(mo
         "Melanie",
     ] * 3
     whole, tokenize = postings.build_postings(docs, FTS_IGNORE)
-    for chars in (1, 30, 100):
+    # one chunk at a time, and several at once (each in its own DuckDB on one thread): the same arrays
+    for chars, workers in itertools.product((1, 30, 100), (1, 3)):
         monkeypatch.setattr(postings, "CHUNK_CHARS", chars)
-        assert len(postings._chunk_bounds(docs, chars)) > 1
+        monkeypatch.setattr(postings, "CHUNK_WORKERS", workers)
+        assert len(postings._chunk_bounds(docs, chars)) > workers
         parts, again = postings.build_postings(docs, FTS_IGNORE)
         assert again == tokenize and parts.terms.equals(whole.terms)
         for a, b in ((parts.term_ptr, whole.term_ptr), (parts.doc, whole.doc), (parts.tf, whole.tf)):
