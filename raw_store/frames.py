@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import cast
 
 import polars as pl
@@ -11,6 +12,25 @@ import pyarrow as pa
 def as_frame(table: pa.Table) -> pl.DataFrame:
     """`pl.from_arrow(table)`: polars types any Arrow input as `DataFrame | Series`, a Table always gives a DataFrame."""
     return cast(pl.DataFrame, pl.from_arrow(table))
+
+
+def keep_rows(
+    frame: pl.DataFrame, keys: pl.DataFrame, on: Sequence[str], *, hit: bool, nulls_equal: bool = False
+) -> pl.DataFrame:
+    """The rows of `frame`, in order, whose `on` columns are (`hit`) or are not (a semi / anti join) a row of
+    `keys`: found on those columns alone, then one filter. A semi or anti join of a wide frame gathers every
+    column, nested raw_refs included (7x the time of this on a 100k-message lake's graph; 7.3 of the 18.3 s of a
+    merge run with nothing new at 1M)."""
+    on = list(on)
+    rows = (
+        frame.select(on)
+        .with_row_index("_row")
+        .join(keys.select(on), on=on, how="semi", nulls_equal=nulls_equal)
+        .get_column("_row")
+    )
+    if not rows.len():  # none matched: the frame as it is (no copy), or none of it
+        return frame.clear() if hit else frame
+    return frame.filter(pl.repeat(not hit, frame.height, eager=True, dtype=pl.Boolean).scatter(rows, hit))
 
 
 def sort_stable(frame: pl.DataFrame, keys: list[str], nulls_last: bool = False) -> pl.DataFrame:

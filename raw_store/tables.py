@@ -30,7 +30,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raw_store.frames import as_frame, sort_stable
+from raw_store.frames import as_frame, keep_rows, sort_stable
 from raw_store.lake import Lake, conform, is_remote, part_dirs, read_object, read_parquet, write_table
 
 KEY = ("tenant", "id")
@@ -189,13 +189,7 @@ def apply_overlay(base: pl.DataFrame, overlay: Overlay, key: Sequence[str] = KEY
     """`base` without the rows whose key the overlay upserts or removes, plus the upserts (base order first)."""
     key = list(key)
     gone = pl.concat([as_frame(overlay.upserts.select(key)), as_frame(overlay.removed.select(key))])
-    kept = base
-    if gone.height:
-        # the rows to drop found on the key columns alone, then one filter: an anti join of the wide frame
-        # gathered every column (nested raw_refs included) and cost 7x more on a 100k-message lake
-        hit = base.select(key).with_row_index("_row").join(gone, on=key, how="semi", nulls_equal=True)
-        if hit.height:
-            kept = base.filter(pl.repeat(True, base.height, eager=True).scatter(hit.get_column("_row"), False))
+    kept = keep_rows(base, gone, key, hit=False, nulls_equal=True) if gone.height else base
     if not overlay.upserts.num_rows:
         return kept
     return pl.concat([kept, as_frame(overlay.upserts).select(base.columns)], how="vertical_relaxed")

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from r2g.lake_graph import lake_docs, lake_views, layer_dir, read_graph, read_graph_tables, read_lake_table
 from r2g.schema import EDGES, NODE_STATE, NODES
-from raw_store.frames import key_order, sort_stable, sorted_by
+from raw_store.frames import keep_rows, key_order, sort_stable, sorted_by
 from raw_store.lake import Lake, write_table
 from raw_store.tables import (
     REMOVED,
@@ -106,6 +106,20 @@ def test_layered_table_is_the_overlays_applied_in_turn_then_sorted(
     want = apply_overlay(apply_overlay(base, one), two).sort("tenant", "id")
     got = layered_table(base.to_arrow().cast(SMALL), [one, two])
     assert pl.from_arrow(got).equals(want)
+
+
+_PAIR = st.tuples(st.sampled_from(["a", "b", None]), st.sampled_from(["x", "y", None]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_PAIR, max_size=15), st.lists(_PAIR, max_size=6), st.booleans(), st.booleans())
+def test_keep_rows_is_a_semi_or_anti_join_in_row_order(rows: list, keys: list, hit: bool, nulls_equal: bool) -> None:
+    schema = {"t": pl.String, "id": pl.String}
+    frame = pl.DataFrame(rows, schema=schema, orient="row").with_row_index("payload")
+    wanted = pl.DataFrame(keys, schema=schema, orient="row")
+    how = "semi" if hit else "anti"
+    want = frame.join(wanted, on=["t", "id"], how=how, nulls_equal=nulls_equal, maintain_order="left")
+    assert keep_rows(frame, wanted, ["t", "id"], hit=hit, nulls_equal=nulls_equal).equals(want)
 
 
 @settings(max_examples=80, deadline=None)
