@@ -69,7 +69,7 @@ from jobs.version_groups import (
 from r2g.ids import edge_id, stable_id
 from r2g.partition_graph import edge_weight
 from r2g.schema import EDGES, NODES
-from raw_store.frames import as_frame
+from raw_store.frames import as_frame, columns_of, take_columns
 from raw_store.lake import conform
 from raw_store.schema import TS
 
@@ -577,7 +577,9 @@ def version_facts(
     if dropped.len():
         keep = np.ones(base.num_rows, dtype=bool)
         keep[dropped.to_numpy()] = False
-        base = base.filter(pa.array(keep))
+        schema, columns = base.schema, columns_of(base)
+        del base  # (the edges of the graph: let go a column at a time as the kept rows are taken, a column per core)
+        base = take_columns(columns, pa.array(np.flatnonzero(keep)), schema)
     return VersionResult(
         _sorted(out_nodes),
         pa.concat_tables([base, added]),

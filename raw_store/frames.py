@@ -2,11 +2,75 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import cast
+import os
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TypeVar, cast
 
 import polars as pl
 import pyarrow as pa
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def _column_workers() -> int:
+    """$MEMCTL_COLUMN_WORKERS, else one per core (at most 4)."""
+    raw = os.environ.get("MEMCTL_COLUMN_WORKERS", "").strip()
+    if raw.isdigit() and int(raw) > 0:
+        return int(raw)
+    return min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+# Arrow's take and polars' hash of one column run on one core; a lake-wide sweep over a table's columns (assembling
+# the graph, sorting the stage, hashing rows) keeps one column per core busy instead
+COLUMN_WORKERS = _column_workers()
+_POOL: tuple[int, ThreadPoolExecutor] | None = None  # (the pid it was made in: a forked child makes its own)
+
+
+def per_column(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    """[fn(item) for item in items], up to COLUMN_WORKERS at once (fn must release the GIL to gain: Arrow and polars
+    kernels do), results in order. At most that many items are in flight: `items` may hand out columns it lets go of
+    (a table's, removed as they are taken), so a sweep holds a few columns twice, never the table. `fn` must not call
+    per_column itself (its tasks would wait on a pool they fill)."""
+    global _POOL
+    if COLUMN_WORKERS < 2:
+        return [fn(item) for item in items]
+    if _POOL is None or _POOL[0] != os.getpid():
+        _POOL = (os.getpid(), ThreadPoolExecutor(COLUMN_WORKERS, thread_name_prefix="memctl-column"))
+    pool = _POOL[1]
+    out: list[R] = []
+    running: deque[Future[R]] = deque()
+    it = iter(items)
+    while True:
+        if len(running) >= COLUMN_WORKERS:  # a slot first, then the next item: never more than that many handed out
+            out.append(running.popleft().result())
+        item = next(it, _END)
+        if item is _END:
+            break
+        running.append(pool.submit(fn, cast(T, item)))
+        del item  # the pool's task holds the column now, and only until it is done
+    out.extend(f.result() for f in running)
+    return out
+
+
+_END = object()
+
+
+def columns_of(table: pa.Table) -> Iterable[pa.ChunkedArray]:
+    """`table`'s columns in order, each removed from the caller's table as it is handed out: where the caller gave
+    its only reference (`columns_of(t)` then `del t`), a column is freed once the consumer lets go of it."""
+    while table.num_columns:
+        column = table.column(0)
+        table = table.remove_column(0)
+        yield column
+
+
+def take_columns(columns: Iterable[pa.ChunkedArray], rows: pa.Array, schema: pa.Schema) -> pa.Table:
+    """The table of `columns` (`schema`) taken at `rows`, a column per core at once (per_column). Given
+    columns_of(t) of a table no one else holds, each column is let go once taken: the table is held ~1x, not 2x."""
+    return pa.Table.from_arrays(per_column(lambda c: c.take(rows), columns), schema=schema)
 
 
 def as_frame(table: pa.Table) -> pl.DataFrame:

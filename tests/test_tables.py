@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import datetime
 
 import duckdb
@@ -13,7 +15,8 @@ from hypothesis import strategies as st
 
 from r2g.lake_graph import lake_docs, lake_views, layer_dir, read_graph, read_graph_tables, read_lake_table
 from r2g.schema import EDGES, NODE_STATE, NODES
-from raw_store.frames import keep_rows, key_order, sort_stable, sorted_by
+from raw_store import frames
+from raw_store.frames import columns_of, keep_rows, key_order, per_column, sort_stable, sorted_by, take_columns
 from raw_store.lake import Lake, write_table
 from raw_store.tables import (
     REMOVED,
@@ -24,6 +27,7 @@ from raw_store.tables import (
     layered_table,
     part_paths,
     read_overlay,
+    row_hashes,
     write_import,
     write_overlay,
 )
@@ -167,6 +171,83 @@ def test_key_order_is_arrows_stable_sort_or_none_when_in_order(rows: list, preso
     got = key_order(table, keys)
     assert (list(range(table.num_rows)) if got is None else got.to_pylist()) == arrow
     assert (got is None) == sorted_by(frame, keys)
+
+
+_CELL = st.one_of(st.none(), st.text("ab€", max_size=3))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(_CELL, _CELL, st.integers(-3, 3) | st.none()), max_size=15), st.data(), st.integers(1, 3))
+def test_take_columns_is_arrows_take_a_column_per_worker(rows: list, data: st.DataObject, workers: int) -> None:
+    """Any table (strings with nulls and non-ASCII, integers, a list column), any row numbers (repeats, any order):
+    the columns taken a few at a time are Table.take's, in the schema's column order, for 1 to 3 workers."""
+    schema = pa.schema(
+        [("tenant", pa.string()), ("id", pa.string()), ("n", pa.int64()), ("refs", pa.list_(pa.int64()))]
+    )
+    table = pa.Table.from_pylist(
+        [{"tenant": t, "id": i, "n": n, "refs": None if n is None else [n] * abs(n)} for t, i, n in rows], schema
+    )
+    picks = data.draw(st.lists(st.integers(0, max(0, len(rows) - 1)), max_size=20)) if rows else []
+    at = pa.array(picks, pa.int64())
+    old = frames.COLUMN_WORKERS
+    frames.COLUMN_WORKERS = workers
+    try:
+        got = take_columns(columns_of(table), at, schema)
+    finally:
+        frames.COLUMN_WORKERS = old
+    assert got.equals(table.take(at))
+    assert table.num_columns == 4  # columns_of removed columns from its own reference, not the caller's table
+
+
+def test_per_column_keeps_the_order_and_at_most_its_workers_in_flight(monkeypatch) -> None:
+    """Results come back in the items' order however long each takes, and no more items are taken from the iterator
+    than workers can run: a sweep over columns_of(table) holds only that many columns twice."""
+    monkeypatch.setattr(frames, "COLUMN_WORKERS", 3)
+    lock, running, peak, handed = threading.Lock(), [0], [0], []
+
+    def items():
+        for i in range(12):
+            with lock:  # taken from the iterator only when a slot is free: never more than 3 handed out and not done
+                handed.append(i)
+                assert len(handed) - sum(1 for _ in done) <= 3
+            yield i
+
+    done: list[int] = []
+
+    def work(i: int) -> int:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.02 * ((7 * i) % 5))  # finish out of order
+        with lock:
+            running[0] -= 1
+            done.append(i)
+        return i * i
+
+    assert per_column(work, items()) == [i * i for i in range(12)]
+    assert 2 <= peak[0] <= 3  # (on any machine: the pool has 3 threads however many cores there are)
+    monkeypatch.setattr(frames, "COLUMN_WORKERS", 1)
+    assert per_column(work, iter(range(4))) == [0, 1, 4, 9]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(_CELL, _CELL, st.integers(-3, 3) | st.none(), _CELL), max_size=12), st.integers(1, 3))
+def test_row_hashes_are_the_columns_hashes_xored_with_a_seed_each(rows: list, workers: int) -> None:
+    """row_hashes hashes columns a few at a time on several threads; each group's hash is still the xor of every
+    column's polars hash with seed 7 + its place among the hashed columns (what earlier runs' snapshots hold)."""
+    table = pa.Table.from_pylist([dict(zip(SMALL.names, r)) for r in rows], SMALL)
+    old = frames.COLUMN_WORKERS
+    frames.COLUMN_WORKERS = workers
+    try:
+        got = row_hashes(table, SMALL, ignore=["tag"])
+    finally:
+        frames.COLUMN_WORKERS = old
+    f = pl.DataFrame(table)
+    want0 = f.get_column("v").hash(seed=7)
+    want1 = f.get_column("tag").hash(seed=8)
+    assert got.get_column("_h0").equals(want0.alias("_h0"))
+    assert got.get_column("_h1").equals(want1.alias("_h1"))
+    assert got.get_column("_r").to_list() == list(range(len(rows)))
 
 
 def conform_small(frame: pl.DataFrame) -> pa.Table:
