@@ -189,10 +189,39 @@ def igraph_for_computing() -> None:
         del sys.modules["matplotlib"]
 
 
+def arrow_without_pandas() -> None:
+    """Have pyarrow settle, for this process, that pandas is not there. With pandas installed (a dependency of the
+    MiniLM package), pyarrow imports it on its first look at a Python list (`Table.from_pylist`, `pa.array`): ~0.4 s
+    of every build, whose tables never become data frames. pyarrow tries that import once and remembers the answer,
+    so pandas is hidden while it asks; a later `to_pandas()` asks again and imports pandas, and so can anyone else."""
+    if "pandas" in sys.modules:
+        return
+    import pyarrow as pa
+
+    sys.meta_path.insert(0, _NO_PANDAS)  # (not sys.modules["pandas"] = None: pyarrow's Cython import takes the None)
+    try:
+        pa.array([0])
+    finally:
+        sys.meta_path.remove(_NO_PANDAS)
+
+
+class _NoPandasFinder:
+    """An import finder that says pandas is not installed."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError("pandas hidden while pyarrow looks for it", name=name)
+        return None
+
+
+_NO_PANDAS = _NoPandasFinder()
+
+
 def cmd_materialize(args: argparse.Namespace, lake: Lake) -> int:
     from assets.run import ExecutorConfig, materialize
 
     igraph_for_computing()
+    arrow_without_pandas()
     if not lake.inbox.is_dir():
         raise UserError(f"no inbox at {lake.inbox} (drop chat logs there, or set MEMCTL_DATA)")
     try:
@@ -349,6 +378,7 @@ def cmd_forget(args: argparse.Namespace, lake: Lake) -> int:
     from raw_store.lake import read_table
 
     igraph_for_computing()
+    arrow_without_pandas()
     if args.end and not args.start:
         raise UserError("--to goes with --from")
     scope, value = next(

@@ -123,11 +123,19 @@ assert main(["--data", sys.argv[1], "materialize"]) == 2  # no inbox: a user err
 assert "igraph" in sys.modules and "matplotlib" not in sys.modules, "igraph drew matplotlib in"
 assert _leiden(4, [(0, 1), (2, 3)], [1, 1], CommunityConfig())[0] == [0, 0, 1, 1]  # igraph computes as before
 import matplotlib.pyplot  # and matplotlib is still there for whoever wants it
+import pyarrow as pa
+t = pa.Table.from_pylist([{"a": 1, "b": "x"}])  # pyarrow's first look at Python lists imported pandas
+assert pa.array([1, None]).to_pylist() == [1, None] and "pandas" not in sys.modules, "pyarrow drew pandas in"
+import importlib.util
+if importlib.util.find_spec("pandas") is not None:  # (installed here: the MiniLM package's dependency)
+    assert type(t.to_pandas()).__name__ == "DataFrame"  # asked for, pyarrow imports pandas after all
 print("ok")
 """
 
 
-def test_a_build_imports_igraph_without_matplotlib_and_leaves_matplotlib_importable(tmp_path: Path) -> None:
+def test_a_build_imports_igraph_without_matplotlib_and_arrow_without_pandas_and_leaves_both_importable(
+    tmp_path: Path,
+) -> None:
     import subprocess
     import sys
 
