@@ -189,6 +189,12 @@ def igraph_for_computing() -> None:
         del sys.modules["matplotlib"]
 
 
+def lean_build_process() -> None:
+    """What a build command's process loads, without what it never uses: igraph's plotting, pyarrow's pandas."""
+    igraph_for_computing()
+    arrow_without_pandas()
+
+
 def arrow_without_pandas() -> None:
     """Have pyarrow settle, for this process, that pandas is not there. With pandas installed (a dependency of the
     MiniLM package), pyarrow imports it on its first look at a Python list (`Table.from_pylist`, `pa.array`): ~0.4 s
@@ -220,8 +226,7 @@ _NO_PANDAS = _NoPandasFinder()
 def cmd_materialize(args: argparse.Namespace, lake: Lake) -> int:
     from assets.run import ExecutorConfig, materialize
 
-    igraph_for_computing()
-    arrow_without_pandas()
+    lean_build_process()
     if not lake.inbox.is_dir():
         raise UserError(f"no inbox at {lake.inbox} (drop chat logs there, or set MEMCTL_DATA)")
     try:
@@ -377,8 +382,7 @@ def cmd_forget(args: argparse.Namespace, lake: Lake) -> int:
     from jobs.schema import AUDIT
     from raw_store.lake import read_table
 
-    igraph_for_computing()
-    arrow_without_pandas()
+    lean_build_process()
     if args.end and not args.start:
         raise UserError("--to goes with --from")
     scope, value = next(

@@ -15,12 +15,17 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS tells it)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def _column_workers() -> int:
     """$MEMCTL_COLUMN_WORKERS, else one per core (at most 4)."""
     raw = os.environ.get("MEMCTL_COLUMN_WORKERS", "").strip()
     if raw.isdigit() and int(raw) > 0:
         return int(raw)
-    return min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    return min(4, usable_cores())
 
 
 # Arrow's take and polars' hash of one column run on one core; a lake-wide sweep over a table's columns (assembling
