@@ -160,7 +160,8 @@ def consolidation(
     r2g_nodes, r2g_edges = read_graph_tables(lk, "r2g")
     steps = folder / "steps"
     # the overlays over R2G need its keys alone (its row hashes come with the run); the graph itself and the snapshot
-    # read over it are handed to consolidate_dirty, no reference kept here, which lets go of them after the graph steps
+    # read over it are handed to consolidate_dirty, no reference kept here: its version step frees the R2G edges as
+    # it copies them (unless clean tenants' stage needs the graph), and both are gone by the time steps
     r2g_keys = {"nodes": r2g_nodes.select(["tenant", "id"]), "edges": r2g_edges.select(["tenant", "id"])}
     handed = [r2g_nodes, r2g_edges, None if lake.full_rebuild else read_snapshot(steps, r2g_nodes, r2g_edges)]
     del r2g_nodes, r2g_edges

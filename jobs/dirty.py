@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -158,6 +158,11 @@ def consolidate_dirty(
     fingerprint = run_fingerprint(cfg, ops)
     hashes = input_row_hashes(nodes, edges)
     inputs = tenant_hashes(nodes, edges, hashes)
+    # from here the graph is handed on (graph_steps, or let go): with no reference kept here, the version step frees
+    # the input edges as it copies the rows it keeps (a snapshot read from the lake still holds them for the clean
+    # tenants' stage, until it is spliced)
+    graph = [nodes, edges]
+    del nodes, edges
     tenants = _tenants(inputs)
     reason, dirty = _why_full(snapshot, fingerprint, previous), tenants
     if not reason and snapshot is not None:
@@ -169,13 +174,13 @@ def consolidate_dirty(
     kept_version_groups = 0
     if reason or snapshot is None:
         stage = graph_steps(
-            nodes,
-            edges,
+            graph.pop(0),
+            graph.pop(0),
             ops=ops,
             previous_communities=previous.communities,
             config=cfg,
             rollup=RollupOverDirtyGroups(None, groups, cfg),
-            versions=VersionsOverDirtyGroups(None, made),
+            versions=VersionsOverDirtyGroups(None, made).facts,
         )
         dirty = tenants
         rollup_groups, versions = groups[0], made[0]
@@ -183,14 +188,19 @@ def consolidate_dirty(
         if not dirty:  # the input as last time (a daily run): only the time steps
             stage, rollup_groups, versions = snapshot.stage, snapshot.rollup_groups, snapshot.versions
         else:
+            if not _tenants(snapshot.inputs) - dirty and snapshot.load_rollups is not None:
+                # nothing of the snapshot's stage is kept, so neither is the R2G graph a snapshot read from the lake
+                # would load it over (read_snapshot; its rollups load on their own): let go of that loader, and the
+                # graph is the graph steps' alone
+                snapshot = replace(snapshot, load=None)
             part = graph_steps(
-                of_tenants(nodes, dirty),
-                of_tenants(edges, dirty),
+                of_tenants(graph.pop(0), dirty),
+                of_tenants(graph.pop(0), dirty),
                 ops=[],
                 previous_communities=_of_tenants_or_none(previous.communities, dirty),
                 config=cfg,
                 rollup=RollupOverDirtyGroups(snapshot, groups, cfg),
-                versions=(redo := VersionsOverDirtyGroups(snapshot.versions, made)),
+                versions=(redo := VersionsOverDirtyGroups(snapshot.versions, made)).facts,
             )
             kept_version_groups = redo.kept
             # every tenant of the snapshot dirty: nothing of it to keep (and its stage need not be read)
@@ -210,7 +220,7 @@ def consolidate_dirty(
     # past the graph steps neither the R2G graph nor the last snapshot (its stage read over that graph) is needed: a
     # caller that handed them over (assets.consolidation) has them let go before the time steps, whose stage is a
     # graph of its own (~0.4 GB of R2G edges at 100k messages)
-    del nodes, edges, snapshot
+    del graph, snapshot
     stage.sort_by_key()  # the snapshot holds the sorted stage, which the result shares
     result = time_steps(stage, feedback=feedback, previous=previous, as_of=as_of, forget=forget, config=cfg)
     counts = {t: r for t, r in _rows_by_tenant(inputs).items() if t in dirty}
@@ -405,8 +415,12 @@ class VersionsOverDirtyGroups:
     def __init__(self, reuse: VersionReuse | None, record: list[VersionReuse]) -> None:
         self.reuse, self.record, self.kept = reuse, record, 0
 
-    def __call__(self, nodes: pa.Table, edges: pa.Table, config: VersionConfig) -> VersionResult:
-        result = version_facts(nodes, edges, config, reuse=self.reuse)
+    def facts(self, nodes: pa.Table, edges: pa.Table, config: VersionConfig) -> VersionResult:
+        """The `versions` of graph_steps. A method, not __call__: a call through __call__ holds its arguments in a
+        tuple until it returns, so edges handed over would be held through the version step (see graph_steps)."""
+        graph = [nodes, edges]  # handed on, no reference kept
+        del nodes, edges
+        result = version_facts(graph.pop(0), graph.pop(0), config, reuse=self.reuse)
         self.record.append(result.reuse())
         self.kept = result.kept_groups
         return result

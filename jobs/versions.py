@@ -461,6 +461,7 @@ def version_facts(
     """
     nodes, edges = conform(nodes, NODES), conform(edges, EDGES)
     base = _base(edges)
+    del edges  # base is the only reference kept (see the take at the end)
     e = as_frame(base.select(["id", "tenant", "src", "dst", "type"]))
     members, entities = group_members(nodes, e, config)
     members = members.with_columns(pl.struct("affirmative", "obj").n_unique().over(GROUP_KEY).alias("_claims"))
