@@ -173,6 +173,9 @@ def consolidate_dirty(
     made: list[VersionReuse] = []
     kept_version_groups = 0
     if reason or snapshot is None:
+        # nothing of the snapshot is used: let go of it (read from the lake, it can load its stage over the R2G graph,
+        # so holding it would hold that graph through the graph steps: the first build after an upgrade, a new config)
+        snapshot = None
         stage = graph_steps(
             graph.pop(0),
             graph.pop(0),
