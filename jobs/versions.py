@@ -575,6 +575,9 @@ def version_facts(
     queue = queue.take(pc.sort_indices(queue, [("id", "ascending")]))
     # base without the dropped rows, in its order, then ours: not sorted into one order, which took a sort and a
     # scattered take of every edge (12 s at 1M messages) only for the graph steps to sort the stage by key again
+    # the frames over every edge (and member) are not needed past here: let go before the copy below, not held
+    # through it (~2 GB of a 1M-message lake's edge keys)
+    del e, rows, links, ends, members, single, multi, v
     if dropped.len():
         keep = np.ones(base.num_rows, dtype=bool)
         keep[dropped.to_numpy()] = False
