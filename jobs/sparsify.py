@@ -104,43 +104,59 @@ def _node_times(nodes: pa.Table) -> pl.DataFrame:
     ).unique(subset=["tenant", "other"], keep="first", maintain_order=True)
 
 
-def _over_cap(e: pl.DataFrame, nodes: pl.DataFrame, as_of: datetime, config: SparsifyConfig) -> pl.DataFrame:
-    """(row, reason) of every capped-type edge ranked beyond its cap at one of its counted endpoints."""
+def _over_cap(
+    e: pl.DataFrame, nodes: pa.Table, ids: pa.ChunkedArray, as_of: datetime, config: SparsifyConfig
+) -> pl.DataFrame:
+    """(row, reason) of every capped-type edge ranked beyond its cap at one of its counted endpoints (`e`: the
+    edges' ranking columns and row numbers; `ids`: the id of each row, read for the rows of groups over a cap)."""
     caps = {t: config.cap(t) for t in e.get_column("type").unique().to_list()}
     caps = {t: k for t, k in caps.items() if k is not None}
     if not caps or e.height == 0:
         return pl.DataFrame(schema={"row": pl.UInt32, "reason": pl.String})
-    # the columns the ranking reads (not the ids: joined to the few over-cap rows below)
-    capped = e.select("row", "tenant", "src", "dst", "type", "weight", "valid_since").filter(
-        pl.col("type").is_in(list(caps))
-    )
-    sides = [
-        capped.select(
-            "row", "tenant", "type", "weight", "valid_since", pl.col("src").alias("node"), pl.col("dst").alias("other")
-        )
-    ]
-    sym = capped.filter(pl.col("type").is_in(list(config.symmetric)))
-    if sym.height:
-        sides.append(
-            sym.select(
+    group = ["tenant", "node", "type"]
+    capped = pl.col("type").is_in(list(caps))
+    sides = [(capped, "src", "dst")]  # (edges counted, node, other): every capped edge at its source, ...
+    symmetric = capped & pl.col("type").is_in(list(config.symmetric))
+    if e.select(symmetric.any()).item():
+        sides.append((symmetric, "dst", "src"))  # ... and a symmetric one at its destination too
+    cap = pl.col("type").replace_strict(caps, return_dtype=pl.Int64).alias("cap")
+    # only a group over its cap has edges to rank: most nodes hold a handful of each type. Groups counted by a hash
+    # of their key (8 bytes a row, not the key strings), on the row numbers alone: the wide rows are gathered for
+    # those groups only. A collision only ranks a group under its cap too, whose edges all rank within it and stay
+    counted = pl.concat(
+        [
+            e.lazy()
+            .filter(kept)
+            .select(
+                "row",
+                pl.lit(side, pl.UInt8).alias("_side"),
+                cap,
+                pl.struct("tenant", pl.col(node).alias("node"), "type").hash(seed=5).alias("_g"),
+            )
+            for side, (kept, node, _) in enumerate(sides)
+        ]
+    ).collect()
+    over_groups = counted.filter(pl.len().over("_g") > pl.col("cap")).select("row", "_side", "cap")
+    if over_groups.height == 0:
+        return pl.DataFrame(schema={"row": pl.UInt32, "reason": pl.String})
+    inc = pl.concat(
+        [
+            over_groups.filter(pl.col("_side") == side)
+            .join(e, on="row", how="left", maintain_order="left")
+            .select(
                 "row",
                 "tenant",
                 "type",
                 "weight",
                 "valid_since",
-                pl.col("dst").alias("node"),
-                pl.col("src").alias("other"),
+                pl.col(node).alias("node"),
+                pl.col(other).alias("other"),
+                "cap",
             )
-        )
-    group = ["tenant", "node", "type"]
-    # only a group over its cap has edges to rank: most nodes hold a handful of each type. Groups counted by a hash
-    # of their key (8 bytes a row, not the key strings): a collision only ranks a group under its cap too, whose
-    # edges all rank within it and stay
-    inc = pl.concat(sides).with_columns(pl.col("type").replace_strict(caps, return_dtype=pl.Int64).alias("cap"))
-    inc = inc.filter(pl.len().over(pl.struct(group).hash(seed=5)) > pl.col("cap"))
-    if inc.height == 0:
-        return pl.DataFrame(schema={"row": pl.UInt32, "reason": pl.String})
-    inc = inc.join(nodes, on=["tenant", "other"], how="left")
+            for side, (_, node, other) in enumerate(sides)
+        ]
+    )
+    inc = inc.join(_node_times(nodes), on=["tenant", "other"], how="left")
     tau = pl.col("other_type").replace_strict(
         dict(config.tau_days), default=config.default_tau_days, return_dtype=pl.Float64
     )
@@ -148,7 +164,9 @@ def _over_cap(e: pl.DataFrame, nodes: pl.DataFrame, as_of: datetime, config: Spa
     age = ((pl.lit(as_of, dtype=pl.Datetime("us")) - t).dt.total_microseconds() / 86_400e6).clip(lower_bound=0.0)
     w = pl.col("weight").fill_null(0.0)
     inc = inc.with_columns(t.alias("t"), (w * (-age / tau).exp()).fill_null(0.0).alias("score"), w.alias("w"))
-    inc = inc.join(e.select("row", pl.col("id").alias("id_key")), on="row").sort(
+    rows = inc.get_column("row").unique().sort()
+    id_keys = pl.DataFrame({"row": rows, "id_key": pl.from_arrow(ids.take(rows.to_arrow()))})
+    inc = inc.join(id_keys, on="row").sort(
         ["tenant", "node", "type", "score", "w", "t", "id_key"],
         descending=[False, False, False, True, True, True, False],
         nulls_last=True,
@@ -171,15 +189,17 @@ def sparsify(
     reference time and the cold rows' capped_at. Input rows are returned unchanged.
     """
     edges = conform(edges, EDGES)
-    e = as_frame(edges.select(["id", "tenant", "src", "dst", "type", "weight", "valid_since"])).with_row_index("row")
+    # the columns the ranking reads, not the ids (read for the rows of groups over a cap: usually none)
+    e = as_frame(edges.select(["tenant", "src", "dst", "type", "weight", "valid_since"])).with_row_index("row")
     below = e.filter(
         (pl.col("type") == "SIMILAR_TO") & (pl.col("weight").fill_null(0.0) < config.similar_threshold)
     ).select("row", pl.lit(f"similar_to<{config.similar_threshold:g}").alias("reason"))
     # the rows not below the threshold (all of them, usually: no copy of the frame then)
     rest = e.filter(~pl.col("row").is_in(below.get_column("row"))) if below.height else e
-    over = _over_cap(rest, _node_times(nodes), as_of, config)
+    over = _over_cap(rest, nodes, edges.column("id"), as_of, config)
     cold_rows = pl.concat([below, over]).sort("row")
     cold_mask = e.select(pl.col("row").is_in(cold_rows.get_column("row"))).to_series().to_arrow()
+    del e, rest  # not held through the copies below
     # at most one copy of the hot edges: the sorted order of all edges, without the cold rows, taken once; none when
     # none is cold and the edges are in that order already (GraphStage.sort_by_key)
     order = key_order(edges, [k for k, _ in _ORDER])
