@@ -92,9 +92,8 @@ def assert_same_result(a: ConsolidationResult, b: ConsolidationResult) -> None:
         assert_same(getattr(a, name), getattr(b, name))
 
 
-def after_an_append(g: RandomGraph, seed: int) -> tuple[DirtyRun, DirtyRun, ConsolidationResult, set[str]]:
-    """A full dirty-set run over the lake before the append (before_append), then the incremental run over the
-    whole graph three days later from its snapshot, and consolidate() of the same: (first, run, full, touched)."""
+def run_before_append(g: RandomGraph, seed: int) -> tuple[DirtyRun, set[str]]:
+    """The full dirty-set run over the lake before the append (before_append), and the tenants the append touches."""
     old_nodes, old_edges, touched = before_append(g, seed)
     first = consolidate_dirty(
         old_nodes,
@@ -107,6 +106,13 @@ def after_an_append(g: RandomGraph, seed: int) -> tuple[DirtyRun, DirtyRun, Cons
         config=CONFIG,
     )
     assert first.mode == "full"
+    return first, touched
+
+
+def after_an_append(g: RandomGraph, seed: int) -> tuple[DirtyRun, DirtyRun, ConsolidationResult, set[str]]:
+    """run_before_append, then the incremental run over the whole graph three days later from its snapshot, and
+    consolidate() of the same: (first, run, full, touched)."""
+    first, touched = run_before_append(g, seed)
     previous, later = previous_of(first.result), g.as_of + timedelta(days=3)
     run = consolidate_dirty(
         g.nodes,
@@ -311,17 +317,7 @@ def test_the_input_graph_and_the_snapshot_are_let_go_before_the_time_steps(seed,
     the time steps: a snapshot read from the lake loads its stage over the R2G graph, so anything still holding it
     holds that graph (at 1M messages 5.2 GB, held through the time steps by the version step until this test)."""
     g = random_graph(seed, tenants=tenants, episodes=25)
-    old_nodes, old_edges, _ = before_append(g, seed)
-    first = consolidate_dirty(
-        old_nodes,
-        old_edges,
-        feedback=g.feedback,
-        ops=[],
-        previous=Previous(),
-        as_of=g.as_of,
-        snapshot=None,
-        config=CONFIG,
-    )
+    first, _ = run_before_append(g, seed)
     previous = previous_of(first.result)
     handed = [pa.Table.from_batches(t.to_batches(), t.schema) for t in (g.nodes, g.edges)] + [first.snapshot]
     del first
