@@ -193,8 +193,8 @@ def graph_steps(
         applied.append(res.applied)
         rejected.append(res.rejected)
 
-    # handed over, no reference kept here: version_facts lets go of the input edges a column at a time as it takes
-    # the rows it keeps, so the graph's edges are not held twice (3.5 GB at 1M messages); likewise its callers'
+    # handed over, no reference kept here (nor by a caller that handed the graph to this function): version_facts
+    # lets go of the input edges a column at a time as it copies the rows it keeps, not held twice (3.5 GB at 1M)
     graph = [nodes, edges]
     del nodes, edges
     made = versions(graph.pop(0), graph.pop(0), cfg.versions)

@@ -105,6 +105,15 @@ class Snapshot:
                 **{**{f.name: getattr(self.held, f.name) for f in fields(self.held)}, name: schema.empty_table()}
             )
 
+    def without_stage(self) -> Snapshot:
+        """This snapshot without its stage, held or loadable, for a run that keeps none of it; its rollups still come.
+        Read from the lake, a snapshot loads its stage over the R2G graph (read_snapshot), so holding the loader holds
+        that graph."""
+        if self.held is None and self.load_rollups is not None:
+            return replace(self, load=None)
+        made = self.rollups()  # in memory: the stage's rollup rows, the little a dirty run still reads of it
+        return replace(self, held=None, load=None, load_rollups=lambda: made)
+
     def rollups(self) -> tuple[pa.Table, pa.Table]:
         """The rollup parents and SEMANTIC_CONTAINS edges the stage holds (rows rollup_episodes made)."""
         if self.held is None and self.load_rollups is not None:
@@ -191,11 +200,8 @@ def consolidate_dirty(
         if not dirty:  # the input as last time (a daily run): only the time steps
             stage, rollup_groups, versions = snapshot.stage, snapshot.rollup_groups, snapshot.versions
         else:
-            if not _tenants(snapshot.inputs) - dirty and snapshot.load_rollups is not None:
-                # nothing of the snapshot's stage is kept, so neither is the R2G graph a snapshot read from the lake
-                # would load it over (read_snapshot; its rollups load on their own): let go of that loader, and the
-                # graph is the graph steps' alone
-                snapshot = replace(snapshot, load=None)
+            if not _tenants(snapshot.inputs) - dirty:
+                snapshot = snapshot.without_stage()  # nothing of it kept: the R2G graph is the graph steps' alone
             part = graph_steps(
                 of_tenants(graph.pop(0), dirty),
                 of_tenants(graph.pop(0), dirty),
