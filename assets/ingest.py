@@ -1,7 +1,6 @@
 """Per-inbox-file assets: chunks → NLP annotations → graph part (one dynamic partition per file)."""
 
 import dagster as dg
-import polars as pl
 
 from assets.metadata import table_metadata
 from assets.resources import LakeResource
@@ -10,13 +9,11 @@ from jobs.inbox import ingest_inbox_file
 from jobs.integrity import conservation
 from jobs.schema import FEEDBACK
 from r2g.extract import build_graph
-from r2g.lake_graph import make_docs
+from r2g.lake_graph import file_docs
 from r2g.nlp import PIPELINE_VERSION
 from r2g.pipeline import PartAnnotations, annotate_messages, annotations_from_table, annotations_table, graph_version
 from r2g.schema import ANNOTATIONS, DOCS, EDGES, NODES
-from r2g.tokens import HAN_CLASS
 from raw_store.cas import RawStore
-from raw_store.frames import as_frame
 from raw_store.lake import (
     read_manifest,
     read_table,
@@ -30,13 +27,6 @@ from raw_store.schema import FORGOTTEN, MESSAGES, RAW_CHUNKS, REJECTS
 
 INBOX_FILES = "inbox_files"  # the dynamic partitions' name (the definition's own `name` is typed optional)
 inbox_files = dg.DynamicPartitionsDefinition(name=INBOX_FILES)
-
-# passages are chat text; an agent ops file kept whole for its citations is not a passage to search
-_is_passage = pl.col("mime").is_null() | pl.col("mime").str.starts_with("text/plain")
-
-
-def _han(text: pl.Expr) -> pl.Expr:
-    return text.str.contains(HAN_CLASS).fill_null(False)
 
 
 @dg.asset(
@@ -167,21 +157,9 @@ def file_graph(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mate
     nodes, edges = build_graph(messages, annotations)
     write_table(nodes, part / "nodes.parquet", NODES)
     write_table(edges, part / "edges.parquet", EDGES)
-    # the full-text documents of Chinese rows (jieba segmentation is the cost) are made here, on the file's worker;
-    # the lake's index build reuses them while the text is unchanged (other rows' documents cost ~5 µs to make)
-    node_text = as_frame(nodes.select(["tenant", "id", "title", "text", "keywords"]))
-    write_table(
-        make_docs(
-            node_text.filter(
-                _han(pl.concat_str("title", "text", pl.col("keywords").list.join(" "), ignore_nulls=True))
-            ),
-            "node",
-        ),
-        part / "docs.parquet",
-        DOCS,
-    )
-    chunks = as_frame(read_table(part / "raw_chunks.parquet", RAW_CHUNKS).select(["tenant", "id", "text", "mime"]))
-    write_table(make_docs(chunks.filter(_is_passage & _han(pl.col("text"))), "raw"), part / "raw_docs.parquet", DOCS)
+    node_docs, raw_docs = file_docs(nodes, read_table(part / "raw_chunks.parquet", RAW_CHUNKS))
+    write_table(node_docs, part / "docs.parquet", DOCS)
+    write_table(raw_docs, part / "raw_docs.parquet", DOCS)
     manifest = read_manifest(part)
     write_manifest(
         part,

@@ -233,6 +233,40 @@ def test_grouped_counts_count_the_tables_as_they_read(lake) -> None:
             assert meta["dagster/row_count"].value == types.num_rows, name
 
 
+def test_concept_documents_are_the_index_builds_made_once_per_lake(lake) -> None:
+    """The file runs leave Concepts' documents out of the partitions (r2g.lake_graph.file_docs: bilingual labels,
+    the same in every file); the index build makes them and keeps them in its cache, so the DuckDB file's full-text
+    table holds for each Concept the document make_docs gives, its Chinese label segmented."""
+    import duckdb
+    import polars as pl
+
+    from r2g.lake_graph import make_docs, part_docs
+    from r2g.schema import DOCS
+    from raw_store.frames import as_frame
+    from raw_store.lake import read_table
+    from recall.store import node_docs_table, tenant_slug
+
+    lk, _ = lake
+    nodes = as_frame(read_lake_table(lk, "nodes", ["tenant", "id", "type", "title", "text", "keywords"]))
+    concepts = nodes.filter((pl.col("type") == "Concept") & pl.col("title").str.contains("[\u4e00-\u9fff]"))
+    assert concepts.height > 0
+    assert part_docs(lk, "node").join(concepts, on=["tenant", "id"], how="semi").height == 0
+    cached = as_frame(read_table(lk.index_dir / "node_docs.parquet", DOCS))
+    assert cached.join(concepts, on=["tenant", "id"], how="semi").height == concepts.height
+    want = as_frame(make_docs(concepts.drop("type"), "node"))
+    con = duckdb.connect(str(lk.duckdb_path), read_only=True)
+    try:
+        for tenant in concepts.get_column("tenant").unique().to_list():
+            mine = want.filter(pl.col("tenant") == tenant).sort("id")
+            rows = con.execute(
+                f"SELECT id, doc FROM {node_docs_table(tenant_slug(tenant))} WHERE list_contains(?, id) ORDER BY id",
+                [mine.get_column("id").to_list()],
+            ).fetchall()
+            assert rows == list(zip(mine.get_column("id").to_list(), mine.get_column("doc").to_list()))
+    finally:
+        con.close()
+
+
 def test_cli_sql_stats_and_clear_errors(lake, tmp_path: Path) -> None:
     lk, _ = lake
     out = _memctl_here(lk, "sql", "SELECT count(*) AS n FROM nodes WHERE tenant = 'demo'", "--json")

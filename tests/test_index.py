@@ -261,6 +261,48 @@ def test_node_documents_are_segmented_once_and_reused_while_unchanged(tmp_path, 
     assert hits == [("ep2",)]
 
 
+def test_a_file_run_makes_the_documents_of_its_rows_holding_han_but_not_of_concepts():
+    """file_docs: a partition keeps the documents of its nodes and raw passages that hold Han, and not of its
+    Concepts (the concept dictionary's bilingual labels, the same in every file: the index build makes them once per
+    lake). A file of English messages, concept hits included, needs no jieba."""
+    from r2g import tokens
+    from r2g.lake_graph import file_docs, make_docs
+    from raw_store.frames import as_frame
+    from raw_store.schema import RAW_CHUNKS
+
+    def node(id_: str, type_: str, title: str, text: str, keywords: list[str]) -> dict:
+        return {"tenant": "t", "id": id_, "type": type_, "title": title, "text": text, "keywords": keywords}
+
+    def chunk(id_: str, text: str, mime: str | None) -> dict:
+        return {"tenant": "t", "id": id_, "text": text, "mime": mime}
+
+    english = [
+        node("fact_en", "Fact", "bob likes tea", "Bob likes green tea.", ["tea"]),
+        node("concept", "Concept", "Coffee & tea / 咖啡与茶", "Topic: Coffee & tea / 咖啡与茶", ["coffee", "咖啡"]),
+    ]
+    chinese = [
+        node("fact_zh", "Fact", "小明喜欢咖啡", "小明喜欢喝咖啡。", ["咖啡"]),
+        node("alias_zh", "Entity", "Xiaoming", "Xiaoming (person)", ["小明"]),
+    ]
+    en_chunks = [chunk("raw_en", "Bob likes green tea.", "text/plain"), chunk("raw_img", "照片", "image/png")]
+    zh_chunks = [chunk("raw_zh", "小明喜欢喝咖啡。", None)]
+
+    tokens._jieba.cache_clear()
+    nodes, chunks = pa.Table.from_pylist(english, schema=NODES), pa.Table.from_pylist(en_chunks, schema=RAW_CHUNKS)
+    node_docs, raw_docs = file_docs(nodes, chunks)
+    assert node_docs.num_rows == 0 and raw_docs.num_rows == 0
+    assert tokens._jieba.cache_info().currsize == 0  # jieba never loaded
+
+    nodes = pa.Table.from_pylist(english + chinese, schema=NODES)
+    chunks = pa.Table.from_pylist(en_chunks + zh_chunks, schema=RAW_CHUNKS)
+    node_docs, raw_docs = file_docs(nodes, chunks)
+    assert node_docs.column("id").to_pylist() == ["fact_zh", "alias_zh"]
+    assert raw_docs.column("id").to_pylist() == ["raw_zh"]
+    rows = as_frame(nodes).filter(pl.col("id").is_in(["fact_zh", "alias_zh"]))
+    assert node_docs.equals(make_docs(rows, "node"))
+    assert tokens._jieba.cache_info().currsize == 1
+
+
 def test_raw_passages_are_segmented_once_for_both_indexes(tmp_path, monkeypatch):
     """The raw passages' documents are made once per build (lake_docs: the partitions' where they hold them) and
     shared by recall's index and the DuckDB file; recall's index equals one whose segments segment every passage."""
