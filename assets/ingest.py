@@ -124,7 +124,7 @@ def file_annotations(context: dg.AssetExecutionContext, lake: LakeResource) -> d
     part = lk.part_dir(context.partition_key)
     messages = read_table(part / "messages.parquet", MESSAGES)
     cache = PartAnnotations(lk.cache / "nlp.sqlite", lk.parts)
-    annotations, stats = annotate_messages(messages, cache)
+    annotations, stats = annotate_messages(messages, cache, workers=lake.nlp_workers or None)
     table = annotations_table(annotations)
     write_table(table, part / "annotations.parquet", ANNOTATIONS)
     cache.record(part.name, table.column("text_sha").to_pylist())
@@ -134,6 +134,7 @@ def file_annotations(context: dg.AssetExecutionContext, lake: LakeResource) -> d
             "dagster/row_count": table.num_rows,
             "cache_hits": stats.hits,
             "cache_misses": stats.misses,
+            "nlp_processes": stats.processes,
             "pipeline_version": PIPELINE_VERSION,
             "langs": dg.MetadataValue.json(value_counts(table, "lang")),
         }

@@ -14,6 +14,7 @@ class LakeResource(dg.ConfigurableResource):
     data_root: str = ""
     as_of: str = ""  # consolidation date (ISO); empty: $MEMCTL_AS_OF, else the newest message time
     full: bool = False  # recompute every lake-wide step from the partitions (no reuse), as $MEMCTL_FULL=1 does
+    nlp_workers: int = 0  # annotate processes for a file (r2g.nlp.annotate); 0: $MEMCTL_NLP_WORKERS, else 1
 
     @property
     def full_rebuild(self) -> bool:

@@ -210,8 +210,9 @@ def sigterm_kept() -> Iterator[None]:
             signal.signal(signal.SIGTERM, before)
 
 
-def run_file(instance: DagsterInstance, lake_root: str, run: FileRun) -> FileOutcome:
-    """Materialize one partition's per-file assets with Dagster's in-process executor (here or in a dask worker)."""
+def run_file(instance: DagsterInstance, lake_root: str, run: FileRun, nlp_workers: int = 0) -> FileOutcome:
+    """Materialize one partition's per-file assets with Dagster's in-process executor (here or in a dask worker);
+    `nlp_workers`: the file's annotate processes (0: $MEMCTL_NLP_WORKERS, else 1, as a dask worker has)."""
     import dagster as dg
 
     from assets.definitions import FILE_ASSETS
@@ -224,7 +225,7 @@ def run_file(instance: DagsterInstance, lake_root: str, run: FileRun) -> FileOut
             selection=list(run.stages) if run.stages else None,
             partition_key=run.key,
             instance=instance,
-            resources={"lake": LakeResource(data_root=lake_root)},
+            resources={"lake": LakeResource(data_root=lake_root, nlp_workers=nlp_workers)},
             run_config=QUIET,
             raise_on_error=False,
             tags=run.tags,
@@ -241,8 +242,16 @@ class _InProcess:
         self.lake_root, self.instance = str(lake.root), instance
 
     def files(self, runs: list[FileRun]) -> Iterator[FileOutcome]:
-        for run in runs:
-            yield run_file(self.instance, self.lake_root, run)
+        from r2g.nlp import file_run_workers, shutdown_workers
+
+        # one file at a time here, so a file's NLP may take every core (a pool of annotate processes, let go
+        # before the lake run: its models are ~0.5 GB a process)
+        workers = file_run_workers()
+        try:
+            for run in runs:
+                yield run_file(self.instance, self.lake_root, run, nlp_workers=workers)
+        finally:
+            shutdown_workers()
 
     def lake(self, full: bool = False) -> str | None:
         import dagster as dg

@@ -244,3 +244,53 @@ def test_memctl_processes_allocate_arrow_memory_with_jemalloc_unless_told_otherw
         [sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.split()
     assert out == [chosen or "jemalloc"] * 2, out
+
+
+@pytest.mark.parametrize("told", [None, "1"])
+def test_a_file_run_in_this_process_annotates_on_every_core_then_lets_the_workers_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, told: str | None
+) -> None:
+    """A file run in `memctl materialize`'s own process (a lone file: a big export dropped alone) spreads its NLP over
+    one annotate process per core (r2g.nlp.file_run_workers, at most 4), or as many as $MEMCTL_NLP_WORKERS says; the
+    pool is let go before the lake run, and the annotations are the ones one process gives."""
+    from assets import run
+    from assets.run import ExecutorConfig, materialize
+    from r2g import nlp
+    from r2g.pipeline import annotations_from_table
+    from r2g.schema import ANNOTATIONS
+    from raw_store.frames import usable_cores
+    from raw_store.lake import Lake, read_table
+    from raw_store.schema import MESSAGES
+
+    _users_environ(monkeypatch)
+    if told:
+        monkeypatch.setenv("MEMCTL_NLP_WORKERS", told)
+    monkeypatch.setattr(nlp, "PARALLEL_MIN_TEXTS", 4)  # this file's 12 texts are "many"
+    rows = [
+        {"conv_id": "c1", "speaker": s, "ts": f"2024-03-0{1 + i // 6} 10:{i:02d}:00", "text": t}
+        for i, (s, t) in enumerate(
+            [("Ann", f"I met Mel at the climbing gym on day {k}.") for k in range(6)]
+            + [("小明", f"第{k}天我们在公园里踢足球。") for k in range(6)]
+        )
+    ]
+    root = _root(tmp_path, {"demo/big_export.jsonl": "".join(json.dumps(r) + "\n" for r in rows).encode()})
+    pools_at_lake_run: list[object] = []
+    lake_run = run._InProcess.lake
+    monkeypatch.setattr(
+        run._InProcess,
+        "lake",
+        lambda self, full=False: pools_at_lake_run.append(nlp._pool_state) or lake_run(self, full),
+    )
+
+    summary = materialize(Lake(root), progress=False, executor=ExecutorConfig.from_env())
+    assert summary.ok and summary.ran == ["demo/big_export.jsonl"] and pools_at_lake_run == [None]
+    with dg.DagsterInstance.get() as instance:
+        meta = instance.get_latest_materialization_event(dg.AssetKey("file_annotations")).asset_materialization.metadata
+    assert meta["cache_misses"].value == 12
+    assert meta["nlp_processes"].value == (int(told) if told else min(4, usable_cores()))
+    part = Lake(root).part_dir("demo/big_export.jsonl")
+    stored = annotations_from_table(read_table(part / "annotations.parquet", ANNOTATIONS))
+    messages = read_table(part / "messages.parquet", MESSAGES)
+    alone, _ = nlp.annotate(messages.column("text").to_pylist(), messages.column("lang").to_pylist(), workers=1)
+    by_sha = dict(zip(messages.column("text_sha").to_pylist(), alone))
+    assert {sha: a.to_json() for sha, a in stored.items()} == {sha: a.to_json() for sha, a in by_sha.items()}
