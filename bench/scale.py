@@ -22,10 +22,14 @@ The last line is exactly:
 (peak_rss_gb: the larger of the two builds' tree peaks; bytes_per_msg: the data directory without the inbox,
 after the append; busy_cores: of the full build).
 
+With --one-file the N messages are one inbox file (a ChatGPT export, a QQ chat of years, dropped alone): it runs in
+`memctl materialize`'s own process, its NLP on an annotate process per core (r2g.nlp.file_run_workers).
+
 With --rss-limit-gb G a build whose process tree passes G GB is killed, and the steps it ran (the open one marked
 "(unfinished)") are reported with the tree's peak RSS during each, before the script exits non-zero.
 
-Usage: python bench/scale.py [--messages 100000] [--seed 7] [--keep DIR] [--executor auto] [--rss-limit-gb G]
+Usage: python bench/scale.py [--messages 100000] [--seed 7] [--keep DIR] [--executor auto] [--one-file]
+       [--rss-limit-gb G]
 """
 
 from __future__ import annotations
@@ -279,6 +283,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", type=Path, help="build the lake here and keep it (default: a temp dir, removed)")
     ap.add_argument("--executor", default="", help="$MEMCTL_EXECUTOR for the builds (default: memctl's own)")
     ap.add_argument(
+        "--one-file",
+        action="store_true",
+        help="the whole corpus as one inbox file, as a big export dropped alone (default: files of a few conversations)",
+    )
+    ap.add_argument(
         "--rss-limit-gb",
         type=float,
         default=0.0,
@@ -299,7 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.executor:
         env["MEMCTL_EXECUTOR"] = args.executor
     try:
-        corpus = generate_corpus(args.messages, seed=args.seed, zh_share=ZH_SHARE)
+        one_file = {"convs_per_file": 10**9} if args.one_file else {}
+        corpus = generate_corpus(args.messages, seed=args.seed, zh_share=ZH_SHARE, **one_file)
         write_inbox(corpus, data / "inbox")
         n_append = max(1, args.messages // 100)
         print(
