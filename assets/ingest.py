@@ -10,7 +10,7 @@ from jobs.integrity import conservation
 from jobs.schema import FEEDBACK
 from r2g.extract import build_graph
 from r2g.lake_graph import file_docs
-from r2g.nlp import PIPELINE_VERSION
+from r2g.nlp import PIPELINE_VERSION, shutdown_workers
 from r2g.pipeline import PartAnnotations, annotate_messages, annotations_from_table, annotations_table, graph_version
 from r2g.schema import ANNOTATIONS, DOCS, EDGES, NODES
 from raw_store.cas import RawStore
@@ -124,7 +124,12 @@ def file_annotations(context: dg.AssetExecutionContext, lake: LakeResource) -> d
     part = lk.part_dir(context.partition_key)
     messages = read_table(part / "messages.parquet", MESSAGES)
     cache = PartAnnotations(lk.cache / "nlp.sqlite", lk.parts)
-    annotations, stats = annotate_messages(messages, cache, workers=lake.nlp_workers or None)
+    try:
+        annotations, stats = annotate_messages(messages, cache, workers=lake.nlp_workers or None)
+    finally:
+        # a pool of annotate processes (lake.nlp_workers) is let go before the graph step and the lake run: each
+        # holds the models, ~0.5 GB (the next file starts it again, ~3 s, in the time its first batch would take)
+        shutdown_workers()
     table = annotations_table(annotations)
     write_table(table, part / "annotations.parquet", ANNOTATIONS)
     cache.record(part.name, table.column("text_sha").to_pylist())

@@ -242,16 +242,12 @@ class _InProcess:
         self.lake_root, self.instance = str(lake.root), instance
 
     def files(self, runs: list[FileRun]) -> Iterator[FileOutcome]:
-        from r2g.nlp import file_run_workers, shutdown_workers
+        from r2g.nlp import file_run_workers
 
-        # one file at a time here, so a file's NLP may take every core (a pool of annotate processes, let go
-        # before the lake run: its models are ~0.5 GB a process)
+        # one file at a time here, so a file's NLP may take every core (a pool of annotate processes: assets.ingest)
         workers = file_run_workers()
-        try:
-            for run in runs:
-                yield run_file(self.instance, self.lake_root, run, nlp_workers=workers)
-        finally:
-            shutdown_workers()
+        for run in runs:
+            yield run_file(self.instance, self.lake_root, run, nlp_workers=workers)
 
     def lake(self, full: bool = False) -> str | None:
         import dagster as dg

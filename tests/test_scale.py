@@ -252,10 +252,10 @@ def test_a_file_run_in_this_process_annotates_on_every_core_then_lets_the_worker
 ) -> None:
     """A file run in `memctl materialize`'s own process (a lone file: a big export dropped alone) spreads its NLP over
     one annotate process per core (r2g.nlp.file_run_workers, at most 4), or as many as $MEMCTL_NLP_WORKERS says; the
-    pool is let go before the lake run, and the annotations are the ones one process gives."""
-    from assets import run
+    pool is let go before the file's graph step, and the annotations are the ones one process gives."""
+    from assets import ingest, run
     from assets.run import ExecutorConfig, materialize
-    from r2g import nlp
+    from r2g import extract, nlp
     from r2g.pipeline import annotations_from_table
     from r2g.schema import ANNOTATIONS
     from raw_store.frames import usable_cores
@@ -274,16 +274,20 @@ def test_a_file_run_in_this_process_annotates_on_every_core_then_lets_the_worker
         )
     ]
     root = _root(tmp_path, {"demo/big_export.jsonl": "".join(json.dumps(r) + "\n" for r in rows).encode()})
-    pools_at_lake_run: list[object] = []
+    pools: dict[str, list[object]] = {"graph step": [], "lake run": []}  # the annotate pool as each starts
     lake_run = run._InProcess.lake
+    monkeypatch.setattr(
+        ingest, "build_graph", lambda *a: pools["graph step"].append(nlp._pool_state) or extract.build_graph(*a)
+    )
     monkeypatch.setattr(
         run._InProcess,
         "lake",
-        lambda self, full=False: pools_at_lake_run.append(nlp._pool_state) or lake_run(self, full),
+        lambda self, full=False: pools["lake run"].append(nlp._pool_state) or lake_run(self, full),
     )
 
     summary = materialize(Lake(root), progress=False, executor=ExecutorConfig.from_env())
-    assert summary.ok and summary.ran == ["demo/big_export.jsonl"] and pools_at_lake_run == [None]
+    assert summary.ok and summary.ran == ["demo/big_export.jsonl"]
+    assert pools == {"graph step": [None], "lake run": [None]}
     with dg.DagsterInstance.get() as instance:
         meta = instance.get_latest_materialization_event(dg.AssetKey("file_annotations")).asset_materialization.metadata
     assert meta["cache_misses"].value == 12
