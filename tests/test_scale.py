@@ -298,3 +298,17 @@ def test_a_file_run_in_this_process_annotates_on_every_core_then_lets_the_worker
     alone, _ = nlp.annotate(messages.column("text").to_pylist(), messages.column("lang").to_pylist(), workers=1)
     by_sha = dict(zip(messages.column("text_sha").to_pylist(), alone))
     assert {sha: a.to_json() for sha, a in stored.items()} == {sha: a.to_json() for sha, a in by_sha.items()}
+
+
+def test_the_auto_executor_keeps_a_file_holding_most_of_the_input_in_this_process() -> None:
+    """`auto` fans files out to a cluster when there are two or more, 1 MiB of them, and none holds LONE_FILE_SHARE
+    of the bytes: a big export beside a few small files runs here, its NLP on every core, not on one worker's one."""
+    from assets.run import AUTO_PARALLEL_BYTES, LONE_FILE_SHARE, fans_out
+
+    mib = AUTO_PARALLEL_BYTES
+    assert fans_out([mib, mib, mib], 2)
+    assert not fans_out([mib, mib, mib], 1)  # one worker
+    assert not fans_out([3 * mib], 2)  # one file
+    assert not fans_out([mib // 4, mib // 4], 2)  # too little to start a cluster for
+    small = [2 * mib, mib]  # beside a big file of 8 MiB (0.73 of the input) or of 6 MiB (0.67)
+    assert LONE_FILE_SHARE == 0.7 and not fans_out([8 * mib, *small], 4) and fans_out([6 * mib, *small], 4)
