@@ -128,7 +128,7 @@ def file_annotations(context: dg.AssetExecutionContext, lake: LakeResource) -> d
         annotations, stats = annotate_messages(messages, cache, workers=lake.nlp_workers or None)
     finally:
         # a pool of annotate processes (lake.nlp_workers) is let go before the graph step and the lake run: each
-        # holds the models, ~0.5 GB (the next file starts it again, ~3 s, in the time its first batch would take)
+        # holds the models, ~0.5 GB (a next file big enough for one starts it again: ~3 s, its workers in parallel)
         shutdown_workers()
     table = annotations_table(annotations)
     write_table(table, part / "annotations.parquet", ANNOTATIONS)
