@@ -361,15 +361,20 @@ AUTO_PARALLEL_BYTES = 1 << 20
 LONE_FILE_SHARE = 0.7
 
 
-def fans_out(sizes: Sequence[int], workers: int) -> bool:
+def fans_out(sizes: Sequence[int], workers: int, annotated: Sequence[bool] | None = None) -> bool:
     """Whether the `auto` executor runs files of these byte sizes on a LocalCluster of `workers` processes: two or
-    more of each, AUTO_PARALLEL_BYTES of input, and no file holding LONE_FILE_SHARE of it. Such a file takes most of
-    the build either way; on a cluster its NLP has one worker's one core (the other idles once the small files are
-    done), in this process it has every core (r2g.nlp.file_run_workers). Per message on the project machine: NLP
-    3.5 ms on one core, 1.9 ms on two, the graph step 1.6 ms on one; so a cluster takes max(5.1 n_big, 2.55 n) ms
-    for n messages, this process 3.5 n ms, and this process is faster once the big file holds 0.69 of them."""
+    more of each, AUTO_PARALLEL_BYTES of input, and no file to annotate (`annotated`, default all) holding
+    LONE_FILE_SHARE of it. Such a file takes most of the build either way; on a cluster its NLP has one worker's one
+    core (the other idles once the small files are done), in this process it has every core
+    (r2g.nlp.file_run_workers). Per message on the project machine: NLP 3.5 ms on one core, 1.9 ms on two, the
+    graph step 1.6 ms on one; so a cluster takes max(5.1 n_big, 2.55 n) ms for n messages, this process 3.5 n ms,
+    and this process is faster once the big file holds 0.69 of them. A file whose graph step alone is redone (a
+    rule change) gains nothing here, so it is no reason to stay."""
     total = sum(sizes)
-    return min(workers, len(sizes)) >= 2 and total >= AUTO_PARALLEL_BYTES and max(sizes) < LONE_FILE_SHARE * total
+    if min(workers, len(sizes)) < 2 or total < AUTO_PARALLEL_BYTES:
+        return False
+    flags = [True] * len(sizes) if annotated is None else annotated
+    return max((n for n, a in zip(sizes, flags) if a), default=0) < LONE_FILE_SHARE * total
 
 
 class _Auto:
@@ -382,7 +387,8 @@ class _Auto:
 
     def files(self, runs: list[FileRun]) -> Iterator[FileOutcome]:
         workers = min(self.config.workers, len(runs))
-        if not fans_out([r.size for r in runs], workers):
+        annotated = [r.stages is None or "file_annotations" in r.stages for r in runs]
+        if not fans_out([r.size for r in runs], workers, annotated):
             yield from self.local.files(runs)
             return
         with _engine(replace(self.config, kind="dask", workers=workers), self.lake_, self.local.instance) as dask:

@@ -312,3 +312,5 @@ def test_the_auto_executor_keeps_a_file_holding_most_of_the_input_in_this_proces
     assert not fans_out([mib // 4, mib // 4], 2)  # too little to start a cluster for
     small = [2 * mib, mib]  # beside a big file of 8 MiB (0.73 of the input) or of 6 MiB (0.67)
     assert LONE_FILE_SHARE == 0.7 and not fans_out([8 * mib, *small], 4) and fans_out([6 * mib, *small], 4)
+    # a rule change redoes the big file's graph step only: no NLP to spread, so the files still fan out
+    assert fans_out([8 * mib, *small], 4, [False, True, True]) and not fans_out([8 * mib, *small], 4, [True] * 3)
