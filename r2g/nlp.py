@@ -230,15 +230,14 @@ _SLICE_BATCHES = 1  # texts per worker task = this many nlp.pipe batches (small 
 _pool_state: tuple[int, ProcessPoolExecutor] | None = None
 
 
-def default_workers() -> int:
-    """Annotate processes when the caller gives none: $MEMCTL_NLP_WORKERS, else 1.
-
-    1 because Dagster's multiprocess executor already runs partitions in parallel
-    processes; a pool per partition would only oversubscribe the cores. One big
-    file annotated alone (a first import, the benchmarks) is where more pay.
-    """
+def default_workers(otherwise: int = 1) -> int:
+    """Annotate processes when the caller gives none: $MEMCTL_NLP_WORKERS, else `otherwise` (1: a process that
+    runs files side by side with others, as a dask worker does, would only oversubscribe the cores with a pool)."""
+    raw = os.environ.get("MEMCTL_NLP_WORKERS", "").strip()
+    if not raw:
+        return otherwise
     try:
-        return max(1, int(os.environ.get("MEMCTL_NLP_WORKERS", "1")))
+        return max(1, int(raw))
     except ValueError:
         return 1
 
@@ -248,11 +247,9 @@ def file_run_workers() -> int:
     (a lone file, or files too small to fan out to dask): $MEMCTL_NLP_WORKERS, else one per usable core, at most 4
     (each holds the models, ~0.5 GB). A big export dropped alone — a ChatGPT `conversations.json`, a QQ chat of
     years — then keeps every core busy (6,000 texts: 270 → 428 a second on 2 cores, the workers' start included)."""
-    if os.environ.get("MEMCTL_NLP_WORKERS", "").strip():
-        return default_workers()
     from raw_store.frames import usable_cores
 
-    return min(4, usable_cores())
+    return default_workers(otherwise=min(4, usable_cores()))
 
 
 def worker_pool(workers: int) -> ProcessPoolExecutor:
