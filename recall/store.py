@@ -74,10 +74,11 @@ def lake_sql(lake: Lake) -> duckdb.DuckDBPyConnection:
     import duckdb
 
     from r2g.lake_graph import lake_views
-    from raw_store.lake import is_remote
+    from raw_store.lake import listed
 
     con = duckdb.connect(":memory:", config=DUCKDB_CONFIG)
-    if is_remote(lake.root):
+    if lake.remote:
+        lake = listed(lake)  # one listing answers the views' and DuckDB's questions about which files, how big
         con.register_filesystem(lake.root.fs)
     for name, sql in lake_views(lake).items():
         con.execute(f"CREATE VIEW {name} AS {sql}")
