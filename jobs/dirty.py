@@ -56,7 +56,7 @@ from jobs.version_groups import VERSION_GROUPS, VERSION_PLACES, VersionReuse
 from jobs.versions import VersionConfig, VersionResult, version_facts
 from r2g.schema import EDGES, NODE_STATE, NODES, STATE_COLUMNS
 from raw_store.frames import as_frame
-from raw_store.lake import conform, read_table, write_bytes_atomic, write_table
+from raw_store.lake import conform, file_bytes, read_table, write_bytes_atomic, write_table
 from raw_store.tables import Overlay, hash_code, layered_table, patched, read_overlay, row_hashes, write_overlay
 
 # (tenant, conv_id, bucket, rows, h) per rollup group: its Episodes' count and row hashes (see rollup_group_hashes)
@@ -586,7 +586,7 @@ def read_snapshot(folder: Any, r2g_nodes: pa.Table, r2g_edges: pa.Table) -> Snap
         return patched(nodes, read_table(folder / "nodes_state.parquet", NODE_STATE)), edges
 
     return Snapshot(
-        json.loads(marker.read_text())["fingerprint"],
+        json.loads(file_bytes(marker))["fingerprint"],
         read_table(folder / "inputs.parquet", INPUT_HASHES),
         read_table(folder / "rollup_groups.parquet", ROLLUP_GROUPS),
         VersionReuse(

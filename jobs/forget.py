@@ -33,7 +33,7 @@ from r2g.ids import stable_id
 from r2g.lake_graph import read_graph_columns, read_lake_table
 from r2g.schema import AUDIT
 from raw_store.cas import RawStore, raw_id_for, tenant_dir
-from raw_store.lake import Lake, read_parquet, read_table, write_bytes_atomic, write_table
+from raw_store.lake import Lake, file_bytes, read_parquet, read_table, write_bytes_atomic, write_table
 from raw_store.readers import Message, Reject
 from raw_store.schema import FORGOTTEN, TOMBSTONES
 from raw_store.tables import read_parts
@@ -110,7 +110,7 @@ def load_requests(lake: Lake) -> list[ForgetRequest]:
     folder = forget_dir(lake)
     if not folder.is_dir():
         return []
-    return [ForgetRequest.from_json(json.loads(p.read_text("utf-8"))) for p in sorted(folder.glob("fgt_*.json"))]
+    return [ForgetRequest.from_json(json.loads(file_bytes(p))) for p in sorted(folder.glob("fgt_*.json"))]
 
 
 def save_request(lake: Lake, request: ForgetRequest) -> Path:
@@ -417,6 +417,6 @@ def tombstones(lake: Lake) -> pa.Table:
     """The TOMBSTONES table: one row per forgotten blob, from the tombstone files beside where they were."""
     rows = []
     for path in sorted(lake.raw.rglob("raw_*.tomb"), key=lambda p: p.parts) if lake.raw.is_dir() else ():
-        t = json.loads(path.read_text("utf-8"))
+        t = json.loads(file_bytes(path))
         rows.append({**t, "deleted_at": datetime.fromisoformat(t["deleted_at"])})
     return pa.Table.from_pylist(rows, schema=TOMBSTONES)

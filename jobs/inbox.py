@@ -14,7 +14,7 @@ from jobs.ops import looks_like_ops, parse_ops
 from r2g.schema import FEEDBACK
 from raw_store.cas import RawStore
 from raw_store.ingest import IngestResult, ingest_bytes, ingest_records
-from raw_store.lake import as_path, source_file_for, tenant_for
+from raw_store.lake import as_path, file_bytes, source_file_for, tenant_for
 
 OPS_FORMAT = "agent_ops"
 OPS_MIME = "application/x-ndjson; memctl=agent_ops"
@@ -25,7 +25,7 @@ def ingest_inbox_file(
     path: Path, inbox: Path, store: RawStore, forget: ForgetRules | None = None
 ) -> tuple[IngestResult, pa.Table]:
     """(the file's ingest tables, its FEEDBACK rows — empty unless it is a feedback file)."""
-    data = as_path(path).read_bytes()
+    data = file_bytes(as_path(path))
     source_file, tenant = source_file_for(path, inbox), tenant_for(path, inbox)
     # sniff the head only: both detectors look at the first non-blank lines, and a chat log may be 50 MB
     head = data[:_SNIFF]

@@ -28,7 +28,6 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -42,7 +41,7 @@ from r2g.link import LINK_GROUP, LINK_NODE_COLUMNS, LINK_TYPES, LINKABLE, LINKAB
 from r2g.merge import merge_edges, merge_nodes
 from r2g.schema import EDGES, NODES
 from raw_store.frames import as_frame, keep_rows
-from raw_store.lake import Lake, conform, is_remote, local_copies, read_object, table_bytes, write_bytes_atomic
+from raw_store.lake import Lake, conform, file_bytes, local_copies, table_bytes, write_bytes_atomic
 from raw_store.tables import KEY, REMOVED, Overlay, apply_overlay, hash_code, part_paths, read_parts
 
 LINK_EDGE_TYPES = ("AGENT", "PATIENT", "LOCATION")
@@ -130,7 +129,7 @@ def _read_snapshot(lake: Lake, fingerprint: str, parts: dict[str, str]) -> tuple
     """The last run's snapshot if this run may start from it, else (None, why not)."""
     folder = layer_dir(lake, "r2g")
     try:
-        state = json.loads(_read_bytes(folder / "steps" / "merge.json"))
+        state = json.loads(file_bytes(folder / "steps" / "merge.json"))
     except (FileNotFoundError, ValueError):
         return None, "no snapshot of an earlier run"
     if state.get("fingerprint") != fingerprint:
@@ -141,7 +140,7 @@ def _read_snapshot(lake: Lake, fingerprint: str, parts: dict[str, str]) -> tuple
     tables = {}
     for name, schema in _FILES.items():
         try:
-            data = _read_bytes(folder / f"{name}.parquet")
+            data = file_bytes(folder / f"{name}.parquet")
         except FileNotFoundError:
             return None, "the snapshot is incomplete"
         if _hash(data) != state.get("files", {}).get(name):
@@ -180,12 +179,8 @@ def _part_hashes(node_paths: list[Any], nodes: list[Any], edge_paths: list[Any],
         for p, q in zip(paths, local):
             h = out.setdefault(_part_of(p), hashlib.blake2b(digest_size=16))
             h.update(str(p).rsplit("/", 1)[-1].encode())
-            h.update(_read_bytes(q))
+            h.update(file_bytes(q))
     return {p: h.hexdigest() for p, h in sorted(out.items())}
-
-
-def _read_bytes(path: Any) -> bytes:
-    return read_object(path) if is_remote(path) else Path(path).read_bytes()
 
 
 def _hash(data: bytes) -> str:

@@ -18,12 +18,11 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 import zstandard
 
 from raw_store.errors import BlobCorrupt, BlobForgotten, BlobMissing
-from raw_store.lake import as_path, fsync_dir, is_remote, read_object, write_bytes_atomic
+from raw_store.lake import as_path, file_bytes, fsync_dir, is_remote, write_bytes_atomic
 
 ZSTD_LEVEL = 3
 QUARANTINE = "quarantine"  # corrupt blobs found by `verify`, moved here under their store path
@@ -76,12 +75,6 @@ def tenant_dir(tenant: str) -> str:
     ):
         return tenant
     return "t_" + hashlib.sha256(tenant.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-
-
-def _read(path: Any) -> bytes:
-    """A blob's bytes; on object storage one GET (UPath.read_bytes asks for the size first: a HEAD, and on a miss
-    a listing too)."""
-    return read_object(path) if is_remote(path) else path.read_bytes()
 
 
 def _compress(data: bytes) -> bytes:
@@ -148,7 +141,7 @@ class RawStore:
         if self._tomb(full).exists():
             return ref
         try:
-            existing = _read(full)
+            existing = file_bytes(full)
         except FileNotFoundError:
             existing = None
         if existing is not None and existing != compressed and _verified_quietly(existing, sha):
@@ -202,7 +195,7 @@ class RawStore:
         if self._tomb(full).exists():
             raise BlobForgotten(f"{path} was forgotten")
         try:
-            blob = _read(full)
+            blob = file_bytes(full)
         except FileNotFoundError as exc:
             if self.quarantine_path(path).exists():
                 raise BlobCorrupt(f"{path}: quarantined as corrupt by verify") from exc
@@ -252,7 +245,7 @@ class RawStore:
             sha = full.name.removeprefix("raw_").removesuffix(".blob.zst")
             rel = full.relative_to(self.root).as_posix()
             try:
-                problem = None if _verified(_read(full), sha) else "sha256 mismatch"
+                problem = None if _verified(file_bytes(full), sha) else "sha256 mismatch"
             except zstandard.ZstdError as exc:
                 problem = f"zstd: {exc}"
             except FileNotFoundError:

@@ -19,6 +19,7 @@ import pyarrow as pa
 from raw_store import schema
 from raw_store.cas import RawStore
 from raw_store.chunker import Chunk, chunk_conversation
+from raw_store.lake import file_bytes
 from raw_store.readers import Message, ReadResult, Reject, read_bytes
 from raw_store.routing import as_path, source_file_for, tenant_for
 from raw_store.text import detect_lang
@@ -49,9 +50,7 @@ class IngestResult:
 
 def ingest_file(path: Path, inbox: Path, store: RawStore, forget: Forget | None = None) -> IngestResult:
     """Ingest one inbox file; tenant from its first folder, source_file relative to the inbox."""
-    return ingest_bytes(
-        as_path(path).read_bytes(), source_file_for(path, inbox), tenant_for(path, inbox), store, forget
-    )
+    return ingest_bytes(file_bytes(as_path(path)), source_file_for(path, inbox), tenant_for(path, inbox), store, forget)
 
 
 def ingest_bytes(

@@ -241,6 +241,13 @@ def read_object(path: Any) -> bytes:
     return bytes(path.fs.cat_file(path.path, **_one_get(path.fs)))
 
 
+def file_bytes(path: Any) -> bytes:
+    """The bytes of a file of the lake or its inbox: on object storage one GET (read_object), else the local
+    file's. UPath.read_bytes/read_text/open first ask for the object's size (a HEAD), and a miss lists the prefix
+    too; FileNotFoundError if there is none."""
+    return read_object(path) if is_remote(path) else Path(path).read_bytes()
+
+
 def read_objects(paths: Sequence[Any]) -> dict[str, bytes]:
     """{str(path): bytes} of objects on one file system, fetched concurrently, one GET each; missing ones left out."""
     if not paths:
@@ -321,6 +328,8 @@ class InboxFile:
 
 
 def file_sha256(path: Path) -> str:
+    if is_remote(path):
+        return hashlib.sha256(read_object(path)).hexdigest()  # one GET (the file is read whole to ingest it)
     h = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -383,7 +392,7 @@ PART_MANIFEST = "manifest.json"
 def read_manifest(part_dir: Path) -> dict:
     """A partition's manifest (what was last ingested from which source bytes), {} if none."""
     try:
-        return json.loads((part_dir / PART_MANIFEST).read_text("utf-8"))
+        return json.loads(file_bytes(part_dir / PART_MANIFEST).decode("utf-8"))
     except (FileNotFoundError, ValueError):
         return {}
 
@@ -505,7 +514,7 @@ def read_lake_state(lake: Lake, hits: bool = True) -> str | None:
 
 def _read_fingerprint(path: Any, key: str = "fingerprint") -> str | None:
     try:
-        return json.loads(path.read_text("utf-8")).get(key)
+        return json.loads(file_bytes(path).decode("utf-8")).get(key)
     except (FileNotFoundError, ValueError, AttributeError):
         return None
 
