@@ -289,17 +289,17 @@ def content_hash(frame: pl.DataFrame, kind: str) -> pl.Expr:
 
 def make_docs(frame: pl.DataFrame, kind: str) -> pa.Table:
     """DOCS rows for `frame` (tenant, id and, for kind "node", title/text/keywords; for "raw", text)."""
-    from r2g.tokens import node_doc, segment_for_fts
+    from r2g.tokens import fts_documents, node_doc_text
 
     if frame.height == 0:
         return DOCS.empty_table()
     frame = frame.with_columns(content_hash(frame, kind))
     memo: dict[str, list[str]] = {}  # jieba once per distinct piece of these texts (r2g.tokens.han_tokens)
     if kind == "node":
-        docs = [node_doc(t, x, k, memo) for t, x, k in frame.select("title", "text", "keywords").iter_rows()]
+        text = frame.select(node_doc_text(pl.col("title"), pl.col("text"), pl.col("keywords"))).to_series()
     else:
-        docs = [segment_for_fts(t or "", memo) for t in frame.get_column("text").to_list()]
-    out = frame.select("tenant", "id", "content").with_columns(pl.Series("doc", docs, dtype=pl.String))
+        text = frame.get_column("text")
+    out = frame.select("tenant", "id", "content").with_columns(fts_documents(text, memo).alias("doc"))
     return conform(out.to_arrow(), DOCS)
 
 

@@ -94,3 +94,38 @@ def node_doc(
 ) -> str:
     """The FTS document of a node: segmented title + text + keywords (`memo`: see han_tokens)."""
     return segment_for_fts(" ".join([title or "", text or "", " ".join(keywords or [])]), memo)
+
+
+def node_doc_text(title: Any, text: Any, keywords: Any) -> Any:
+    """As a polars expression (over the columns given), the text node_doc segments: title + text + keywords."""
+    import polars as pl
+
+    return pl.concat_str(
+        [title.fill_null(""), text.fill_null(""), keywords.list.join(" ").fill_null("")], separator=" "
+    )
+
+
+# The texts polars segments: ASCII, and the typographic punctuation English text has (no-break space, « », the
+# dashes, quotes, bullets and ellipsis of U+2010–U+2027): a word character for neither Python's \w (search_tokens)
+# nor the Rust regex's, unchanged by either's lower-casing. Such a text's tokens are its runs of [A-Za-z0-9_].
+_PLAIN_TEXT = r"^[\x00-\x7F\u00A0\u00AB\u00BB\u2010-\u2027]*$"
+_PLAIN_GAPS = r"[^A-Za-z0-9_]+"
+
+
+def fts_documents(texts: Any, memo: dict[str, list[str]] | None = None) -> Any:
+    """segment_for_fts of each of a polars String Series (null: ""), as a Series. Plain texts (ASCII and common
+    punctuation, _PLAIN_TEXT: most of an English lake's) are segmented by polars (each gap between tokens made one
+    space, then lower-cased: the same string as the tokens joined); the others (Han, accented letters, …) by
+    segment_for_fts one by one. A full index build at 100k messages made 270k English node documents in Python."""
+    import polars as pl
+
+    frame = pl.DataFrame({"text": texts.fill_null("")}).with_row_index("row")
+    plain = pl.col("text").str.contains(_PLAIN_TEXT)
+    fast = frame.filter(plain).select(
+        "row", pl.col("text").str.replace_all(_PLAIN_GAPS, " ").str.strip_chars(" ").str.to_lowercase().alias("doc")
+    )
+    other = frame.filter(~plain)
+    slow = other.select("row").with_columns(
+        pl.Series("doc", [segment_for_fts(t, memo) for t in other.get_column("text").to_list()], dtype=pl.String)
+    )
+    return pl.concat([fast, slow]).sort("row").get_column("doc").alias(texts.name)

@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from r2g.tokens import has_han, segment_for_fts
+from r2g.tokens import HAN_CLASS, has_han, segment_for_fts
 from recall.graph_csr import AdjacencyArrays
 from recall.postings import build_postings
 from recall.query_tokens import jieba_tokens
@@ -65,21 +65,25 @@ def docs_with_mmr(
     if given is None or nodes.height == 0:
         return node_docs(nodes["title"].to_list(), nodes["text"].to_list(), nodes["keywords"].to_list(), node_doc)
     rows = with_given_docs(nodes.select("id", "title", "text", "keywords"), given)
-    docs, mmr = [], []
+    docs: list[str] = rows.get_column("doc").to_list()
+    mmr: list[list[str] | None] = [None] * rows.height  # a node whose title and text hold no Han: none
     n_kw: dict[str, int] = {}  # keyword strings repeat (entity names): ~half of a lake's Han nodes share one
     memo: dict[str, list[str]] = {}  # and their pieces repeat across strings (r2g.tokens.han_tokens)
-    for title, text, kw, doc in rows.select("title", "text", "keywords", "doc").iter_rows():
-        if doc is None:
-            (doc,), (tokens,) = node_docs([title], [text], [kw], node_doc)
-        elif has_han(f"{title or ''} {text or ''}"):
-            words, joined = doc.split(), " ".join(kw or [])
-            if joined not in n_kw:
-                n_kw[joined] = len(jieba_tokens(joined, memo))
-            tokens = words[: len(words) - n_kw[joined]]
-        else:
-            tokens = None
-        docs.append(doc)
-        mmr.append(tokens)
+    # only the rows with work to do go through Python: a document to make, or MMR tokens (title or text holds Han;
+    # has_han of both, found by polars)
+    han = pl.col("title").str.contains(HAN_CLASS).fill_null(False) | pl.col("text").str.contains(HAN_CLASS).fill_null(
+        False
+    )
+    rows = rows.with_row_index("_i")
+    for i, title, text, kw in (
+        rows.filter(pl.col("doc").is_null()).select("_i", "title", "text", "keywords").iter_rows()
+    ):
+        (docs[i],), (mmr[i],) = node_docs([title], [text], [kw], node_doc)
+    for i, kw, doc in rows.filter(pl.col("doc").is_not_null() & han).select("_i", "keywords", "doc").iter_rows():
+        words, joined = doc.split(), " ".join(kw or [])
+        if joined not in n_kw:
+            n_kw[joined] = len(jieba_tokens(joined, memo))
+        mmr[i] = words[: len(words) - n_kw[joined]]
     return docs, mmr
 
 

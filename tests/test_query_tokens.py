@@ -179,3 +179,60 @@ def test_a_recall_process_never_loads_jiebas_dictionary(tmp_path: Path) -> None:
 @pytest.mark.parametrize("text", ["Ann: Biscuit won", "小明踢足球", "我 ok 卡拉OK"])
 def test_mmr_compares_search_tokens(text: str) -> None:
     assert mmr_tokens(text) == frozenset(r2g_search_tokens(text))
+
+
+# Characters where Python's \w or lower() and the Rust regex's part ways (U+0130 lower-cases to two code points,
+# the combining dot not a word character for Python; Join_Control and connector punctuation are word characters
+# for Rust only; a final sigma lower-cases by its context), beside ASCII, the typographic punctuation polars
+# segments (r2g.tokens._PLAIN_TEXT) and Han.
+_EDGE_TEXTS = [
+    "İstanbul İST",
+    "ΟΔΟΣ'Α ΟΔΟΣ",
+    "x\u200dy a\u200cb",
+    "under\u203ftie",
+    "Zoë café naïve",
+    "e\u0301clair",
+    "ﬁne ligature",
+    "\u00a0no-break «quoted» — dash – “curly” ‘single’ • bullet … end…",
+    "Caroline: I went to the park…",
+    "__init__ x_y 42 3.14 AT&T c#",
+    "小明在公园里踢足球 football…",
+    "   ",
+    "",
+]
+_ALPHABET = st.sampled_from(
+    list("abcXYZ019_ .,;:'\"!?-\n\t")
+    + [
+        "İ",
+        "Σ",
+        "σ",
+        "ë",
+        "\u0301",
+        "\u200d",
+        "\u203f",
+        "ﬁ",
+        "ß",
+        "…",
+        "—",
+        "“",
+        "\u00a0",
+        "«",
+        "足",
+        "球",
+        "的",
+        "٣",
+        "Ⅻ",
+    ]
+)
+
+
+@fuzz_settings(150)
+@given(st.lists(st.one_of(st.none(), st.text(_ALPHABET, max_size=40)), max_size=12))
+def test_fts_documents_are_segment_for_fts_of_each_text(texts: list[str | None]) -> None:
+    import polars as pl
+
+    from r2g.tokens import fts_documents, segment_for_fts
+
+    texts = [*texts, *_EDGE_TEXTS]
+    got = fts_documents(pl.Series("text", texts, dtype=pl.String))
+    assert got.name == "text" and got.to_list() == [segment_for_fts(t or "") for t in texts]
