@@ -123,7 +123,8 @@ def build_segment(
     t = time.perf_counter()
     node_table = (
         nodes.select("id", "slot", "hash", *NODE_ROW_COLS)
-        .with_columns(pl.Series("mmr", mmr, dtype=pl.List(pl.Utf8)))
+        # through Arrow's large lists: polars' own conversion of 383k Python lists (most None) took 1.9 s, this 0.5
+        .with_columns(pl.Series("mmr", pa.array(mmr, pa.large_list(pa.large_string()))))
         .to_arrow()
         .cast(SEG_NODES)
     )
