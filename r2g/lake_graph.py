@@ -303,12 +303,6 @@ def make_docs(frame: pl.DataFrame, kind: str) -> pa.Table:
     return conform(out.to_arrow(), DOCS)
 
 
-def _han(text: pl.Expr) -> pl.Expr:
-    from r2g.tokens import HAN_CLASS
-
-    return text.str.contains(HAN_CLASS).fill_null(False)
-
-
 def file_docs(nodes: pa.Table, chunks: pa.Table) -> tuple[pa.Table, pa.Table]:
     """The DOCS a file run makes for its own rows (the partition's `docs` and `raw_docs` files): its nodes and raw
     passages that hold Han, whose jieba segmentation is the cost, paid on the file's worker; the lake's index build
@@ -317,13 +311,15 @@ def file_docs(nodes: pa.Table, chunks: pa.Table) -> tuple[pa.Table, pa.Table]:
     Concepts are left to the index build: their titles and keywords are the concept dictionary's bilingual labels,
     the same in every file, so the index makes each once per lake and keeps it in its cache (recall.index.NodeDocs),
     and the run of a file of English messages loads no jieba (1.2–1.6 s a process: a daily append's)."""
+    from r2g.tokens import han_in
+
     node_text = as_frame(nodes.select(["tenant", "id", "type", "title", "text", "keywords"]))
-    han = _han(pl.concat_str("title", "text", pl.col("keywords").list.join(" "), ignore_nulls=True))
+    han = han_in(pl.concat_str("title", "text", pl.col("keywords").list.join(" "), ignore_nulls=True))
     node_docs = make_docs(node_text.filter(han & (pl.col("type") != "Concept").fill_null(True)), "node")
     passages = as_frame(chunks.select(["tenant", "id", "text", "mime"]))
     # passages are chat text; an agent ops file kept whole for its citations is not a passage to search
     is_passage = pl.col("mime").is_null() | pl.col("mime").str.starts_with("text/plain")
-    return node_docs, make_docs(passages.filter(is_passage & _han(pl.col("text"))), "raw")
+    return node_docs, make_docs(passages.filter(is_passage & han_in(pl.col("text"))), "raw")
 
 
 def part_docs(lake: Lake, kind: str) -> pl.DataFrame:

@@ -44,6 +44,11 @@ def has_han(text: str) -> bool:
     return _HAN.search(text) is not None
 
 
+def han_in(text: Any) -> Any:
+    """has_han as a polars expression over a String expression (null: False)."""
+    return text.str.contains(HAN_CLASS).fill_null(False)
+
+
 def search_tokens(text: str, memo: dict[str, list[str]] | None = None) -> list[str]:
     """Lower-cased search tokens of `text`: jieba search-mode words for Han runs, word runs otherwise. `memo`: see
     han_tokens."""

@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from r2g.tokens import HAN_CLASS, has_han, segment_for_fts
+from r2g.tokens import han_in, has_han, segment_for_fts
 from recall.graph_csr import AdjacencyArrays
 from recall.postings import build_postings
 from recall.query_tokens import jieba_tokens
@@ -71,9 +71,7 @@ def docs_with_mmr(
     memo: dict[str, list[str]] = {}  # and their pieces repeat across strings (r2g.tokens.han_tokens)
     # only the rows with work to do go through Python: a document to make, or MMR tokens (title or text holds Han;
     # has_han of both, found by polars)
-    han = pl.col("title").str.contains(HAN_CLASS).fill_null(False) | pl.col("text").str.contains(HAN_CLASS).fill_null(
-        False
-    )
+    han = han_in(pl.col("title")) | han_in(pl.col("text"))
     rows = rows.with_row_index("_i")
     for i, title, text, kw in (
         rows.filter(pl.col("doc").is_null()).select("_i", "title", "text", "keywords").iter_rows()
