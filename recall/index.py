@@ -25,7 +25,17 @@ from typing import TYPE_CHECKING
 import polars as pl
 import pyarrow as pa
 
-from r2g.lake_graph import content_hash, lake_docs, lake_views, part_docs, read_graph_tables, read_lake_table
+from r2g.lake_graph import (
+    content_hash,
+    graph_counts,
+    graph_files_stamp,
+    lake_docs,
+    lake_views,
+    part_docs,
+    read_graph_tables,
+    read_lake_table,
+    record_graph_counts,
+)
 from r2g.schema import (
     AUDIT,
     COLD_EDGES,
@@ -121,7 +131,9 @@ def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = Non
     t0 = time.perf_counter()
     lake.index_dir.mkdir(parents=True, exist_ok=True)
     names = [*TABLES, *(extra_tables or {})]
+    stamp = graph_files_stamp(lake)  # before the files are read: one changed meanwhile makes the counts unused
     node_table, edge_table = read_graph_tables(lake, "consolidated")
+    counted = graph_counts(node_table, edge_table)
     nodes = as_frame(
         node_table.select(
             ["tenant", "id", "type", "status", "title", "text", "keywords", "first_seen", "time_start", "last_seen"]
@@ -151,6 +163,7 @@ def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = Non
         vectors = _write_vectors(lake, nodes, tenants)
         stats = _write_duckdb(lake, plan, names, nodes, tenants, newest, docs, raw, rows)
     docs.save()
+    record_graph_counts(lake, stamp, counted)  # what `memctl materialize` prints next, without scanning the views
     stats["graphs"] = graphs
     if vectors:
         stats["vectors"] = vectors

@@ -492,3 +492,50 @@ def test_the_duckdb_files_counts_of_nodes_and_edges_are_its_views_rows(sample_la
     finally:
         con.close()
     assert stats["tables"]["nodes"] > 0 and stats["tables"]["edges"] > 0
+
+
+def test_the_graphs_counts_are_kept_by_the_index_build_until_a_graph_file_changes(
+    sample_lake: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """build_indexes keeps the rows of `nodes` and `edges` per (tenant, type), counted in the graph it holds, with a
+    stamp of the files it read them from. grouped_counts (what `memctl materialize` prints) answers from them, with
+    no scan of the views, while those files are unchanged; once one is replaced it counts over the files again."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from r2g import lake_graph
+    from r2g.lake_graph import grouped_counts, read_lake_table
+    from raw_store.lake import write_table
+    from raw_store.tables import REMOVED
+    from recall.index import SQL_TABLES
+
+    def counted(lake: Lake, name: str, cols: list[str]) -> list[dict]:
+        table = pl.from_arrow(read_lake_table(lake, name, cols))
+        return table.group_by(cols).agg(pl.len().cast(pl.Int64).alias("rows")).sort(cols).to_dicts()
+
+    root = tmp_path / "data"
+    shutil.copytree(sample_lake, root, ignore=shutil.ignore_patterns("dagster_home"))
+    lake = Lake(root)
+    scans: list[str] = []
+    real = lake_graph._key_scan
+    monkeypatch.setattr(lake_graph, "_key_scan", lambda lk: scans.append("scan") or real(lk))
+    assert grouped_counts(lake, "nodes", ["tenant", "type"]).height and scans == ["scan"]  # copied: other paths
+    build_indexes(lake, SQL_TABLES)
+    scans.clear()
+    for name in ("nodes", "edges"):
+        for cols in (["tenant", "type"], ["type"], ["tenant"]):
+            assert grouped_counts(lake, name, cols).sort(cols).to_dicts() == counted(lake, name, cols), (name, cols)
+    assert grouped_counts(lake, "messages", ["tenant"]).height and scans == ["scan"]  # the graph's counts only
+
+    # the consolidated layer now removes two rows of a partition (a file replaced, as every write replaces one)
+    part = sorted((root / "lake" / "parts").glob("*/edges.parquet"))[0]
+    write_table(
+        pq.read_table(part, columns=["tenant", "id"]).slice(0, 2),
+        root / "lake/consolidated/edges_removed.parquet",
+        REMOVED,
+    )
+    scans.clear()
+    after = grouped_counts(lake, "edges", ["tenant", "type"])
+    assert scans == ["scan"] and after.sort(["tenant", "type"]).to_dicts() == counted(lake, "edges", ["tenant", "type"])
+    assert after.get_column("rows").sum() == read_lake_table(lake, "edges", ["tenant"]).num_rows
