@@ -137,9 +137,9 @@ _COUNTED = ("tenant", "type")
 
 
 def graph_files_stamp(lake: Lake) -> str | None:
-    """A digest of the path, size and mtime of every file the `nodes` and `edges` views read (None on object
-    storage, where each would be a request). The lake's files are only ever replaced whole (written to a temp file,
-    renamed): the same stamp, the same rows."""
+    """A digest of the path, size, mtime and inode of every file the `nodes` and `edges` views read (_layer_stamp;
+    None on object storage, where each would be a request). The lake's files are only ever replaced whole (written
+    to a temp file, renamed): the same stamp, the same rows."""
     if lake.remote:
         return None
     return hashlib.sha256(json.dumps(_layer_stamp(lake, "consolidated")).encode()).hexdigest()
@@ -157,11 +157,9 @@ def graph_counts(nodes: pa.Table, edges: pa.Table) -> dict[str, list]:
     }
 
 
-def record_graph_counts(lake: Lake, stamp: str | None, counts: dict[str, list]) -> None:
+def record_graph_counts(lake: Lake, stamp: str, counts: dict[str, list]) -> None:
     """Keep graph_counts of the consolidated graph as read_graph_tables gave it from the files of `stamp` (taken
     before they were read)."""
-    if stamp is None:
-        return
     lake.cache.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(lake.cache / GRAPH_COUNTS_FILE, json.dumps({"stamp": stamp, **counts}).encode("utf-8"))
 

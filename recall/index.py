@@ -133,7 +133,7 @@ def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = Non
     names = [*TABLES, *(extra_tables or {})]
     stamp = graph_files_stamp(lake)  # before the files are read: one changed meanwhile makes the counts unused
     node_table, edge_table = read_graph_tables(lake, "consolidated")
-    counted = graph_counts(node_table, edge_table)
+    counted = graph_counts(node_table, edge_table) if stamp is not None else None  # kept for a local lake only
     nodes = as_frame(
         node_table.select(
             ["tenant", "id", "type", "status", "title", "text", "keywords", "first_seen", "time_start", "last_seen"]
@@ -163,7 +163,8 @@ def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = Non
         vectors = _write_vectors(lake, nodes, tenants)
         stats = _write_duckdb(lake, plan, names, nodes, tenants, newest, docs, raw, rows)
     docs.save()
-    record_graph_counts(lake, stamp, counted)  # what `memctl materialize` prints next, without scanning the views
+    if stamp is not None and counted is not None:
+        record_graph_counts(lake, stamp, counted)  # what `memctl materialize` prints next, without scanning the views
     stats["graphs"] = graphs
     if vectors:
         stats["vectors"] = vectors
