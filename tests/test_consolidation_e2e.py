@@ -176,3 +176,58 @@ def test_settings_overrides_are_checked() -> None:
         ConsolidationConfig().with_overrides({"tiers": {"shortdays": 5}})
     with pytest.raises(ValueError, match="unknown consolidation setting"):
         ConsolidationConfig().with_overrides({"teirs": {}})
+
+
+def _check_records(lake: Lake) -> dict[str, tuple[str, str, dict]]:
+    """check name → (run id, status, metadata) of the latest evaluation of each consolidation check."""
+    import dagster as dg
+
+    from assets.definitions import defs
+
+    keys = [k for k in defs.resolve_asset_graph().asset_check_keys if k.name in CONSOLIDATION_CHECKS]
+    with dg.DagsterInstance.get() as instance:
+        latest = instance.event_log_storage.get_latest_asset_check_execution_by_key(keys)
+    out = {}
+    for key, record in latest.items():
+        assert record.event is not None and record.event.dagster_event is not None
+        evaluation = record.event.dagster_event.event_specific_data
+        meta = {k: v.value for k, v in evaluation.metadata.items()}
+        out[key.name] = (record.run_id, record.status.value, meta)
+    return out
+
+
+CONSOLIDATION_CHECKS = ("no_orphan_edges", "raw_refs_resolve", "one_active_per_chain", "tiers_monotone")
+
+
+def test_the_checks_report_the_same_beside_the_writes_as_after_them(lake: Lake, monkeypatch) -> None:
+    """A graph this small is checked on the checks' own thread while the step writes its files; one over the limit
+    in the step's thread after them. The same evaluations either way, recorded by Dagster for the run."""
+    import threading
+
+    import assets.consolidation as consolidation
+
+    threads: list[str] = []
+    checks = consolidation._checks
+
+    def recorded(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return checks(*args, **kwargs)
+
+    monkeypatch.setattr(consolidation, "_checks", recorded)
+    edges = read_lake_table(lake, "edges").num_rows
+    assert edges <= consolidation.CHECKS_BESIDE_MAX_EDGES
+    evaluations = []
+    for limit in (consolidation.CHECKS_BESIDE_MAX_EDGES, 0):
+        monkeypatch.setattr(consolidation, "CHECKS_BESIDE_MAX_EDGES", limit)
+        rc, out = _cli("--data", str(lake.root), "materialize", "--quiet", "--full")
+        assert rc == 0 and "lake rebuilt: yes" in out
+        evaluations.append(_check_records(lake))
+    assert [t.startswith("memctl-checks") for t in threads] == [True, False], threads
+    beside, after = evaluations
+    assert set(beside) == set(CONSOLIDATION_CHECKS)
+    assert {status for _, status, _ in beside.values()} == {"SUCCEEDED"}
+    assert {name: (status, meta) for name, (_, status, meta) in after.items()} == {
+        name: (status, meta) for name, (_, status, meta) in beside.items()
+    }
+    assert not {run for run, _, _ in after.values()} & {run for run, _, _ in beside.values()}  # new evaluations
+    assert after["no_orphan_edges"][2]["checked"] == edges
