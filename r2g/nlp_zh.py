@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from r2g.time_norm import find_times
+from r2g.tokens import jieba_tokenizer
 
 if TYPE_CHECKING:  # spaCy and jieba load with the pipeline (chinese()) or the first segmentation, not on import
     from spacy.language import Language
@@ -178,6 +179,22 @@ def clear_hmm_memo() -> None:
     _jieba_pos().viterbi.cache_clear()
 
 
+def _pos_tokenizer(pseg: ModuleType) -> Any:  # a jieba.posseg.POSTokenizer
+    """jieba.posseg's tokenizer over r2g.tokens.jieba_tokenizer(): its own (over jieba's whole dictionary) when that
+    is jieba's, else one over the lazy dictionary (a process that segments a few texts never loads the whole one).
+    The same words and flags either way: the flags are the module's own table, which it reads on import."""
+    tokenizer = jieba_tokenizer()
+    return pseg.dt if tokenizer is pseg.dt.tokenizer else _lazy_pos_tokenizer(pseg, tokenizer)
+
+
+@lru_cache(maxsize=1)
+def _lazy_pos_tokenizer(pseg: ModuleType, tokenizer: Any) -> Any:
+    pos = pseg.POSTokenizer.__new__(pseg.POSTokenizer)  # its __init__ would read dict.txt's flags a second time
+    pos.tokenizer = tokenizer
+    pos.word_tag_tab = pseg.dt.word_tag_tab
+    return pos
+
+
 def zh_segment(text: str) -> list[tuple[str, str]]:
     """jieba.posseg words of `text` with memctl's corrections: verb-object compounds split, lexicon re-tags.
 
@@ -187,7 +204,7 @@ def zh_segment(text: str) -> list[tuple[str, str]]:
     tags = pseg.dt.word_tag_tab
     lex = zh_lexicon()
     out: list[tuple[str, str]] = []
-    for pair in pseg.cut(text):
+    for pair in _pos_tokenizer(pseg).cut(text):
         w, flag = pair.word, pair.flag
         rest = w[1:]
         if len(w) >= 3 and w[0] in ZH_SPLIT_VERBS and tags.get(rest, "").startswith("n"):

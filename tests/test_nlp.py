@@ -7,7 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from fuzzing import fuzz_settings
 from r2g import nlp, nlp_cache, nlp_zh
 from r2g.ids import text_sha
 from r2g.nlp import Annotation, annotate, english
@@ -258,3 +261,80 @@ def test_part_cache_is_emptied_by_a_new_pipeline_version_and_drops_the_old_cache
     cache.record("p_a", [text_sha("I like tea.")])
     monkeypatch.setattr(pipeline, "PIPELINE_VERSION", nlp.PIPELINE_VERSION + "|bumped")
     assert _part_cache(tmp_path).get_many([text_sha("I like tea.")]) == {}
+
+
+def _zh_texts() -> list[str]:
+    import json
+
+    texts = ["小明在公园里踢足球", "我上周和小李去爬山了", "AT&T 和 c# 还有 Zoë 的咖啡馆 3.5%", "", "。。。"]
+    path = Path(__file__).resolve().parents[2] / "shared" / "eval" / "zh_dev.json"
+    if path.exists():
+        for sample in json.loads(path.read_text("utf-8")):
+            texts += [
+                t["text"]
+                for k, v in sample["conversation"].items()
+                if k.startswith("session_") and isinstance(v, list)
+                for t in v
+            ]
+    return texts
+
+
+_ZH_CHARS = list("小明在公园里踢足球我上周和李去爬山了他不喜欢喝咖啡很开心的中华人民共和国今天 ，。！?a1%#&") + [
+    "\u3000",
+    "\n",
+]
+
+
+def _both_cuts(texts: list[str]) -> tuple[list, list]:
+    """jieba.posseg's (word, flag) pairs of `texts` over the lazy dictionary, and over jieba's whole one."""
+    import jieba
+
+    from r2g.tokens import lazy_jieba
+
+    pseg = nlp_zh._jieba_pos()
+    jieba.initialize()
+    lazy = nlp_zh._lazy_pos_tokenizer(pseg, lazy_jieba())
+    return [[tuple(p) for p in lazy.cut(t)] for t in texts], [[tuple(p) for p in pseg.dt.cut(t)] for t in texts]
+
+
+def test_posseg_over_the_lazy_dictionary_gives_jiebas_words_and_flags() -> None:
+    texts = _zh_texts()
+    assert len(texts) > 400 or not (Path(__file__).resolve().parents[2] / "shared").exists()
+    lazy, whole = _both_cuts(texts)
+    assert lazy == whole
+
+
+@given(st.lists(st.text(st.sampled_from(_ZH_CHARS), max_size=30), min_size=1, max_size=5))
+@fuzz_settings(100)
+def test_posseg_over_the_lazy_dictionary_gives_jiebas_words_and_flags_on_any_text(texts: list[str]) -> None:
+    lazy, whole = _both_cuts(texts)
+    assert lazy == whole
+
+
+def test_a_process_annotating_a_few_chinese_texts_never_loads_jiebas_dictionary() -> None:
+    """A small file's few texts go through the lazy dictionary; past LAZY_TEXTS the process loads jieba's own."""
+    import json
+    import subprocess
+
+    code = (
+        "import json, sys\n"
+        "from r2g import tokens\n"
+        "from r2g.nlp import annotate\n"
+        "texts = ['小明在公园里踢足球', '我上周和小李去爬山了', '他不喜欢喝咖啡']\n"
+        "first = [a.to_json() for a in annotate(texts, ['zh'] * 3)[0]]\n"
+        "loaded = [sys.modules['jieba'].dt.initialized]\n"
+        "tokens.LAZY_TEXTS = 4\n"
+        "again = [a.to_json() for a in annotate([t + '。' for t in texts], ['zh'] * 3)[0]]\n"
+        "loaded.append(sys.modules['jieba'].dt.initialized)\n"
+        "print(json.dumps([loaded, first, again]))\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    loaded, first, again = json.loads(out.stdout.strip().splitlines()[-1])
+    assert loaded == [False, True]
+    __import__("jieba").initialize()  # this process: jieba's whole dictionary
+    whole = [
+        a.to_json() for a in annotate(["小明在公园里踢足球", "我上周和小李去爬山了", "他不喜欢喝咖啡"], ["zh"] * 3)[0]
+    ]
+    assert first == json.loads(json.dumps(whole))

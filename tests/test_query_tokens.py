@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from fuzzing import fuzz_settings
 from r2g.lake_graph import make_docs
-from r2g.tokens import han_tokens, has_han, node_doc
+from r2g.tokens import LazyFreq, han_tokens, has_han, lazy_jieba, node_doc
 from r2g.tokens import search_tokens as r2g_search_tokens
 from recall.diversify import mmr_tokens
-from recall.query_tokens import LazyFreq, _lazy_tokenizer, search_tokens
+from recall.query_tokens import search_tokens
 from recall_fixtures import puppy_lake
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -150,7 +150,7 @@ def test_the_lazy_table_is_jiebas_dictionary() -> None:
     import jieba
 
     jieba.initialize()
-    lazy = _lazy_tokenizer()
+    lazy = lazy_jieba()
     assert isinstance(lazy.FREQ, LazyFreq) and lazy.total == jieba.dt.total
     for word in ("足球", "踢", "公园里", "AT&T", "c#", "中华人民共和国", "中华人", "zzzz", "", "足球场上的"):
         assert (word in lazy.FREQ) == (word in jieba.dt.FREQ), word
