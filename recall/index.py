@@ -65,7 +65,7 @@ from raw_store.lake import (
 )
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS, TOMBSTONES, TS
 from recall import vectors
-from recall.postings import STEMMER, STOPWORDS, build_postings, fill_fts, shared_postings
+from recall.postings import PYTHON_IGNORE, STEMMER, STOPWORDS, build_postings, fill_fts, shared_postings
 from recall.store import _sql_str, connect, node_docs_table, raw_docs_table, tenant_slug
 
 log = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ SQL_TABLES: dict[str, pa.Schema] = {
 # The default FTS ignore pattern '(\.|[^a-z])+' would delete every Han character, digit and
 # accented or non-Latin letter; documents are already jieba-segmented, so only what is not a
 # letter or digit in any script is dropped here.
-FTS_IGNORE = r"(\.|[^\p{L}\p{N}])+"
+FTS_IGNORE = PYTHON_IGNORE  # r"(\.|[^\p{L}\p{N}])+": recall.postings tokenizes with it in Python
 
 # The DuckDB file is rebuilt (its full-text indexes refreshed) when the nodes it indexed and the lake's nodes differ by
 # more than this share, at a full build (`memctl materialize --full`, the daily schedule), or when its views change;

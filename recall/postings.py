@@ -27,11 +27,14 @@ import os
 import re
 import threading
 import unicodedata
+from array import array
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -119,13 +122,15 @@ def _build_postings(docs: Sequence[str | None], ignore: str) -> tuple[PostingsAr
     doc_len = np.zeros(n, dtype=np.int32)
     chunks = []  # (the chunk's terms by its term id, term ids, rows, tf) of each chunk
     bounds = _chunk_bounds(docs, CHUNK_CHARS)
-    workers = min(CHUNK_WORKERS, len(bounds))
-    with ThreadPoolExecutor(workers) as pool:  # results in chunk order: the same arrays however many run at once
-        built = pool.map(lambda b: _chunk_postings(docs[b[0] : b[1]], ignore, 1 if workers > 1 else None), bounds)
-        for (lo, hi), (macro, lens, terms, termid, row, tf) in zip(bounds, built, strict=True):
-            tokenize = macro  # the same SQL for every chunk
-            doc_len[lo:hi] = lens
-            chunks.append((terms, termid, row + np.int32(lo), tf))
+    # one chunk in Python (as fast as one DuckDB at 8M characters, and none to start); more, or a document Python
+    # cannot read, in DuckDBs side by side
+    one = _python_chunk_postings(docs, ignore) if len(bounds) == 1 else None
+    for (lo, hi), (macro, lens, terms, termid, row, tf) in zip(
+        bounds, [one] if one is not None else _duckdb_chunks(docs, bounds, ignore), strict=True
+    ):
+        tokenize = macro  # the same SQL for every chunk
+        doc_len[lo:hi] = lens
+        chunks.append((terms, termid, row + np.int32(lo), tf))
     vocab = sorted({t for terms, *_ in chunks for t in terms if t is not None})  # code point = UTF-8 byte order
     if not vocab:
         return PostingsArrays(
@@ -146,6 +151,15 @@ def _build_postings(docs: Sequence[str | None], ignore: str) -> tuple[PostingsAr
         tfs[order],
         doc_len,
     ), tokenize
+
+
+def _duckdb_chunks(
+    docs: Sequence[str | None], bounds: list[tuple[int, int]], ignore: str
+) -> list[tuple[str, np.ndarray, list[str | None], np.ndarray, np.ndarray, np.ndarray]]:
+    """_chunk_postings of each chunk, CHUNK_WORKERS at once, in chunk order: the same arrays however many run."""
+    workers = min(CHUNK_WORKERS, len(bounds))
+    with ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(lambda b: _chunk_postings(docs[b[0] : b[1]], ignore, 1 if workers > 1 else None), bounds))
 
 
 def _chunk_bounds(docs: Sequence[str | None], chars: int) -> list[tuple[int, int]]:
@@ -398,8 +412,9 @@ def bm25(
 
 # The tokenize macro DuckDB's FTS writes for recall.index.FTS_IGNORE; `python_stems` reproduces exactly this one
 # (tests/test_query_stems.py checks both: the macro text at build, and the stems against DuckDB's).
+PYTHON_IGNORE = r"(\.|[^\p{L}\p{N}])+"  # recall.index.FTS_IGNORE
 PYTHON_TOKENIZE = (
-    r"string_split_regex(regexp_replace(lower(strip_accents(CAST(s AS VARCHAR))), '(\.|[^\p{L}\p{N}])+', ' ', 'g'), "
+    rf"string_split_regex(regexp_replace(lower(strip_accents(CAST(s AS VARCHAR))), '{PYTHON_IGNORE}', ' ', 'g'), "
     r"'\s+')"
 )
 _NOT_LETTER_OR_DIGIT = re.compile(r"[\W_]+")  # in Python's Unicode tables: exactly what is not \p{L} or \p{N}
@@ -412,17 +427,64 @@ def python_stems(query: str) -> tuple[str, ...] | None:
 
     strip_accents = utf8proc's NFD, marks (Mn, Mc, Me) removed, NFC; lower = per character (no final sigma);
     the regex keeps runs of letters and digits; stems by libstemmer's "porter", as DuckDB's stem()."""
-    s = query
+    words = _python_words(query)
+    if words is None:
+        return None
+    with _STEMMER_LOCK:  # a PyStemmer object is not thread-safe
+        stems = _stemmer().stemWords(words)
+    return tuple(sorted({t for t in stems if t}))
+
+
+def _python_words(s: str) -> list[str] | None:
+    """PYTHON_TOKENIZE's words of `s` (empty ones dropped), or None when `s` holds a character Python's Unicode
+    tables do not assign (see python_stems)."""
     if not s.isascii():
         if any(unicodedata.category(c) == "Cn" for c in s):
             return None
         s = unicodedata.normalize("NFD", s)
         s = unicodedata.normalize("NFC", "".join(c for c in s if unicodedata.category(c) not in _MARKS))
         s = s.replace("\u03a3", "\u03c3")  # Σ: Python lowers a word-final one to ς, utf8proc always to σ
-    words = [w for w in _NOT_LETTER_OR_DIGIT.split(s.lower()) if w]
-    with _STEMMER_LOCK:  # a PyStemmer object is not thread-safe
-        stems = _stemmer().stemWords(words)
-    return tuple(sorted({t for t in stems if t}))
+    return [w for w in _NOT_LETTER_OR_DIGIT.split(s.lower()) if w]
+
+
+def _python_chunk_postings(
+    docs: Sequence[str | None], ignore: str
+) -> tuple[str, np.ndarray, list[str | None], np.ndarray, np.ndarray, np.ndarray] | None:
+    """What _chunk_postings gives for `docs`, made in Python as DuckDB's create_fts_index makes it: each document's
+    words by PYTHON_TOKENIZE, the English stop-words left out, porter stems (python_stems' steps), its length the
+    number of stems; the terms numbered as first met (their order is not kept: _build_postings sorts them). None
+    when `ignore` is not the pattern PYTHON_TOKENIZE holds or a document holds a character Python's Unicode tables
+    do not assign: DuckDB indexes those. No DuckDB to start and no extension to load (~0.15 s a chunk, ~0.6 s the
+    first in a process): a small build's documents are indexed in milliseconds."""
+    if ignore != PYTHON_IGNORE:
+        return None
+    stop = fts_stopwords()
+    doc_len = np.zeros(len(docs), dtype=np.int32)
+    ids: dict[str, int] = {}
+    termid, row, tf = array("i"), array("i"), array("i")
+    with _STEMMER_LOCK:
+        stem = _stemmer().stemWords
+        for i, doc in enumerate(docs):
+            words = _python_words(doc) if doc else []
+            if words is None:
+                return None
+            stems = stem([w for w in words if w not in stop])
+            doc_len[i] = len(stems)
+            for term, n in Counter(stems).items():
+                termid.append(ids.setdefault(term, len(ids)))
+                row.append(i)
+                tf.append(n)
+    terms: list[str | None] = list(ids)
+    termids, rows, tfs = (
+        np.frombuffer(a, np.int32).copy() if len(a) else np.zeros(0, np.int32) for a in (termid, row, tf)
+    )
+    return PYTHON_TOKENIZE, doc_len, terms, termids, rows, tfs
+
+
+@lru_cache(maxsize=1)
+def fts_stopwords() -> frozenset[str]:
+    """DuckDB's FTS English stop-words (its `stopwords='english'` table, copied: recall/data; a test compares)."""
+    return frozenset(resources.files("recall").joinpath("data/fts_english_stopwords.txt").read_text("utf-8").split())
 
 
 _STEMMER_LOCK = threading.Lock()

@@ -261,7 +261,7 @@ def test_node_documents_are_segmented_once_and_reused_while_unchanged(tmp_path, 
     assert hits == [("ep2",)]
 
 
-def test_a_file_run_makes_the_documents_of_its_rows_holding_han_but_not_of_concepts():
+def test_a_file_run_makes_the_documents_of_its_rows_holding_han_but_not_of_concepts(monkeypatch):
     """file_docs: a partition keeps the documents of its nodes and raw passages that hold Han, and not of its
     Concepts (the concept dictionary's bilingual labels, the same in every file: the index build makes them once per
     lake). A file of English messages, concept hits included, needs no jieba."""
@@ -287,11 +287,13 @@ def test_a_file_run_makes_the_documents_of_its_rows_holding_han_but_not_of_conce
     en_chunks = [chunk("raw_en", "Bob likes green tea.", "text/plain"), chunk("raw_img", "照片", "image/png")]
     zh_chunks = [chunk("raw_zh", "小明喜欢喝咖啡。", None)]
 
-    tokens._jieba.cache_clear()
+    asked = []  # the jieba tokenizers asked for (r2g.tokens.han_tokens asks for one per text it segments)
+    tokenizer = tokens.jieba_tokenizer
+    monkeypatch.setattr(tokens, "jieba_tokenizer", lambda: asked.append(1) or tokenizer())
     nodes, chunks = pa.Table.from_pylist(english, schema=NODES), pa.Table.from_pylist(en_chunks, schema=RAW_CHUNKS)
     node_docs, raw_docs = file_docs(nodes, chunks)
     assert node_docs.num_rows == 0 and raw_docs.num_rows == 0
-    assert tokens._jieba.cache_info().currsize == 0  # jieba never loaded
+    assert not asked  # no jieba
 
     nodes = pa.Table.from_pylist(english + chinese, schema=NODES)
     chunks = pa.Table.from_pylist(en_chunks + zh_chunks, schema=RAW_CHUNKS)
@@ -300,7 +302,7 @@ def test_a_file_run_makes_the_documents_of_its_rows_holding_han_but_not_of_conce
     assert raw_docs.column("id").to_pylist() == ["raw_zh"]
     rows = as_frame(nodes).filter(pl.col("id").is_in(["fact_zh", "alias_zh"]))
     assert node_docs.equals(make_docs(rows, "node"))
-    assert tokens._jieba.cache_info().currsize == 1
+    assert asked
 
 
 def test_raw_passages_are_segmented_once_for_both_indexes(tmp_path, monkeypatch):

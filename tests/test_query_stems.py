@@ -117,3 +117,74 @@ _TEXT = st.text(
 @given(st.lists(_TEXT, min_size=1, max_size=20))
 def test_python_stems_equal_duckdb_on_generated_strings(strings: list[str]) -> None:
     _assert_equal(strings)
+
+
+# ---------------------------------------------------------------- documents: a small build's postings in Python
+
+
+def _triples(built: tuple) -> tuple[list[int], list[tuple[str | None, int, int]]]:
+    """A chunk's (doc lengths, sorted (term, row, tf)): the same whatever order its terms were numbered in."""
+    _, lens, terms, termid, row, tf = built
+    return lens.tolist(), sorted((terms[a], int(b), int(c)) for a, b, c in zip(termid, row, tf))
+
+
+def _assert_same_postings(docs: list[str | None]) -> bool:
+    """Python's postings of `docs` equal DuckDB's create_fts_index's; False when Python left them to DuckDB."""
+    from recall.postings import _chunk_postings, _python_chunk_postings
+
+    python = _python_chunk_postings(docs, FTS_IGNORE)
+    if python is None:
+        return False
+    assert python[0] == PYTHON_TOKENIZE
+    assert _triples(python) == _triples(_chunk_postings(docs, FTS_IGNORE))
+    return True
+
+
+def test_the_stop_words_are_duckdbs() -> None:
+    from recall.postings import fts_stopwords
+
+    con = connect(None, read_only=False)
+    con.execute("CREATE TABLE d(row INT, doc VARCHAR)")
+    con.execute(f"PRAGMA create_fts_index('d', 'row', 'doc', stopwords='english', ignore='{FTS_IGNORE}')")
+    assert fts_stopwords() == {r[0] for r in con.execute("SELECT sw FROM fts_main_d.stopwords").fetchall()}
+
+
+@pytest.mark.parametrize("name", ["locomo_dev.json", "zh_dev.json"])
+def test_a_small_builds_postings_in_python_equal_duckdbs(name: str) -> None:
+    from r2g.tokens import segment_for_fts
+
+    if not (EVAL / name).exists():
+        pytest.skip(f"{EVAL / name} not here")
+    texts: list[str | None] = []
+    for sample in json.loads((EVAL / name).read_text("utf-8")):
+        for key, turns in sample["conversation"].items():
+            if key.startswith("session_") and isinstance(turns, list):
+                texts += [str(t["text"]) for t in turns]
+    docs = [segment_for_fts(t or "") for t in texts] + texts + [None, "", "The THE the a's"]
+    assert _assert_same_postings(docs)
+
+
+def test_postings_of_hard_cases_and_what_python_leaves_to_duckdb() -> None:
+    from recall.postings import _build_postings
+
+    cases: list[str | None] = [
+        "ΣΊΣΥΦΟΣ Σ σ ς",
+        "İstanbul KELVİN K Å ﬁ ß ẞ",
+        "Zoë's café naïve résumé, AT&T c# e.g. 3.14 1,000 x_y",
+        "小明 什么 时候 去 踢 足球 ？ 😀👍🏽",
+        "e\u0301 a\u0308\u0304 \u0301start",
+        "the and of a an it's",  # stop-words only: length 0
+        None,
+        "running runs ran runner RUNNING",
+    ]
+    assert _assert_same_postings(cases)
+    unassigned = next(chr(c) for c in range(0x0378, sys.maxunicode) if unicodedata.category(chr(c)) == "Cn")
+    assert not _assert_same_postings([*cases, f"tea {unassigned}"])  # left to DuckDB
+    postings, macro = _build_postings([*cases, f"tea {unassigned}"], FTS_IGNORE)  # and DuckDB indexes them
+    assert macro == PYTHON_TOKENIZE and "tea" in postings.terms.to_pylist()
+
+
+@settings(max_examples=100, deadline=None)  # each example builds a DuckDB FTS index (~40 ms)
+@given(st.lists(st.one_of(st.none(), _TEXT), min_size=1, max_size=20))
+def test_postings_in_python_equal_duckdbs_on_generated_documents(docs: list[str | None]) -> None:
+    _assert_same_postings(docs)
