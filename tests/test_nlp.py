@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dev_sets import EVAL, dev_texts
 from fuzzing import fuzz_settings
 from r2g import nlp, nlp_cache, nlp_zh
 from r2g.ids import text_sha
@@ -264,19 +265,13 @@ def test_part_cache_is_emptied_by_a_new_pipeline_version_and_drops_the_old_cache
 
 
 def _zh_texts() -> list[str]:
-    import json
-
-    texts = ["小明在公园里踢足球", "我上周和小李去爬山了", "AT&T 和 c# 还有 Zoë 的咖啡馆 3.5%", "", "。。。"]
-    path = Path(__file__).resolve().parents[2] / "shared" / "eval" / "zh_dev.json"
-    if path.exists():
-        for sample in json.loads(path.read_text("utf-8")):
-            texts += [
-                t["text"]
-                for k, v in sample["conversation"].items()
-                if k.startswith("session_") and isinstance(v, list)
-                for t in v
-            ]
-    return texts
+    return [
+        "小明在公园里踢足球",
+        "我上周和小李去爬山了",
+        "AT&T 和 c# 还有 Zoë 的咖啡馆 3.5%",
+        "",
+        "。。。",
+    ] + dev_texts("zh_dev.json")
 
 
 _ZH_CHARS = list("小明在公园里踢足球我上周和李去爬山了他不喜欢喝咖啡很开心的中华人民共和国今天 ，。！?a1%#&") + [
@@ -299,7 +294,7 @@ def _both_cuts(texts: list[str]) -> tuple[list, list]:
 
 def test_posseg_over_the_lazy_dictionary_gives_jiebas_words_and_flags() -> None:
     texts = _zh_texts()
-    assert len(texts) > 400 or not (Path(__file__).resolve().parents[2] / "shared").exists()
+    assert len(texts) > 400 or not EVAL.exists()
     lazy, whole = _both_cuts(texts)
     assert lazy == whole
 

@@ -7,19 +7,17 @@ import sys
 import unicodedata
 from collections.abc import Sequence
 from functools import cache
-from pathlib import Path
 
 import duckdb
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dev_sets import EVAL, dev_texts
 from recall.index import FTS_IGNORE
 from recall.postings import PYTHON_TOKENIZE, build_postings, python_stems, query_terms
 from recall.query import query_keywords
 from recall.store import connect
-
-EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"
 
 
 @cache
@@ -153,14 +151,10 @@ def test_the_stop_words_are_duckdbs() -> None:
 def test_a_small_builds_postings_in_python_equal_duckdbs(name: str) -> None:
     from r2g.tokens import segment_for_fts
 
-    if not (EVAL / name).exists():
+    texts = dev_texts(name)
+    if not texts:
         pytest.skip(f"{EVAL / name} not here")
-    texts: list[str | None] = []
-    for sample in json.loads((EVAL / name).read_text("utf-8")):
-        for key, turns in sample["conversation"].items():
-            if key.startswith("session_") and isinstance(turns, list):
-                texts += [str(t["text"]) for t in turns]
-    docs = [segment_for_fts(t or "") for t in texts] + texts + [None, "", "The THE the a's"]
+    docs: list[str | None] = [segment_for_fts(t) for t in texts] + [*texts, None, "", "The THE the a's"]
     assert _assert_same_postings(docs)
 
 

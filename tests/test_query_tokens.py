@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dev_sets import dev_texts
 from fuzzing import fuzz_settings
 from r2g.lake_graph import make_docs
 from r2g.tokens import LazyFreq, han_tokens, has_han, lazy_jieba, node_doc
@@ -22,7 +23,6 @@ from recall.query_tokens import search_tokens
 from recall_fixtures import puppy_lake
 
 ROOT = Path(__file__).resolve().parents[1]
-EVAL = ROOT.parent / "shared" / "eval"
 
 
 def _texts() -> list[str]:
@@ -37,15 +37,7 @@ def _texts() -> list[str]:
         "。。。",
     ]
     for name in ("zh_dev.json", "locomo_dev.json"):
-        if (EVAL / name).exists():
-            for sample in json.loads((EVAL / name).read_text("utf-8"))[:2]:
-                out += [qa["question"] for qa in sample["qa"]]
-                out += [
-                    t["text"]
-                    for k, v in sample["conversation"].items()
-                    if k.startswith("session_") and isinstance(v, list)
-                    for t in v
-                ]
+        out += dev_texts(name, samples=2, questions=True)
     return out
 
 
