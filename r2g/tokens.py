@@ -3,6 +3,9 @@
 DuckDB's FTS splits on non-letters and cannot segment Chinese, so Chinese text is
 pre-segmented with jieba (search mode) and joined by spaces; English passes
 through and DuckDB applies its porter stemmer and English stop-words.
+
+jieba's dictionary is also here, whole or lazy (`jieba_tokenizer`, `lazy_jieba`): the Chinese
+NLP (r2g.nlp_zh) and recall's query side segment with it.
 """
 
 from __future__ import annotations
