@@ -186,13 +186,14 @@ def consolidation(
     # what changed since the last build, and the checks, read the result alone: on the other core (one after the
     # other) while the overlays and tables are written, on a graph small enough that their working sets beside the
     # overlays' (1-2 GB each at 1M messages) cannot matter; after the writes on a bigger one
-    checking = ThreadPoolExecutor(1, thread_name_prefix="memctl-checks")
     changes_of: Callable[[], RunChanges] = partial(
         run_changes, lk, result.nodes, result.edges, messages.num_rows, len(requests)
     )
     checks_of: Callable[[], list[dg.AssetCheckResult]] = partial(_checks, lk, result)
     if result.edges.num_rows <= CHECKS_BESIDE_MAX_EDGES:
+        checking = ThreadPoolExecutor(1, thread_name_prefix="memctl-checks")
         changes_of, checks_of = checking.submit(changes_of).result, checking.submit(checks_of).result
+        checking.shutdown(wait=False)  # its thread runs the two, then ends
     # promotions accumulate: written first, so a crash before the graph re-derives the same rows (deduplicated)
     tables = {
         "promotions": result.promotions,
@@ -268,7 +269,6 @@ def consolidation(
     for name in _SIDE:
         yield dg.MaterializeResult(asset_key=name, metadata={**table_metadata(tables[name]), **charts.get(name, {})})
     yield from checks_of()
-    checking.shutdown()
 
 
 def _checks(lake: Lake, result: ConsolidationResult) -> list[dg.AssetCheckResult]:

@@ -59,13 +59,16 @@ def _jieba() -> ModuleType:
     return jieba
 
 
-def jieba_tokenizer() -> Any:  # a jieba.Tokenizer (jieba has no types)
+def jieba_tokenizer(may_load: bool = True) -> Any:  # a jieba.Tokenizer (jieba has no types)
     """The jieba tokenizer to segment one more text with: jieba's own once its dictionary is loaded, or once this
-    process has segmented LAZY_TEXTS texts (it is loaded then); before that lazy_jieba(). The words are the same."""
+    process has segmented LAZY_TEXTS texts (it is loaded then); before that lazy_jieba(). The words are the same.
+    `may_load=False` (a question, recall's index documents): lazy_jieba() unless the dictionary is loaded already."""
     global _lazy_texts
     jieba = sys.modules.get("jieba")
     if jieba is not None and jieba.dt.initialized:
         return jieba.dt
+    if not may_load:
+        return lazy_jieba()
     _lazy_texts += 1
     return _jieba().dt if _lazy_texts > LAZY_TEXTS else lazy_jieba()
 

@@ -9,18 +9,14 @@ text): that is used then. The tokens are exactly r2g's (a test compares them).
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
-from r2g.tokens import han_tokens, has_han, lazy_jieba
+from r2g.tokens import han_tokens, has_han, jieba_tokenizer
 from r2g.tokens import search_tokens as r2g_search_tokens
 
 
 def _tokenizer() -> Any:
-    jieba = sys.modules.get("jieba")
-    if jieba is not None and jieba.dt.initialized:
-        return jieba.dt  # the whole dictionary is in memory already
-    return lazy_jieba()
+    return jieba_tokenizer(may_load=False)
 
 
 def search_tokens(text: str) -> list[str]:
