@@ -37,7 +37,7 @@ from jobs.sparsify import SparsifyConfig, sparsify
 from jobs.tiers import TierConfig, promote
 from jobs.versions import VersionConfig, VersionResult, version_facts
 from r2g.schema import EDGES, NODES
-from raw_store.frames import as_frame, columns_of, key_order, sort_stable, sorted_by, take_columns
+from raw_store.frames import as_frame, columns_of, key_order, sort_stable, sorted_by, take_columns, take_rows
 from raw_store.lake import conform
 
 
@@ -351,7 +351,7 @@ def _sorted(table: pa.Table, schema: pa.Schema) -> pa.Table:
     table = conform(table, schema)
     order = key_order(table, ["tenant", "id"])
     # in order already (the graph usually is): no copy of it (~3 GB of a 1M-message lake's edges)
-    return table if order is None else table.take(order)
+    return table if order is None else take_rows(table, order)
 
 
 def _first_of_each(table: pa.Table, keys: list[str]) -> pa.Table:
@@ -373,4 +373,4 @@ def _first_rows(table: pa.Table, frame: pl.DataFrame, keys: list[str]) -> pa.Tab
     rows = frame.unique(keys, keep="first", maintain_order=True).get_column("_row")
     if rows.len() == table.num_rows and (rows.diff().drop_nulls() == 1).all():
         return table
-    return table.take(rows.to_arrow())
+    return take_rows(table, rows.to_arrow())

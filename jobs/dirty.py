@@ -55,7 +55,7 @@ from jobs.schema import COLD_EDGES, COMMUNITIES, OPS_APPLIED, OPS_REJECTED, REVI
 from jobs.version_groups import VERSION_GROUPS, VERSION_PLACES, VersionReuse
 from jobs.versions import VersionConfig, VersionResult, version_facts
 from r2g.schema import EDGES, NODE_STATE, NODES, STATE_COLUMNS
-from raw_store.frames import as_frame
+from raw_store.frames import as_frame, take_rows
 from raw_store.lake import conform, file_bytes, read_table, write_bytes_atomic, write_table
 from raw_store.tables import Overlay, hash_code, layered_table, patched, read_overlay, row_hashes, write_overlay
 
@@ -451,17 +451,18 @@ def _rows_with(table: pa.Table, ids: pl.DataFrame, column: str) -> pa.Table:
     """The rows of `table` whose (tenant, `column`) is a (tenant, id) of `ids`, in table order."""
     f = as_frame(table.select(["tenant", column])).with_row_index("_row")
     hit = f.join(ids, left_on=["tenant", column], right_on=["tenant", "id"], how="semi", nulls_equal=True)
-    return table.take(hit.get_column("_row").to_arrow())
+    return take_rows(table, hit.get_column("_row").to_arrow())
 
 
 def _by_key(table: pa.Table) -> pa.Table:
     """`table` sorted by (tenant, id), as rollup_episodes returns its rows."""
-    return table.take(
+    return take_rows(
+        table,
         as_frame(table.select(["tenant", "id"]))
         .with_row_index("_row")
         .sort(["tenant", "id"], nulls_last=True, maintain_order=True)
         .get_column("_row")
-        .to_arrow()
+        .to_arrow(),
     )
 
 

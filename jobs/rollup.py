@@ -38,7 +38,7 @@ import pyarrow as pa
 
 from jobs.rollup_parents import EPISODE, PROVENANCE, ROLLUP_SUBTYPE, SEMANTIC_CONTAINS, build_parents, parent_id
 from r2g.schema import EDGES, NODES
-from raw_store.frames import as_frame, take_columns
+from raw_store.frames import as_frame, take_columns, take_rows
 from raw_store.lake import conform
 from recall.read_api import (
     COMPACTION_FAN_IN,
@@ -221,7 +221,9 @@ def rollup_input(
         .sort()
     )
     # the caller keeps its graph: its columns are taken a column per core, not let go
-    return take_columns(nodes.columns, chosen.to_arrow(), nodes.schema), edges.take(e.get_column("_row").to_arrow())
+    return take_columns(nodes.columns, chosen.to_arrow(), nodes.schema), take_rows(
+        edges, e.get_column("_row").to_arrow()
+    )
 
 
 def _with_bucket(n: pl.DataFrame, period: str | None) -> pl.DataFrame:

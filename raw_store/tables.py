@@ -20,7 +20,9 @@ DuckDB views), and `tests/test_tables.py` holds them equal.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from raw_store import frames
-from raw_store.frames import as_frame, columns_of, keep_rows, per_column, sort_stable, take_columns
+from raw_store.frames import as_frame, columns_of, keep_rows, per_column, sort_stable, take_columns, take_rows
 from raw_store.lake import Lake, conform, is_remote, part_dirs, read_object, read_parquet, write_table
 
 KEY = ("tenant", "id")
@@ -56,12 +58,27 @@ def read_parts(
     partition order; an empty table of the schema when there is none."""
     cols = list(columns) if columns is not None else schema.names
     sub = pa.schema([schema.field(c) for c in cols])
-    tables = []
-    for p in paths if paths is not None else part_paths(lake, name):
-        t = _CACHE.read(p, schema, cols)
-        if t is not None and t.num_rows:
-            tables.append(conform(t, sub))
+    got = _each_file(
+        lambda p: _CACHE.read(p, schema, cols), list(paths if paths is not None else part_paths(lake, name))
+    )
+    tables = [conform(t, sub) for t in got if t is not None and t.num_rows]
     return pa.concat_tables(tables) if tables else sub.empty_table()
+
+
+_READ_POOL: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _each_file(read: Callable[[Any], pa.Table | None], paths: list[Any]) -> list[pa.Table | None]:
+    """[read(p) for p in paths], a file per core at once (frames.COLUMN_WORKERS), in order. Arrow decodes a file's
+    columns on its own threads, but a lake's parts are many small files, and between them one core idled: the
+    R2G graph of 48 parts read in 1.9 s against 2.3 s one file after another (on object storage the GETs overlap
+    too). Its own pool, not per_column's: a column task may read parts."""
+    global _READ_POOL
+    if frames.COLUMN_WORKERS < 2 or len(paths) < 2:
+        return [read(p) for p in paths]
+    if _READ_POOL is None or _READ_POOL[0] != os.getpid():
+        _READ_POOL = (os.getpid(), ThreadPoolExecutor(frames.COLUMN_WORKERS, thread_name_prefix="memctl-read"))
+    return list(_READ_POOL[1].map(read, paths))
 
 
 def part_rows(lake: Lake, name: str) -> int:
@@ -90,6 +107,7 @@ class _ReadCache:
     def __init__(self) -> None:
         self._items: dict[str, tuple[tuple, pa.Table]] = {}
         self._bytes = 0
+        self._lock = threading.Lock()  # read_parts reads files on several threads at once
 
     @staticmethod
     def _budget() -> int:
@@ -105,7 +123,8 @@ class _ReadCache:
             return None
         stamp = (st.st_size, getattr(st, "st_mtime_ns", None) or st.st_mtime)
         key = str(path)
-        hit = self._items.get(key)
+        with self._lock:
+            hit = self._items.get(key)
         if hit is not None and hit[0] == stamp:
             return hit[1].select(columns)
         whole = set(columns) >= set(schema.names) or st.st_size * 8 < self._budget() // 64
@@ -122,6 +141,10 @@ class _ReadCache:
         budget = self._budget()
         if table.nbytes > budget // 4:
             return
+        with self._lock:
+            self._keep_locked(key, stamp, table, budget)
+
+    def _keep_locked(self, key: str, stamp: tuple, table: pa.Table, budget: int) -> None:
         old = self._items.pop(key, None)
         if old is not None:
             self._bytes -= old[1].nbytes
@@ -363,13 +386,13 @@ def _key_frame(table: pa.Table, key: list[str]) -> pl.DataFrame:
 
 
 def _taken(table: pa.Table, rows: pl.Series, schema: pa.Schema, key: list[str]) -> pa.Table:
-    return _sorted(conform(table.take(rows.sort().to_arrow()), schema), key)
+    return _sorted(conform(take_rows(table, rows.sort().to_arrow()), schema), key)
 
 
 def _removed(base: pa.Table, b: pl.DataFrame, other: pl.DataFrame, key: list[str]) -> pa.Table:
     """The keys of the `base` rows (hashed in `b`) whose key `other` lacks."""
     rows = b.join(other, on=_KEY_HASHES, how="anti").get_column("_r")
-    return _sorted(conform(base.select(key).take(rows.sort().to_arrow()), REMOVED), key)
+    return _sorted(conform(take_rows(base.select(key), rows.sort().to_arrow()), REMOVED), key)
 
 
 def _differs(groups: int) -> pl.Expr:
