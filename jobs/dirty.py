@@ -456,14 +456,8 @@ def _rows_with(table: pa.Table, ids: pl.DataFrame, column: str) -> pa.Table:
 
 def _by_key(table: pa.Table) -> pa.Table:
     """`table` sorted by (tenant, id), as rollup_episodes returns its rows."""
-    return take_rows(
-        table,
-        as_frame(table.select(["tenant", "id"]))
-        .with_row_index("_row")
-        .sort(["tenant", "id"], nulls_last=True, maintain_order=True)
-        .get_column("_row")
-        .to_arrow(),
-    )
+    order = as_frame(table.select(["tenant", "id"])).with_row_index("_row")
+    return take_rows(table, order.sort(["tenant", "id"], nulls_last=True, maintain_order=True)["_row"].to_arrow())
 
 
 def splice(before: GraphStage, part: GraphStage, dirty: set[str | None]) -> GraphStage:
