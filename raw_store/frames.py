@@ -32,7 +32,15 @@ def _column_workers() -> int:
 # Arrow's take and polars' hash of one column run on one core; a lake-wide sweep over a table's columns (assembling
 # the graph, sorting the stage, hashing rows) keeps one column per core busy instead
 COLUMN_WORKERS = _column_workers()
-_POOL: tuple[int, ThreadPoolExecutor] | None = None  # (the pid it was made in: a forked child makes its own)
+_POOLS: dict[str, tuple[int, ThreadPoolExecutor]] = {}  # name → (the pid it was made in: a forked child makes its own)
+
+
+def thread_pool(name: str) -> ThreadPoolExecutor:
+    """This process's pool `name` of COLUMN_WORKERS threads (`memctl-<name>`), kept for the life of the process."""
+    held = _POOLS.get(name)
+    if held is None or held[0] != os.getpid():
+        held = _POOLS[name] = (os.getpid(), ThreadPoolExecutor(COLUMN_WORKERS, thread_name_prefix=f"memctl-{name}"))
+    return held[1]
 
 
 def per_column(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
@@ -40,12 +48,9 @@ def per_column(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
     kernels do), results in order. At most that many items are in flight: `items` may hand out columns it lets go of
     (a table's, removed as they are taken), so a sweep holds a few columns twice, never the table. `fn` must not call
     per_column itself (its tasks would wait on a pool they fill)."""
-    global _POOL
     if COLUMN_WORKERS < 2:
         return [fn(item) for item in items]
-    if _POOL is None or _POOL[0] != os.getpid():
-        _POOL = (os.getpid(), ThreadPoolExecutor(COLUMN_WORKERS, thread_name_prefix="memctl-column"))
-    pool = _POOL[1]
+    pool = thread_pool("column")
     out: list[R] = []
     running: deque[Future[R]] = deque()
     it = iter(items)

@@ -298,7 +298,7 @@ def test_read_parts_reads_the_files_side_by_side_and_keeps_partition_order(tmp_p
         return real(path, schema, columns)
 
     monkeypatch.setattr(frames, "COLUMN_WORKERS", 2)
-    monkeypatch.setattr(tables, "_READ_POOL", None)
+    monkeypatch.setattr(frames, "_POOLS", {})  # a read pool of the 2 workers set above
     monkeypatch.setattr(tables._CACHE, "read", spy)
     for budget in ("0", "128"):  # not kept, then kept and read again from the cache
         monkeypatch.setenv("MEMCTL_READ_CACHE_MB", budget)
