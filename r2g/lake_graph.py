@@ -251,15 +251,30 @@ def read_graph_columns(
     return out[0], out[1]
 
 
-def read_graph_tables(lake: Lake, layer: str = "consolidated") -> tuple[pa.Table, pa.Table]:
-    """read_graph as Arrow tables with the full NODES / EDGES schemas, sorted by (tenant, id)."""
+def read_graph_tables(
+    lake: Lake,
+    layer: str = "consolidated",
+    node_columns: Sequence[str] | None = None,
+    edge_columns: Sequence[str] | None = None,
+) -> tuple[pa.Table, pa.Table]:
+    """read_graph as Arrow tables sorted by (tenant, id), with the full NODES / EDGES schemas, or with only the key
+    columns and `node_columns` / `edge_columns` (in the schema's order): only those are read from the partitions,
+    and of tables handed over only those are kept, so a step that uses a few columns (the index step: edges' ends,
+    type and weight) does not hold the rest (raw_refs, provenance: half the edges' bytes)."""
+    nodes_schema, edges_schema = _projected(NODES, node_columns), _projected(EDGES, edge_columns)
     held = _HANDED_OVER.pop((str(lake.root), layer), None)
     if held is not None and held[0] == _layer_stamp(lake, layer):
-        return held[1], held[2]
+        return held[1].select(nodes_schema.names), held[2].select(edges_schema.names)
+    del held
     folders = [layer_dir(lake, name) for name in LAYERS[: LAYERS.index(layer) + 1]]
-    nodes = layered_table(read_parts(lake, "nodes", NODES), [read_overlay(f, "nodes", NODES) for f in folders])
-    edges = layered_table(read_parts(lake, "edges", EDGES), [read_overlay(f, "edges", EDGES) for f in folders])
-    if layer == "consolidated":
+    nodes = layered_table(
+        read_parts(lake, "nodes", NODES, nodes_schema.names), [read_overlay(f, "nodes", nodes_schema) for f in folders]
+    )
+    edges = layered_table(
+        read_parts(lake, "edges", EDGES, edges_schema.names), [read_overlay(f, "edges", edges_schema) for f in folders]
+    )
+    state_columns = [c for c in STATE_COLUMNS if c in nodes_schema.names]
+    if layer == "consolidated" and state_columns:
         state = read_table(layer_dir(lake, "consolidated") / "state.parquet", NODE_STATE)
         if state.num_rows:
             # each node's row of the state table (none: nulls, as read_graph's left join gives)
@@ -274,10 +289,21 @@ def read_graph_tables(lake: Lake, layer: str = "consolidated") -> tuple[pa.Table
                 .get_column("_s")
                 .to_arrow()
             )
-            for name in STATE_COLUMNS:
+            for name in state_columns:
                 i = nodes.schema.get_field_index(name)
                 nodes = nodes.set_column(i, NODES.field(name), state.column(name).take(at).cast(NODES.field(name).type))
     return nodes, edges
+
+
+def _projected(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:
+    """`schema`, or its key columns and `columns` in its order (an unknown name is an error, not a column of nulls)."""
+    if columns is None:
+        return schema
+    unknown = set(columns) - set(schema.names)
+    if unknown:
+        raise KeyError(f"not columns of the graph tables: {sorted(unknown)}")
+    wanted = {*KEY, *columns}
+    return pa.schema([f for f in schema if f.name in wanted])
 
 
 # (lake root, layer) → (the layer's files' stamp, nodes, edges): tables a step has just written, for the next step

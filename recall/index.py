@@ -115,6 +115,9 @@ TENANTS = pa.schema(
 # Nodes in these states are out of recall (forgetting removes rows; this guards stale ones).
 INACTIVE_STATUS = ("forgotten", "deleted")
 
+# The node columns the DuckDB file's documents, the tenants table and the vectors are made from.
+_NODE_FRAME = ("tenant", "id", "type", "status", "title", "text", "keywords", "first_seen", "time_start", "last_seen")
+
 
 def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = None, full: bool = False) -> dict:
     """Bring recall's per-tenant index up to the lake's tables, write the tenants table, and rebuild the DuckDB file
@@ -132,13 +135,12 @@ def build_indexes(lake: Lake, extra_tables: Mapping[str, pa.Schema] | None = Non
     lake.index_dir.mkdir(parents=True, exist_ok=True)
     names = [*TABLES, *(extra_tables or {})]
     stamp = graph_files_stamp(lake)  # before the files are read: one changed meanwhile makes the counts unused
-    node_table, edge_table = read_graph_tables(lake, "consolidated")
+    from recall.index_build import EDGE_COLUMNS, NODE_COLUMNS
+
+    # the columns the indexes are made of, not the whole graph (the edges' raw_refs and provenance are half of it)
+    node_table, edge_table = read_graph_tables(lake, "consolidated", (*NODE_COLUMNS, *_NODE_FRAME), EDGE_COLUMNS)
     counted = graph_counts(node_table, edge_table) if stamp is not None else None  # kept for a local lake only
-    nodes = as_frame(
-        node_table.select(
-            ["tenant", "id", "type", "status", "title", "text", "keywords", "first_seen", "time_start", "last_seen"]
-        )
-    )
+    nodes = as_frame(node_table.select(list(_NODE_FRAME)))
     newest = dict(nodes.group_by("tenant").agg(pl.coalesce("time_start", "last_seen", "first_seen").max()).iter_rows())
     nodes = nodes.filter(_active(pl.col("status")))
     docs = NodeDocs(lake, nodes)  # segmented once, for recall's index and the DuckDB file alike

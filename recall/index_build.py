@@ -21,7 +21,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -88,10 +88,15 @@ def _half_edges(e: pl.DataFrame, node: str, nbr: str, direction: int, types: pl.
     )
 
 
+# The graph columns an index is made of (prepare): the index step reads only these (r2g.lake_graph.read_graph_tables)
+NODE_COLUMNS = ("id", "keywords", *NODE_ROW_COLS)
+EDGE_COLUMNS = ("id", "src", "dst", "type", "weight")
+
+
 def prepare(nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table, messages: pa.Table) -> Prepared:
     _, inactive, _ = fts_settings()
-    node_cols = ["id", "keywords", *NODE_ROW_COLS]
-    n = as_frame(conform(nodes, NODES).select(node_cols))
+    node_cols = list(NODE_COLUMNS)
+    n = as_frame(conform(nodes, _fields(NODES, node_cols)))
     newest = n.select(pl.coalesce("time_start", "last_seen", "first_seen").max()).item() if n.height else None
     n = n.filter(pl.col("id").is_not_null() & (pl.col("status").is_null() | ~pl.col("status").is_in(inactive)))
     n = n.unique("id", keep="first", maintain_order=True).sort("id")
@@ -102,7 +107,7 @@ def prepare(nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table, messages: pa
     # active node finds no code: its edges are dropped. Looked up by a join (a cast to an Enum of the ids gave the
     # same codes at ~1.8x the time: 1.2-1.4 against 0.7-0.8 s for 1.8M edges)
     codes = n.select(pl.col("id"), pl.int_range(n.height, dtype=pl.UInt32).alias("_code"))
-    e = as_frame(conform(edges, EDGES).select(["id", "src", "dst", "type", "weight"]))
+    e = as_frame(conform(edges, _fields(EDGES, EDGE_COLUMNS)))
     for end in ("src", "dst"):
         e = e.join(codes.rename({"id": end, "_code": f"{end}_code"}), on=end, how="inner", maintain_order="left")
     e = e.with_columns(pl.col("weight").fill_null(1.0), pl.col("type").fill_null(""))
@@ -559,6 +564,12 @@ def build_recall_indexes(
             remove_tenant_index(index_dir, p)
     fsync_dir(root)
     return stats
+
+
+def _fields(schema: pa.Schema, columns: Sequence[str]) -> pa.Schema:
+    """The fields of `schema` named by `columns`, in that order: conformed to these, a table read with only the
+    columns an index uses is not padded with nulls for the others."""
+    return pa.schema([schema.field(c) for c in columns])
 
 
 def _take(split: dict[str, pa.Table], tenant: str, schema: pa.Schema) -> pa.Table:

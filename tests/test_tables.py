@@ -14,6 +14,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -466,6 +467,29 @@ def test_layers_read_as_the_overlays_say(tmp_path) -> None:
         got_nodes, got_edges = read_graph_tables(lake, layer)
         assert pl.from_arrow(got_nodes).equals(nodes.sort("tenant", "id").cast(dict(pl.from_arrow(got_nodes).schema)))
         assert pl.from_arrow(got_edges).equals(edges.sort("tenant", "id").cast(dict(pl.from_arrow(got_edges).schema)))
+
+
+def test_graph_tables_read_with_some_columns_are_those_columns_of_the_whole_read(tmp_path) -> None:
+    """A projected read (the index step's) gives the key columns and the asked ones, in schema order, with the
+    values of the whole read: overlays and the consolidated state table applied to the columns read, from the
+    files and from tables handed over alike; a name that is no column is an error, not a column of nulls."""
+    from r2g import lake_graph
+
+    lake = _layered_lake(tmp_path)
+    for layer in ("r2g", "consolidated"):
+        nodes, edges = read_graph_tables(lake, layer)
+        node_cols, edge_cols = ["tier", "title", "mentions"], ["weight", "src"]
+        want_nodes = nodes.select([c for c in NODES.names if c in {"tenant", "id", *node_cols}])
+        want_edges = edges.select([c for c in EDGES.names if c in {"tenant", "id", *edge_cols}])
+        got_nodes, got_edges = read_graph_tables(lake, layer, node_cols, edge_cols)
+        assert got_nodes.equals(want_nodes) and got_edges.equals(want_edges)
+        assert set(got_nodes.column("tier").to_pylist()) == ({"mid"} if layer == "consolidated" else {None})
+        lake_graph.hand_over_graph_tables(lake, layer, nodes, edges)
+        handed_nodes, handed_edges = read_graph_tables(lake, layer, node_cols, edge_cols)
+        assert handed_nodes.equals(want_nodes) and handed_edges.equals(want_edges)
+        assert not lake_graph._HANDED_OVER  # taken once, though only some columns were kept
+    with pytest.raises(KeyError, match="titel"):
+        read_graph_tables(lake, "r2g", ["titel"])
 
 
 def test_the_duckdb_views_equal_the_polars_tables(tmp_path) -> None:
