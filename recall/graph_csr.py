@@ -85,11 +85,34 @@ class Adjacency:
         return self._w[at] if self._wtab is None else self._wtab[self._w[at]]
 
 
+DENSE_AFTER = 2048  # slot lookups over deltas before CsrGraph builds its per-slot owner arrays (~3 queries)
+
+
+class SlotValues:
+    """Per-slot values looked up where they are asked for (`g.first_seen[v]`, `g.first_seen[slots]`), not made as
+    one array over every slot: with deltas, that array is gathered from each segment's node rows, and a cold
+    `memctl recall` at 1M messages, whose query asks for none of it, read and built it (1.4 of 3.7 s on a cold
+    disk)."""
+
+    def __init__(self, lookup: Callable[[np.ndarray], np.ndarray]) -> None:
+        self._lookup = lookup
+
+    def __getitem__(self, slots: int | np.ndarray) -> np.ndarray | np.integer:
+        if np.ndim(slots) == 0:
+            return self._lookup(np.array([slots], np.int64))[0]
+        return self._lookup(np.asarray(slots, np.int64))
+
+
 class CsrGraph:
     """One version's graph over its segments: neighbour lists, degrees, first_seen and ids by slot.
 
-    With deltas, per-slot owner arrays say which segment's list is current (-1: none); one segment is
-    looked up in its sorted slot list. A slot with no list has no edges.
+    With deltas, a slot's current list is the one of the newest segment that lists or removes it (a removal wins
+    within its segment: the node has no list then). The slots the deltas name are few (a 1 % append at 1M
+    messages: 75k of 3.4M), so only they are put in a sorted table of owners, made when first asked; any other slot's
+    list is the base's, found by a binary search of its sorted slot list. No array over every slot is built at open
+    (a cold `memctl recall` at 1M messages read every segment's slot list for one: 0.3 s of a cold disk); a process
+    that goes on asking (a server: a query asks ~600 times, each search ~35 µs) builds the per-slot owner arrays
+    after DENSE_AFTER lookups and reads them from then on. A slot with no list has no edges.
     """
 
     def __init__(
@@ -97,7 +120,7 @@ class CsrGraph:
         adjacency: Sequence[Adjacency],
         n_slots: int,
         removed: Sequence[np.ndarray],
-        first_seen: np.ndarray,
+        first_seen: np.ndarray | SlotValues,
         ids: Callable[[np.ndarray], list[str]],
         slots: Callable[[Sequence[str]], np.ndarray],
         edge_types: Sequence[str],
@@ -108,18 +131,68 @@ class CsrGraph:
         self._ids = ids  # slots -> ids (callable on an int array)
         self._slots = slots  # ids -> slots, -1 for no current node (callable)
         self._adj = list(adjacency)
+        self._removed = list(removed)
         self._single = len(self._adj) == 1 and not len(removed[0])
-        if not self._single:
-            # per slot: the segment and row of its current list (-1: none); a removed node has none
-            self._seg = np.full(n_slots, -1, np.int16)
-            self._row = np.full(n_slots, -1, np.int32)
-            for s, (a, gone) in enumerate(zip(self._adj, removed)):
-                seg_slots = np.asarray(a.slot)
-                self._seg[seg_slots] = s
-                self._row[seg_slots] = np.arange(len(seg_slots))
-                if len(gone):
-                    self._seg[gone] = -1
-                    self._row[gone] = -1
+        self._named: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._dense: tuple[np.ndarray, np.ndarray] | None = None  # per slot: segment and row of its current list
+        self._lookups = 0
+
+    def _dense_owners(self) -> tuple[np.ndarray, np.ndarray]:
+        seg = np.full(self.n, -1, np.int16)
+        row = np.full(self.n, -1, np.int32)
+        for s, (a, gone) in enumerate(zip(self._adj, self._removed)):
+            seg_slots = np.asarray(a.slot)
+            seg[seg_slots] = s
+            row[seg_slots] = np.arange(len(seg_slots))
+            if len(gone):
+                seg[gone] = -1
+                row[gone] = -1
+        return seg, row
+
+    def _delta_owners(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(slots, segment, row) sorted by slot: the current list of every slot a delta lists or some segment
+        removes (segment and row -1: none)."""
+        if self._named is None:
+            slot, seg, row = [], [], []
+            for s, (a, gone) in enumerate(zip(self._adj, self._removed)):  # in order: a later entry wins
+                if s:
+                    slot.append(np.asarray(a.slot, np.int64))
+                    seg.append(np.full(len(a.slot), s, np.int64))
+                    row.append(np.arange(len(a.slot), dtype=np.int64))
+                slot.append(np.asarray(gone, np.int64))  # after its own lists: a removal wins in its segment
+                seg.append(np.full(len(gone), -1, np.int64))
+                row.append(np.full(len(gone), -1, np.int64))
+            all_slots = np.concatenate(slot)
+            order = np.argsort(all_slots, kind="stable")
+            all_slots, segs, rows = all_slots[order], np.concatenate(seg)[order], np.concatenate(row)[order]
+            last = np.ones(len(all_slots), bool)
+            last[:-1] = all_slots[1:] != all_slots[:-1]
+            self._named = (all_slots[last], segs[last], rows[last])
+        return self._named
+
+    def _owners(self, vs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(segment, row in its slot list) of each slot's current list; -1, -1 where it has none."""
+        if self._dense is None:
+            self._lookups += 1
+            if self._lookups > DENSE_AFTER:
+                self._dense = self._dense_owners()
+        if self._dense is not None:
+            return self._dense[0][vs].astype(np.int64), self._dense[1][vs].astype(np.int64)
+        keys, segs, rows = self._delta_owners()
+        seg = np.full(len(vs), -1, np.int64)
+        row = np.full(len(vs), -1, np.int64)
+        named = np.zeros(len(vs), bool)
+        if len(keys):
+            at = np.minimum(np.searchsorted(keys, vs), len(keys) - 1)
+            named = keys[at] == vs
+            seg[named], row[named] = segs[at[named]], rows[at[named]]
+        base = self._adj[0].slot
+        rest = np.flatnonzero(~named)
+        if len(rest) and len(base):
+            at = np.minimum(np.searchsorted(base, vs[rest].astype(base.dtype)), len(base) - 1)
+            hit = base[at] == vs[rest]
+            seg[rest[hit]], row[rest[hit]] = 0, at[hit]
+        return seg, row
 
     def degree(self, slots: np.ndarray) -> np.ndarray:
         """igraph's degree of each slot (edges at it, a self-loop twice), looked up: no per-slot array is built,
@@ -140,7 +213,7 @@ class CsrGraph:
             ok[ok] = a.slot[rows[ok]] == vs[ok]
             lo[ok], hi[ok], seg[ok] = a.ptr[rows[ok]], a.ptr[rows[ok] + 1], 0
             return lo, hi, seg
-        rows, segs = self._row[vs].astype(np.int64), self._seg[vs].astype(np.int64)
+        segs, rows = self._owners(vs)
         for s in np.unique(segs[segs >= 0]).tolist():
             pick = segs == s
             r = rows[pick]
@@ -165,10 +238,11 @@ class CsrGraph:
             if row >= len(a.slot) or a.slot[row] != v:
                 return _EMPTY
         else:
-            row = int(self._row[v])
+            segs, rows = self._owners(np.array([v], np.int64))
+            row = int(rows[0])
             if row < 0:
                 return _EMPTY
-            a = self._adj[int(self._seg[v])]
+            a = self._adj[int(segs[0])]
         lo, hi = int(a.ptr[row]), int(a.ptr[row + 1])
         return a.nbr[lo:hi], a.code[lo:hi], a.weights(lo, hi)
 

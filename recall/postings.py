@@ -288,13 +288,14 @@ def write_postings(folder: Path, name: str, p: PostingsArrays) -> None:
 class Postings:
     """One segment's postings, memory-mapped."""
 
-    def __init__(self, folder: Path, name: str, random: bool = True) -> None:
+    def __init__(self, folder: Path, name: str, random: bool = True, len_sum: int | None = None) -> None:
         terms = pa.ipc.open_file(pa.py_buffer(map_file(folder / f"{name}_terms.arrow", random))).read_all()
         self.terms = SortedKeys.open(folder / f"{name}_terms.keys.npy", terms.column("term"), random)
         self.term_ptr = mapped(folder / f"{name}_term_ptr.npy", random)
         self.doc = mapped(folder / f"{name}_post_doc.npy", random)
         self.tf = mapped(folder / f"{name}_post_tf.npy", random)
         self.doc_len = mapped(folder / f"{name}_doc_len.npy", random)
+        self.len_sum = len_sum  # the sum of doc_len, when the segment keeps it
 
     def lookup(self, terms: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray] | None]:
         """(doc rows, tf) of each term, None when the segment does not hold it."""
@@ -320,13 +321,16 @@ def live_stats(parts: Sequence[Part]) -> tuple[int, float]:
     """(N, avgdl) over the live documents of all parts (DuckDB: num_docs = all docs, avgdl = avg(len))."""
     n, total = 0, 0
     for p in parts:
-        lens = p.postings.doc_len
+        lens, whole = p.postings.doc_len, p.postings.len_sum
+        if whole is None:  # every length read (a cold start reads a 1M lake's 3.4M node lengths from disk)
+            whole = int(lens.sum(dtype=np.int64))
         if p.live is None:
             n += len(lens)
-            total += int(lens.sum(dtype=np.int64))
-        else:
-            n += int(p.live.sum())
-            total += int(lens[p.live].sum(dtype=np.int64))
+            total += whole
+        else:  # the segment's sum less its dead documents' lengths: few of a base's are dead
+            dead = np.flatnonzero(~p.live)
+            n += len(lens) - len(dead)
+            total += whole - int(lens[dead].sum(dtype=np.int64))
     return n, (total / n if n else 0.0)
 
 

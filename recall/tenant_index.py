@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from recall.citations import RawRef
-from recall.graph_csr import NO_TIME, CsrGraph
+from recall.graph_csr import NO_TIME, CsrGraph, SlotValues
 from recall.postings import Part, bm25, live_stats, query_terms
 from recall.scoring import BATCH_COLUMNS, INDEX_COLUMNS, NodeBatch
 from recall.segment import SEG_CHUNKS, SEG_MESSAGES, SEG_NODES, Segment
@@ -115,16 +115,26 @@ class Version:
         self.owner_seg = np.full(self.n_slots, -1, np.int16)
         self.owner_row = np.full(self.n_slots, -1, np.int32)
         for s, seg in enumerate(self.segments):
+            if self._slot_is_row(s):  # its slot column (a 1M lake's every node, from disk on a cold start) unread
+                n = seg.nodes.num_rows
+                self.owner_seg[:n], self.owner_row[:n] = 0, np.arange(n, dtype=np.int32)
+                continue
             self.owner_seg[seg.node_slot] = s
             self.owner_row[seg.node_slot] = np.arange(len(seg.node_slot), dtype=np.int32)
             if len(seg.removed_slots):
                 self.owner_seg[seg.removed_slots] = -1
                 self.owner_row[seg.removed_slots] = -1
 
+    def _slot_is_row(self, s: int) -> bool:
+        """Segment s numbers its nodes slot = row: a base (in id order), the first segment of every version."""
+        return s == 0 and self.segments[0].meta.get("kind") == "base"
+
     def node_live(self, s: int) -> np.ndarray | None:
         """Which node rows of segment s are current (None: all)."""
         if self.single:
             return None
+        if self._slot_is_row(s):
+            return self.owner_seg[: self.segments[s].nodes.num_rows] == s
         return self.owner_seg[self.segments[s].node_slot] == s
 
     def chunk_live(self, s: int) -> np.ndarray | None:
@@ -192,6 +202,13 @@ class Version:
             out.append((s, pos, self.owner_row[slots[pos]].astype(np.int64)))
         return out
 
+    def first_seen_of(self, slots: np.ndarray) -> np.ndarray:
+        """first_seen (int64 µs) of each slot's current node row; NO_TIME where it has none or none is known."""
+        out = np.full(len(slots), NO_TIME, np.int64)
+        for s, pos, rows in self.rows_of(np.asarray(slots, dtype=np.int64)):
+            out[pos] = self.segments[s].node_first_seen[rows]
+        return out
+
     def ids_of_slots(self, slots: np.ndarray) -> list[str]:
         out: list[str | None] = [None] * len(slots)
         for s, pos, rows in self.rows_of(np.asarray(slots, dtype=np.int64)):
@@ -209,13 +226,8 @@ class Version:
         for seg in self.segments:
             if seg.adjacency_error is not None:
                 raise seg.adjacency_error
-        if self.single:
-            first_seen = self.segments[0].node_first_seen  # slot = row in a base: the mapped column as it is
-        else:
-            first_seen = np.full(self.n_slots, NO_TIME, np.int64)
-            for s, seg in enumerate(self.segments):
-                live = self.owner_seg[seg.node_slot] == s
-                first_seen[seg.node_slot[live]] = seg.node_first_seen[live]
+        # slot = row in a base: the mapped column as it is; over deltas, each asked slot's current row's
+        first_seen = self.segments[0].node_first_seen if self.single else SlotValues(self.first_seen_of)
         return CsrGraph(
             [seg.require_adjacency() for seg in self.segments],
             self.n_slots,

@@ -17,7 +17,8 @@ import pyarrow as pa
 import pytest
 
 from raw_store.lake import Lake
-from recall import index_build, index_commit, recall, segment
+from recall import graph_csr, index_build, index_commit, postings, recall, segment
+from recall.graph_csr import NO_TIME
 from recall.index import build_indexes
 from recall.query import query_keywords
 from recall.store import tenant_reader
@@ -272,6 +273,14 @@ ROUNDS: list[dict[str, dict[str, Any]]] = [
 ]
 
 
+def _without_len_sum(p):
+    import copy
+
+    q = copy.copy(p)
+    q.len_sum = None
+    return q
+
+
 def test_base_plus_deltas_answers_exactly_like_a_fresh_base(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(index_build, "COMPACT_SHARE", 100.0)  # these small changes stay deltas
     inc, stats = _build(tmp_path / "inc", ROUNDS)
@@ -289,6 +298,43 @@ def test_base_plus_deltas_answers_exactly_like_a_fresh_base(tmp_path: Path, monk
             one = g.incident(v)
             assert [x.tolist() for x in one] == [x[ptr[i] : ptr[i + 1]].tolist() for x in (nbr, code, w)]
         assert ptr[-1] > 100
+    # first_seen by slot: looked up over the deltas (each slot's current row), the fresh base's column as it is
+    ga, gf = a.graph(), f.graph()
+    ids = f.v.ids_of_slots(np.arange(gf.n))
+    slots = a.v.slots_of(ids)
+    assert (slots >= 0).all() and not isinstance(ga.first_seen, np.ndarray)
+    assert ga.first_seen[slots].tolist() == np.asarray(gf.first_seen[np.arange(gf.n)]).tolist()
+    assert len(set(ga.first_seen[slots].tolist())) > 5
+    assert [int(ga.first_seen[int(v)]) for v in slots[:5]] == ga.first_seen[slots[:5]].tolist()
+    gone = np.setdiff1d(np.arange(ga.n), slots)  # slots of removed nodes: no current row, no time
+    assert len(gone) and set(ga.first_seen[gone].tolist()) == {NO_TIME}
+
+    # each node's current neighbour list over the deltas (the newest segment listing or removing its slot) is the
+    # fresh base's, neighbours named by id; a removed node's slot has none
+    def lists(g, vs):
+        ptr, nbr, code, w = g.incident_many(vs)
+        names = g.ids(nbr) if len(nbr) else []
+        return [sorted(zip(names[a:z], code[a:z].tolist(), w[a:z].tolist())) for a, z in zip(ptr[:-1], ptr[1:])]
+
+    # BM25's document count and mean length from the segments' kept length sums (less a base's dead documents),
+    # as from every live length, and as where the sums are not kept (a segment written before they were)
+    for kind in ("node", "raw"):
+        parts = a.v.node_parts() if kind == "node" else a.v.raw_parts()
+        live = [p.postings.doc_len if p.live is None else p.postings.doc_len[p.live] for p in parts]
+        n = sum(map(len, live))
+        assert n and a.v.stats(kind) == f.v.stats(kind) == (n, sum(int(x.sum()) for x in live) / n)
+        assert all(p.postings.len_sum is not None for p in parts) and any(p.live is not None for p in parts)
+        unkept = [postings.Part(_without_len_sum(p.postings), p.live) for p in parts]
+        assert postings.live_stats(unkept) == a.v.stats(kind)
+    want = lists(gf, np.arange(gf.n))
+    assert sum(map(len, want)) > 100
+    for dense_after in (10**9, 0):  # searched over the deltas' slot lists, then from the per-slot owner arrays
+        monkeypatch.setattr(graph_csr, "DENSE_AFTER", dense_after)
+        ga = a.v._build_graph()  # a new graph: its lookups counted from none
+        assert lists(ga, slots) == want
+        assert ga.degree(gone).tolist() == [0] * len(gone)
+        assert [len(ga.incident(int(v))[0]) for v in slots] == list(map(len, want))
+        assert (ga._dense is None) == (dense_after > 0)
     answers = _answers(inc, "alice")
     assert answers == _answers(fresh, "alice")
     assert sum(map(len, answers)) > 50
