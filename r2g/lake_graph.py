@@ -299,10 +299,10 @@ def _projected(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:
     """`schema`, or its key columns and `columns` in its order (an unknown name is an error, not a column of nulls)."""
     if columns is None:
         return schema
-    unknown = set(columns) - set(schema.names)
+    wanted = set(_with_key(columns, schema))
+    unknown = wanted - set(schema.names)
     if unknown:
         raise KeyError(f"not columns of the graph tables: {sorted(unknown)}")
-    wanted = {*KEY, *columns}
     return pa.schema([f for f in schema if f.name in wanted])
 
 
