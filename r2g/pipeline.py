@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -76,6 +77,22 @@ def annotations_table(annotations: dict[str, Annotation]) -> pa.Table:
     )
 
 
+def _wal(con: sqlite3.Connection, wait: float = 60.0) -> None:
+    """Put the cache in WAL mode (kept in the file: set once). The switch takes no busy handler: two processes
+    opening a new cache at once (a fresh lake's first file runs on a cluster's workers) had one fail with "database
+    is locked"; it tries again until `wait` seconds have passed."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            if con.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                con.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 class PartAnnotations:
     """The NLP cache of a lake, without a second copy of any annotation: annotations live in the partitions'
     `annotations.parquet` files, and an sqlite index (`cache/nlp.sqlite`) maps a text's sha256 to the partition
@@ -98,8 +115,8 @@ class PartAnnotations:
         self.index.parent.mkdir(parents=True, exist_ok=True)
         con = self._connect()
         try:
+            _wal(con)
             with con:
-                con.execute("PRAGMA journal_mode=WAL")
                 if con.execute("SELECT 1 FROM sqlite_master WHERE name = 'annotations'").fetchone():
                     con.execute("DROP TABLE annotations")  # the pre-2026-11-25 cache held whole annotations
                 con.executescript(self._SCHEMA)

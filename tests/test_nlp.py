@@ -333,3 +333,39 @@ def test_a_process_annotating_a_few_chinese_texts_never_loads_jiebas_dictionary(
         a.to_json() for a in annotate(["小明在公园里踢足球", "我上周和小李去爬山了", "他不喜欢喝咖啡"], ["zh"] * 3)[0]
     ]
     assert first == json.loads(json.dumps(whole))
+
+
+def _open_cache(path: str, barrier, errors) -> None:
+    from r2g.pipeline import PartAnnotations
+
+    barrier.wait()
+    try:
+        PartAnnotations(Path(path), None)
+    except Exception as e:  # noqa: BLE001 - reported to the parent
+        errors.put(repr(e))
+
+
+def test_processes_opening_a_new_cache_at_once_all_open_it(tmp_path) -> None:
+    """A fresh lake's first file runs start on a cluster's workers at once, each opening the new NLP cache: switching
+    it to WAL takes no busy handler, and 4 of 160 such opens failed with "database is locked" before the switch was
+    retried (4 processes at a barrier, 40 new caches)."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    errors = ctx.Queue()
+    for i in range(16):  # (the race: ~2 % of opens before; 16 caches keep the test a few seconds)
+        path = tmp_path / f"c{i}" / "nlp.sqlite"
+        barrier = ctx.Barrier(4)
+        procs = [ctx.Process(target=_open_cache, args=(str(path), barrier, errors)) for _ in range(4)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join()
+        assert [p.exitcode for p in procs] == [0] * 4
+        con = sqlite3.connect(path)
+        assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        con.close()
+    got = []
+    while not errors.empty():
+        got.append(errors.get())
+    assert got == []
