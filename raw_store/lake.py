@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 # the inbox layout lives below the lake and the readers; re-exported here, the lake's paths
 from raw_store.routing import as_path as as_path
@@ -206,6 +205,8 @@ def write_bytes_atomic(path: Path, data: bytes) -> bool:
 
 def table_bytes(table: pa.Table, schema: pa.Schema) -> bytes:
     """Serialise a table to Parquet bytes deterministically (same rows → same bytes)."""
+    import pyarrow.parquet as pq  # not at the top: `memctl recall` reads no Parquet (see read_parquet)
+
     table = conform(table, schema)
     buf = io.BytesIO()
     pq.write_table(table, buf, compression="zstd", write_statistics=True, store_schema=True)
@@ -227,6 +228,8 @@ def read_table(path: Path, schema: pa.Schema) -> pa.Table:
 
 def read_parquet(path: Any, columns: list[str] | None = None) -> pa.Table:
     """A Parquet file as it is (local or on object storage: fetched whole, one GET); FileNotFoundError if none."""
+    import pyarrow.parquet as pq  # loads Arrow's dataset, Acero and S3 libraries: 0.1 s of a cold `memctl recall`
+
     if is_remote(path):
         return pq.read_table(pa.BufferReader(read_object(path)), columns=columns)
     if not Path(path).exists():

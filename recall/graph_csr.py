@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from recall.sorted_keys import mapped, narrow
+from recall.sorted_keys import fenced_search_one, fenced_searchsorted, load_fence, mapped, narrow, save_sorted
 
 FILES = ("adj_slot", "adj_ptr", "adj_nbr", "adj_code", "adj_w", "adj_hash")
 NO_TIME = np.iinfo(np.int64).max  # first_seen unknown: never "known by" an as_of date
@@ -63,7 +63,7 @@ def write_adjacency(folder: Path, a: AdjacencyArrays) -> None:
         w = index.astype(np.uint16)
     arrays = (a.slot, narrow(a.ptr, (np.int32, np.int64)), a.nbr, narrow(a.code, (np.uint8, np.uint16)), w, a.hash)
     for name, arr in zip(FILES, arrays):
-        np.save(folder / f"{name}.npy", arr)
+        (save_sorted if name == "adj_slot" else np.save)(folder / f"{name}.npy", arr)
 
 
 class Adjacency:
@@ -75,6 +75,20 @@ class Adjacency:
         )
         table = folder / "adj_wtab.npy"
         self._w, self._wtab = w, (np.load(table) if table.exists() else None)
+        self._slot_fence = load_fence(folder / "adj_slot.npy")
+
+    def rows(self, slots: np.ndarray) -> np.ndarray:
+        """The row of each slot's list in this segment, -1 where it holds none (a page of adj_slot read per slot)."""
+        vs = np.asarray(slots).astype(self.slot.dtype)
+        if not len(self.slot):
+            return np.full(len(vs), -1, np.int64)
+        at = np.minimum(fenced_searchsorted(self.slot, self._slot_fence, vs), len(self.slot) - 1)
+        return np.where(self.slot[at] == vs, at, -1)
+
+    def row(self, v: int) -> int:
+        """rows() of one slot."""
+        at = fenced_search_one(self.slot, self._slot_fence, self.slot.dtype.type(v))
+        return at if at < len(self.slot) and self.slot[at] == v else -1
 
     def weights(self, lo: int, hi: int) -> np.ndarray:
         """The float64 weights of half-edges [lo, hi)."""
@@ -186,11 +200,10 @@ class CsrGraph:
             at = np.minimum(np.searchsorted(keys, vs), len(keys) - 1)
             named = keys[at] == vs
             seg[named], row[named] = segs[at[named]], rows[at[named]]
-        base = self._adj[0].slot
         rest = np.flatnonzero(~named)
-        if len(rest) and len(base):
-            at = np.minimum(np.searchsorted(base, vs[rest].astype(base.dtype)), len(base) - 1)
-            hit = base[at] == vs[rest]
+        if len(rest):
+            at = self._adj[0].rows(vs[rest])
+            hit = at >= 0
             seg[rest[hit]], row[rest[hit]] = 0, at[hit]
         return seg, row
 
@@ -208,9 +221,8 @@ class CsrGraph:
         seg = np.full(len(vs), -1, np.int64)
         if self._single:
             a = self._adj[0]
-            rows = np.searchsorted(a.slot, vs.astype(np.int32))
-            ok = rows < len(a.slot)
-            ok[ok] = a.slot[rows[ok]] == vs[ok]
+            rows = a.rows(vs)
+            ok = rows >= 0
             lo[ok], hi[ok], seg[ok] = a.ptr[rows[ok]], a.ptr[rows[ok] + 1], 0
             return lo, hi, seg
         segs, rows = self._owners(vs)
@@ -234,8 +246,8 @@ class CsrGraph:
         """(neighbour slots, codes, weights) of slot v's edges, in list order."""
         if self._single:
             a = self._adj[0]
-            row = int(np.searchsorted(a.slot, np.int32(v)))  # an int32 key: no cast of the whole array
-            if row >= len(a.slot) or a.slot[row] != v:
+            row = a.row(v)
+            if row < 0:
                 return _EMPTY
         else:
             segs, rows = self._owners(np.array([v], np.int64))

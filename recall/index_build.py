@@ -11,8 +11,7 @@ kept as it is, a unit changed twice counts once), as an LSM tree merges its smal
 is still past COMPACT_SHARE of the base (or on request, or when the hashes are not comparable: another
 format or polars version) are the tables built into a new *base*: the compaction.
 
-Every version is written into temp names, fsynced and renamed into place, then CURRENT is replaced
-(recall.tenant_index); the versions before the previous one are removed afterwards.
+Every version is written under temp names, fsynced and renamed into place, then CURRENT (recall.index_commit).
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ from raw_store.frames import as_frame
 from raw_store.lake import conform
 from raw_store.schema import MESSAGES, RAW_CHUNKS
 from recall.index_commit import clean_temp, commit_version, fsync_dir, generation, locked
-from recall.segment import MESSAGE_ROW_COLS, NODE_ROW_COLS, SEG_CHUNKS
+from recall.segment import MESSAGE_ROW_COLS, NODE_ROW_COLS, SEG_CHUNKS, add_fences
 from recall.segment_build import build_segment, fts_settings
 from recall.store import tenant_slug
 from recall.tenant_index import FORMAT, Version, read_current, recall_dir, tenant_dir
@@ -487,6 +486,7 @@ def _write_prepared(
             if (folder / name).exists():  # a killed writer's segment that no manifest names
                 shutil.rmtree(folder / name)
             os.replace(tmp, folder / name)
+            add_fences(*(folder / kept for kept in segments[:-1]))  # segments written before fences were kept
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         version = commit_version(

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from recall.sorted_keys import SortedKeys, map_file, mapped, narrow
+from recall.sorted_keys import SortedKeys, map_file, mapped, narrow, prefetch
 
 K1 = 1.2
 B = 0.75
@@ -351,6 +351,8 @@ def bm25(
         return []
     terms = sorted(set(terms))
     hits = [p.postings.lookup(terms) for p in parts]
+    for p, found in zip(parts, hits):  # the lengths of every document a term names are read below
+        prefetch(p.postings.doc_len, sum(len(h[0]) for h in found if h is not None))
     rows: list[list[np.ndarray]] = [[] for _ in parts]
     contrib: list[list[np.ndarray]] = [[] for _ in parts]
     for t in range(len(terms)):

@@ -31,6 +31,7 @@ so it would decode most batches (+70–180 ms a query; bench/README.md, "Lean st
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import threading
@@ -45,8 +46,18 @@ import pyarrow.compute as pc
 from r2g.schema import NODES
 from raw_store.schema import MESSAGES, RAW_CHUNKS
 from recall.graph_csr import NO_TIME, Adjacency, AdjacencyArrays, write_adjacency
+from recall.index_commit import write_atomic
 from recall.postings import Postings, PostingsArrays, write_postings
-from recall.sorted_keys import SortedKeys, arrow_indices, arrow_numpy, map_file, mapped, prefix_strings
+from recall.sorted_keys import (
+    SortedKeys,
+    arrow_indices,
+    arrow_numpy,
+    fence_path,
+    fence_step,
+    map_file,
+    mapped,
+    prefix_strings,
+)
 
 # Node columns recall reads (TenantReader.nodes' columns, plus aliases).
 NODE_ROW_COLS = (
@@ -240,6 +251,22 @@ def read_arrow(path: Path, random: bool = True) -> pa.Table:
     """The table of an Arrow IPC file, zero-copy over a memory map (sorted_keys.map_file; the table's buffers
     keep it alive)."""
     return pa.ipc.open_file(pa.py_buffer(map_file(path, random))).read_all()
+
+
+def add_fences(*folders: Path) -> int:
+    """The fences (sorted_keys.save_sorted) of the sorted arrays of segments written before segments kept them, each
+    written atomically beside its array: a reader sees a whole fence or none, and finds the same rows either way.
+    Returns how many were written."""
+    written = 0
+    paths = [p for folder in folders for p in (*sorted(folder.glob("*.keys.npy")), folder / "adj_slot.npy")]
+    for path in paths:
+        if path.exists() and not fence_path(path).exists():
+            arr = mapped(path, random=False)
+            buf = io.BytesIO()
+            np.save(buf, np.ascontiguousarray(arr[:: fence_step(arr.dtype)]))
+            write_atomic(fence_path(path), buf.getvalue())
+            written += 1
+    return written
 
 
 def write_segment(

@@ -6,6 +6,11 @@ memory-mapped). `np.searchsorted` finds hundreds of keys in microseconds without
 when some key is longer than `width` (rare: the width is the longest key's, capped at MAX_WIDTH), the
 candidates sharing a prefix are checked against the full strings, which the caller passes in (an Arrow
 column of the same rows).
+
+Beside a sorted array on disk lies its *fence* (`<name>.fence.npy`): the first value of every 4 KB of it.
+A lookup searches the fence (read whole, ~1/150 of a key column) and then one block of the mapped array,
+so on a disk with nothing cached it reads one or two pages of the array, not the ~15 of a binary search
+over all of it (a cold recall at 1M messages looked up 353 node ids: 5,163 pages of nodes.keys.npy).
 """
 
 from __future__ import annotations
@@ -136,26 +141,93 @@ def prefix_array(keys: pa.Array | Sequence[str], width: int | None = None) -> np
     return raw.to_numpy(zero_copy_only=False).astype(f"S{width}") if len(arr) else np.zeros(0, f"S{width}")
 
 
+PAGE = 4096  # bytes of a fence block: one page of the mapped array
+
+
+def fence_step(dtype: np.dtype) -> int:
+    """Values of a sorted array per fence entry (per PAGE bytes)."""
+    return max(1, PAGE // np.dtype(dtype).itemsize)
+
+
+def fence_path(path: Path) -> Path:
+    """`x.npy` → `x.fence.npy`."""
+    return path.with_name(path.name.removesuffix(".npy") + ".fence.npy")
+
+
+def save_sorted(path: Path, arr: np.ndarray) -> None:
+    """np.save of a sorted 1-d array, with its fence beside it (fenced_searchsorted)."""
+    np.save(path, arr)
+    np.save(fence_path(path), np.ascontiguousarray(arr[:: fence_step(arr.dtype)]))
+
+
+def load_fence(path: Path) -> np.ndarray | None:
+    """The fence saved beside `path` (read whole, not mapped), or None for an array written without one."""
+    try:
+        return np.load(fence_path(path))
+    except FileNotFoundError:
+        return None
+
+
+def fenced_searchsorted(
+    arr: np.ndarray, fence: np.ndarray | None, q: np.ndarray, side: Literal["left", "right"] = "left"
+) -> np.ndarray:
+    """np.searchsorted(arr, q, side), reading one block of `arr` per query where its fence (arr[::fence_step],
+    load_fence) is given. With j fence values before q's position i, i lies in ((j-1)*step, j*step]: only that
+    block is compared. Many queries (a block each would add up to more than the array) search the array whole."""
+    q = np.asarray(q, dtype=arr.dtype)
+    step = fence_step(arr.dtype)
+    if fence is None or not len(q) or len(q) * step > min(len(arr), 1 << 20):
+        return np.searchsorted(arr, q, side=side)
+    j = np.searchsorted(fence, q, side=side).astype(np.int64)
+    lo = np.maximum(j - 1, 0) * step
+    hi = np.minimum(j * step, len(arr))
+    at = lo[:, None] + np.arange(step)
+    inside = at < hi[:, None]
+    block = arr[np.minimum(at, len(arr) - 1)]
+    before = (block < q[:, None]) if side == "left" else (block <= q[:, None])
+    return lo + np.count_nonzero(before & inside, axis=1)
+
+
+def fenced_search_one(arr: np.ndarray, fence: np.ndarray | None, v: np.generic | int) -> int:
+    """fenced_searchsorted of one value (side "left"), without the vector round trip (a scalar lookup per call)."""
+    if fence is None:
+        return int(np.searchsorted(arr, v))
+    step = fence_step(arr.dtype)
+    lo = max(int(np.searchsorted(fence, v)) - 1, 0) * step
+    return lo + int(np.searchsorted(arr[lo : lo + step], v))
+
+
+def prefetch(arr: np.ndarray, rows: int) -> None:
+    """Ask the kernel to read a mapped array (map_file) ahead when `rows` gathered from it would touch most of
+    its pages anyway: one sequential read, not a page fault per 4 KB (a cold recall's BM25 read all 6.9 MB of
+    node lengths at 1M messages that way). A no-op for an array in memory, or where madvise is missing."""
+    mm: object = arr.base  # the map, for an array `mapped` made
+    if isinstance(mm, mmap.mmap) and hasattr(mmap, "MADV_WILLNEED") and rows * PAGE > arr.nbytes // 4:
+        mm.madvise(mmap.MADV_WILLNEED)
+
+
 class SortedKeys:
     """Lookups in a sorted key column: positions of keys (unique columns) or row ranges (repeated keys)."""
 
-    def __init__(self, prefixes: np.ndarray, full: pa.Array | pa.ChunkedArray | None = None) -> None:
+    def __init__(
+        self, prefixes: np.ndarray, full: pa.Array | pa.ChunkedArray | None = None, fence: np.ndarray | None = None
+    ) -> None:
         self.prefixes = prefixes
+        self.fence = fence
         self.width = prefixes.dtype.itemsize
         self.full = full  # the full strings, needed only when some key is longer than width
         self._truncated: bool | None = None
 
     @classmethod
     def write(cls, path: Path, keys: pa.Array) -> np.ndarray:
-        """Write the prefix array of `keys` (already sorted) to `path` (.npy); returns it."""
+        """Write the prefix array of `keys` (already sorted) to `path` (.npy), and its fence; returns it."""
         arr = prefix_array(keys)
-        with open(path, "wb") as f:
-            np.save(f, arr)
+        save_sorted(path, arr)
         return arr
 
     @classmethod
     def open(cls, path: Path, full: pa.Array | pa.ChunkedArray | None, random: bool = True) -> SortedKeys:
-        return cls(mapped(path, random), full)
+        return cls(mapped(path, random), full, load_fence(path))
 
     def __len__(self) -> int:
         return len(self.prefixes)
@@ -180,8 +252,8 @@ class SortedKeys:
             z = np.zeros(n, dtype=np.int64)
             return z, z.copy()
         q, raw = self._encode(keys)
-        lo = np.searchsorted(self.prefixes, q, side="left")
-        hi = np.searchsorted(self.prefixes, q, side="right")
+        lo = fenced_searchsorted(self.prefixes, self.fence, q, "left")
+        hi = fenced_searchsorted(self.prefixes, self.fence, q, "right")
         if not self.truncated:
             longer = np.fromiter((len(b) > self.width for b in raw), bool, n)
             hi[longer] = lo[longer]  # no stored key is that long

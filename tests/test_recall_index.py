@@ -785,3 +785,31 @@ def test_a_query_maps_the_index_for_random_reads_and_the_writer_for_whole_column
     assert all(both[name] == {True, False} for name in mapped_files), both
     ids = scan.v.segments[0].node_ids(np.arange(scan.v.segments[0].nodes.num_rows))
     assert len(ids) > 10 and scan.nodes(ids) == reader.nodes(ids)  # the same rows either way
+
+
+def test_segments_without_fences_answer_alike_and_the_next_write_adds_their_fences(tmp_path: Path, monkeypatch) -> None:
+    """A base and a delta written before segments kept fences (their *.fence.npy removed) answer every query as
+    the fenced ones do; the next index write adds the kept segments' fences, byte for byte the ones they had."""
+    from recall import tenant_index
+    from recall.sorted_keys import fence_path
+    from recall.store import FileCache
+
+    monkeypatch.setattr(index_build, "COMPACT_SHARE", 100.0)  # the rounds stay deltas over one base
+    lake, stats = _build(tmp_path, ROUNDS[:2])
+    assert [s["alice"]["mode"] for s in stats] == ["base", "delta"]
+    fenced = _answers(lake, "alice")
+    folder = open_tenant_index(lake.index_dir, "alice").v.folder
+    fences = {p: p.read_bytes() for p in folder.glob("s*/*.fence.npy")}
+    names = {p.name for p in fences}
+    assert {"nodes.keys.fence.npy", "adj_slot.fence.npy", "chunks.keys.fence.npy", "node_terms.keys.fence.npy"} <= names
+    for p in fences:
+        p.unlink()
+    monkeypatch.setattr(tenant_index, "_VERSIONS", FileCache())  # the versions this process opened are read again
+    reader = open_tenant_index(lake.index_dir, "alice")
+    assert all(s.node_keys.fence is None for s in reader.v.segments)
+    assert _answers(lake, "alice") == fenced
+    _, stats = _build(tmp_path, ROUNDS[2:])
+    assert stats[0]["alice"]["mode"] == "delta"
+    kept = [p for p in fences if p.parent.exists()]
+    assert kept and all(p.read_bytes() == fences[p] for p in kept)
+    assert all(fence_path(p).exists() for p in folder.glob("s*/*.keys.npy"))

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from recall import segment
 from recall.graph_csr import Adjacency, AdjacencyArrays, write_adjacency
@@ -155,3 +158,57 @@ def test_mapped_reads_a_npy_file_as_numpy_does_and_read_only(tmp_path: Path, arr
     assert type(got) is np.ndarray and got.dtype == arr.dtype and got.shape == arr.shape
     assert np.array_equal(got, np.load(tmp_path / "a.npy"))
     assert got.flags.f_contiguous == arr.flags.f_contiguous and not got.flags.writeable
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(0, 120_000),
+    spread=st.sampled_from([3, 1_000, 2**30]),
+    queries=st.integers(1, 60),
+    side=st.sampled_from(["left", "right"]),
+)
+def test_fenced_searchsorted_finds_what_a_binary_search_over_the_whole_array_finds(
+    tmp_path_factory, seed: int, n: int, spread: int, queries: int, side: Literal["left", "right"]
+) -> None:
+    """A fence (the first value of every 4 KB) and one block of the array give np.searchsorted's positions, for
+    repeated values (spread 3), values past both ends, and the fence's own values; saved and loaded beside the array."""
+    from recall.sorted_keys import fence_step, fenced_search_one, fenced_searchsorted, load_fence, mapped, save_sorted
+
+    rng = np.random.default_rng(seed)
+    arr = np.sort(rng.integers(0, spread, n)).astype(np.int32)
+    folder = tmp_path_factory.mktemp("fence")
+    save_sorted(folder / "a.npy", arr)
+    on_disk, fence = mapped(folder / "a.npy"), load_fence(folder / "a.npy")
+    assert fence is not None and np.array_equal(fence, arr[:: fence_step(arr.dtype)])
+    q = np.concatenate([rng.integers(-2, spread + 2, queries), fence[:3], arr[-1:] if n else []]).astype(np.int32)
+    want = np.searchsorted(arr, q, side=side)
+    assert fenced_searchsorted(on_disk, fence, q, side).tolist() == want.tolist()
+    if side == "left":
+        assert [fenced_search_one(on_disk, fence, v) for v in q.tolist()] == want.tolist()
+    if len(q) * fence_step(arr.dtype) <= n and ((want > 0) & (want < n)).any():
+        # the fence is what is searched: a fence of the last value alone sends those queries to the first block
+        assert fenced_searchsorted(on_disk, np.full_like(fence, arr[-1]), q, side).tolist() != want.tolist()
+
+
+def test_sorted_keys_with_and_without_their_fence_find_the_same_rows(tmp_path: Path) -> None:
+    """Byte keys (node ids, some longer than the prefix width, some sharing a prefix): a fenced SortedKeys finds
+    what one written before fences (no fence file) finds, and add_fences writes the fence a new file would have."""
+    from recall.segment import add_fences
+    from recall.sorted_keys import MAX_WIDTH, SortedKeys, fence_path
+
+    rng = np.random.default_rng(5)
+    keys = sorted({f"n_{rng.integers(0, 10**9):09d}" for _ in range(30_000)} | {"x" * MAX_WIDTH + s for s in "abc"})
+    full = pa.array(keys, pa.string())
+    SortedKeys.write(tmp_path / "nodes.keys.npy", full)
+    fenced = SortedKeys.open(tmp_path / "nodes.keys.npy", full)
+    written = fence_path(tmp_path / "nodes.keys.npy").read_bytes()
+    fence_path(tmp_path / "nodes.keys.npy").unlink()
+    plain = SortedKeys.open(tmp_path / "nodes.keys.npy", full)
+    assert fenced.fence is not None and plain.fence is None
+    asked = [*keys[::997], "n_", "zzz", "x" * MAX_WIDTH, "x" * MAX_WIDTH + "b", "x" * MAX_WIDTH + "q", keys[-1]]
+    assert fenced.find(asked).tolist() == plain.find(asked).tolist()
+    assert [r.tolist() for r in fenced.ranges(asked)] == [r.tolist() for r in plain.ranges(asked)]
+    assert (fenced.find(keys[::997]) == np.arange(0, len(keys), 997)).all()
+    assert add_fences(tmp_path) == 1 and add_fences(tmp_path) == 0
+    assert fence_path(tmp_path / "nodes.keys.npy").read_bytes() == written
