@@ -57,6 +57,8 @@ from recall.sorted_keys import (
     map_file,
     mapped,
     prefix_strings,
+    read_arrow_rows_ahead,
+    read_rows_ahead,
 )
 
 # Node columns recall reads (TenantReader.nodes' columns, plus aliases).
@@ -405,6 +407,7 @@ class Segment:
         """The ids of node rows `rows`, as Arrow strings."""
         if self._node_id_col is not None:
             return self._node_id_col.take(arrow_indices(rows)).combine_chunks()
+        read_rows_ahead(self.node_keys.prefixes, rows)
         return prefix_strings(self.node_keys.prefixes[np.asarray(rows, np.int64)])
 
     def node_rows(self, rows: np.ndarray, columns: Sequence[str]) -> pa.Table:
@@ -412,6 +415,8 @@ class Segment:
         stored = [c for c in columns if c != "id" or self._node_id_col is not None]
         if not stored:  # only ids (a table of no columns has no rows)
             return pa.Table.from_arrays([self.node_id_array(rows)] * len(columns), names=list(columns))
+        for name in stored:
+            read_arrow_rows_ahead(self.nodes.column(name), rows)
         part = decode(self.nodes.select(stored).take(arrow_indices(rows)), SEG_NODES)
         if "id" in columns and "id" not in stored:
             part = part.append_column("id", self.node_id_array(rows))

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
+import tempfile
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
@@ -212,3 +217,63 @@ def test_sorted_keys_with_and_without_their_fence_find_the_same_rows(tmp_path: P
     assert (fenced.find(keys[::997]) == np.arange(0, len(keys), 997)).all()
     assert add_fences(tmp_path) == 1 and add_fences(tmp_path) == 0
     assert fence_path(tmp_path / "nodes.keys.npy").read_bytes() == written
+
+
+def _resident(path: Path) -> np.ndarray:
+    """Per page of `path`: whether it is in the page cache (mincore over a fresh map of the file)."""
+    import ctypes
+    import mmap
+
+    with open(path, "rb") as f:
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    view = np.frombuffer(mm, np.uint8)
+    pages = (len(mm) + 4095) // 4096
+    vec = (ctypes.c_ubyte * pages)()
+    assert ctypes.CDLL(None).mincore(ctypes.c_void_p(view.ctypes.data), ctypes.c_size_t(pages * 4096), vec) == 0
+    out = (np.frombuffer(memoryview(vec), np.uint8) & 1).astype(bool)
+    del view
+    mm.close()
+    return out
+
+
+def _evicted(path: Path) -> bool:
+    """Drop `path`'s clean pages from the page cache (no root needed); False where the file system keeps them
+    (tmpfs)."""
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    return not _resident(path).any()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mincore and madvise through Linux's libc")
+def test_read_ahead_starts_reading_the_pages_of_the_rows_asked_and_no_others() -> None:
+    """A cold query gathers a few hundred rows spread over mapped columns: read_rows_ahead (a .npy array) and
+    read_arrow_rows_ahead (an Arrow IPC column) ask the kernel for exactly the pages holding those rows at once,
+    so the gather that follows finds them read. The file lives on disk: tmpfs has no page cache to drop."""
+    from recall.segment import read_arrow
+    from recall.sorted_keys import mapped, read_arrow_rows_ahead, read_rows_ahead
+
+    folder = Path(tempfile.mkdtemp(dir=Path(__file__).resolve().parent))
+    try:
+        np.save(folder / "a.npy", np.arange(2_000_000, dtype=np.int64))  # 16 MB: 3,907 pages
+        with pa.ipc.new_file(folder / "t.arrow", pa.schema([("v", pa.int64())])) as w:
+            w.write_table(pa.table({"v": np.arange(2_000_000, dtype=np.int64)}))
+        rows = np.array([5, 700_000, 700_001, 1_999_999, 1_300_000])
+        for name, read in (
+            ("a.npy", lambda: read_rows_ahead(mapped(folder / "a.npy"), rows)),
+            ("t.arrow", lambda: read_arrow_rows_ahead(read_arrow(folder / "t.arrow").column("v"), rows)),
+        ):
+            if not _evicted(folder / name):
+                pytest.skip("this file system keeps the pages of a file (tmpfs)")
+            read()
+            for _ in range(100):  # the reads were started, not waited for
+                if _resident(folder / name).sum() >= 4:
+                    break
+                time.sleep(0.01)
+            resident = set(np.flatnonzero(_resident(folder / name)).tolist())
+            # the rows' pages (two rows share one), and the few the file's header or footer was read from
+            assert 4 <= len(resident) <= 8, resident
+            if name == "a.npy":  # the values start after numpy's 128-byte header
+                assert {(128 + r * 8) // 4096 for r in rows.tolist()} <= resident
+    finally:
+        shutil.rmtree(folder)
