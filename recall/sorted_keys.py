@@ -259,12 +259,13 @@ def read_arrow_rows_ahead(column: pa.ChunkedArray | pa.Array, rows: np.ndarray) 
         width = 4
     elif pa.types.is_large_string(t) or pa.types.is_large_binary(t) or pa.types.is_large_list(t):
         width = 8
-    elif pa.types.is_boolean(t) or not hasattr(t, "bit_width"):
-        return
     else:
-        width = t.bit_width // 8
+        try:
+            width = t.bit_width // 8  # 0 for booleans: a bit a row, a page holds 32k of them
+        except ValueError:  # a struct, a map, a union: not a column recall's node rows have
+            return
     buf = arr.buffers()[1]
-    if buf is not None:
+    if buf is not None and width:
         read_ahead(buf.address, buf.size, (np.asarray(rows, np.int64) + arr.offset) * width)
 
 

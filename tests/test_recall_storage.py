@@ -275,5 +275,8 @@ def test_read_ahead_starts_reading_the_pages_of_the_rows_asked_and_no_others() -
             assert 4 <= len(resident) <= 8, resident
             if name == "a.npy":  # the values start after numpy's 128-byte header
                 assert {(128 + r * 8) // 4096 for r in rows.tolist()} <= resident
+        # columns whose rows are not at a fixed width of one buffer are left to the take
+        for other in (pa.array([True, False]), pa.array([{"a": 1}, {"a": 2}]), pa.chunked_array([[1], [2]])):
+            assert read_arrow_rows_ahead(other, np.array([1])) is None
     finally:
         shutil.rmtree(folder)
