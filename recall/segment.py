@@ -52,8 +52,8 @@ from recall.sorted_keys import (
     SortedKeys,
     arrow_indices,
     arrow_numpy,
+    fence_of,
     fence_path,
-    fence_step,
     map_file,
     mapped,
     prefix_strings,
@@ -265,7 +265,7 @@ def add_fences(*folders: Path) -> int:
         if path.exists() and not fence_path(path).exists():
             arr = mapped(path, random=False)
             buf = io.BytesIO()
-            np.save(buf, np.ascontiguousarray(arr[:: fence_step(arr.dtype)]))
+            np.save(buf, fence_of(arr))
             write_atomic(fence_path(path), buf.getvalue())
             written += 1
     return written

@@ -156,10 +156,15 @@ def fence_path(path: Path) -> Path:
     return path.with_name(path.name.removesuffix(".npy") + ".fence.npy")
 
 
+def fence_of(arr: np.ndarray) -> np.ndarray:
+    """The fence of a sorted 1-d array: its first value of every PAGE bytes, in memory."""
+    return np.ascontiguousarray(arr[:: fence_step(arr.dtype)])
+
+
 def save_sorted(path: Path, arr: np.ndarray) -> None:
     """np.save of a sorted 1-d array, with its fence beside it (fenced_searchsorted)."""
     np.save(path, arr)
-    np.save(fence_path(path), np.ascontiguousarray(arr[:: fence_step(arr.dtype)]))
+    np.save(fence_path(path), fence_of(arr))
 
 
 def load_fence(path: Path) -> np.ndarray | None:
