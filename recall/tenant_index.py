@@ -286,7 +286,15 @@ class TenantIndex:
         """(node id, BM25) best first over the node documents (equal scores to 9 decimals by id)."""
         n, avgdl = self.v.stats("node")
         segs = self.v.segments
-        return bm25(self.v.node_parts(), n, avgdl, self._terms(query), lambda s, rows: segs[s].node_ids(rows), limit)
+        return bm25(
+            self.v.node_parts(),
+            n,
+            avgdl,
+            self._terms(query),
+            lambda s, rows: segs[s].node_ids(rows),
+            limit,
+            rows_in_id_order=True,
+        )
 
     def raw_bm25(self, info: TenantInfo, query: str, limit: int) -> list[tuple[str, float]]:
         """(raw_id, BM25) best first over the text passages."""

@@ -92,6 +92,41 @@ def test_bm25_scores_equal_duckdb_fts_on_a_real_corpus(tmp_path: Path, name: str
     assert compared > 1000
 
 
+def test_bm25_reads_the_ids_of_the_first_tied_rows_only_and_ranks_alike(tmp_path: Path) -> None:
+    """Node rows are stored in id order, so of the documents tied at the cut only the first `limit` rows of a
+    segment can make the top: the same top (ids, scores, order) as reading every tied id, from fewer ids read.
+    Chat repeats itself ("ok", "haha", "see you"): hundreds of equal documents, one score."""
+    rng = np.random.default_rng(5)
+    phrases = ["see you tomorrow", "haha ok", "coffee this morning", "the climbing gym again", "ok"]
+    b = LakeBuilder(tmp_path)
+    turns = [(f"m{i}", "Ann", str(rng.choice(phrases))) for i in range(600)]
+    refs = b.conversation("t1", "c1", turns, start=T0)
+    for msg_id, speaker, text in turns:  # ids in no relation to the text: ties spread over the rows
+        b.node(
+            "t1", f"ep_{rng.integers(10**9)}_{msg_id}", "Episode", f"{speaker}: {text}", text, (), (refs[msg_id],), T0
+        )
+    lake = b.write()
+    index = open_tenant_index(lake.index_dir, "t1")
+    v = index.v
+    n, avgdl = v.stats("node")
+    asked: dict[bool, int] = {True: 0, False: 0}
+    for q in ["see you", "ok", "coffee gym", "climbing haha", "tomorrow morning ok"]:
+        for limit in (1, 7, 50, 1000):
+            got = {}
+            for ordered in (True, False):
+
+                def ids(s: int, rows: np.ndarray, ordered: bool = ordered, some: bool = limit < n) -> list[str]:
+                    asked[ordered] += len(rows) if some else 0  # (a limit past every document reads all)
+                    return v.segments[s].node_ids(rows)
+
+                got[ordered] = postings.bm25(
+                    v.node_parts(), n, avgdl, index._terms(q), ids, limit, rows_in_id_order=ordered
+                )
+            assert got[True] == got[False], (q, limit)
+            assert [i for i, _ in got[True]] == _ranked(got[True])[:limit]
+    assert asked[True] < asked[False] / 4
+
+
 def test_postings_built_chunk_by_chunk_equal_one_fts_index_over_all_documents(monkeypatch) -> None:
     from recall import postings
     from recall.index import FTS_IGNORE
