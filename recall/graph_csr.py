@@ -76,9 +76,16 @@ class Adjacency:
         table = folder / "adj_wtab.npy"
         self._w, self._wtab = w, (np.load(table) if table.exists() else None)
         self._slot_fence = load_fence(folder / "adj_slot.npy")
+        # a base lists every slot 0..n-1 (sorted, distinct: its first and last say so): slot v's list is row v,
+        # found without a search (a walk asks for hundreds of lists a query)
+        n = len(self.slot)
+        self._every_slot = bool(n) and int(self.slot[0]) == 0 and int(self.slot[-1]) == n - 1
 
     def rows(self, slots: np.ndarray) -> np.ndarray:
         """The row of each slot's list in this segment, -1 where it holds none (a page of adj_slot read per slot)."""
+        if self._every_slot:
+            vs = np.asarray(slots, np.int64)
+            return np.where((vs >= 0) & (vs < len(self.slot)), vs, -1)
         vs = np.asarray(slots).astype(self.slot.dtype)
         if not len(self.slot):
             return np.full(len(vs), -1, np.int64)
@@ -87,6 +94,8 @@ class Adjacency:
 
     def row(self, v: int) -> int:
         """rows() of one slot."""
+        if self._every_slot:
+            return v if 0 <= v < len(self.slot) else -1
         at = fenced_search_one(self.slot, self._slot_fence, self.slot.dtype.type(v))
         return at if at < len(self.slot) and self.slot[at] == v else -1
 

@@ -8,6 +8,8 @@ reads, sorted_keys.map_file):
   nodes.arrow, nodes.keys.npy     node rows recall reads, sorted by id; `slot` is the node's vertex number; the
                                   ids themselves are the keys' prefixes (an `id` column only when some id is
                                   longer than the prefix width)
+  node_rec.npy, node_dicts.arrow  the same rows' fixed-width fields, a record a row (`node_records`), and the
+                                  dictionaries of those that are dictionary indices
   node_*                          BM25 postings over the node documents (row i = node row i; recall.postings)
   names.arrow, names.keys.npy     (lower-cased Entity title or alias, slot), sorted by name
   adj_*.npy                       neighbour lists of slots (recall.graph_csr)
@@ -36,7 +38,6 @@ import json
 import os
 import threading
 from collections.abc import Sequence
-from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -249,6 +250,91 @@ def decode(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=pa.schema([schema.field(c) for c in table.column_names]))
 
 
+# The fixed-width node fields a query reads for each candidate, stored row by row (`node_rec.npy`, a numpy record
+# array): a candidate's fields on one page, not on a page per column. A cold query at 1M messages read ~230 pages
+# of each of a dozen columns, and of their validity bits, for its ~230 candidates: ~2,700 of the 3,700 pages it
+# read of nodes.arrow (bench/README.md). A field goes there when its compact storage is fixed-width (an integer, a
+# time, a float, a dictionary's index; the dictionaries are one-row list columns of `node_dicts.arrow`); a field
+# stored otherwise (a small delta's distinct titles) stays in nodes.arrow. Bit i of `_null` is field i's null.
+RECORD_COLS = (
+    "slot",
+    "type",
+    "subtype",
+    "title",
+    "time_start",
+    "time_end",
+    "first_seen",
+    "last_seen",
+    "conv_id",
+    "msg_id",
+    "speaker",
+    "status",
+    "importance",
+    "frequency",
+    "sentiment",
+)
+_NULLS = "_null"
+
+
+def node_records(table: pa.Table) -> tuple[pa.Table, np.ndarray, pa.Table]:
+    """compact(table) split in three: its Arrow columns but the RECORD_COLS stored fixed-width, those as one
+    record a row, and their dictionaries (a one-row table, a list column a dictionary)."""
+    c = compact(table)
+    fields: list[tuple[str, np.ndarray, np.ndarray | None]] = []
+    dicts: dict[str, pa.Array] = {}
+    for name in RECORD_COLS:
+        if name not in c.column_names:
+            continue
+        col = c.column(name).combine_chunks()
+        values = col.indices if pa.types.is_dictionary(col.type) else col
+        t = pa.int64() if pa.types.is_timestamp(values.type) else values.type
+        if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+            continue
+        dtype = np.dtype(t.to_pandas_dtype())
+        data = np.frombuffer(values.buffers()[1], dtype, count=len(values) + values.offset)[values.offset :]
+        nulls = values.is_null().to_numpy(zero_copy_only=False) if values.null_count else None
+        fields.append((name, data, nulls))
+        if pa.types.is_dictionary(col.type):
+            dicts[name] = col.dictionary
+    rec = np.zeros(c.num_rows, np.dtype([*((n, d.dtype) for n, d, _ in fields), (_NULLS, np.uint16)]))
+    for bit, (name, data, nulls) in enumerate(fields):
+        rec[name] = data
+        if nulls is not None:
+            rec[_NULLS] |= nulls.astype(np.uint16) << bit
+    lists = {n: pa.ListArray.from_arrays(pa.array([0, len(d)], pa.int32()), d) for n, d in dicts.items()}
+    return c.drop_columns([n for n, _, _ in fields]), rec, pa.table(lists) if lists else pa.table({"_": [0]})
+
+
+class NodeRecords:
+    """A segment's node records (node_records), opened: fields gathered by row in their compact Arrow types."""
+
+    def __init__(self, records: np.ndarray, dicts: pa.Table) -> None:
+        self.records = records
+        self.bit = {n: i for i, n in enumerate(records.dtype.names or ()) if n != _NULLS}
+        self.dicts = {n: dicts.column(n).chunk(0).values for n in dicts.column_names if n in self.bit}
+
+    def columns(self, rows: np.ndarray, names: Sequence[str]) -> dict[str, pa.Array]:
+        """{name: the field's values at `rows`} (Arrow, compact: decode casts them), one page read per row."""
+        read_rows_ahead(self.records, rows)
+        got = self.records[rows]
+        out = {}
+        for name in names:
+            data = np.ascontiguousarray(got[name])
+            null = ((got[_NULLS] >> self.bit[name]) & 1).astype(bool)
+            n_null = int(null.sum())
+            valid = pa.py_buffer(np.packbits(~null, bitorder="little")) if n_null else None
+            arr = pa.Array.from_buffers(
+                pa.from_numpy_dtype(data.dtype), len(data), [valid, pa.py_buffer(data)], null_count=n_null
+            )
+            out[name] = pa.DictionaryArray.from_arrays(arr, self.dicts[name]) if name in self.dicts else arr
+        return out
+
+    def times(self, name: str, rows: np.ndarray, null: int) -> np.ndarray:
+        """int64 values of field `name` at `rows`, `null` where it has none."""
+        got = self.records[rows]
+        return np.where((got[_NULLS] >> self.bit[name]) & 1, null, got[name].astype(np.int64))
+
+
 def read_arrow(path: Path, random: bool = True) -> pa.Table:
     """The table of an Arrow IPC file, zero-copy over a memory map (sorted_keys.map_file; the table's buffers
     keep it alive)."""
@@ -301,7 +387,10 @@ def write_segment(
         and not pc.any(pc.match_substring(ids, "\x00")).as_py()
     ):
         nodes = nodes.drop_columns(["id"])  # the prefixes are the ids, whole
-    write_arrow(folder / "nodes.arrow", compact(nodes))
+    rest, records, dicts = node_records(nodes)
+    write_arrow(folder / "nodes.arrow", rest)
+    np.save(folder / "node_rec.npy", records)
+    write_arrow(folder / "node_dicts.arrow", dicts)
     write_postings(folder, "node", node_postings)
     write_arrow(folder / "names.arrow", names)
     SortedKeys.write(folder / "names.keys.npy", names.column("name"))
@@ -357,7 +446,8 @@ class Segment:
         self.nodes = self._arrow("nodes.arrow")
         self._node_id_col = self.nodes.column("id") if "id" in self.nodes.column_names else None
         self.node_keys = SortedKeys.open(folder / "nodes.keys.npy", self._node_id_col, random)
-        self.node_slot = arrow_numpy(self.nodes.column("slot"))
+        self.records = NodeRecords(mapped(folder / "node_rec.npy", random), self._arrow("node_dicts.arrow"))
+        self.node_slot = self.records.records["slot"] if "slot" in self.records.bit else arrow_numpy(self.nodes["slot"])
         sums = self.meta.get("doc_len_sum", {})  # (a segment written before the sums were kept: summed when asked)
         self.node_postings = Postings(folder, "node", random, sums.get("node"))
         self.names = self._arrow("names.arrow")
@@ -383,11 +473,13 @@ class Segment:
         self.removed_chunks = frozenset(self._arrow("removed_chunks.arrow").column("key").to_pylist())
         self.removed_msgs = frozenset(self._arrow("removed_msgs.arrow").column("key").to_pylist())
 
-    @cached_property
-    def node_first_seen(self) -> np.ndarray:
-        """int64 µs per node row (the graph's as_of), NO_TIME when unknown: the first_seen column, zero-copy
-        when it has no nulls."""
-        return arrow_numpy(self.nodes.column("first_seen"), null=int(NO_TIME))
+    def first_seen_at(self, rows: np.ndarray) -> np.ndarray:
+        """int64 µs of node rows `rows` (the graph's as_of), NO_TIME when unknown."""
+        rows = np.asarray(rows, np.int64)
+        if "first_seen" in self.records.bit:
+            return self.records.times("first_seen", rows, int(NO_TIME))
+        col = self.nodes.column("first_seen").take(arrow_indices(rows))
+        return arrow_numpy(col.cast(pa.int64()), null=int(NO_TIME))
 
     def require_adjacency(self) -> Adjacency:
         """The graph's adjacency lists; the error that kept them from loading is raised when they are asked for."""
@@ -412,13 +504,22 @@ class Segment:
 
     def node_rows(self, rows: np.ndarray, columns: Sequence[str]) -> pa.Table:
         """Node rows `rows` (`columns` of SEG_NODES, "id" included), in the declared types."""
-        stored = [c for c in columns if c != "id" or self._node_id_col is not None]
-        if not stored:  # only ids (a table of no columns has no rows)
-            return pa.Table.from_arrays([self.node_id_array(rows)] * len(columns), names=list(columns))
+        rows = np.asarray(rows, np.int64)
+        stored = [c for c in columns if c not in self.records.bit and (c != "id" or self._node_id_col is not None)]
         for name in stored:
             read_arrow_rows_ahead(self.nodes.column(name), rows)
-        part = decode(self.nodes.select(stored).take(arrow_indices(rows)), SEG_NODES)
-        if "id" in columns and "id" not in stored:
+        recorded = self.records.columns(rows, [c for c in columns if c in self.records.bit])
+        if stored:
+            part = self.nodes.select(stored).take(arrow_indices(rows))  # (a zstd field keeps its dictionary)
+            for name, arr in recorded.items():
+                part = part.append_column(name, arr)
+        else:
+            part = pa.table(recorded)  # (a table of no columns has no rows)
+        if part.num_columns:
+            part = decode(part, SEG_NODES)
+        else:  # only ids (a table of no columns has no rows)
+            part = pa.table({"id": self.node_id_array(rows)})
+        if "id" in columns and "id" not in part.column_names:
             part = part.append_column("id", self.node_id_array(rows))
         return part.select(list(columns))
 

@@ -38,8 +38,8 @@ from recall.segment import SEG_CHUNKS, SEG_MESSAGES, SEG_NODES, Segment
 from recall.sorted_keys import arrow_indices, arrow_numpy
 from recall.store import FileCache, IndexNotBuilt, TenantInfo, tenant_slug
 
-FORMAT = 4  # a version of another format is rebuilt (2: multiset group hashes; 3: MMR tokens of nodes;
-# 4: compact Arrow rows, node ids only in the keys, narrow CSR and postings arrays)
+FORMAT = 5  # a version of another format is rebuilt (2: multiset group hashes; 3: MMR tokens of nodes;
+# 4: compact Arrow rows, node ids only in the keys, narrow CSR and postings arrays; 5: node records)
 NODE_COLUMNS = (
     "id",
     "type",
@@ -206,7 +206,7 @@ class Version:
         """first_seen (int64 µs) of each slot's current node row; NO_TIME where it has none or none is known."""
         out = np.full(len(slots), NO_TIME, np.int64)
         for s, pos, rows in self.rows_of(np.asarray(slots, dtype=np.int64)):
-            out[pos] = self.segments[s].node_first_seen[rows]
+            out[pos] = self.segments[s].first_seen_at(rows)
         return out
 
     def ids_of_slots(self, slots: np.ndarray) -> list[str]:
@@ -226,8 +226,8 @@ class Version:
         for seg in self.segments:
             if seg.adjacency_error is not None:
                 raise seg.adjacency_error
-        # slot = row in a base: the mapped column as it is; over deltas, each asked slot's current row's
-        first_seen = self.segments[0].node_first_seen if self.single else SlotValues(self.first_seen_of)
+        # looked up where asked (a row's record): slot = row in a base; over deltas, each asked slot's current row's
+        first_seen = SlotValues(self.segments[0].first_seen_at if self.single else self.first_seen_of)
         return CsrGraph(
             [seg.require_adjacency() for seg in self.segments],
             self.n_slots,

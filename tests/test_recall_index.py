@@ -806,6 +806,7 @@ def test_a_query_maps_the_index_for_random_reads_and_the_writer_for_whole_column
     advice = _random_advice(seg)
     mapped_files = {
         "nodes.arrow",
+        "node_rec.npy",
         "nodes.keys.npy",
         "node_post_doc.npy",
         "adj_nbr.npy",

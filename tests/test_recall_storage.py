@@ -1,4 +1,5 @@
-"""The recall index's storage (FORMAT 4): compact Arrow rows, text compressed row by row, narrow arrays — same answers."""
+"""The recall index's storage (FORMAT 5): compact Arrow rows, node records, text compressed row by row, narrow arrays —
+same answers."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 from recall import segment
 from recall.graph_csr import Adjacency, AdjacencyArrays, write_adjacency
 from recall.segment import SEG_MESSAGES, SEG_NODES, compact, decode
+from recall.sorted_keys import mapped
 
 
 def _nodes(n: int) -> pa.Table:
@@ -93,6 +95,34 @@ def test_compact_rows_read_back_equal_in_their_declared_types(n: int) -> None:
     assert c.nbytes < t.nbytes
 
 
+@pytest.mark.parametrize("n", [40, 3000])
+def test_node_records_hold_the_fixed_width_fields_a_row_each_and_read_back_equal(tmp_path: Path, n: int) -> None:
+    """A node's fixed-width fields (integers, times, dictionary indices; nulls as bits) in one record, the rest in
+    Arrow: rows gathered from the mapped files equal the table's, in its declared types."""
+    t = _nodes(n).append_column("sentiment_", pa.nulls(n, pa.float64())).drop_columns(["sentiment"])
+    t = t.rename_columns([c.rstrip("_") for c in t.column_names]).select(SEG_NODES.names)
+    rest, records, dicts = segment.node_records(t)
+    fields = set(records.dtype.names or ())
+    assert {"slot", "time_start", "time_end", "first_seen", "frequency", "sentiment"} <= fields
+    assert {"type", "conv_id"} <= fields  # dictionary indices (their dictionaries in `dicts`)
+    assert "title" not in fields if n == 40 else "title" in fields  # 40 distinct titles in 40 rows: strings
+    assert not fields & set(rest.column_names) and {"text", "raw_refs", "hash", "mmr"} <= set(rest.column_names)
+    assert records.dtype.itemsize <= 64  # a row's fields on one page, with room to spare
+    segment.write_arrow(tmp_path / "nodes.arrow", rest)
+    np.save(tmp_path / "node_rec.npy", records)
+    segment.write_arrow(tmp_path / "node_dicts.arrow", dicts)
+    opened = segment.NodeRecords(mapped(tmp_path / "node_rec.npy"), segment.read_arrow(tmp_path / "node_dicts.arrow"))
+    stored = segment.read_arrow(tmp_path / "nodes.arrow")
+    for rows in (np.array([n - 1, 0, 7, 11, 7]), np.arange(n), np.arange(0)):
+        part = stored.take(pa.array(rows, pa.int64()))
+        for name, arr in opened.columns(rows, sorted(opened.bit)).items():
+            part = part.append_column(name, arr)
+        got = decode(part, SEG_NODES).select(t.column_names)
+        assert got.equals(t.take(pa.array(rows, pa.int64()))), rows
+    times = opened.times("time_start", np.arange(n), -1)  # all null in _nodes
+    assert (times == -1).all() and (opened.times("first_seen", np.arange(3), -1) > 0).all()
+
+
 def test_message_rows_compact_and_back() -> None:
     n = 2000
     t = pa.Table.from_pylist(
@@ -140,6 +170,38 @@ def test_adjacency_weights_are_exact_through_the_table_and_past_it(tmp_path: Pat
         assert (tmp_path / name / "adj_wtab.npy").exists() == (name == "few")
         assert np.array_equal(got.weights(0, n), w) and np.array_equal(got.code, a.code)
         assert np.array_equal(got.weights(10, 20), w[10:20])
+
+
+@pytest.mark.parametrize("kind", ["every slot (a base)", "some slots (a delta)", "every slot but the last", "none"])
+def test_adjacency_finds_each_slots_list_row_whether_it_lists_every_slot_or_some(tmp_path: Path, kind: str) -> None:
+    """A base lists slots 0..n-1 and finds a slot's row without a search; a delta searches its sorted slots: both
+    give each slot's row, -1 for a slot it holds no list of (negative, past the end, missing)."""
+    rng = np.random.default_rng(9)
+    n = 3000
+    slots = {
+        "every slot (a base)": np.arange(n),
+        "some slots (a delta)": np.sort(rng.choice(10 * n, n, replace=False)),
+        "every slot but the last": np.arange(n - 1),
+        "none": np.zeros(0, np.int64),
+    }[kind].astype(np.int32)
+    m = len(slots)
+    write_adjacency(
+        tmp_path,
+        AdjacencyArrays(
+            slot=slots,
+            ptr=np.arange(m + 1, dtype=np.int64),
+            nbr=np.zeros(m, np.int32),
+            code=np.zeros(m, np.uint16),
+            w=np.ones(m),
+            hash=np.zeros(m, np.uint64),
+        ),
+    )
+    got = Adjacency(tmp_path)
+    asked = np.r_[-1, slots, rng.integers(0, 11 * n, 500), 10**7].astype(np.int64)
+    where = {int(s): i for i, s in enumerate(slots)}
+    want = [where.get(int(v), -1) for v in asked]
+    assert got.rows(asked).tolist() == want
+    assert [got.row(int(v)) for v in asked[::7]] == want[::7]
 
 
 @pytest.mark.parametrize(
