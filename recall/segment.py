@@ -256,23 +256,7 @@ def decode(table: pa.Table, schema: pa.Schema) -> pa.Table:
 # read of nodes.arrow (bench/README.md). A field goes there when its compact storage is fixed-width (an integer, a
 # time, a float, a dictionary's index; the dictionaries are one-row list columns of `node_dicts.arrow`); a field
 # stored otherwise (a small delta's distinct titles) stays in nodes.arrow. Bit i of `_null` is field i's null.
-RECORD_COLS = (
-    "slot",
-    "type",
-    "subtype",
-    "title",
-    "time_start",
-    "time_end",
-    "first_seen",
-    "last_seen",
-    "conv_id",
-    "msg_id",
-    "speaker",
-    "status",
-    "importance",
-    "frequency",
-    "sentiment",
-)
+RECORD_COLS = ("slot", *(c for c in NODE_ROW_COLS if c not in ("text", "raw_refs", "aliases")))
 _NULLS = "_null"
 
 
