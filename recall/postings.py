@@ -415,9 +415,10 @@ def bm25(
         cut = -np.inf
     out: list[tuple[float, str, float]] = []
     for i, r, s in cands:
-        keep = np.round(s, 9) >= cut
+        rounded_s = np.round(s, 9)
+        keep = rounded_s >= cut
         if rows_in_id_order:  # r ascends: the tied rows' first `limit` are the part's smallest tied ids
-            tied = np.flatnonzero(np.round(s, 9) == cut)
+            tied = np.flatnonzero(rounded_s == cut)
             keep[tied[limit:]] = False
         if keep.any():
             rr, ss = r[keep], s[keep]

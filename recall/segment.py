@@ -52,7 +52,6 @@ from recall.postings import Postings, PostingsArrays, write_postings
 from recall.sorted_keys import (
     SortedKeys,
     arrow_indices,
-    arrow_numpy,
     fence_of,
     fence_path,
     map_file,
@@ -286,7 +285,7 @@ def node_records(table: pa.Table) -> tuple[pa.Table, np.ndarray, pa.Table]:
         if nulls is not None:
             rec[_NULLS] |= nulls.astype(np.uint16) << bit
     lists = {n: pa.ListArray.from_arrays(pa.array([0, len(d)], pa.int32()), d) for n, d in dicts.items()}
-    return c.drop_columns([n for n, _, _ in fields]), rec, pa.table(lists) if lists else pa.table({"_": [0]})
+    return c.drop_columns([n for n, _, _ in fields]), rec, pa.table(lists)
 
 
 class NodeRecords:
@@ -313,8 +312,9 @@ class NodeRecords:
             out[name] = pa.DictionaryArray.from_arrays(arr, self.dicts[name]) if name in self.dicts else arr
         return out
 
-    def times(self, name: str, rows: np.ndarray, null: int) -> np.ndarray:
-        """int64 values of field `name` at `rows`, `null` where it has none."""
+    def int64(self, name: str, rows: np.ndarray, null: int) -> np.ndarray:
+        """Field `name` at `rows` as int64 (a time's µs), `null` where it has none."""
+        read_rows_ahead(self.records, rows)
         got = self.records[rows]
         return np.where((got[_NULLS] >> self.bit[name]) & 1, null, got[name].astype(np.int64))
 
@@ -431,7 +431,7 @@ class Segment:
         self._node_id_col = self.nodes.column("id") if "id" in self.nodes.column_names else None
         self.node_keys = SortedKeys.open(folder / "nodes.keys.npy", self._node_id_col, random)
         self.records = NodeRecords(mapped(folder / "node_rec.npy", random), self._arrow("node_dicts.arrow"))
-        self.node_slot = self.records.records["slot"] if "slot" in self.records.bit else arrow_numpy(self.nodes["slot"])
+        self.node_slot = self.records.records["slot"]  # (slot and first_seen are always fixed-width: records)
         sums = self.meta.get("doc_len_sum", {})  # (a segment written before the sums were kept: summed when asked)
         self.node_postings = Postings(folder, "node", random, sums.get("node"))
         self.names = self._arrow("names.arrow")
@@ -459,11 +459,7 @@ class Segment:
 
     def first_seen_at(self, rows: np.ndarray) -> np.ndarray:
         """int64 µs of node rows `rows` (the graph's as_of), NO_TIME when unknown."""
-        rows = np.asarray(rows, np.int64)
-        if "first_seen" in self.records.bit:
-            return self.records.times("first_seen", rows, int(NO_TIME))
-        col = self.nodes.column("first_seen").take(arrow_indices(rows))
-        return arrow_numpy(col.cast(pa.int64()), null=int(NO_TIME))
+        return self.records.int64("first_seen", np.asarray(rows, np.int64), int(NO_TIME))
 
     def require_adjacency(self) -> Adjacency:
         """The graph's adjacency lists; the error that kept them from loading is raised when they are asked for."""
@@ -493,16 +489,13 @@ class Segment:
         for name in stored:
             read_arrow_rows_ahead(self.nodes.column(name), rows)
         recorded = self.records.columns(rows, [c for c in columns if c in self.records.bit])
-        if stored:
-            part = self.nodes.select(stored).take(arrow_indices(rows))  # (a zstd field keeps its dictionary)
+        if stored:  # taken as a table: a zstd field keeps the dictionary in its metadata
+            part = self.nodes.select(stored).take(arrow_indices(rows))
             for name, arr in recorded.items():
                 part = part.append_column(name, arr)
-        else:
-            part = pa.table(recorded)  # (a table of no columns has no rows)
-        if part.num_columns:
-            part = decode(part, SEG_NODES)
-        else:  # only ids (a table of no columns has no rows)
-            part = pa.table({"id": self.node_id_array(rows)})
+        else:  # (a table of no columns has no rows: then only the ids)
+            part = pa.table(recorded) if recorded else pa.table({"id": self.node_id_array(rows)})
+        part = decode(part, SEG_NODES)
         if "id" in columns and "id" not in part.column_names:
             part = part.append_column("id", self.node_id_array(rows))
         return part.select(list(columns))

@@ -119,8 +119,8 @@ def test_node_records_hold_the_fixed_width_fields_a_row_each_and_read_back_equal
             part = part.append_column(name, arr)
         got = decode(part, SEG_NODES).select(t.column_names)
         assert got.equals(t.take(pa.array(rows, pa.int64()))), rows
-    times = opened.times("time_start", np.arange(n), -1)  # all null in _nodes
-    assert (times == -1).all() and (opened.times("first_seen", np.arange(3), -1) > 0).all()
+    times = opened.int64("time_start", np.arange(n), -1)  # all null in _nodes
+    assert (times == -1).all() and (opened.int64("first_seen", np.arange(3), -1) > 0).all()
 
 
 def test_message_rows_compact_and_back() -> None:
