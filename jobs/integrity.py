@@ -16,6 +16,7 @@ from raw_store.cas import RawStore, VerifyReport, raw_id_for
 from raw_store.errors import RawStoreError
 from raw_store.frames import as_frame
 from raw_store.lake import Lake, part_dirs, read_manifest, read_parquet, write_manifest
+from raw_store.tables import key128
 
 # every character str.isspace() accepts (str.strip's and str.split's set; Rust's \s differs on \x1c-\x1f);
 # tests/test_consolidation_golden.py checks the list
@@ -109,12 +110,25 @@ def lake_conservation(lake: Lake, messages: int, rejects: pa.Table) -> CheckOutc
 def orphan_edges(nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table) -> CheckOutcome:
     """Every edge's src is a node and its dst a node or (for DERIVED_FROM) a RawChunk of the same tenant."""
     e = as_frame(edges.select(["id", "tenant", "src", "dst", "type"]))
-    n = as_frame(nodes.select(["tenant", "id"]))
-    r = as_frame(raw_chunks.select(["tenant", "id"])).unique()
-    endpoints = pl.concat([n, r]).unique()
-    bad_src = e.join(n, left_on=["tenant", "src"], right_on=["tenant", "id"], how="anti")
-    bad_dst = e.join(endpoints, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="anti")
-    return _outcome(e.height, pl.concat([bad_src, bad_dst]).unique(subset=["id"], maintain_order=True))
+    n = _end_keys(as_frame(nodes.select(["tenant", "id"])), "id").drop_nulls()
+    r = _end_keys(as_frame(raw_chunks.select(["tenant", "id"])), "id").drop_nulls()
+    # a null tenant or end matches nothing (as in a join), so its edge fails
+    bad_src = ~_end_keys(e, "src").is_in(n).fill_null(False)
+    bad_dst = ~_end_keys(e, "dst").is_in(pl.concat([n, r])).fill_null(False)
+    return _outcome(
+        e.height, pl.concat([e.filter(bad_src), e.filter(bad_dst)]).unique(subset=["id"], maintain_order=True)
+    )
+
+
+def _end_keys(frame: pl.DataFrame, end: str) -> pl.Series:
+    """(tenant, `end`) of every row as one Int128 (raw_store.tables.key128 of two 64-bit hashes), null where either
+    is null: membership of the edges' ends on these is ~1.7x faster than on the strings (0.67 → 0.40 s for 1.77M edges
+    at 100k messages). Distinct keys collide at ~1e-26 among millions, which could only hide an orphan."""
+    key = pl.struct(pl.col("tenant"), pl.col(end))
+    missing = pl.col("tenant").is_null() | pl.col(end).is_null()
+    return frame.select(
+        pl.when(missing).then(None).otherwise(key128(key.hash(seed=101), key.hash(seed=202))).alias("_k")
+    ).to_series()
 
 
 def unresolved_raw_refs(table: pa.Table, raw_chunks: pa.Table) -> CheckOutcome:

@@ -141,6 +141,34 @@ def test_orphan_edges_finds_missing_endpoints_per_tenant() -> None:
     assert orphan_edges(nodes, edges.slice(0, 2), chunks).passed
 
 
+_NAMES = st.sampled_from(["n1", "n2", "n3", "raw_1", None])
+_TENANTS = st.sampled_from(["a", "b", None])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(_TENANTS, _NAMES), max_size=6),
+    st.lists(st.tuples(_TENANTS, _NAMES), max_size=3),
+    st.lists(st.tuples(_TENANTS, _NAMES, _NAMES), max_size=8),
+)
+def test_orphan_edges_fails_the_edges_a_join_on_the_strings_finds(nodes, chunks, edges) -> None:
+    """The hashed ends find exactly the edges an anti join of (tenant, end) strings finds (nulls match nothing)."""
+    import polars as pl
+
+    n = _nodes([{"id": i, "tenant": t} for t, i in nodes]) if nodes else NODES.empty_table()
+    c = pa.Table.from_pylist([{"id": i, "tenant": t, "len_bytes": 1} for t, i in chunks], schema=RAW_CHUNKS)
+    rows = [{"id": f"e{k}", "tenant": t, "src": a, "dst": b, "type": "MENTIONS"} for k, (t, a, b) in enumerate(edges)]
+    e = pa.Table.from_pylist(rows, schema=EDGES)
+    ef, nf = pl.from_arrow(e.select(["id", "tenant", "src", "dst"])), pl.from_arrow(n.select(["tenant", "id"]))
+    ends = pl.concat([nf, pl.from_arrow(c.select(["tenant", "id"]))])
+    bad_src = ef.join(nf, left_on=["tenant", "src"], right_on=["tenant", "id"], how="anti")
+    bad_dst = ef.join(ends, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="anti")
+    expected = set(bad_src["id"].to_list()) | set(bad_dst["id"].to_list())
+    out = orphan_edges(n, e, c)
+    assert (out.passed, out.checked, out.failures) == (not expected, len(rows), len(expected))
+    assert {x["id"] for x in out.examples} <= expected and len(out.examples) == min(5, len(expected))
+
+
 def test_unresolved_raw_refs_checks_bounds_and_tenant() -> None:
     chunks = pa.Table.from_pylist([{"id": "raw_1", "tenant": "a", "len_bytes": 10}], schema=RAW_CHUNKS)
     ok = _nodes([{"id": "n1", "tenant": "a", "raw_refs": [{"raw_id": "raw_1", "offset": 2, "length": 8}]}])
