@@ -205,15 +205,6 @@ def fenced_search_one(arr: np.ndarray, fence: np.ndarray | None, v: np.generic |
     return lo + int(np.searchsorted(arr[lo : lo + step], v))
 
 
-def prefetch(arr: np.ndarray, rows: int) -> None:
-    """Ask the kernel to read a mapped array (map_file) ahead when `rows` gathered from it would touch most of
-    its pages anyway: one sequential read, not a page fault per 4 KB (a cold recall's BM25 read all 6.9 MB of
-    node lengths at 1M messages that way). A no-op for an array in memory, or where madvise is missing."""
-    mm: object = arr.base  # the map, for an array `mapped` made
-    if isinstance(mm, mmap.mmap) and hasattr(mmap, "MADV_WILLNEED") and rows * PAGE > arr.nbytes // 4:
-        mm.madvise(mmap.MADV_WILLNEED)
-
-
 _MADV_WILLNEED = 3  # Linux's value
 _libc: ctypes.CDLL | None = None
 

@@ -38,8 +38,9 @@ from recall.segment import SEG_CHUNKS, SEG_MESSAGES, SEG_NODES, Segment
 from recall.sorted_keys import arrow_indices, arrow_numpy
 from recall.store import FileCache, IndexNotBuilt, TenantInfo, tenant_slug
 
-FORMAT = 5  # a version of another format is rebuilt (2: multiset group hashes; 3: MMR tokens of nodes;
-# 4: compact Arrow rows, node ids only in the keys, narrow CSR and postings arrays; 5: node records)
+FORMAT = 6  # a version of another format is rebuilt (2: multiset group hashes; 3: MMR tokens of nodes;
+# 4: compact Arrow rows, node ids only in the keys, narrow CSR and postings arrays; 5: node records; 6: each posting's
+# document length beside it)
 NODE_COLUMNS = (
     "id",
     "type",

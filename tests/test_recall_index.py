@@ -127,6 +127,31 @@ def test_bm25_reads_the_ids_of_the_first_tied_rows_only_and_ranks_alike(tmp_path
     assert asked[True] < asked[False] / 4
 
 
+def test_bm25_takes_each_documents_length_from_beside_its_posting(tmp_path: Path) -> None:
+    """A query reads the lengths of the documents its terms name from the postings (`post_len`, doc_len[post_doc]),
+    not the segment's per-document array: with that array zeroed after the averages are taken, the scores are the
+    same. The lengths are a byte each where every document is under 256 terms."""
+    b = LakeBuilder(tmp_path)
+    turns = [(f"m{i}", "Ann", text) for i, text in enumerate(["see you tomorrow at the gym"] * 3 + ["ok", "gym ok"])]
+    refs = b.conversation("t1", "c1", turns, start=T0)
+    for msg_id, speaker, text in turns:
+        b.node("t1", f"ep_{msg_id}", "Episode", f"{speaker}: {text}", text, (), (refs[msg_id],), T0)
+    index = open_tenant_index(b.write().index_dir, "t1")
+    v = index.v
+    n, avgdl = v.stats("node")
+
+    def ids(s: int, rows: np.ndarray) -> list[str]:
+        return v.segments[s].node_ids(rows)
+
+    before = postings.bm25(v.node_parts(), n, avgdl, index._terms("gym ok tomorrow"), ids, 10)
+    for part in v.node_parts():
+        p = part.postings
+        assert p.post_len.dtype == np.uint8 and np.array_equal(p.post_len, p.doc_len[p.doc])
+        p.doc_len = np.zeros_like(p.doc_len)
+    after = postings.bm25(v.node_parts(), n, avgdl, index._terms("gym ok tomorrow"), ids, 10)
+    assert len(before) == 4 and len({s for _, s in before}) == 2 and after == before
+
+
 def test_postings_built_chunk_by_chunk_equal_one_fts_index_over_all_documents(monkeypatch) -> None:
     from recall import postings
     from recall.index import FTS_IGNORE
