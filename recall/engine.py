@@ -28,6 +28,7 @@ trace; recall still answers from what is left.
 from __future__ import annotations
 
 import gc
+import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -49,7 +50,7 @@ from recall.expand import expand
 from recall.query import QueryAnalysis, analyze, has_code_token, query_keywords
 from recall.query_tokens import search_tokens
 from recall.scoring import SCORE_COLUMNS, NodeBatch, node_span, node_weight, recency_of
-from recall.store import IndexNotBuilt, TenantInfo, TenantReader, tenant_reader
+from recall.store import IndexFormatOutdated, IndexNotBuilt, TenantInfo, TenantReader, tenant_reader
 from recall.tenant_index import TenantIndex, open_tenant_index
 
 __all__ = [
@@ -254,8 +255,21 @@ def _reader(lake: Lake, tenant: str) -> TenantIndex | TenantReader | None:
     that index existed (its DuckDB file only) still answers through DuckDB, without stage C, until rebuilt."""
     try:
         return open_tenant_index(lake.index_dir, tenant)
+    except IndexFormatOutdated as e:
+        if str(e) not in _OUTDATED:  # said once per index and process (a server answers many queries)
+            _OUTDATED.add(str(e))
+            _log.warning(
+                "memctl: %s. Answering from the DuckDB file, without graph expansion, until `memctl materialize` "
+                "rebuilds it.",
+                e,
+            )
+        return tenant_reader(lake, tenant)
     except IndexNotBuilt:
         return tenant_reader(lake, tenant)
+
+
+_log = logging.getLogger(__name__)
+_OUTDATED: set[str] = set()
 
 
 def _recall(

@@ -49,6 +49,11 @@ class IndexNotBuilt(RuntimeError):
     """The lake has no DuckDB index yet (run build_indexes / materialize the index asset)."""
 
 
+class IndexFormatOutdated(IndexNotBuilt):
+    """The tenant's recall index was written in another format than this code reads (an upgrade of memctl before
+    the next `memctl materialize` rebuilds it)."""
+
+
 def fts_extension_path(version: str | None = None) -> str:
     """Path of fts.duckdb_extension inside the installed duckdb_ext package.
 

@@ -36,7 +36,7 @@ from recall.postings import Part, bm25, live_stats, query_terms
 from recall.scoring import BATCH_COLUMNS, INDEX_COLUMNS, NodeBatch
 from recall.segment import SEG_CHUNKS, SEG_MESSAGES, SEG_NODES, Segment
 from recall.sorted_keys import arrow_indices, arrow_numpy
-from recall.store import FileCache, IndexNotBuilt, TenantInfo, tenant_slug
+from recall.store import FileCache, IndexFormatOutdated, IndexNotBuilt, TenantInfo, tenant_slug
 
 FORMAT = 6  # a version of another format is rebuilt (2: multiset group hashes; 3: MMR tokens of nodes;
 # 4: compact Arrow rows, node ids only in the keys, narrow CSR and postings arrays; 5: node records; 6: each posting's
@@ -90,7 +90,7 @@ class Version:
         if manifest.get("tenant") != tenant:
             raise ValueError(f"{folder} holds the index of another tenant")
         if manifest.get("format") != FORMAT:
-            raise IndexNotBuilt(
+            raise IndexFormatOutdated(
                 f"{folder} holds a recall index of format {manifest.get('format')}, this code reads "
                 f"{FORMAT}: rebuild it (recall.index.build_indexes)"
             )

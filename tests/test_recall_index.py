@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -874,3 +876,20 @@ def test_segments_without_fences_answer_alike_and_the_next_write_adds_their_fenc
     kept = [p for p in fences if p.parent.exists()]
     assert kept and all(p.read_bytes() == fences[p] for p in kept)
     assert all(fence_path(p).exists() for p in folder.glob("s*/*.keys.npy"))
+
+
+def test_an_index_of_another_format_answers_through_duckdb_and_says_so_once(tmp_path: Path, caplog) -> None:
+    """After an upgrade, before `memctl materialize` rebuilds the index, recall still answers (from the DuckDB file,
+    without graph expansion), and says why once per index, not once per query."""
+    lake, _ = _build(tmp_path, [ROUNDS[0]])
+    folder = tenant_dir(lake.index_dir, "alice")
+    manifest = json.loads((folder / (folder / "CURRENT").read_text("utf-8").strip()).read_text("utf-8"))
+    (folder / "m_older.json").write_text(json.dumps({**manifest, "format": FORMAT - 1}), "utf-8")
+    (folder / "CURRENT.tmp").write_text("m_older.json", "utf-8")
+    os.replace(folder / "CURRENT.tmp", folder / "CURRENT")
+    with caplog.at_level(logging.WARNING, logger="recall.engine"):
+        answers = [recall("garden coffee", "alice", lake=lake) for _ in range(3)]
+    said = [r.getMessage() for r in caplog.records if r.name == "recall.engine"]
+    assert len(said) == 1 and f"format {FORMAT - 1}, this code reads {FORMAT}" in said[0], said
+    assert "memctl materialize" in said[0]
+    assert answers[0] and answers[1] == answers[0] == answers[2]
