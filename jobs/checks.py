@@ -34,8 +34,7 @@ def one_active_per_chain(nodes: pa.Table, edges: pa.Table) -> CheckOutcome:
         e.filter(pl.col("type").is_in(["VERSION_NEXT", "CONTRADICTS", "SUPPORTS", "SAME_AS"]))
         .join(versioned, left_on=["tenant", "src"], right_on=["tenant", "id"], how="semi", nulls_equal=True)
         .join(versioned, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="semi", nulls_equal=True)
-        .sort(["tenant", "src", "dst", "type"])
-    )
+    )  # in no order: the pieces do not depend on it (a failing piece's links are sorted for its examples)
     ends = pl.concat([links.select("tenant", pl.col(end).alias("id")) for end in ("src", "dst")])
     vertex = ends.unique(maintain_order=True).with_row_index("_v")
     a = links.join(
@@ -116,7 +115,7 @@ def _chain_examples(
         right_on=["tenant", "id"],
         how="semi",
         nulls_equal=True,
-    )
+    ).sort(["tenant", "src", "dst", "type"])  # the union-find's roots depend on the order of its unions
     parent: dict[tuple[str, str], tuple[str, str]] = {}
 
     def find(x: tuple[str, str]) -> tuple[str, str]:
