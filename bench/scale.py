@@ -10,6 +10,9 @@ What a user runs, as subprocesses, timed from the outside:
               dropped in, and `memctl materialize` runs again.
 3. **recall** a new process runs `memctl recall "<a question only that line answers>" --tenant bench --json`:
               its wall time is the cold CLI's, and its results must cite the appended line.
+4. **small**  after the disk is measured, a 2-message file (an English and a Chinese turn) is dropped in and
+              `memctl materialize` runs again: a daily append's cost, reported with its steps on the line
+              `2-message append: … s (… of the full build)` before the last line.
 
 Per run it reports wall seconds, messages per second, the CPU seconds of the whole process tree (all workers,
 via getrusage of the waited-for children) and so the cores it kept busy, the peak RSS of the process tree (the
@@ -243,6 +246,24 @@ def append_file(inbox: Path, n: int, seed: int) -> Path:
     return path
 
 
+def small_file(inbox: Path, seed: int) -> Path:
+    """One new inbox file of two generated turns, an English and a Chinese one, in a conversation of their own: the
+    daily append of a user who said two things (the issue's "a 2-message file ≤ 15 s at 100k")."""
+    corpus = generate_corpus(600, seed=seed, zh_share=0.5, convs_per_file=10**9)
+    ((_, data),) = corpus.files
+    turns = [json.loads(line) for line in data.decode("utf-8").splitlines()]
+    han = [any("\u4e00" <= ch <= "\u9fff" for ch in t["text"]) for t in turns]
+    picked = [turns[han.index(False)], turns[han.index(True)]]
+    lines = [
+        json.dumps({**t, "conv_id": "small_append", "msg_id": f"s{i}", "ts": picked[0]["ts"]}, ensure_ascii=False)
+        for i, t in enumerate(picked)
+    ]
+    path = inbox / TENANT / "chat_small_append.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
 def _gb(n: int) -> float:
     return n / 2**30
 
@@ -344,6 +365,10 @@ def main(argv: list[str] | None = None) -> int:
         for name, b in usage.items():
             print(f"{name:<44} {b / 1e6:>9.1f} {b / n_total:>10,.0f}")
         print(f"{'total':<44} {total / 1e6:>9.1f} {total / n_total:>10,.0f}")
+
+        small_file(data / "inbox", args.seed + 2)
+        small = build("2-message append", [memctl, "materialize", "--quiet"], env, limit, data, 2)
+        print(f"2-message append: {small.wall:.1f} s ({small.wall / full.wall:.3f} of the full build)")
 
         peak = max(full.peak_tree_rss, incr.peak_tree_rss)
         print(

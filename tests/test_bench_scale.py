@@ -4,7 +4,8 @@ import sys
 
 import pytest
 
-from bench.scale import RunFailed, run_command
+from bench.scale import RunFailed, run_command, small_file
+from raw_store.readers import read_bytes
 
 GROW = (
     "import time\nblocks = []\nfor _ in range(200):\n    blocks.append(bytearray(16 << 20))\n    time.sleep(0.05)\n"
@@ -32,3 +33,13 @@ def test_a_command_within_the_limit_runs_to_its_end() -> None:
 def test_a_failing_command_raises_with_its_error() -> None:
     with pytest.raises(RunFailed, match="failed \\(3\\)"):
         run_command("bad", [sys.executable, "-c", "import sys; sys.exit(3)"], {})
+
+
+def test_the_small_append_is_two_turns_one_english_one_chinese_read_as_two_messages(tmp_path) -> None:
+    path = small_file(tmp_path, seed=9)
+    read = read_bytes(path.read_bytes(), path.name, "bench")
+    assert not read.rejects and len(read.messages) == 2
+    han = [any("\u4e00" <= ch <= "\u9fff" for ch in m.text) for m in read.messages]
+    assert han == [False, True]
+    assert {m.conv_id for m in read.messages} == {"small_append"}
+    assert small_file(tmp_path, seed=9).read_bytes() == path.read_bytes()  # the same file for the same seed
