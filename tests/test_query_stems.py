@@ -182,3 +182,21 @@ def test_postings_of_hard_cases_and_what_python_leaves_to_duckdb() -> None:
 @given(st.lists(st.one_of(st.none(), _TEXT), min_size=1, max_size=20))
 def test_postings_in_python_equal_duckdbs_on_generated_documents(docs: list[str | None]) -> None:
     _assert_same_postings(docs)
+
+
+def test_every_character_split_by_polars_is_indexed_as_duckdb_indexes_it() -> None:
+    """The characters whose documents skip _python_words: each one, upper and lower, alone, in runs and beside the
+    characters around it, gives DuckDB's postings (a character wrongly called plain, as an accented letter or a
+    final sigma would be, changes a term or a length)."""
+    from recall.postings import _plain_chars
+
+    chars = [chr(c) for c in _plain_chars()]
+    assert len(chars) > 25_000 and "É" not in chars and "\u03a3" not in chars and "小" in chars and "A" in chars
+    runs = ["".join(chars[i : i + 40]) for i in range(0, len(chars), 40)]
+    docs: list[str | None] = [
+        *runs,
+        *(" ".join(r) for r in runs),
+        *(r.upper() for r in runs),
+        *(r.lower() for r in runs),
+    ]
+    assert _assert_same_postings(docs)
