@@ -65,7 +65,8 @@ from raw_store.lake import (
 )
 from raw_store.schema import MESSAGES, RAW_CHUNKS, REJECTS, TOMBSTONES, TS
 from recall import vectors
-from recall.postings import PYTHON_IGNORE, STEMMER, STOPWORDS, build_postings, fill_fts, shared_postings
+from recall.fts_tokens import PYTHON_IGNORE, STEMMER
+from recall.postings import STOPWORDS, build_postings, fill_fts, shared_postings
 from recall.store import _sql_str, connect, node_docs_table, raw_docs_table, tenant_slug
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""The query's BM25 terms in Python (recall.postings.python_stems) equal DuckDB FTS's, string for string."""
+"""The query's BM25 terms in Python (recall.fts_tokens.python_stems) equal DuckDB FTS's, string for string."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dev_sets import EVAL, dev_texts
+from recall.fts_tokens import PYTHON_TOKENIZE, python_stems
 from recall.index import FTS_IGNORE
-from recall.postings import PYTHON_TOKENIZE, build_postings, python_stems, query_terms
+from recall.postings import build_postings, query_terms
 from recall.query import query_keywords
 from recall.store import connect
 
@@ -128,7 +129,8 @@ def _triples(built: tuple) -> tuple[list[int], list[tuple[str | None, int, int]]
 
 def _assert_same_postings(docs: list[str | None]) -> bool:
     """Python's postings of `docs` equal DuckDB's create_fts_index's; False when Python left them to DuckDB."""
-    from recall.postings import _chunk_postings, _python_chunk_postings
+    from recall.fts_tokens import _python_chunk_postings
+    from recall.postings import _chunk_postings
 
     python = _python_chunk_postings(docs, FTS_IGNORE)
     if python is None:
@@ -139,7 +141,7 @@ def _assert_same_postings(docs: list[str | None]) -> bool:
 
 
 def test_the_stop_words_are_duckdbs() -> None:
-    from recall.postings import fts_stopwords
+    from recall.fts_tokens import fts_stopwords
 
     con = connect(None, read_only=False)
     con.execute("CREATE TABLE d(row INT, doc VARCHAR)")
@@ -188,7 +190,7 @@ def test_every_character_split_by_polars_is_indexed_as_duckdb_indexes_it() -> No
     """The characters whose documents skip _python_words: each one, upper and lower, alone, in runs and beside the
     characters around it, gives DuckDB's postings (a character wrongly called plain, as an accented letter or a
     final sigma would be, changes a term or a length)."""
-    from recall.postings import _plain_chars
+    from recall.fts_tokens import _plain_chars
 
     chars = [chr(c) for c in _plain_chars()]
     assert len(chars) > 25_000 and "É" not in chars and "\u03a3" not in chars and "小" in chars and "A" in chars
