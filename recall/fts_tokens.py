@@ -63,7 +63,7 @@ def _python_chunk_postings(
     when `ignore` is not the pattern PYTHON_TOKENIZE holds or a document holds a character Python's Unicode tables
     do not assign: DuckDB indexes those.
 
-    The words of a document made only of characters in _plain_class() (ASCII, CJK ideographs and punctuation, …:
+    The words of a document made only of characters in _plain_chars() (ASCII, CJK ideographs and punctuation, …:
     nearly every document, the jieba-segmented Chinese ones included) come from polars in one vectorised pass over
     the chunk, lowercased and split as the per-character tables say Python and DuckDB do; the rest one by one in
     Python (_python_words). Stems are looked up once per distinct word. 3.4M node documents of a 1M-message lake:
@@ -74,9 +74,10 @@ def _python_chunk_postings(
 
     n = len(docs)
     frame = pl.DataFrame({"doc": pl.Series(docs, dtype=pl.String)}).with_row_index("row")
-    plain = frame.filter(pl.col("doc").is_null() | pl.col("doc").str.contains(f"^{_plain_class()}*$"))
+    is_plain = pl.col("doc").is_null() | pl.col("doc").str.contains(f"^{_plain_class()}*$")
+    plain = frame.filter(is_plain)
     if plain.height < n:
-        rest = frame.join(plain.select("row"), on="row", how="anti")
+        rest = frame.filter(~is_plain)
         words = [_python_words(d) for d in rest.get_column("doc").to_list()]
         if any(w is None for w in words):
             return None
@@ -117,7 +118,7 @@ def _python_chunk_postings(
 
 
 _WORD = r"[\p{L}\p{N}]+"  # PYTHON_IGNORE's complement: a run of letters and digits
-# the blocks whose characters _plain_class() checks one by one (others always go through _python_words)
+# the blocks whose characters _plain_chars() checks one by one (others always go through _python_words)
 _PLAIN_CANDIDATES = (
     (0x0000, 0x02FF),  # ASCII, Latin-1, Latin Extended-A/B, IPA
     (0x2000, 0x206F),  # general punctuation

@@ -1,8 +1,11 @@
-"""BM25 postings of one index segment, exported from DuckDB's FTS tables, and BM25 over several segments.
+"""BM25 postings of one index segment, equal to DuckDB's FTS tables over its documents, and BM25 over several
+segments.
 
-Build: the segment's documents go into throwaway DuckDBs, CHUNK_CHARS of text each, `PRAGMA create_fts_index`
-indexes them exactly as `recall.index` indexes the SQL-side tables (porter stemmer, English stop-words,
-FTS_IGNORE), and their `dict` / `terms` / `docs` tables are exported and put together as arrays:
+Build: the segment's documents are indexed CHUNK_CHARS of text at a time exactly as `PRAGMA create_fts_index`
+indexes the SQL-side tables of `recall.index` (porter stemmer, English stop-words, FTS_IGNORE): vectorised without
+DuckDB (recall.fts_tokens._python_chunk_postings), or, for a chunk holding a character Python's Unicode tables do
+not assign, by create_fts_index in a throwaway DuckDB whose `dict` / `terms` / `docs` tables are exported; the
+chunks are put together as arrays:
 
   <name>_terms.arrow      the segment's terms (stems), sorted by UTF-8 bytes (Arrow IPC, one column)
   <name>_terms.keys.npy   their byte prefixes (recall.sorted_keys)
@@ -66,13 +69,13 @@ class PostingsArrays:
     doc_len: np.ndarray
 
 
-# Documents go to DuckDB this many characters at a time: its FTS build holds over ten times its input (0.7 GB for
-# the 383k node documents, 50 MB of text, of a 100k-message lake), and a document's terms and length do not depend
-# on the other documents, so the postings of the chunks, put together, are those of one index over all.
+# Documents are indexed this many characters at a time (a chunk's tokens, exploded, are a few times its text; DuckDB's
+# FTS build, where a chunk goes to it, holds over ten times its input), and a document's terms and length do not
+# depend on the other documents, so the postings of the chunks, put together, are those of one index over all.
 CHUNK_CHARS = 8_000_000
-# Chunks indexed at once, each in its own DuckDB on one thread: create_fts_index kept ~1.2 of 2 cores busy, and the
-# chunks are independent (100k messages: the node documents' 7 chunks in 6.5 s instead of 10.9). At most 4: each
-# holds its chunk's FTS build (~0.15 GB).
+# Chunks indexed at once (a DuckDB's on one thread): polars' string kernels and create_fts_index each keep about one
+# core busy, and the chunks are independent (100k messages: the node documents' 7 chunks in 1.2 s instead of 1.7
+# one after another). At most 4: each holds its chunk's tokens.
 CHUNK_WORKERS = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
