@@ -176,7 +176,6 @@ def pipeline(
             read_table(lake / "nodes.parquet", NODES),
             read_table(lake / "communities.parquet", COMMUNITIES),
             read_table(lake / "promotions.parquet", PROMOTIONS),
-            read_table(lake / "review_queue.parquet", REVIEW_QUEUE),
         )
     as_of = default_as_of(messages, previous.promotions) + timedelta(days=shift_days)
     feedback = concat(
@@ -290,7 +289,6 @@ def whole(lake: Path, impl: str, use_previous: bool, feedback_rows: int, shift_d
             read_table(lake / "nodes.parquet", NODES),
             read_table(lake / "communities.parquet", COMMUNITIES),
             read_table(lake / "promotions.parquet", PROMOTIONS),
-            read_table(lake / "review_queue.parquet", REVIEW_QUEUE),
         )
     as_of = default_as_of(messages, previous.promotions) + timedelta(days=shift_days)
     feedback = concat(

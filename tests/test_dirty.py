@@ -84,7 +84,7 @@ def before_append(g: RandomGraph, seed: int) -> tuple[pa.Table, pa.Table, set[st
 
 
 def previous_of(result: ConsolidationResult) -> Previous:
-    return Previous(result.nodes, result.communities, result.promotions, result.review_queue)
+    return Previous(result.nodes, result.communities, result.promotions)
 
 
 def assert_same_result(a: ConsolidationResult, b: ConsolidationResult) -> None:
@@ -135,6 +135,50 @@ def test_a_dirty_run_after_an_append_equals_consolidate(seed) -> None:
     _, run, full, touched = after_an_append(random_graph(seed, tenants=3, episodes=25, time_span_days=20), seed)
     assert run.dirty_tenants == len(touched) <= run.tenants
     assert_same_result(run.result, full)
+
+
+def test_the_last_runs_state_and_promotions_are_read_by_the_time_steps_not_held_through_the_graph_steps() -> None:
+    """Previous.read: the node state and the promotions (0.9 GB at 1M messages) are asked for once each, after the
+    graph steps, and the run equals one given the same tables in hand."""
+    g = random_graph(3)
+    first, _ = run_before_append(g, 3)
+    held, later = previous_of(first.result), g.as_of + timedelta(days=3)
+    calls: list[tuple[str, bool]] = []
+    in_time_steps = [False]
+
+    def timed(*args, **kwargs):
+        in_time_steps[0] = True
+        return time_steps(*args, **kwargs)
+
+    def read(name: str) -> pa.Table | None:
+        calls.append((name, in_time_steps[0]))
+        return getattr(held, name)
+
+    lazy = Previous(communities=held.communities, read=read)
+    with mock.patch("jobs.dirty.time_steps", timed):
+        run = consolidate_dirty(
+            g.nodes,
+            g.edges,
+            feedback=g.feedback,
+            ops=[],
+            previous=lazy,
+            as_of=later,
+            snapshot=first.snapshot,
+            config=CONFIG,
+        )
+    assert sorted(calls) == [("nodes", True), ("promotions", True)]
+    again = consolidate_dirty(
+        g.nodes,
+        g.edges,
+        feedback=g.feedback,
+        ops=[],
+        previous=held,
+        as_of=later,
+        snapshot=first.snapshot,
+        config=CONFIG,
+    )
+    assert_same_result(run.result, again.result)
+    assert held.promotions is not None and held.promotions.num_rows  # the runs had promotions to carry on
 
 
 @fuzz_settings(4)
