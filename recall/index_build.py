@@ -434,12 +434,11 @@ def _write_prepared(
             manifest = read_current(folder)
         except FileNotFoundError:  # CURRENT names a manifest that is gone (no writer can have removed it: we hold
             manifest = None  # LOCK): the folder was damaged by hand, and a new base is built, as for a first build
-        # the comparison reads whole columns: mapped for sequential reads (read-ahead), not a query's random ones
-        cur = (
-            current_state(Version(folder, manifest, tenant, random=False))
-            if manifest and compatible(manifest)
-            else None
-        )
+        # the comparison reads whole columns: mapped for sequential reads (read-ahead), not a query's random ones;
+        # none for a compaction, which compares nothing (the frames of every unit: ~0.7 GB, seconds at 1M messages)
+        ok = compatible(manifest) and not compact if manifest else False
+        cur = current_state(Version(folder, manifest, tenant, random=False)) if ok and manifest else None
+        d: Delta | None = None
         gen = generation(manifest) + 1
         name = f"s{gen:06d}"
         meta = {"tenant": tenant, "format": FORMAT}
@@ -477,10 +476,11 @@ def _write_prepared(
                         mode, reason = "delta", f"merged {n} delta{'s' * (n != 1)} ({reason})"
                     else:
                         reason = f"{reason}; {d.units} changed since the base > {COMPACT_SHARE:.0%} of it"
-            if mode == "delta" and cur is not None and manifest is not None:  # (delta is chosen only then)
+            if mode == "delta" and cur is not None and d is not None and manifest is not None:  # (chosen only then)
                 out = _write_delta(tmp, p, cur, d, meta, docs)
                 segments = [*cur.version.manifest["segments"], name]
             else:
+                cur = d = None  # a base needs nothing of the version it replaces: not held while it is built
                 out = _write_base(tmp, p, meta, docs)
                 segments = [name]
             if (folder / name).exists():  # a killed writer's segment that no manifest names

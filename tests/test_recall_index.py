@@ -567,6 +567,25 @@ def test_a_reader_keeps_its_version_while_deltas_and_a_compaction_replace_it(tmp
     assert len(list(folder.glob("m*.json"))) <= index_commit.KEEP_VERSIONS
 
 
+def test_a_forced_compaction_reads_nothing_of_the_version_it_replaces(tmp_path: Path, monkeypatch) -> None:
+    """build_indexes(full=True) writes new bases without first taking the current version's state (its frames of
+    every node, list, chunk and message group: ~0.7 GB and seconds at 1M messages), and they hold what a fresh base
+    of the same tables holds; an ordinary build does compare."""
+    monkeypatch.setattr(index_build, "COMPACT_SHARE", 100.0)
+    lake, _ = _build(tmp_path / "inc", ROUNDS[:2])  # a base and a delta
+    taken: list[str] = []
+    state = index_build.current_state
+    monkeypatch.setattr(index_build, "current_state", lambda v: taken.append(v.tenant) or state(v))
+    stats = build_indexes(lake, full=True)["graphs"]
+    assert taken == [] and {s["mode"] for s in stats.values()} == {"base"}
+    assert {s["reason"] for s in stats.values()} == {"forced"}
+    fresh, _ = _build(tmp_path / "fresh", [ROUNDS[1]])
+    for tenant in ("alice", "bob"):
+        a, f = open_tenant_index(lake.index_dir, tenant), open_tenant_index(fresh.index_dir, tenant)
+        assert len(a.v.segments) == 1 and a.contents() == f.contents()
+    assert build_indexes(lake)["graphs"]["alice"]["mode"] == "unchanged" and sorted(taken) == ["alice", "bob"]
+
+
 def test_a_compaction_leaves_one_base_on_disk(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(index_build, "COMPACT_SHARE", 100.0)
     lake, _ = _build(tmp_path, [ROUNDS[0], ROUNDS[1]])  # a base and a delta
