@@ -104,11 +104,29 @@ def _node_times(nodes: pa.Table) -> pl.DataFrame:
     ).unique(subset=["tenant", "other"], keep="first", maintain_order=True)
 
 
+def _ranking_frame(edges: pa.Table) -> tuple[pl.DataFrame, pa.Array]:
+    """The columns the ranking reads, with row numbers, and the ends as codes into one dictionary of the ids both
+    name (returned with it): as strings polars copies every id into its frame (src and dst were 84 of a row's ~136
+    bytes, 2.4 GB at 1M messages), where the ranking only tells ends apart until it has the few rows of groups over
+    a cap, whose other ends it then takes back as strings."""
+    src, dst = edges.column("src"), edges.column("dst")
+    coded = pc.dictionary_encode(pa.chunked_array([*src.chunks, *dst.chunks], src.type))  # one dictionary, shared
+    ends = coded.chunks[-1].dictionary if coded.num_chunks else pa.array([], src.type)
+    codes = pl.from_arrow(pa.chunked_array([c.indices for c in coded.chunks], pa.int32()))
+    assert isinstance(codes, pl.Series)
+    n = edges.num_rows
+    frame = as_frame(edges.select(["tenant", "type", "weight", "valid_since"])).with_columns(
+        codes.slice(0, n).alias("src"), codes.slice(n).alias("dst")
+    )
+    return frame.with_row_index("row"), ends
+
+
 def _over_cap(
-    e: pl.DataFrame, nodes: pa.Table, ids: pa.ChunkedArray, as_of: datetime, config: SparsifyConfig
+    e: pl.DataFrame, ends: pa.Array, nodes: pa.Table, ids: pa.ChunkedArray, as_of: datetime, config: SparsifyConfig
 ) -> pl.DataFrame:
     """(row, reason) of every capped-type edge ranked beyond its cap at one of its counted endpoints (`e`: the
-    edges' ranking columns and row numbers; `ids`: the id of each row, read for the rows of groups over a cap)."""
+    edges' ranking columns and row numbers, their ends as codes into `ends` (_ranking_frame); `ids`: the id of each
+    row, read for the rows of groups over a cap)."""
     caps = {t: config.cap(t) for t in e.get_column("type").unique().to_list()}
     caps = {t: k for t, k in caps.items() if k is not None}
     if not caps or e.height == 0:
@@ -156,7 +174,8 @@ def _over_cap(
             for side, (_, node, other) in enumerate(sides)
         ]
     )
-    inc = inc.join(_node_times(nodes), on=["tenant", "other"], how="left")
+    other = pl.Series("other", ends.take(inc.get_column("other").to_arrow()))  # the ids of these rows' other ends
+    inc = inc.with_columns(other).join(_node_times(nodes), on=["tenant", "other"], how="left")
     tau = pl.col("other_type").replace_strict(
         dict(config.tau_days), default=config.default_tau_days, return_dtype=pl.Float64
     )
@@ -190,16 +209,16 @@ def sparsify(
     """
     edges = conform(edges, EDGES)
     # the columns the ranking reads, not the ids (read for the rows of groups over a cap: usually none)
-    e = as_frame(edges.select(["tenant", "src", "dst", "type", "weight", "valid_since"])).with_row_index("row")
+    e, ends = _ranking_frame(edges)
     below = e.filter(
         (pl.col("type") == "SIMILAR_TO") & (pl.col("weight").fill_null(0.0) < config.similar_threshold)
     ).select("row", pl.lit(f"similar_to<{config.similar_threshold:g}").alias("reason"))
     # the rows not below the threshold (all of them, usually: no copy of the frame then)
     rest = e.filter(~pl.col("row").is_in(below.get_column("row"))) if below.height else e
-    over = _over_cap(rest, nodes, edges.column("id"), as_of, config)
+    over = _over_cap(rest, ends, nodes, edges.column("id"), as_of, config)
     cold_rows = pl.concat([below, over]).sort("row")
     cold_mask = e.select(pl.col("row").is_in(cold_rows.get_column("row"))).to_series().to_arrow()
-    del e, rest  # not held through the copies below
+    del e, rest, ends  # not held through the copies below
     # at most one copy of the hot edges: the sorted order of all edges, without the cold rows, taken once; none when
     # none is cold and the edges are in that order already (GraphStage.sort_by_key)
     order = key_order(edges, [k for k, _ in _ORDER])
