@@ -37,17 +37,9 @@ from jobs.sparsify import SparsifyConfig, sparsify
 from jobs.tiers import TierConfig, promote
 from jobs.versions import VersionConfig, VersionResult, version_facts
 from r2g.schema import EDGES, NODES
-from raw_store.frames import (
-    as_frame,
-    columns_of,
-    key_order,
-    per_column,
-    sort_stable,
-    sorted_by,
-    take_columns,
-    take_rows,
-)
+from raw_store.frames import as_frame, columns_of, key_order, sort_stable, sorted_by, take_columns, take_rows
 from raw_store.lake import conform
+from raw_store.tables import xor_hash
 
 
 @dataclass(frozen=True)
@@ -377,14 +369,7 @@ def _first_of_each(table: pa.Table, keys: list[str]) -> pa.Table:
     writes) adds nothing. A row whose keys' hash no other row has is the first of its key, so only the rows that
     share a hash are compared on their keys (usually none): the keys go to polars a column at a time to be hashed,
     not as one frame made unique (the promotions' nine key columns, 6.9M rows at 1M messages: a ~2 GB peak)."""
-
-    def column_hash(item: tuple[int, str]) -> pl.Series:
-        k, name = item
-        return as_frame(table.select([name])).get_column(name).hash(seed=11 + k)
-
-    h = pl.zeros(table.num_rows, pl.UInt64, eager=True)
-    for column in per_column(column_hash, list(enumerate(keys))):
-        h = h ^ column
+    h = xor_hash(table, [(name, 11 + k) for k, name in enumerate(keys)])
     rows = pl.DataFrame({"_h": h}).with_row_index("_row")
     shared = rows.filter(pl.col("_h").is_duplicated()).get_column("_row")
     if shared.len() == 0:

@@ -112,8 +112,7 @@ def _ranking_frame(edges: pa.Table) -> tuple[pl.DataFrame, pa.Array]:
     src, dst = edges.column("src"), edges.column("dst")
     coded = pc.dictionary_encode(pa.chunked_array([*src.chunks, *dst.chunks], src.type))  # one dictionary, shared
     ends = coded.chunks[-1].dictionary if coded.num_chunks else pa.array([], src.type)
-    codes = pl.from_arrow(pa.chunked_array([c.indices for c in coded.chunks], pa.int32()))
-    assert isinstance(codes, pl.Series)
+    codes = pl.Series("ends", pa.chunked_array([c.indices for c in coded.chunks], pa.int32()))
     n = edges.num_rows
     frame = as_frame(edges.select(["tenant", "type", "weight", "valid_since"])).with_columns(
         codes.slice(0, n).alias("src"), codes.slice(n).alias("dst")

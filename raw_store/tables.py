@@ -395,22 +395,27 @@ def _differs(groups: int) -> pl.Expr:
     return pl.any_horizontal(new, *(pl.col(f"_h{i}") != pl.col(f"_h{i}_b") for i in range(groups)))
 
 
-def _row_hashes(table: pa.Table, key: list[str], *groups: Sequence[str]) -> pl.DataFrame:
-    """(_k, _r, _h0, _h1, …): _key_frame, and per group of columns one 64-bit hash a row, the columns' own
-    hashes (a seed each) xor-ed, much cheaper than hashing a struct of them; the table is taken to polars a few
-    columns at a time, one per core (no copy of the whole)."""
-    hashes = [pl.zeros(table.num_rows, pl.UInt64, eager=True) for _ in groups]
-    named = list(enumerate((i, name) for i, columns in enumerate(groups) for name in columns))
+def xor_hash(table: pa.Table, columns: Sequence[tuple[str, int]]) -> pl.Series:
+    """One 64-bit hash a row of `table`: the (column, seed) pairs' own hashes xor-ed, much cheaper than hashing a
+    struct of them; the table is taken to polars a few columns at a time, one per core (no copy of the whole)."""
+    out = pl.zeros(table.num_rows, pl.UInt64, eager=True)
 
-    def column_hash(item: tuple[int, tuple[int, str]]) -> pl.Series:
-        k, (_, name) = item  # the k-th column hashed is hashed with seed 7 + k
-        return as_frame(table.select([name])).get_column(name).hash(seed=7 + k)
+    def column_hash(item: tuple[str, int]) -> pl.Series:
+        name, seed = item
+        return as_frame(table.select([name])).get_column(name).hash(seed=seed)
 
     step = frames.COLUMN_WORKERS  # as many at once as run at once: each is a 64-bit column (125 MB at 1M edges)
-    for at in range(0, len(named), step):
-        batch = named[at : at + step]
-        for (_, (i, _)), h in zip(batch, per_column(column_hash, batch)):
-            hashes[i] = hashes[i] ^ h
+    for at in range(0, len(columns), step):
+        for h in per_column(column_hash, columns[at : at + step]):
+            out = out ^ h
+    return out
+
+
+def _row_hashes(table: pa.Table, key: list[str], *groups: Sequence[str]) -> pl.DataFrame:
+    """(_k, _r, _h0, _h1, …): _key_frame, and per group of columns their xor_hash (the k-th column hashed, counting
+    across the groups, with seed 7 + k)."""
+    seeds = iter(range(7, 7 + sum(len(g) for g in groups)))
+    hashes = [xor_hash(table, [(name, next(seeds)) for name in columns]) for columns in groups]
     return _key_frame(table, key).with_columns(h.alias(f"_h{i}") for i, h in enumerate(hashes))
 
 
