@@ -351,17 +351,20 @@ def test_processes_opening_a_new_cache_at_once_all_open_it(tmp_path) -> None:
     retried (4 processes at a barrier, 40 new caches)."""
     import multiprocessing as mp
 
-    ctx = mp.get_context("fork")
+    # forkserver, not fork: a fork of this pytest process (threads of Arrow, polars, sqlite from earlier tests) may
+    # inherit a lock another thread held and never start; the server is a fresh process with this module loaded
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__])
     errors = ctx.Queue()
     for i in range(16):  # (the race: ~2 % of opens before; 16 caches keep the test a few seconds)
         path = tmp_path / f"c{i}" / "nlp.sqlite"
         barrier = ctx.Barrier(4)
-        procs = [ctx.Process(target=_open_cache, args=(str(path), barrier, errors)) for _ in range(4)]
+        procs = [ctx.Process(target=_open_cache, args=(str(path), barrier, errors), daemon=True) for _ in range(4)]
         for p in procs:
             p.start()
         for p in procs:
-            p.join()
-        assert [p.exitcode for p in procs] == [0] * 4
+            p.join(timeout=120)
+        assert [p.exitcode for p in procs] == [0] * 4  # None: still running after 2 minutes
         con = sqlite3.connect(path)
         assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         con.close()

@@ -14,6 +14,7 @@ is random); `-m soak` runs the long variant (40 kills over the same thirds' fort
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -26,6 +27,7 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pyarrow.parquet as pq
 import pytest
 
@@ -85,6 +87,20 @@ def _materialize(root: Path, env: dict[str, str]) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
+
+
+def _kill_run(proc: subprocess.Popen) -> None:
+    """SIGKILL the run's session and every process it started (also one that left the session), then reap it. The
+    wait is bounded: a process that outlived the kill and holds the pipes fails the test instead of hanging it."""
+    try:
+        family = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        family = []
+    os.killpg(proc.pid, signal.SIGKILL)
+    for p in family:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
+    proc.communicate(timeout=120)
 
 
 def lake_fingerprint(root: Path) -> dict[str, str]:
@@ -186,15 +202,14 @@ def _crash_and_converge(reference: tuple[Path, float], root: Path, kills: int, s
             for sub in ("lake", "raw", "cache", "dagster_home"):
                 shutil.rmtree(root / sub, ignore_errors=True)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
+            _kill_run(proc)
             injected += 1
         assert_whole(root)
     proc = _materialize(root, env)
     _, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err.decode()
     verify = subprocess.run(
-        _cmd("--data", str(root), "verify", "--json"), cwd=ROOT, env=env, capture_output=True, text=True
+        _cmd("--data", str(root), "verify", "--json"), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
     )
     assert verify.returncode == 0, verify.stdout + verify.stderr
     report = json.loads(verify.stdout)
@@ -220,6 +235,7 @@ def test_sigkill_at_random_points_converges_to_the_uninterrupted_lake(reference,
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(3600)  # 40 kills, then the converging run: past the suite's per-test limit (pyproject)
 def test_soak_sigkill(reference, tmp_path: Path) -> None:
     root = _make_root(tmp_path / "data", sorted(_inbox_files(), reverse=True))
     figures = _crash_and_converge(reference, root, SOAK_KILLS, seed=7)
@@ -282,11 +298,15 @@ def test_verify_quarantines_a_corrupt_blob_and_the_next_run_repairs_it(reference
     good = blob.read_bytes()
     blob.write_bytes(good[:-3] + bytes(b ^ 0xFF for b in good[-3:]))
     env = _env(root, "UTC", "0")
-    out = subprocess.run(_cmd("--data", str(root), "verify"), cwd=ROOT, env=env, capture_output=True, text=True)
+    out = subprocess.run(
+        _cmd("--data", str(root), "verify"), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 1 and "corrupt" in out.stdout and "re-ingests" in out.stdout
     rel = blob.relative_to(root).as_posix()
     assert not blob.exists() and (root / "quarantine" / rel).exists()
-    again = subprocess.run(_cmd("--data", str(root), "verify"), cwd=ROOT, env=env, capture_output=True, text=True)
+    again = subprocess.run(
+        _cmd("--data", str(root), "verify"), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert again.returncode == 0
     proc = _materialize(root, env)
     _, err = proc.communicate(timeout=600)
