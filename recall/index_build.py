@@ -35,7 +35,7 @@ from raw_store.lake import conform
 from raw_store.schema import MESSAGES, RAW_CHUNKS
 from recall.index_commit import clean_temp, commit_version, fsync_dir, generation, locked
 from recall.segment import MESSAGE_ROW_COLS, NODE_ROW_COLS, SEG_CHUNKS, add_fences
-from recall.segment_build import build_segment, fts_settings
+from recall.segment_build import adjacency_arrays, build_segment, fts_settings
 from recall.store import tenant_slug
 from recall.tenant_index import FORMAT, Version, read_current, recall_dir, tenant_dir
 
@@ -60,6 +60,12 @@ class Prepared:
     chunks: pl.DataFrame  # id, path, sha256, conv_id, ts, passage, text, hash
     messages: pl.DataFrame  # one row per message piece: piece, piece_offset, piece_length, MESSAGE_ROW_COLS, h
     msg: pl.DataFrame  # per piece: key, hash
+
+    def take(self, name: str) -> pl.DataFrame:
+        """The frame `name`, left empty here: a writer takes each so that it is freed once used, not held here."""
+        frame = getattr(self, name)
+        setattr(self, name, frame.clear())
+        return frame
 
 
 def _hash(df: pl.DataFrame, cols: list[str]) -> pl.Series:
@@ -260,33 +266,28 @@ def _edge_types(half: pl.DataFrame, before: list[str] | None = None) -> list[str
 
 
 def _write_base(folder: Path, p: Prepared, meta: dict, docs: Callable | None = None) -> dict:
+    """A base of every row of `p`, taking its frames (Prepared.take): held by no name here, build_segment frees each
+    once used."""
+    n, units = p.nodes.height, p.nodes.height + p.adj.height + p.chunks.height + p.msg.height
     # a base numbers its nodes in id order (p.nodes's): slot = row = code (the reader relies on it)
-    nodes = p.nodes.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("slot"))
-    edge_types = _edge_types(p.half)
+    slot = pl.int_range(pl.len(), dtype=pl.Int64).alias("slot")
+    edge_types, empty = _edge_types(p.half), np.zeros(0, np.int64)
+    adjacency = adjacency_arrays(p.nodes.select(slot), p.take("half"), p.take("adj"), empty, edge_types)
     out = build_segment(
         folder,
         "base",
-        nodes,
-        nodes.select("id", "slot"),
-        p.half,
-        p.adj,
-        np.zeros(0, np.int64),
-        p.chunks,
-        p.messages,
-        p.msg,
-        np.zeros(0, np.int64),
+        p.take("nodes").with_columns(slot),
+        adjacency,
+        p.take("chunks"),
+        p.take("messages"),
+        p.take("msg"),
+        empty,
         [],
         [],
-        edge_types,
         meta,
         docs,
     )
-    return {
-        **out,
-        "n_slots": nodes.height,
-        "edge_types": edge_types,
-        "units": p.nodes.height + p.adj.height + p.chunks.height + p.msg.height,
-    }
+    return {**out, "n_slots": n, "edge_types": edge_types, "units": units}
 
 
 @dataclass
@@ -369,22 +370,19 @@ def diff(p: Prepared, cur: Current) -> Delta:
 
 def _write_delta(folder: Path, p: Prepared, cur: Current, d: Delta, meta: dict, docs: Callable | None = None) -> dict:
     edge_types = _edge_types(p.half, cur.version.edge_types)
-    messages = p.messages.join(d.msg.select(pl.col("key").alias("piece")), on="piece", how="semi")
+    adjacency = adjacency_arrays(d.slot_of, p.take("half"), d.adj, d.empty_slots, edge_types)
+    messages = p.take("messages").join(d.msg.select(pl.col("key").alias("piece")), on="piece", how="semi")
     out = build_segment(
         folder,
         "delta",
         d.nodes,
-        d.slot_of,
-        p.half,
-        d.adj,
-        d.empty_slots,
+        adjacency,
         d.chunks,
         messages,
         d.msg,
         d.removed_slots,
         d.removed_chunks,
         d.removed_msgs,
-        edge_types,
         meta,
         docs,
     )
@@ -428,6 +426,8 @@ def _write_prepared(
     """write_tenant_index on the tenant's tables once prepared (the Arrow tables they came from can be freed)."""
     folder = tenant_dir(index_dir, tenant)
     folder.mkdir(parents=True, exist_ok=True)
+    # what the stats and the manifest count, taken before a writer takes p's frames (Prepared.take)
+    n_nodes, half_edges, n_chunks = p.nodes.height, p.half.height, int(p.chunks["passage"].sum())
     with locked(folder):
         clean_temp(folder)
         try:
@@ -455,8 +455,8 @@ def _write_prepared(
                         "version": manifest["name"],
                         "segments": len(manifest["segments"]),
                         "units": 0,
-                        "nodes": p.nodes.height,
-                        "half_edges": p.half.height,
+                        "nodes": n_nodes,
+                        "half_edges": half_edges,
                         "seconds": _since(t0),
                         "parts": {},
                     }
@@ -499,8 +499,8 @@ def _write_prepared(
                 "n_slots": out["n_slots"],
                 "edge_types": out["edge_types"],
                 "tokenize": out["tokenize"] or (manifest or {}).get("tokenize", ""),
-                "n_nodes": p.nodes.height,
-                "n_chunks": int(p.chunks["passage"].sum()) if p.chunks.height else 0,
+                "n_nodes": n_nodes,
+                "n_chunks": n_chunks,
                 "newest": p.newest.isoformat() if p.newest is not None else None,
                 "polars": pl.__version__,
             },
@@ -511,8 +511,8 @@ def _write_prepared(
             "version": version,
             "segments": len(segments),
             "units": out["units"],
-            "nodes": p.nodes.height,
-            "half_edges": p.half.height,
+            "nodes": n_nodes,
+            "half_edges": half_edges,
             "seconds": _since(t0),
             "parts": out["seconds"],
         }

@@ -89,22 +89,19 @@ def build_segment(
     folder: Path,
     kind: str,
     nodes: pl.DataFrame,
-    slot_of: pl.DataFrame,
-    half: pl.DataFrame,
-    adj: pl.DataFrame,
-    empty_slots: np.ndarray,
+    adjacency: AdjacencyArrays,
     chunks: pl.DataFrame,
     messages: pl.DataFrame,
     msg: pl.DataFrame,
     removed_slots: np.ndarray,
     removed_chunks: list[str],
     removed_msgs: list[str],
-    edge_types: list[str],
     meta: dict,
     docs: Callable[[pl.DataFrame, str], pl.DataFrame] | None = None,
 ) -> dict:
-    """Write one segment: `nodes` (with slots), the neighbour lists of `adj`'s nodes (+ empty lists), chunks,
-    message groups, and what it removes. Returns counts and seconds per part."""
+    """Write one segment: `nodes` (with slots), the neighbour lists `adjacency` (adjacency_arrays), chunks, message
+    groups, and what it removes. Returns counts and seconds per part. Each frame is let go here once used: handed
+    over as the only reference (a base's are its tenant's every row), it is freed before the next part is made."""
     ignore, _, node_doc = fts_settings()
     t = time.perf_counter()
     timings = {}
@@ -128,7 +125,8 @@ def build_segment(
     )
     del mmr
     names = _names(nodes)
-    adjacency = _adjacency(slot_of, half, adj, empty_slots, edge_types)
+    n_nodes = nodes.height
+    del nodes
     passage = chunks["passage"].to_numpy().astype(bool) if chunks.height else np.zeros(0, bool)
     raw_doc_chunk = np.flatnonzero(passage).astype(np.int32)
     passages = chunks.filter(pl.col("passage")).select("id", "text")
@@ -146,11 +144,19 @@ def build_segment(
     del raw_docs, passages
     timings["raw_fts"] = time.perf_counter() - t
     t = time.perf_counter()
+    n_chunks = chunks.height
+    chunk_table = chunks.select("id", "path", "sha256", "conv_id", "ts", "hash").to_arrow().cast(SEG_CHUNKS)
+    del chunks
     # a chunk's messages by conv_id, seq (Citer's order), ties by content: the same order whatever the input order
     messages = messages.sort(["piece", "conv_id", "seq", "msg_id", "raw_id", "offset", "h"], nulls_last=True)
     counts = messages.group_by("piece", maintain_order=True).len()
     msg = counts.rename({"piece": "key"}).join(msg, on="key", how="left")
     msg_ptr = np.r_[0, np.cumsum(counts["len"].to_numpy())].astype(np.int64)
+    n_pieces = messages.height
+    message_table = (
+        messages.select("piece", "piece_offset", "piece_length", *MESSAGE_ROW_COLS).to_arrow().cast(SEG_MESSAGES)
+    )
+    del messages, counts
     write_segment(
         folder,
         kind=kind,
@@ -158,12 +164,10 @@ def build_segment(
         node_postings=node_postings,
         names=names,
         adjacency=adjacency,
-        chunks=chunks.select("id", "path", "sha256", "conv_id", "ts", "hash").to_arrow().cast(SEG_CHUNKS),
+        chunks=chunk_table,
         raw_doc_chunk=raw_doc_chunk,
         raw_postings=raw_postings,
-        messages=messages.select("piece", "piece_offset", "piece_length", *MESSAGE_ROW_COLS)
-        .to_arrow()
-        .cast(SEG_MESSAGES),
+        messages=message_table,
         msg_keys=pa.array(msg["key"].to_list(), pa.string()),
         msg_ptr=msg_ptr,
         msg_hash=msg["hash"].to_numpy().astype(np.uint64) if msg.height else np.zeros(0, np.uint64),
@@ -173,11 +177,11 @@ def build_segment(
         meta={
             **meta,
             "tokenize": tokenize or raw_tokenize,
-            "nodes": nodes.height,
+            "nodes": n_nodes,
             "adjacency_lists": len(adjacency.slot),
             "half_edges": len(adjacency.nbr),
-            "chunks": chunks.height,
-            "message_pieces": messages.height,
+            "chunks": n_chunks,
+            "message_pieces": n_pieces,
             "removed": {"slots": len(removed_slots), "chunks": len(removed_chunks), "msgs": len(removed_msgs)},
         },
     )
@@ -199,7 +203,7 @@ def _names(nodes: pl.DataFrame) -> pa.Table:
     )
 
 
-def _adjacency(
+def adjacency_arrays(
     slot_of: pl.DataFrame, half: pl.DataFrame, adj: pl.DataFrame, empty_slots: np.ndarray, edge_types: list[str]
 ) -> AdjacencyArrays:
     """CSR lists of `adj`'s nodes from their half-edges, plus empty lists. A list is ordered by neighbour id, then

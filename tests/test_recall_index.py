@@ -586,6 +586,37 @@ def test_a_forced_compaction_reads_nothing_of_the_version_it_replaces(tmp_path: 
     assert build_indexes(lake)["graphs"]["alice"]["mode"] == "unchanged" and sorted(taken) == ["alice", "bob"]
 
 
+def test_a_segment_is_built_from_frames_its_tenants_prepared_tables_no_longer_hold(tmp_path: Path, monkeypatch) -> None:
+    """A base writer takes the prepared frames (Prepared.take) and makes the neighbour lists before build_segment
+    starts: the half-edges (~1 GB at 1M messages) are not held while the documents, postings and files are made,
+    and build_segment is the last holder of the nodes, chunks and message pieces, which it frees as it goes. A
+    delta takes the half-edges and message pieces too. The stats and manifests still count every row."""
+    made: list[index_build.Prepared] = []
+    held: list[dict[str, int]] = []
+    prepare, build_segment = index_build.prepare, index_build.build_segment
+    monkeypatch.setattr(index_build, "prepare", lambda *a: made.append(prepare(*a)) or made[-1])
+
+    def watched(folder, kind, *args):
+        p = made[-1]
+        held.append({"kind": kind, **{n: getattr(p, n).height for n in ("half", "nodes", "messages", "chunks")}})
+        return build_segment(folder, kind, *args)
+
+    monkeypatch.setattr(index_build, "build_segment", watched)
+    monkeypatch.setattr(index_build, "COMPACT_SHARE", 100.0)
+    lake, _ = _build(tmp_path / "inc", ROUNDS[:2])  # a base, then a delta
+    assert [h["kind"] for h in held] == ["base", "base", "delta", "delta"]
+    for h in held:
+        assert h["half"] == 0 and h["messages"] == 0, h
+        if h["kind"] == "base":
+            assert h["nodes"] == 0 and h["chunks"] == 0, h
+    stats = build_indexes(lake, full=True)["graphs"]
+    fresh, _ = _build(tmp_path / "fresh", [ROUNDS[1]])
+    for tenant in ("alice", "bob"):
+        a, f = open_tenant_index(lake.index_dir, tenant), open_tenant_index(fresh.index_dir, tenant)
+        assert a.contents() == f.contents() and stats[tenant]["edges"] > 0
+        assert a.v.manifest["n_nodes"] == stats[tenant]["vertices"] > 0 and a.v.manifest["n_chunks"] > 0
+
+
 def test_a_compaction_leaves_one_base_on_disk(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(index_build, "COMPACT_SHARE", 100.0)
     lake, _ = _build(tmp_path, [ROUNDS[0], ROUNDS[1]])  # a base and a delta
