@@ -591,9 +591,11 @@ def test_a_segment_is_built_from_frames_its_tenants_prepared_tables_no_longer_ho
     starts: the half-edges (~1 GB at 1M messages) are not held while the documents, postings and files are made,
     and build_segment is the last holder of the nodes, chunks and message pieces, which it frees as it goes. A
     delta takes the half-edges and message pieces too. The stats and manifests still count every row."""
+    from recall import segment_build
+
     made: list[index_build.Prepared] = []
-    held: list[dict[str, int]] = []
-    prepare, build_segment = index_build.prepare, index_build.build_segment
+    held: list[dict[str, Any]] = []
+    prepare, build_segment = index_build.prepare, segment_build.build_segment
     monkeypatch.setattr(index_build, "prepare", lambda *a: made.append(prepare(*a)) or made[-1])
 
     def watched(folder, kind, *args):
