@@ -103,6 +103,13 @@ def _kill_run(proc: subprocess.Popen) -> None:
     proc.communicate(timeout=120)
 
 
+def _verify(root: Path, env: dict[str, str], *flags: str) -> subprocess.CompletedProcess[str]:
+    """`memctl verify` on the data folder `root`, within 5 minutes."""
+    return subprocess.run(
+        _cmd("--data", str(root), "verify", *flags), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
 def lake_fingerprint(root: Path) -> dict[str, str]:
     """sha256 of every Parquet table and manifest in the lake, and of every blob in the raw store. Recall's index
     (lake/recall/: its versions' names depend on how many builds ran) is compared by index_contents instead."""
@@ -208,9 +215,7 @@ def _crash_and_converge(reference: tuple[Path, float], root: Path, kills: int, s
     proc = _materialize(root, env)
     _, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err.decode()
-    verify = subprocess.run(
-        _cmd("--data", str(root), "verify", "--json"), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
-    )
+    verify = _verify(root, env, "--json")
     assert verify.returncode == 0, verify.stdout + verify.stderr
     report = json.loads(verify.stdout)
     assert report["corrupt"] == []
@@ -298,15 +303,11 @@ def test_verify_quarantines_a_corrupt_blob_and_the_next_run_repairs_it(reference
     good = blob.read_bytes()
     blob.write_bytes(good[:-3] + bytes(b ^ 0xFF for b in good[-3:]))
     env = _env(root, "UTC", "0")
-    out = subprocess.run(
-        _cmd("--data", str(root), "verify"), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
-    )
+    out = _verify(root, env)
     assert out.returncode == 1 and "corrupt" in out.stdout and "re-ingests" in out.stdout
     rel = blob.relative_to(root).as_posix()
     assert not blob.exists() and (root / "quarantine" / rel).exists()
-    again = subprocess.run(
-        _cmd("--data", str(root), "verify"), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
-    )
+    again = _verify(root, env)
     assert again.returncode == 0
     proc = _materialize(root, env)
     _, err = proc.communicate(timeout=600)
