@@ -247,10 +247,13 @@ FILL_BATCH = 8_000_000
 def fill_fts(con: Any, schema: str, ids: pa.Array, p: PostingsArrays) -> None:
     """Fill the tables of the DuckDB FTS index `schema` (made by create_fts_index over an empty table: its macros,
     fields and stop words) with what create_fts_index makes over documents `ids` (row i = document i of `p`):
-    docs (docid = row, name = id, len), dict (termid, term, df), terms (one row per occurrence, document by
-    document, fieldid 0), stats (the documents' count and mean length), so match_bm25 and recall.store's BM25 score
-    them as over its own tables. Memory: the arrays and one batch of occurrences, where create_fts_index holds
-    over ten times its documents' text and does not spill."""
+    docs (docid = row, name = id, len), dict (termid, term, df), terms (one row per occurrence, fieldid 0), stats
+    (the documents' count and mean length), so match_bm25 and recall.store's BM25 score them as over its own tables.
+    The occurrences are written term by term, each term's documents ascending (the postings' own order), where
+    create_fts_index writes them document by document: the same rows, but a query's `termid IN (…)` then reads only
+    the row groups its terms lie in (DuckDB's min/max per row group), not every row group of the table. Memory: the
+    arrays and one batch of occurrences, where create_fts_index holds over ten times its documents' text and does
+    not spill."""
     n, terms = len(p.doc_len), len(p.terms)
     con.register(
         "_fts_docs", pa.table({"docid": pa.array(np.arange(n, dtype=np.int64)), "name": ids, "len": p.doc_len})
@@ -262,15 +265,13 @@ def fill_fts(con: Any, schema: str, ids: pa.Array, p: PostingsArrays) -> None:
     con.execute(f"INSERT INTO {schema}.dict SELECT termid, term, df FROM _fts_dict")
     con.unregister("_fts_dict")
     term_of = np.repeat(np.arange(terms, dtype=np.int32), df)
-    order = np.lexsort((term_of, p.doc))  # document by document, as create_fts_index writes them
-    ends = np.cumsum(p.tf[order], dtype=np.int64)
+    ends = np.cumsum(p.tf, dtype=np.int64)
     lo = 0
-    while lo < len(order):
-        hi = int(np.searchsorted(ends, ends[lo] - p.tf[order[lo]] + FILL_BATCH, side="right"))
+    while lo < len(p.doc):
+        hi = int(np.searchsorted(ends, ends[lo] - p.tf[lo] + FILL_BATCH, side="right"))
         hi = max(hi, lo + 1)
-        at = order[lo:hi]
-        tf = p.tf[at]
-        batch = pa.table({"docid": np.repeat(p.doc[at], tf), "termid": np.repeat(term_of[at], tf)})
+        tf = p.tf[lo:hi]
+        batch = pa.table({"docid": np.repeat(p.doc[lo:hi], tf), "termid": np.repeat(term_of[lo:hi], tf)})
         con.register("_fts_terms", batch)
         con.execute(f"INSERT INTO {schema}.terms SELECT docid, 0, termid FROM _fts_terms")
         con.unregister("_fts_terms")

@@ -373,7 +373,8 @@ _FTS_WORDS = [
 def test_fts_tables_filled_from_postings_are_create_fts_indexs(docs: list) -> None:
     """Random documents (empty, None, stop words only, repeated and non-ASCII words, Han): the tables _per_tenant_fts
     fills from recall's postings hold what DuckDB's create_fts_index makes over the same table — each document's
-    row and length, each term's df, every occurrence, the statistics — and its match_bm25 scores them alike."""
+    row and length, each term's df, every occurrence, the statistics — and its match_bm25 scores them alike. The
+    occurrences lie term by term (a query's terms are a few row groups of the table, not all of them)."""
     frame = pl.DataFrame(
         {"id": [f"n{i:02d}" for i in range(len(docs))], "doc": docs}, schema={"id": pl.String, "doc": pl.String}
     )
@@ -399,6 +400,8 @@ def test_fts_tables_filled_from_postings_are_create_fts_indexs(docs: list) -> No
                 con.execute(sql.format(s="fts_main_ours")).fetchall()
                 == con.execute(sql.format(s="fts_main_theirs")).fetchall()
             ), name
+        stored = con.execute("SELECT termid, docid FROM fts_main_ours.terms").fetchall()  # in insertion order
+        assert stored == sorted(stored)
         for q in ("cat running", "小明 足球", "the", "naive fast x"):
             scores = [
                 con.execute(f"SELECT id, round(fts_main_{t}.match_bm25(id, ?), 9) FROM {t} ORDER BY id", [q]).fetchall()
