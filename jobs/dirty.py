@@ -197,7 +197,8 @@ def consolidate_dirty(
         dirty = tenants
         rollup_groups, versions = groups[0], made[0]
     else:
-        if not dirty:  # the input as last time (a daily run): only the time steps
+        if not dirty:  # the input as last time (a daily run): only the time steps, on the stage loaded over R2G
+            graph.clear()  # the snapshot's loader then holds the R2G graph alone, and lets it go as it loads
             stage, rollup_groups, versions = snapshot.stage, snapshot.rollup_groups, snapshot.versions
         else:
             if not _tenants(snapshot.inputs) - dirty:
@@ -538,7 +539,8 @@ def write_snapshot(folder: Any, run: DirtyRun) -> None:
 def read_snapshot(folder: Any, r2g_nodes: pa.Table, r2g_edges: pa.Table) -> Snapshot | None:
     """The snapshot under `folder` (None when there is none); its stage is read when first asked for, over the
     R2G graph of this run (right for the tenants whose input hash is unchanged: the only ones it is used for) and
-    the last run's result overlay in the folder above (write_stage)."""
+    the last run's result overlay in the folder above (write_stage). The loader holds the graph until it hands it to
+    the gather, which lets each column go once gathered where no one else holds it (a daily run at 1M: 13.9 GB)."""
     marker, result = folder / "snapshot.json", folder.parent
     files = [
         marker,
@@ -564,11 +566,14 @@ def read_snapshot(folder: Any, r2g_nodes: pa.Table, r2g_edges: pa.Table) -> Snap
     def layers(name: str, schema: pa.Schema) -> list[Overlay]:
         return [read_overlay(result, name, schema), read_overlay(folder, name, schema)]
 
+    graph = [r2g_nodes, r2g_edges]  # handed on at the load: each column let go as gathered (see the docstring)
+    del r2g_nodes, r2g_edges
+
     def load() -> GraphStage:
         nodes = patched(
-            layered_table(r2g_nodes, layers("nodes", NODES)), read_table(folder / "nodes_state.parquet", NODE_STATE)
+            layered_table(graph.pop(0), layers("nodes", NODES)), read_table(folder / "nodes_state.parquet", NODE_STATE)
         )
-        edges = layered_table(r2g_edges, layers("edges", EDGES))
+        edges = layered_table(graph.pop(0), layers("edges", EDGES))
         side = {name: read_table(folder / f"{name}.parquet", schema) for name, schema in _SIDE.items()}
         return GraphStage(nodes=nodes, edges=edges, **side)
 
