@@ -540,7 +540,7 @@ def read_snapshot(folder: Any, r2g_nodes: pa.Table, r2g_edges: pa.Table) -> Snap
     """The snapshot under `folder` (None when there is none); its stage is read when first asked for, over the
     R2G graph of this run (right for the tenants whose input hash is unchanged: the only ones it is used for) and
     the last run's result overlay in the folder above (write_stage). The loader holds the graph until it hands it to
-    the gather, which lets each column go once gathered where no one else holds it (a daily run at 1M: 13.9 GB)."""
+    the gather, which lets each column go once gathered where no one else holds it (a daily run at 1M: 13.7 GB)."""
     marker, result = folder / "snapshot.json", folder.parent
     files = [
         marker,
