@@ -13,6 +13,9 @@ What a user runs, as subprocesses, timed from the outside:
 4. **small**  after the disk is measured, a 2-message file (an English and a Chinese turn) is dropped in and
               `memctl materialize` runs again: a daily append's cost, reported with its steps on the line
               `2-message append: … s (… of the full build)` before the last line.
+5. **daily**  with no new input, `memctl materialize` runs as of the day after the newest message
+              (`MEMCTL_AS_OF`, as the daily schedule moves the date): decay and tier moves over the whole lake, the
+              graph steps reused. Reported with its steps on the line `daily run: … s (… of the full build)`.
 
 Per run it reports wall seconds, messages per second, the CPU seconds of the whole process tree (all workers,
 via getrusage of the waited-for children) and so the cores it kept busy, the peak RSS of the process tree (the
@@ -50,6 +53,7 @@ import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -264,14 +268,26 @@ def small_file(inbox: Path, seed: int) -> Path:
     return path
 
 
+def next_day(inbox: Path) -> str:
+    """The ISO date of the day after the newest message `ts` in the inbox's JSONL files: the daily run's as-of."""
+    newest = max(
+        datetime.fromisoformat(json.loads(line)["ts"])
+        for f in sorted(inbox.rglob("*.jsonl"))
+        for line in f.read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    )
+    return (newest.date() + timedelta(days=1)).isoformat()
+
+
 def _gb(n: int) -> float:
     return n / 2**30
 
 
 def report(run: Run, messages: int) -> None:
     machine = f"; machine {run.machine_busy:.2f}" if run.machine_busy is not None else ""
+    rate = f"{messages / run.wall:,.0f} msg/s, " if messages else ""  # none for a run with no new input
     print(
-        f"\n== {run.label}: {run.wall:.1f} s wall, {messages / run.wall:,.0f} msg/s, {run.cpu:.1f} CPU-s "
+        f"\n== {run.label}: {run.wall:.1f} s wall, {rate}{run.cpu:.1f} CPU-s "
         f"(busy cores {run.busy_cores:.2f}{machine}), peak RSS {_gb(run.peak_tree_rss):.2f} GB "
         f"(largest process {_gb(run.peak_proc_rss):.2f} GB)"
     )
@@ -369,6 +385,11 @@ def main(argv: list[str] | None = None) -> int:
         small_file(data / "inbox", args.seed + 2)
         small = build("2-message append", [memctl, "materialize", "--quiet"], env, limit, data, 2)
         print(f"2-message append: {small.wall:.1f} s ({small.wall / full.wall:.3f} of the full build)")
+
+        as_of = next_day(data / "inbox")
+        daily_env = {**env, "MEMCTL_AS_OF": as_of}
+        daily = build(f"daily run as of {as_of}", [memctl, "materialize", "--quiet"], daily_env, limit, data, 0)
+        print(f"daily run: {daily.wall:.1f} s ({daily.wall / full.wall:.3f} of the full build)")
 
         peak = max(full.peak_tree_rss, incr.peak_tree_rss)
         print(

@@ -1,10 +1,12 @@
 """bench/scale.py's measuring: a command that outgrows --rss-limit-gb is stopped, and what it did is kept."""
 
 import sys
+from datetime import timedelta
 
 import pytest
 
-from bench.scale import RunFailed, run_command, small_file
+from bench.ingest_corpus import generate_corpus, write_inbox
+from bench.scale import RunFailed, next_day, run_command, small_file
 from raw_store.readers import read_bytes
 
 GROW = (
@@ -43,3 +45,15 @@ def test_the_small_append_is_two_turns_one_english_one_chinese_read_as_two_messa
     assert han == [False, True]
     assert {m.conv_id for m in read.messages} == {"small_append"}
     assert small_file(tmp_path, seed=9).read_bytes() == path.read_bytes()  # the same file for the same seed
+
+
+def test_the_daily_run_is_as_of_the_day_after_the_newest_message_of_the_inbox(tmp_path) -> None:
+    corpus = generate_corpus(300, seed=4, zh_share=0.3)
+    write_inbox(corpus, tmp_path / "inbox")
+    small_file(tmp_path / "inbox", seed=5)
+    newest = max(
+        m.ts
+        for f in (tmp_path / "inbox").rglob("*.jsonl")
+        for m in read_bytes(f.read_bytes(), f.name, "bench").messages
+    )
+    assert next_day(tmp_path / "inbox") == (newest.date() + timedelta(days=1)).isoformat()
