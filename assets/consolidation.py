@@ -27,15 +27,16 @@ from assets.resources import LakeResource
 from assets.sensors import LAKE_JOB
 from jobs.checks import one_active_per_chain, tiers_monotone
 from jobs.consolidate import ConsolidationConfig, ConsolidationResult, Previous, concat, default_as_of
-from jobs.dirty import consolidate_dirty, drop_snapshot, read_snapshot, write_snapshot, write_stage
+from jobs.dirty import consolidate_dirty
 from jobs.feedback import read_hits
 from jobs.forget import ForgetRules, load_requests
 from jobs.inbox import OPS_FORMAT
 from jobs.integrity import orphan_edges, unresolved_raw_refs
 from jobs.ops import read_batch
 from jobs.schema import COLD_EDGES, COMMUNITIES, FEEDBACK, OPS_APPLIED, OPS_REJECTED, PROMOTIONS, REVIEW_QUEUE
+from jobs.snapshot import STEPS, drop_snapshot, read_snapshot, write_consolidated
 from r2g.lake_graph import hand_over_graph_tables, layer_dir, read_graph_tables, read_lake_table
-from r2g.schema import EDGES, NODE_STATE, NODES, STATE_COLUMNS
+from r2g.schema import NODE_STATE
 from raw_store.cas import RawStore
 from raw_store.lake import (
     PART_MANIFEST,
@@ -48,7 +49,7 @@ from raw_store.lake import (
     write_table,
 )
 from raw_store.schema import RAW_CHUNKS
-from raw_store.tables import read_parts, stage_and_final_overlays, write_overlay
+from raw_store.tables import read_parts
 
 # up to this many edges in the consolidated graph, its checks run beside the writes of its files (~2 s of a 100k
 # lake's append on 2 cores); at 1M messages (~15M edges) their working sets would add to the overlays' peak
@@ -161,7 +162,6 @@ def consolidation(
     messages = read_lake_table(lk, "messages", ["ts"])
     feedback = concat([read_parts(lk, "feedback", FEEDBACK), read_hits(lk)], FEEDBACK)
     folder = layer_dir(lk, "consolidated")
-    state = folder / "state.parquet"
     # the node state and the promotions are read by the time step that uses each, not held through the graph steps
     # (0.4 + 0.5 GB as Arrow at 1M messages): nothing writes them before this run's own tables are written
     previous = Previous(
@@ -174,7 +174,7 @@ def consolidation(
     )
     requests = load_requests(lk)
     r2g_nodes, r2g_edges = read_graph_tables(lk, "r2g")
-    steps = folder / "steps"
+    steps = folder / STEPS
     # the overlays over R2G need its keys alone (its row hashes come with the run); the graph itself and the snapshot
     # read over it are handed to consolidate_dirty, no reference kept here: its version step frees the R2G edges as
     # it copies them (unless clean tenants' stage needs the graph), and both are gone by the time steps
@@ -217,26 +217,8 @@ def consolidation(
     }
     for name, table in tables.items():
         write_table(table, lk.table(name), _SIDE[name])
-    # the result, an overlay over R2G, and the snapshot's stage, an overlay and a patch over the result, from one
-    # hashing of R2G and the stage; a table at a time, each let go once written
-    overlay_rows, hashes = {}, list(run.input_hashes or (None, None))  # R2G's row hashes, from the dirty set
-    run.input_hashes = None
-    for name, schema, ignore in (("nodes", NODES, STATE_COLUMNS), ("edges", EDGES, ())):
-        to_stage, stage_patch, to_result = stage_and_final_overlays(
-            r2g_keys.pop(name),
-            getattr(run.snapshot.stage, name),
-            getattr(result, name),
-            schema,
-            ignore=ignore,
-            base_hashes=hashes.pop(0),
-        )
-        write_overlay(folder, name, to_result, schema)
-        write_stage(steps, name, to_stage, schema, stage_patch)
-        run.snapshot.release(name)
-        overlay_rows[name] = (to_result.upserts.num_rows, to_result.removed.num_rows)
-        del to_stage, stage_patch, to_result
-    write_table(result.nodes.select(NODE_STATE.names), state, NODE_STATE)
-    write_snapshot(steps, run)
+    # the result, an overlay over R2G, and the snapshot's stage over it; a table at a time, each let go once written
+    overlay_rows = write_consolidated(folder, run, r2g_keys)
     hand_over_graph_tables(lk, "consolidated", result.nodes, result.edges)  # the index step's input, in hand
     context.log.info(
         f"consolidation as of {as_of:%Y-%m-%d %H:%M}, {run.mode}"

@@ -20,11 +20,9 @@ resolved against its whole tenant's graph). `DirtyRun.mode` and `.reason` say wh
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, is_dataclass, replace
 from datetime import datetime
-from typing import Any
 
 import polars as pl
 import pyarrow as pa
@@ -54,10 +52,10 @@ from jobs.rollup_parents import PROVENANCE as ROLLUP_PROVENANCE
 from jobs.schema import COLD_EDGES, COMMUNITIES, OPS_APPLIED, OPS_REJECTED, REVIEW_QUEUE
 from jobs.version_groups import VERSION_GROUPS, VERSION_PLACES, VersionReuse
 from jobs.versions import VersionConfig, VersionResult, version_facts
-from r2g.schema import EDGES, NODE_STATE, NODES, STATE_COLUMNS
+from r2g.schema import EDGES, NODES, STATE_COLUMNS
 from raw_store.frames import as_frame, take_rows
-from raw_store.lake import conform, file_bytes, read_table, write_bytes_atomic, write_table
-from raw_store.tables import Overlay, hash_code, layered_table, patched, read_overlay, row_hashes, write_overlay
+from raw_store.lake import conform
+from raw_store.tables import hash_code, row_hashes
 
 # (tenant, conv_id, bucket, rows, h) per rollup group: its Episodes' count and row hashes (see rollup_group_hashes)
 ROLLUP_GROUPS = pa.schema(
@@ -98,7 +96,7 @@ class Snapshot:
 
     def release(self, name: str) -> None:
         """Let go of the held stage's `name` table ("nodes", "edges"), keeping the rest: once it is written as an
-        overlay (write_stage), a run no longer needs that whole table in memory."""
+        overlay (jobs.snapshot.write_stage), a run no longer needs that whole table in memory."""
         if self.held is not None:
             schema = {"nodes": NODES, "edges": EDGES}[name]
             self.held = GraphStage(
@@ -107,8 +105,8 @@ class Snapshot:
 
     def without_stage(self) -> Snapshot:
         """This snapshot without its stage, held or loadable, for a run that keeps none of it; its rollups still come.
-        Read from the lake, a snapshot loads its stage over the R2G graph (read_snapshot), so holding the loader holds
-        that graph."""
+        Read from the lake, a snapshot loads its stage over the R2G graph (jobs.snapshot.read_snapshot), so holding
+        the loader holds that graph."""
         if self.held is None and self.load_rollups is not None:
             return replace(self, load=None)
         made = self.rollups()  # in memory: the stage's rollup rows, the little a dirty run still reads of it
@@ -118,7 +116,7 @@ class Snapshot:
         """The rollup parents and SEMANTIC_CONTAINS edges the stage holds (rows rollup_episodes made)."""
         if self.held is None and self.load_rollups is not None:
             return self.load_rollups()
-        return _made_by_rollup(self.stage.nodes), _made_by_rollup(self.stage.edges)
+        return made_by_rollup(self.stage.nodes), made_by_rollup(self.stage.edges)
 
 
 @dataclass
@@ -221,7 +219,7 @@ def consolidate_dirty(
                 *(
                     concat([of_tenants(before, dirty, keep=False), now], schema)
                     for before, now, schema in zip(
-                        _version_tables(snapshot.versions), _version_tables(made[0]), _VERSION_SCHEMAS
+                        version_tables(snapshot.versions), version_tables(made[0]), VERSION_SCHEMAS
                     )
                 )
             )
@@ -400,8 +398,8 @@ class RollupOverDirtyGroups:
         kept_nodes = _rows_with(parents, kept_ids, "id")
         kept_edges = _rows_with(contains, kept_ids, "src")
         return RollupResult(
-            nodes=_by_key(concat([kept_nodes, part.nodes], NODES)),
-            edges=_by_key(concat([kept_edges, part.edges], EDGES)),
+            nodes=by_key(concat([kept_nodes, part.nodes], NODES)),
+            edges=by_key(concat([kept_edges, part.edges], EDGES)),
         )
 
     def _applies(self, nodes: pa.Table, edges: pa.Table, config: RollupConfig) -> bool:
@@ -436,15 +434,14 @@ class VersionsOverDirtyGroups:
         return result
 
 
-_VERSION_SCHEMAS = (VERSION_GROUPS, VERSION_PLACES, EDGES, REVIEW_QUEUE)
-_VERSION_FILES = ("version_groups", "version_places", "version_edges")  # the review rows: the side table's
+VERSION_SCHEMAS = (VERSION_GROUPS, VERSION_PLACES, EDGES, REVIEW_QUEUE)
 
 
-def _version_tables(v: VersionReuse) -> tuple[pa.Table, pa.Table, pa.Table, pa.Table]:
+def version_tables(v: VersionReuse) -> tuple[pa.Table, pa.Table, pa.Table, pa.Table]:
     return v.groups, v.places, v.edges, v.review
 
 
-def _made_by_rollup(table: pa.Table) -> pa.Table:
+def made_by_rollup(table: pa.Table) -> pa.Table:
     return table.filter(pc.equal(table.column("provenance").fill_null(""), ROLLUP_PROVENANCE))
 
 
@@ -455,7 +452,7 @@ def _rows_with(table: pa.Table, ids: pl.DataFrame, column: str) -> pa.Table:
     return take_rows(table, hit.get_column("_row").to_arrow())
 
 
-def _by_key(table: pa.Table) -> pa.Table:
+def by_key(table: pa.Table) -> pa.Table:
     """`table` sorted by (tenant, id), as rollup_episodes returns its rows."""
     order = as_frame(table.select(["tenant", "id"])).with_row_index("_row")
     return take_rows(table, order.sort(["tenant", "id"], nulls_last=True, maintain_order=True)["_row"].to_arrow())
@@ -482,119 +479,4 @@ def splice(before: GraphStage, part: GraphStage, dirty: set[str | None]) -> Grap
         deleted_links=conform(before.deleted_links, COLD_EDGES),
         ops_applied=conform(before.ops_applied, OPS_APPLIED),
         ops_rejected=conform(before.ops_rejected, OPS_REJECTED),
-    )
-
-
-# -- the snapshot in the lake: lake/consolidated/steps/ -------------------------------------------------------------
-# The stage graph is kept as what it adds to the run's result, itself an overlay over the R2G graph it was made from
-# (lake/consolidated; a clean tenant's R2G rows are the same next time, so both overlays apply to them as they did):
-# the stage rows the time steps dropped, and a patch of the state columns they changed. The small side tables whole.
-# snapshot.json, naming the fingerprint, is written last and removed first: a run that stops halfway (its result
-# overlay written, its stage not) leaves no snapshot, and the next is full.
-_SIDE = {
-    "communities": COMMUNITIES,
-    "version_review": REVIEW_QUEUE,
-    "deleted_links": COLD_EDGES,
-    "ops_applied": OPS_APPLIED,
-    "ops_rejected": OPS_REJECTED,
-}
-
-
-def drop_snapshot(folder: Any) -> None:
-    """Remove the snapshot's marker (before the run's tables are rewritten)."""
-    marker = folder / "snapshot.json"
-    if marker.exists():
-        marker.unlink()
-
-
-def write_stage(folder: Any, name: str, overlay: Overlay, schema: pa.Schema, patch: pa.Table | None = None) -> None:
-    """The stage graph's `name` table ("nodes", "edges") of a run's snapshot: `overlay` over the run's result overlay
-    (the folder above, lake/consolidated), and for the nodes the `patch` of their state columns (both from
-    raw_store.tables.stage_and_final_overlays; for the nodes the patch is required). Written on every run, also
-    when no tenant was redone: the result they lie over moves with `as_of`."""
-    folder.mkdir(parents=True, exist_ok=True)
-    write_overlay(folder, name, overlay, schema)
-    if name == "nodes":
-        assert patch is not None, "the stage's nodes are an overlay and a patch of their state columns"
-        write_table(patch, folder / "nodes_state.parquet", NODE_STATE)
-
-
-def write_snapshot(folder: Any, run: DirtyRun) -> None:
-    """The rest of `run`'s snapshot under `folder` (its stage graph's tables go first, through write_stage), then
-    the marker naming its fingerprint."""
-    snapshot = run.snapshot
-    stage = snapshot.stage
-    folder.mkdir(parents=True, exist_ok=True)
-    if not run.stage_reused:
-        for name, schema in _SIDE.items():
-            write_table(getattr(stage, name), folder / f"{name}.parquet", schema)
-        write_table(snapshot.inputs, folder / "inputs.parquet", INPUT_HASHES)
-        write_table(snapshot.rollup_groups, folder / "rollup_groups.parquet", ROLLUP_GROUPS)
-        for name, table, schema in zip(_VERSION_FILES, _version_tables(snapshot.versions), _VERSION_SCHEMAS):
-            write_table(table, folder / f"{name}.parquet", schema)
-    # the fingerprint only: a lake re-run after a crash must end with the same bytes as one never interrupted
-    write_bytes_atomic(folder / "snapshot.json", json.dumps({"fingerprint": snapshot.fingerprint}).encode())
-
-
-def read_snapshot(folder: Any, r2g_nodes: pa.Table, r2g_edges: pa.Table) -> Snapshot | None:
-    """The snapshot under `folder` (None when there is none); its stage is read when first asked for, over the
-    R2G graph of this run (right for the tenants whose input hash is unchanged: the only ones it is used for) and
-    the last run's result overlay in the folder above (write_stage). The loader holds the graph until it hands it to
-    the gather, which lets each column go once gathered where no one else holds it (a daily run at 1M: 13.7 GB)."""
-    marker, result = folder / "snapshot.json", folder.parent
-    files = [
-        marker,
-        *(result / f"{n}.parquet" for n in ("nodes", "nodes_removed", "edges", "edges_removed")),
-        *(
-            folder / f"{n}.parquet"
-            for n in (
-                "inputs",
-                "rollup_groups",
-                *_VERSION_FILES,
-                "nodes",
-                "nodes_removed",
-                "nodes_state",
-                "edges",
-                "edges_removed",
-                *_SIDE,
-            )
-        ),
-    ]
-    if not all(f.exists() for f in files):
-        return None
-
-    def layers(name: str, schema: pa.Schema) -> list[Overlay]:
-        return [read_overlay(result, name, schema), read_overlay(folder, name, schema)]
-
-    graph = [r2g_nodes, r2g_edges]  # handed on at the load: each column let go as gathered (see the docstring)
-    del r2g_nodes, r2g_edges
-
-    def load() -> GraphStage:
-        nodes = patched(
-            layered_table(graph.pop(0), layers("nodes", NODES)), read_table(folder / "nodes_state.parquet", NODE_STATE)
-        )
-        edges = layered_table(graph.pop(0), layers("edges", EDGES))
-        side = {name: read_table(folder / f"{name}.parquet", schema) for name, schema in _SIDE.items()}
-        return GraphStage(nodes=nodes, edges=edges, **side)
-
-    def load_rollups() -> tuple[pa.Table, pa.Table]:
-        # rollup rows are never R2G's: the two overlays' upserts hold them all (the stage's: those the result dropped)
-        nodes, edges = (
-            _by_key(concat([_made_by_rollup(o.upserts) for o in layers(name, schema)], schema))
-            for name, schema in (("nodes", NODES), ("edges", EDGES))
-        )
-        return patched(nodes, read_table(folder / "nodes_state.parquet", NODE_STATE)), edges
-
-    return Snapshot(
-        json.loads(file_bytes(marker))["fingerprint"],
-        read_table(folder / "inputs.parquet", INPUT_HASHES),
-        read_table(folder / "rollup_groups.parquet", ROLLUP_GROUPS),
-        VersionReuse(
-            *(
-                read_table(folder / f"{name}.parquet", schema)
-                for name, schema in zip((*_VERSION_FILES, "version_review"), _VERSION_SCHEMAS)
-            )
-        ),
-        load=load,
-        load_rollups=load_rollups,
     )

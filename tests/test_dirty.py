@@ -26,23 +26,21 @@ from jobs.consolidate import ConsolidationConfig, ConsolidationResult, Previous,
 from jobs.dirty import (
     DirtyRun,
     Snapshot,
-    _version_tables,
     changed_tenants,
     consolidate_dirty,
     input_row_hashes,
-    read_snapshot,
     tenant_hashes,
-    write_snapshot,
-    write_stage,
+    version_tables,
 )
 from jobs.forget import ForgetRequest, ForgetRules
 from jobs.rollup import RollupConfig, rollup_input
 from jobs.schema import FEEDBACK
+from jobs.snapshot import STEPS, read_snapshot, write_consolidated
 from jobs.sparsify import SparsifyConfig
 from r2g.schema import EDGES, NODE_STATE, NODES, STATE_COLUMNS
 from raw_store.frames import take_columns
 from raw_store.lake import conform
-from raw_store.tables import diff_overlay, layered_table, patched, stage_and_final_overlays, write_overlay
+from raw_store.tables import diff_overlay, layered_table, patched, stage_and_final_overlays
 from tests.consolidation_graphs import RandomGraph, random_graph
 from tests.fuzzing import fuzz_settings
 from tests.test_consolidation_golden import assert_same
@@ -187,7 +185,7 @@ def test_a_dirty_tenants_unchanged_version_groups_keep_their_rows_and_equal_cons
         snapshot=None,
         config=CONFIG,
     )
-    for a, b in zip(_version_tables(run.snapshot.versions), _version_tables(scratch.snapshot.versions)):
+    for a, b in zip(version_tables(run.snapshot.versions), version_tables(scratch.snapshot.versions)):
         assert_same(by_key(a), by_key(b))
     if seed == 1:  # a known mix: 3 of the redone tenant's 13 groups kept
         assert run.kept_version_groups == 3
@@ -456,23 +454,14 @@ def test_a_daily_run_lets_the_r2g_graph_go_as_it_loads_the_last_stage_over_it(tm
         g.nodes, g.edges, feedback=g.feedback, ops=[], previous=Previous(), as_of=g.as_of, snapshot=None, config=CONFIG
     )
     # the last run's files, as the consolidation asset writes them: the result over R2G, the stage over the result
-    folder, hashes = tmp_path / "consolidated", list(first.input_hashes or ())
-    for name, schema, ignore in (("nodes", NODES, STATE_COLUMNS), ("edges", EDGES, ())):
-        to_stage, patch, to_result = stage_and_final_overlays(
-            getattr(g, name).select(["tenant", "id"]),
-            getattr(first.snapshot.stage, name),
-            getattr(first.result, name),
-            schema,
-            ignore=ignore,
-            base_hashes=hashes.pop(0),
-        )
-        write_overlay(folder, name, to_result, schema)
-        write_stage(folder / "steps", name, to_stage, schema, patch)
-    write_snapshot(folder / "steps", first)
+    folder = tmp_path / "consolidated"
+    write_consolidated(
+        folder, first, {"nodes": g.nodes.select(["tenant", "id"]), "edges": g.edges.select(["tenant", "id"])}
+    )
     pool = _other_pool()
     edges = pc.take(g.edges, pa.array(range(g.edges.num_rows)), memory_pool=pool)  # its bytes alone in `pool`
     nodes = pa.Table.from_batches(g.nodes.to_batches(), g.nodes.schema)
-    handed = [nodes, edges, read_snapshot(folder / "steps", nodes, edges)]
+    handed = [nodes, edges, read_snapshot(folder / STEPS, nodes, edges)]
     input_bytes, after_gather = pool.bytes_allocated(), []
     del nodes, edges
 
@@ -483,7 +472,7 @@ def test_a_daily_run_lets_the_r2g_graph_go_as_it_loads_the_last_stage_over_it(tm
         after_gather.append(pool.bytes_allocated())
         return gathered
 
-    with mock.patch("jobs.dirty.layered_table", watched_gather):
+    with mock.patch("jobs.snapshot.layered_table", watched_gather):
         run = consolidate_dirty(
             handed.pop(0),
             handed.pop(0),

@@ -129,7 +129,7 @@ def test_the_dirty_set_consolidation_equals_a_full_one_byte_for_byte(lockstep, s
 
 
 def test_a_crash_before_the_snapshot_is_written_means_a_full_run(tmp_path) -> None:
-    from jobs.dirty import drop_snapshot, read_snapshot
+    from jobs.snapshot import drop_snapshot, read_snapshot
     from r2g.schema import EDGES, NODES
 
     folder = Path(tmp_path)
