@@ -35,7 +35,7 @@ from jobs.integrity import orphan_edges, unresolved_raw_refs
 from jobs.ops import read_batch
 from jobs.schema import COLD_EDGES, COMMUNITIES, FEEDBACK, OPS_APPLIED, OPS_REJECTED, PROMOTIONS, REVIEW_QUEUE
 from jobs.snapshot import STEPS, drop_snapshot, read_snapshot, write_consolidated
-from r2g.lake_graph import hand_over_graph_tables, layer_dir, read_graph_tables, read_lake_table
+from r2g.lake_graph import hand_over_graph_tables, layer_dir, read_graph_tables, read_lake_table, state_path
 from r2g.schema import NODE_STATE
 from raw_store.cas import RawStore
 from raw_store.lake import (
@@ -267,11 +267,7 @@ def consolidation(
 def _previous_table(lake: Lake, name: str) -> pa.Table | None:
     """The last run's node state (`nodes`: not widened to NODES, ~0.5 GB of nulls at 1M messages) or `promotions`,
     None before the first run."""
-    path, schema = (
-        (layer_dir(lake, "consolidated") / "state.parquet", NODE_STATE)
-        if name == "nodes"
-        else (lake.table(name), PROMOTIONS)
-    )
+    path, schema = (state_path(lake), NODE_STATE) if name == "nodes" else (lake.table(name), PROMOTIONS)
     return read_table(path, schema) if path.exists() else None
 
 

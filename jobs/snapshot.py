@@ -28,6 +28,7 @@ from jobs.dirty import (
 )
 from jobs.schema import COLD_EDGES, COMMUNITIES, OPS_APPLIED, OPS_REJECTED, REVIEW_QUEUE
 from jobs.version_groups import VersionReuse
+from r2g.lake_graph import STATE_FILE
 from r2g.schema import EDGES, NODE_STATE, NODES, STATE_COLUMNS
 from raw_store.lake import file_bytes, read_table, write_bytes_atomic, write_table
 from raw_store.tables import Overlay, layered_table, patched, read_overlay, stage_and_final_overlays, write_overlay
@@ -77,7 +78,7 @@ def write_consolidated(folder: Any, run: DirtyRun, r2g_keys: dict[str, pa.Table]
         run.snapshot.release(name)
         overlay_rows[name] = (to_result.upserts.num_rows, to_result.removed.num_rows)
         del to_stage, stage_patch, to_result
-    write_table(run.result.nodes.select(NODE_STATE.names), folder / "state.parquet", NODE_STATE)
+    write_table(run.result.nodes.select(NODE_STATE.names), folder / STATE_FILE, NODE_STATE)
     write_snapshot(folder / STEPS, run)
     return overlay_rows
 

@@ -192,6 +192,14 @@ def layer_dir(lake: Lake, layer: str) -> Any:
     return lake.lake / layer
 
 
+# the consolidated nodes' state columns (NODE_STATE), beside that layer's overlay: consolidation writes it every run
+STATE_FILE = "state.parquet"
+
+
+def state_path(lake: Lake) -> Any:
+    return layer_dir(lake, "consolidated") / STATE_FILE
+
+
 def _frame(table: pa.Table) -> pl.DataFrame:
     return as_frame(table)
 
@@ -230,9 +238,7 @@ def read_graph(
         nodes = apply_overlay(nodes, _project(read_overlay(folder, "nodes", NODES), NODES, ncols))
         edges = apply_overlay(edges, _project(read_overlay(folder, "edges", EDGES), EDGES, ecols))
     if layer == "consolidated" and state_cols:
-        state = _frame(
-            read_table(layer_dir(lake, "consolidated") / "state.parquet", NODE_STATE).select([*KEY, *state_cols])
-        )
+        state = _frame(read_table(state_path(lake), NODE_STATE).select([*KEY, *state_cols]))
         if state.height:
             nodes = nodes.drop(state_cols).join(state, on=list(KEY), how="left", maintain_order="left").select(ncols)
     return nodes, edges
@@ -275,7 +281,7 @@ def read_graph_tables(
     )
     state_columns = [c for c in STATE_COLUMNS if c in nodes_schema.names]
     if layer == "consolidated" and state_columns:
-        state = read_table(layer_dir(lake, "consolidated") / "state.parquet", NODE_STATE)
+        state = read_table(state_path(lake), NODE_STATE)
         if state.num_rows:
             # each node's row of the state table (none: nulls, as read_graph's left join gives)
             at = (
@@ -327,7 +333,7 @@ def _layer_stamp(lake: Lake, layer: str) -> tuple:
         folder = layer_dir(lake, name)
         files += [folder / f"{table}{suffix}.parquet" for table in ("nodes", "edges") for suffix in ("", "_removed")]
     if layer == "consolidated":
-        files.append(layer_dir(lake, "consolidated") / "state.parquet")
+        files.append(state_path(lake))
     stamp = []
     for f in files:
         try:
@@ -484,7 +490,7 @@ def graph_sql(lake: Lake, glob: bool = False) -> dict[str, str]:
             if _exists(upserts) and _exists(removed):
                 bases[name] = overlay_sql(bases[name], _sql_path(upserts), _sql_path(removed), schema.names)
             out[f"{'r2g_' if layer == 'r2g' else ''}{name}"] = bases[name]
-    state = layer_dir(lake, "consolidated") / "state.parquet"
+    state = state_path(lake)
     if _exists(state):
         cols = ", ".join(f's."{c}"' if c in STATE_COLUMNS else f'n."{c}"' for c in NODES.names)
         on = " AND ".join(f'n."{k}" = s."{k}"' for k in KEY)

@@ -568,7 +568,7 @@ def test_the_consolidated_graph_handed_to_the_index_step_is_the_one_its_files_gi
 
     stale = nodes.slice(0, 1)
     lake_graph.hand_over_graph_tables(lake, "consolidated", stale, edges)
-    state = layer_dir(lake, "consolidated") / "state.parquet"
+    state = lake_graph.state_path(lake)
     state.write_bytes(state.read_bytes())  # the same bytes, written again: another stamp
     assert lake_graph.read_graph_tables(lake, "consolidated")[0].equals(nodes)
 
