@@ -38,13 +38,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.schema import COLD_EDGES
 from r2g.schema import EDGES, NODES
-from raw_store.frames import as_frame, key_order
+from raw_store.frames import as_frame, key_order, per_column
 from raw_store.lake import conform
 
 PROVENANCE = "jobs.sparsify.degree_cap.v1"  # the rule set; cold rows keep each edge's own provenance
@@ -104,28 +105,41 @@ def _node_times(nodes: pa.Table) -> pl.DataFrame:
     ).unique(subset=["tenant", "other"], keep="first", maintain_order=True)
 
 
-def _ranking_frame(edges: pa.Table) -> tuple[pl.DataFrame, pa.Array]:
-    """The columns the ranking reads, with row numbers, and the ends as codes into one dictionary of the ids both
-    name (returned with it): as strings polars copies every id into its frame (src and dst were 84 of a row's ~136
-    bytes, 2.4 GB at 1M messages), where the ranking only tells ends apart until it has the few rows of groups over
-    a cap, whose other ends it then takes back as strings."""
-    src, dst = edges.column("src"), edges.column("dst")
-    coded = pc.dictionary_encode(pa.chunked_array([*src.chunks, *dst.chunks], src.type))  # one dictionary, shared
-    ends = coded.chunks[-1].dictionary if coded.num_chunks else pa.array([], src.type)
-    codes = pl.Series("ends", pa.chunked_array([c.indices for c in coded.chunks], pa.int32()))
-    n = edges.num_rows
-    frame = as_frame(edges.select(["tenant", "type", "weight", "valid_since"])).with_columns(
-        codes.slice(0, n).alias("src"), codes.slice(n).alias("dst")
-    )
-    return frame.with_row_index("row"), ends
+def _ranking_frame(edges: pa.Table) -> pl.DataFrame:
+    """The columns the ranking reads, with row numbers, and the ends as 64-bit hashes of their ids (end_hashes).
+    As strings polars copies every id into its frame (src and dst were 84 of a row's ~136 bytes, 2.4 GB at 1M
+    messages); as codes of one dictionary, Arrow's dictionary_encode took 10-15 s over 1M messages' 35M ends. The
+    ranking only counts groups by them: it takes the ends back as strings for the few rows of groups over a cap."""
+    ends = per_column(lambda name: end_hashes(edges.column(name)).alias(name), ["src", "dst"])
+    frame = as_frame(edges.select(["tenant", "type", "weight", "valid_since"])).with_columns(ends)
+    return frame.with_row_index("row")
+
+
+def end_hashes(ids: pa.ChunkedArray) -> pl.Series:
+    """A 32-bit hash of each id (polars' 64-bit one, folded), taken to polars HASH_SLICE rows at a time (a copy of the
+    whole column in polars was ~1 GB at 1M messages) into one buffer (a column of many chunks would have polars copy
+    the ranking frame to align it). Ids may share one (~1,400 pairs among 1M messages' 3.4M ids): the caps only count
+    groups by it, so a collision can only send a group under its cap to the exact ranking, where every edge ranks
+    within the cap and stays."""
+    out = np.empty(len(ids), np.uint32)
+    at = 0
+    for chunk in ids.chunks:
+        for start in range(0, len(chunk), HASH_SLICE):
+            part = pl.Series(chunk.slice(start, HASH_SLICE)).hash(seed=23).to_numpy()
+            out[at : at + len(part)] = part ^ (part >> np.uint64(32))  # the low 32 bits of the fold
+            at += len(part)
+    return pl.Series("ends", out)
+
+
+HASH_SLICE = 1 << 20
 
 
 def _over_cap(
-    e: pl.DataFrame, ends: pa.Array, nodes: pa.Table, ids: pa.ChunkedArray, as_of: datetime, config: SparsifyConfig
+    e: pl.DataFrame, edges: pa.Table, nodes: pa.Table, as_of: datetime, config: SparsifyConfig
 ) -> pl.DataFrame:
     """(row, reason) of every capped-type edge ranked beyond its cap at one of its counted endpoints (`e`: the
-    edges' ranking columns and row numbers, their ends as codes into `ends` (_ranking_frame); `ids`: the id of each
-    row, read for the rows of groups over a cap)."""
+    edges' ranking columns and row numbers, their ends hashed (_ranking_frame); `edges`: their rows, whose ids and
+    ends are read for the rows of groups over a cap)."""
     caps = {t: config.cap(t) for t in e.get_column("type").unique().to_list()}
     caps = {t: k for t, k in caps.items() if k is not None}
     if not caps or e.height == 0:
@@ -156,25 +170,18 @@ def _over_cap(
     over_groups = counted.filter(pl.len().over("_g") > pl.col("cap")).select("row", "_side", "cap")
     if over_groups.height == 0:
         return pl.DataFrame(schema={"row": pl.UInt32, "reason": pl.String})
-    inc = pl.concat(
-        [
-            over_groups.filter(pl.col("_side") == side)
-            .join(e, on="row", how="left", maintain_order="left")
-            .select(
-                "row",
-                "tenant",
-                "type",
-                "weight",
-                "valid_since",
-                pl.col(node).alias("node"),
-                pl.col(other).alias("other"),
-                "cap",
-            )
-            for side, (_, node, other) in enumerate(sides)
-        ]
+
+    def side_rows(side: int, node: str, other: str) -> pl.DataFrame:
+        """The side's rows of groups over a cap with their cap, and that side's node and other end as strings."""
+        mine = over_groups.filter(pl.col("_side") == side).select("row", "cap")
+        at = mine.get_column("row").to_arrow()
+        ends = [pl.Series(name, edges.column(column).take(at)) for name, column in (("node", node), ("other", other))]
+        return mine.with_columns(ends)
+
+    inc = pl.concat([side_rows(side, node, other) for side, (_, node, other) in enumerate(sides)]).join(
+        e.select("row", "tenant", "type", "weight", "valid_since"), on="row", how="left", maintain_order="left"
     )
-    other = pl.Series("other", ends.take(inc.get_column("other").to_arrow()))  # the ids of these rows' other ends
-    inc = inc.with_columns(other).join(_node_times(nodes), on=["tenant", "other"], how="left")
+    inc = inc.join(_node_times(nodes), on=["tenant", "other"], how="left")
     tau = pl.col("other_type").replace_strict(
         dict(config.tau_days), default=config.default_tau_days, return_dtype=pl.Float64
     )
@@ -183,7 +190,7 @@ def _over_cap(
     w = pl.col("weight").fill_null(0.0)
     inc = inc.with_columns(t.alias("t"), (w * (-age / tau).exp()).fill_null(0.0).alias("score"), w.alias("w"))
     rows = inc.get_column("row").unique().sort()
-    id_keys = pl.DataFrame({"row": rows, "id_key": pl.from_arrow(ids.take(rows.to_arrow()))})
+    id_keys = pl.DataFrame({"row": rows, "id_key": pl.from_arrow(edges.column("id").take(rows.to_arrow()))})
     inc = inc.join(id_keys, on="row").sort(
         ["tenant", "node", "type", "score", "w", "t", "id_key"],
         descending=[False, False, False, True, True, True, False],
@@ -208,16 +215,16 @@ def sparsify(
     """
     edges = conform(edges, EDGES)
     # the columns the ranking reads, not the ids (read for the rows of groups over a cap: usually none)
-    e, ends = _ranking_frame(edges)
+    e = _ranking_frame(edges)
     below = e.filter(
         (pl.col("type") == "SIMILAR_TO") & (pl.col("weight").fill_null(0.0) < config.similar_threshold)
     ).select("row", pl.lit(f"similar_to<{config.similar_threshold:g}").alias("reason"))
     # the rows not below the threshold (all of them, usually: no copy of the frame then)
     rest = e.filter(~pl.col("row").is_in(below.get_column("row"))) if below.height else e
-    over = _over_cap(rest, ends, nodes, edges.column("id"), as_of, config)
+    over = _over_cap(rest, edges, nodes, as_of, config)
     cold_rows = pl.concat([below, over]).sort("row")
     cold_mask = e.select(pl.col("row").is_in(cold_rows.get_column("row"))).to_series().to_arrow()
-    del e, rest, ends  # not held through the copies below
+    del e, rest  # not held through the copies below
     # at most one copy of the hot edges: the sorted order of all edges, without the cold rows, taken once; none when
     # none is cold and the edges are in that order already (GraphStage.sort_by_key)
     order = key_order(edges, [k for k, _ in _ORDER])

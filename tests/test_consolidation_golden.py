@@ -294,6 +294,23 @@ def test_sparsify_matches_the_reference(seed, which, days) -> None:
     assert_same(new.cold, old.cold)
 
 
+@fuzz_settings(20)
+@given(SEEDS, st.sampled_from(range(len(SPARSIFY_CONFIGS))), st.integers(0, 3))
+def test_sparsify_with_colliding_end_hashes_matches_the_reference(seed, which, buckets) -> None:
+    """The caps count groups by 64-bit hashes of the edges' ends (sparsify.end_hashes); hashes that collide, here
+    every id in one of `buckets` + 1 values, only send more groups to the ranking, which reads the ids themselves."""
+    g, cfg = random_graph(seed), SPARSIFY_CONFIGS[which]
+
+    def colliding(ids: pa.ChunkedArray) -> pl.Series:
+        return pl.Series("ends", ids.to_pylist(), pl.String).str.len_bytes().cast(pl.UInt64) % (buckets + 1)
+
+    with mock.patch.object(sparsify, "end_hashes", colliding):
+        new = sparsify.sparsify(g.nodes, g.edges, g.as_of, cfg)
+    old = old_sparsify.sparsify(g.nodes, g.edges, g.as_of, cfg)
+    assert_same(new.edges, old.edges)
+    assert_same(new.cold, old.cold)
+
+
 @fuzz_settings(40)
 @given(SEEDS, st.integers(1, 10))
 def test_link_facts_matches_the_reference(seed, span) -> None:
