@@ -106,7 +106,7 @@ def _node_times(nodes: pa.Table) -> pl.DataFrame:
 
 
 def _ranking_frame(edges: pa.Table) -> pl.DataFrame:
-    """The columns the ranking reads, with row numbers, and the ends as 64-bit hashes of their ids (end_hashes).
+    """The columns the ranking reads, with row numbers, and the ends as 32-bit hashes of their ids (end_hashes).
     As strings polars copies every id into its frame (src and dst were 84 of a row's ~136 bytes, 2.4 GB at 1M
     messages); as codes of one dictionary, Arrow's dictionary_encode took 10-15 s over 1M messages' 35M ends. The
     ranking only counts groups by them: it takes the ends back as strings for the few rows of groups over a cap."""
