@@ -117,10 +117,10 @@ def _ranking_frame(edges: pa.Table) -> pl.DataFrame:
 
 def end_hashes(ids: pa.ChunkedArray) -> pl.Series:
     """A 32-bit hash of each id (polars' 64-bit one, folded), taken to polars HASH_SLICE rows at a time (a copy of the
-    whole column in polars was ~1 GB at 1M messages) into one buffer (a column of many chunks would have polars copy
-    the ranking frame to align it). Ids may share one (~1,400 pairs among 1M messages' 3.4M ids): the caps only count
-    groups by it, so a collision can only send a group under its cap to the exact ranking, where every edge ranks
-    within the cap and stays."""
+    whole column in polars was ~1 GB at 1M messages) into one buffer, one chunk like the frame's other columns. Ids
+    may share one (~1,350 pairs expected among 1M messages' 3.4M ids): the caps only count groups by it, so a
+    collision can only send a group under its cap to the exact ranking, where every edge ranks within the cap and
+    stays."""
     out = np.empty(len(ids), np.uint32)
     at = 0
     for chunk in ids.chunks:
