@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import partial
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 
 from raw_store.cas import RawStore, VerifyReport, raw_id_for
 from raw_store.errors import RawStoreError
-from raw_store.frames import as_frame
+from raw_store.frames import as_frame, sliced, take_rows
 from raw_store.lake import Lake, part_dirs, read_manifest, read_parquet, write_manifest
 from raw_store.tables import key128
 
@@ -108,16 +110,23 @@ def lake_conservation(lake: Lake, messages: int, rejects: pa.Table) -> CheckOutc
 
 
 def orphan_edges(nodes: pa.Table, edges: pa.Table, raw_chunks: pa.Table) -> CheckOutcome:
-    """Every edge's src is a node and its dst a node or (for DERIVED_FROM) a RawChunk of the same tenant."""
-    e = as_frame(edges.select(["id", "tenant", "src", "dst", "type"]))
+    """Every edge's src is a node and its dst a node or (for DERIVED_FROM) a RawChunk of the same tenant.
+
+    The ends are hashed a slice at a time (raw_store.frames.sliced), and only a failing edge's row is read whole: a
+    frame of every edge's id, ends and type was +2.2-3.1 GB at 1M messages (17M edges), the hashed ends +0.2-0.5 GB."""
     n = _end_keys(as_frame(nodes.select(["tenant", "id"])), "id").drop_nulls()
     r = _end_keys(as_frame(raw_chunks.select(["tenant", "id"])), "id").drop_nulls()
     # a null tenant or end matches nothing (as in a join), so its edge fails
-    bad_src = ~_end_keys(e, "src").is_in(n).fill_null(False)
-    bad_dst = ~_end_keys(e, "dst").is_in(pl.concat([n, r])).fill_null(False)
-    return _outcome(
-        e.height, pl.concat([e.filter(bad_src), e.filter(bad_dst)]).unique(subset=["id"], maintain_order=True)
-    )
+    failing = []  # the row numbers of the edges whose src, then whose dst, is not an end, each in edge order
+    for end, targets in (("src", n), ("dst", pl.concat([n, r]))):
+        keys = sliced(edges.select(["tenant", end]), partial(_end_keys, end=end))
+        failing.append(np.flatnonzero(~keys.is_in(targets).fill_null(False).to_numpy()))
+        del keys
+    rows = np.concatenate(failing)
+    if not len(rows):
+        return CheckOutcome(True, edges.num_rows, 0)
+    bad = as_frame(take_rows(edges.select(["id", "tenant", "src", "dst", "type"]), pa.array(rows)))
+    return _outcome(edges.num_rows, bad.unique(subset=["id"], maintain_order=True))
 
 
 def _end_keys(frame: pl.DataFrame, end: str) -> pl.Series:

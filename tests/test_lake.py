@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from unittest.mock import patch
 
 import pyarrow as pa
 import pytest
@@ -152,21 +153,28 @@ _TENANTS = st.sampled_from(["a", "b", None])
     st.lists(st.tuples(_TENANTS, _NAMES, _NAMES), max_size=8),
 )
 def test_orphan_edges_fails_the_edges_a_join_on_the_strings_finds(nodes, chunks, edges) -> None:
-    """The hashed ends find exactly the edges an anti join of (tenant, end) strings finds (nulls match nothing)."""
+    """The hashed ends find exactly the edges an anti join of (tenant, end) strings finds (nulls match nothing), with
+    the examples in its order (src failures, then dst failures, each in edge order), however the ends are sliced."""
     import polars as pl
+
+    import raw_store.frames
 
     n = _nodes([{"id": i, "tenant": t} for t, i in nodes]) if nodes else NODES.empty_table()
     c = pa.Table.from_pylist([{"id": i, "tenant": t, "len_bytes": 1} for t, i in chunks], schema=RAW_CHUNKS)
     rows = [{"id": f"e{k}", "tenant": t, "src": a, "dst": b, "type": "MENTIONS"} for k, (t, a, b) in enumerate(edges)]
     e = pa.Table.from_pylist(rows, schema=EDGES)
-    ef, nf = pl.from_arrow(e.select(["id", "tenant", "src", "dst"])), pl.from_arrow(n.select(["tenant", "id"]))
+    ef = pl.from_arrow(e.select(["id", "tenant", "src", "dst", "type"]))
+    nf = pl.from_arrow(n.select(["tenant", "id"]))
     ends = pl.concat([nf, pl.from_arrow(c.select(["tenant", "id"]))])
-    bad_src = ef.join(nf, left_on=["tenant", "src"], right_on=["tenant", "id"], how="anti")
-    bad_dst = ef.join(ends, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="anti")
-    expected = set(bad_src["id"].to_list()) | set(bad_dst["id"].to_list())
-    out = orphan_edges(n, e, c)
-    assert (out.passed, out.checked, out.failures) == (not expected, len(rows), len(expected))
-    assert {x["id"] for x in out.examples} <= expected and len(out.examples) == min(5, len(expected))
+    bad_src = ef.join(nf, left_on=["tenant", "src"], right_on=["tenant", "id"], how="anti", maintain_order="left")
+    bad_dst = ef.join(ends, left_on=["tenant", "dst"], right_on=["tenant", "id"], how="anti", maintain_order="left")
+    expected = pl.concat([bad_src, bad_dst]).unique(subset=["id"], maintain_order=True)
+    chunked = pa.concat_tables([e.slice(0, 3), e.slice(3)])  # a table of two chunks, as a union of partitions is
+    for table, rows_a_slice in ((e, raw_store.frames.SLICE_ROWS), (chunked, 2)):
+        with patch.object(raw_store.frames, "SLICE_ROWS", rows_a_slice):
+            out = orphan_edges(n, table, c)
+        assert (out.passed, out.checked, out.failures) == (expected.height == 0, len(rows), expected.height)
+        assert out.examples == expected.head(5).to_dicts()
 
 
 def test_unresolved_raw_refs_checks_bounds_and_tenant() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import re
 import xml.etree.ElementTree as ET
+from unittest.mock import patch
 
 import dagster as dg
 import pyarrow as pa
@@ -13,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import raw_store.frames
 from assets.definitions import defs
 from assets.metadata import (
     BLUE,
@@ -23,6 +25,7 @@ from assets.metadata import (
     degree_chart_svg,
     degrees,
     key_change,
+    row_keys,
     svg_markdown,
     table_change,
     tier_flow_svg,
@@ -229,6 +232,37 @@ def test_key_change_counts_as_a_join_of_the_grouped_hashes(before, now, first_ru
         assert key_change(previous, current, kind) == _key_change_by_join(previous, current, kind)
 
 
+def test_row_keys_hash_the_key_as_earlier_builds_did_and_count_each_rows_raw_refs() -> None:
+    """A previous build's keys.parquet stays comparable: h is the (tenant, id) struct hash as written before, and refs
+    each row's raw_refs count (a null list counts 0); a table without raw_refs counts 0 everywhere."""
+    import polars as pl
+
+    from r2g.schema import EDGES
+
+    ref = {"raw_id": "raw_1", "offset": 0, "length": 1}
+    rows = [
+        {"tenant": "t", "id": "e1", "raw_refs": [ref, ref]},
+        {"tenant": "t", "id": "e2", "raw_refs": []},
+        {"tenant": None, "id": "e3", "raw_refs": None},
+        {"tenant": "u", "id": "e1", "raw_refs": [ref]},
+    ]
+    table = pa.concat_tables(
+        [pa.Table.from_pylist(rows[:2], schema=EDGES), pa.Table.from_pylist(rows[2:], schema=EDGES)]
+    )
+    expected = (
+        pl.from_arrow(table.select(["tenant", "id", "raw_refs"]))
+        .select(
+            pl.lit("e").alias("kind"),
+            (pl.struct("tenant", "id").hash(seed=7) // (1 << 32)).cast(pl.UInt32).alias("h"),
+            pl.col("raw_refs").list.len().fill_null(0).cast(pl.Int32).alias("refs"),
+        )
+        .sort("h")
+    )
+    assert row_keys(table, "e").to_pylist() == expected.to_dicts()
+    bare = row_keys(table.select(["tenant", "id"]), "n")
+    assert bare.column("refs").to_pylist() == [0] * 4 and bare.column("kind").to_pylist() == ["n"] * 4
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     ids=st.sets(st.sampled_from("abcdefgh"), max_size=8),
@@ -244,4 +278,7 @@ def test_degrees_are_the_edge_ends_counted_per_node(ids: set, ends: list) -> Non
         {"src": [s for s, _ in ends], "dst": [d for _, d in ends]},
         schema=pa.schema([("src", pa.string()), ("dst", pa.string())]),
     )
-    assert degrees(pa.table({"id": pa.array(sorted(ids), pa.string())}), edges) == dict(sorted(want.items()))
+    nodes = pa.table({"id": pa.array(sorted(ids), pa.string())})
+    assert degrees(nodes, edges) == dict(sorted(want.items()))
+    with patch.object(raw_store.frames, "SLICE_ROWS", 3):  # the ids and ends hashed a few rows at a time
+        assert degrees(nodes, edges) == dict(sorted(want.items()))
