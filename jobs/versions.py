@@ -60,6 +60,7 @@ from jobs.version_groups import (
     GROUP_KEY,
     VERSION_GROUPS,
     VERSION_PLACES,
+    EdgeRows,
     KeptRows,
     VersionReuse,
     fold_name,
@@ -156,7 +157,7 @@ def version_group_keys(nodes: pa.Table, edges: pa.Table, config: VersionConfig =
     for the members of the groups G, the same node rows, the same edges touching them, the same removed R2G
     CONTRADICTS and the same review rows as the full run."""
     nodes, edges = conform(nodes, NODES), conform(edges, EDGES)
-    members, _ = group_members(nodes, as_frame(_base(edges).select(["id", "tenant", "src", "dst", "type"])), config)
+    members, _ = group_members(nodes, EdgeRows(_base(edges)).roles(), config)
     return members.select("tenant", "id", *GROUP_KEY[1:]).to_arrow()
 
 
@@ -462,12 +463,12 @@ def version_facts(
     nodes, edges = conform(nodes, NODES), conform(edges, EDGES)
     base = _base(edges)
     del edges  # base is the only reference kept (see the take at the end)
-    e = as_frame(base.select(["id", "tenant", "src", "dst", "type"]))
-    members, entities = group_members(nodes, e, config)
+    e = EdgeRows(base)
+    members, entities = group_members(nodes, e.roles(), config)
     members = members.with_columns(pl.struct("affirmative", "obj").n_unique().over(GROUP_KEY).alias("_claims"))
     single = members.filter(pl.col("_claims") == 1)
     multi = members.filter(pl.col("_claims") > 1).drop("_claims")
-    signatures = group_signatures(multi, e, entities)
+    signatures = group_signatures(multi, e.touching(multi.get_column("id")), entities)
     # the groups kept from `reuse`: where member ids are unique, a member's place is its group's alone
     kept_keys = signatures.clear().select(GROUP_KEY)
     if reuse is not None and multi.select("tenant", "id").is_unique().all():
@@ -481,7 +482,7 @@ def version_facts(
     ids = run.select("tenant", "id").unique()
     # each multi-claim member's SUPPORTS / SAME_AS neighbours (either direction), gathered in polars (a dict built
     # edge by edge took 7.7 s at 1M messages); a neighbour listed twice counts once in _prio
-    links = e.filter(pl.col("type").is_in(["SUPPORTS", "SAME_AS"]))
+    links = e.of_types(["SUPPORTS", "SAME_AS"])
     ends = pl.concat(
         [
             links.select("tenant", pl.col(a).alias("id"), pl.col(b).alias("_o"))
@@ -503,7 +504,9 @@ def version_facts(
         schema={"tenant": pl.String, "id": pl.String},
         orient="row",
     )
-    for t, i in made.join(e.select("tenant", "id"), on=["tenant", "id"], how="semi", nulls_equal=True).iter_rows():
+    for t, i in made.join(
+        e.of_keys(made).select("tenant", "id"), on=["tenant", "id"], how="semi", nulls_equal=True
+    ).iter_rows():
         del out.edges[(t, i)]
 
     # what the kept groups made: their members' places and validity, their edges (each ends on a member of its
@@ -533,14 +536,13 @@ def version_facts(
     if reused.edges.num_rows:
         added = added.take(pc.sort_indices(added, [("tenant", "ascending"), ("id", "ascending")]))
     ours = as_frame(added.select(["tenant", "id"]))
-    rows = e.with_row_index("_row")
     over_time = (
-        rows.filter(pl.col("type") == "CONTRADICTS")
+        e.of_types(["CONTRADICTS"])
         .join(place.rename({"id": "src", "_g": "_ga", "_s": "_sa"}), on=["tenant", "src"], nulls_equal=True)
         .join(place.rename({"id": "dst", "_g": "_gb", "_s": "_sb"}), on=["tenant", "dst"], nulls_equal=True)
         .filter((pl.col("_ga") == pl.col("_gb")) & (pl.col("_sa") != pl.col("_sb")))
     )
-    replaced = rows.join(ours, on=["tenant", "id"], how="semi", nulls_equal=True)
+    replaced = e.of_keys(ours)
     dropped = pl.concat([over_time.get_column("_row"), replaced.get_column("_row")]).unique()
 
     validity = (
@@ -577,7 +579,7 @@ def version_facts(
     # scattered take of every edge (12 s at 1M messages) only for the graph steps to sort the stage by key again
     # the frames over every edge (and member) are not needed past here: let go before the copy below, not held
     # through it (~2 GB of a 1M-message lake's edge keys)
-    del e, rows, links, ends, members, single, multi, v
+    del e, links, ends, members, single, multi, v
     if dropped.len():
         keep = np.ones(base.num_rows, dtype=bool)
         keep[dropped.to_numpy()] = False
