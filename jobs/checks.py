@@ -7,11 +7,10 @@ from datetime import datetime
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from jobs.integrity import CheckOutcome
 from jobs.tiers import TIERS, TierConfig
-from raw_store.frames import as_frame
+from raw_store.frames import as_frame, of_types
 
 
 def one_active_per_chain(nodes: pa.Table, edges: pa.Table) -> CheckOutcome:
@@ -25,8 +24,8 @@ def one_active_per_chain(nodes: pa.Table, edges: pa.Table) -> CheckOutcome:
     that names it (its `chain` in the examples is that union-find's root, as it always was).
     """
     # only the edges and nodes of the types read below reach polars (a frame of every edge's ends was +0.8 GB at 1M)
-    e = as_frame(_of_types(edges.select(["tenant", "src", "dst", "type"]), [*_CHAIN_LINKS, "ACTIVE_OF"]))
-    versioned = as_frame(_of_types(nodes.select(["tenant", "id", "type"]), ["Fact", "Preference"]))
+    e = as_frame(of_types(edges.select(["tenant", "src", "dst", "type"]), [*_CHAIN_LINKS, "ACTIVE_OF"]))
+    versioned = as_frame(of_types(nodes.select(["tenant", "id", "type"]), ["Fact", "Preference"]))
     versioned = versioned.select("tenant", "id").unique()
     links = (
         e.filter(pl.col("type").is_in(_CHAIN_LINKS))
@@ -102,11 +101,6 @@ def one_active_per_chain(nodes: pa.Table, edges: pa.Table) -> CheckOutcome:
 
 
 _CHAIN_LINKS = ["VERSION_NEXT", "CONTRADICTS", "SUPPORTS", "SAME_AS"]
-
-
-def _of_types(table: pa.Table, types: list[str]) -> pa.Table:
-    """The rows of `table` whose type is one of `types`, in table order."""
-    return table.filter(pc.is_in(table.column("type"), value_set=pa.array(types, table.schema.field("type").type)))
 
 
 def _chain_examples(

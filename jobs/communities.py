@@ -5,7 +5,7 @@ run community detection"; §4 step 6 and §6.3: "community detection/clustering 
 update Concept nodes". Per tenant, pure, deterministic:
 
 1. **Contexts.** An Episode is a context. A Fact / Preference / Task belongs to the
-   Episode(s) it is DERIVED_FROM (followed through at most `_DERIVE_DEPTH` hops, e.g.
+   Episode(s) it is DERIVED_FROM (followed through at most `jobs.community_contexts._DERIVE_DEPTH` hops, e.g.
    Task → Fact → Episode); one that reaches no Episode is its own context.
 2. **Items.** A context holds every member-type node (`CommunityConfig.member_types`,
    default Entities) that its Episode or one of its Facts/Preferences/Tasks points to by
@@ -63,19 +63,17 @@ from jobs.community_concepts import (
     match_previous,
     ranked_members,
 )
+from jobs.community_contexts import ContextCodes, context_pairs
 from jobs.schema import COMMUNITIES
 from r2g.ids import edge_id
-from r2g.schema import EDGES, NODES, ROLE_EDGES
-from raw_store.frames import as_frame, sorted_by
+from r2g.schema import EDGES, NODES
+from raw_store.frames import as_frame
 from raw_store.lake import conform
 
 LEVEL = 0
 E_COMMUNITY_CONFIG = "E_COMMUNITY_CONFIG"  # a CommunityConfig value outside its documented range
 
 MEMBER_TYPES = ("Entity", "Fact", "Preference", "Task", "Concept")
-_CARRIER_TYPES = ("Fact", "Preference", "Task")  # attach to the Episode they derive from
-_LINK_EDGES = frozenset({"MENTIONS", "ABOUT"}) | ROLE_EDGES  # context → item
-_DERIVE_DEPTH = 3  # Task → Fact → Episode is the longest R2G chain
 _RNG_LOCK = threading.Lock()  # igraph's RNG is process-global
 
 
@@ -168,110 +166,7 @@ def context_items(nodes: pa.Table, edges: pa.Table, config: CommunityConfig = Co
     A context's rows depend only on its Episode, the Facts/Preferences/Tasks derived from it (≤ 3 DERIVED_FROM
     hops) and their MENTIONS / role / ABOUT edges to member nodes: a batch of new Episodes (one inbox file) gives
     new contexts without touching the old ones, so this table can be kept per batch and concatenated."""
-    n = as_frame(conform(nodes, NODES).select(["tenant", "id", "type", "subtype"]))
-    # every node but this job's Concepts, one row per (tenant, id) (the last), numbered: the joins below run on
-    # these integer codes, not on (tenant, id) strings
-    kind = (
-        n.filter(~((pl.col("type") == "Concept") & (pl.col("subtype") == CONCEPT_SUBTYPE)).fill_null(False))
-        .unique(subset=["tenant", "id"], keep="last", maintain_order=True)
-        .with_row_index("_k")
-    )
-    skipped = ((pl.col("type") == "Entity") & pl.col("subtype").is_in(list(config.skip_subtypes))).fill_null(False)
-    flags = kind.select(
-        (pl.col("type").is_in(list(config.member_types)) & ~skipped).fill_null(False).alias("member"),
-        (pl.col("type") == "Episode").fill_null(False).alias("episode"),
-        pl.col("type").is_in(list(_CARRIER_TYPES)).fill_null(False).alias("carrier_type"),
-    )
-    member, episode = flags.get_column("member"), flags.get_column("episode")
-    code = kind.select("tenant", "id", "_k")
-    e = (
-        as_frame(conform(edges, EDGES).select(["tenant", "src", "dst", "type"]))
-        .filter((pl.col("src") != pl.col("dst")) & pl.col("type").is_in(sorted(_LINK_EDGES | {"DERIVED_FROM"})))
-        .join(code.rename({"id": "src", "_k": "s"}), on=["tenant", "src"], nulls_equal=True)
-        .join(code.rename({"id": "dst", "_k": "d"}), on=["tenant", "dst"], nulls_equal=True)
-        .select("s", "d", pl.col("type") == "DERIVED_FROM")
-    )
-    derived = e.filter(pl.col("type")).select("s", "d").unique()
-    links = e.filter(~pl.col("type"))
-    links = (
-        links.filter(member.gather(links.get_column("d")))
-        .select(pl.col("s").alias("carrier"), pl.col("d").alias("item"))
-        .unique()
-    )
-    # a member carrier also attaches itself (wherever it sits), a carrier with links attaches what it points to
-    own = kind.filter(flags.get_column("member") & flags.get_column("carrier_type")).select(
-        pl.col("_k").alias("carrier"), pl.col("_k").alias("item")
-    )
-    linking = links.select("carrier").unique()
-    linking = linking.filter(member.gather(linking.get_column("carrier"))).select(
-        "carrier", pl.col("carrier").alias("item")
-    )
-    attached = pl.concat([links, own, linking]).unique()
-    carriers = attached.select("carrier").unique()
-    is_episode = episode.gather(carriers.get_column("carrier"))
-    found = [carriers.filter(is_episode).select("carrier", pl.col("carrier").alias("context"))]
-    frontier = carriers.filter(~is_episode).select("carrier", pl.col("carrier").alias("node"))
-    reached_parts = []
-    for _ in range(_DERIVE_DEPTH):  # walks through non-Episodes reach exactly what the BFS reached
-        step = (
-            frontier.join(derived, left_on="node", right_on="s").select("carrier", pl.col("d").alias("node")).unique()
-        )
-        at_episode = episode.gather(step.get_column("node"))
-        reached_parts.append(step.filter(at_episode).select("carrier", pl.col("node").alias("context")))
-        frontier = step.filter(~at_episode)
-    reached = pl.concat(reached_parts).unique()
-    alone = (
-        carriers.filter(~is_episode)
-        .join(reached, on="carrier", how="anti")
-        .select("carrier", pl.col("carrier").alias("context"))
-    )
-    pairs = pl.concat([*found, reached, alone]).join(attached, on="carrier").select("context", "item").unique()
-    # nodes in (tenant, id) order (the graph steps' input is): their codes sort as their strings do, and a context's
-    # items are of its tenant, so the integer pairs are sorted instead of the strings (11 s at 1M messages)
-    no_nulls = not kind.select(pl.col("tenant").is_null().any() | pl.col("id").is_null().any()).item()
-    by_code = no_nulls and sorted_by(kind, ["tenant", "id"])
-    if by_code:
-        pairs = pairs.sort(["context", "item"])
-    tenant, ids = kind.get_column("tenant"), kind.get_column("id")
-    items = pl.DataFrame(
-        {
-            "tenant": tenant.gather(pairs.get_column("context")),
-            "context": ids.gather(pairs.get_column("context")),
-            "item": ids.gather(pairs.get_column("item")),
-        }
-    )
-    return (items if by_code else items.sort(["tenant", "context", "item"])).to_arrow()
-
-
-def context_pairs(items: pa.Table) -> pa.Table:
-    """(tenant, a, b, weight): step 3 — for each pair a < b of items sharing contexts, how many they share.
-
-    Weights add over disjoint sets of contexts: the pairs of a lake are the sum of its batches' pairs
-    (aggregate_pairs), so communities_from_pairs can run from an incrementally kept pair table."""
-    i = as_frame(items.select(["tenant", "context", "item"]))
-    pairs = (
-        i.join(i, on=["tenant", "context"], suffix="_b", nulls_equal=True)
-        .filter(pl.col("item") < pl.col("item_b"))
-        .group_by(["tenant", "item", "item_b"])
-        .agg(pl.len().cast(pl.Int64).alias("weight"))
-        .rename({"item": "a", "item_b": "b"})
-        .sort(["tenant", "a", "b"])
-    )
-    return pairs.to_arrow()
-
-
-def aggregate_pairs(*batches: pa.Table) -> pa.Table:
-    """The pair tables of several batches of contexts, summed per (tenant, a, b)."""
-    parts = [as_frame(b.select(["tenant", "a", "b", "weight"])) for b in batches if b.num_rows]
-    if not parts:
-        return pl.DataFrame(schema={"tenant": pl.String, "a": pl.String, "b": pl.String, "weight": pl.Int64}).to_arrow()
-    return (
-        pl.concat(parts)
-        .group_by(["tenant", "a", "b"])
-        .agg(pl.col("weight").sum())
-        .sort(["tenant", "a", "b"])
-        .to_arrow()
-    )
+    return ContextCodes.of(nodes, edges, config.member_types, config.skip_subtypes).items()
 
 
 @dataclass
@@ -405,8 +300,9 @@ def detect_communities(
 
     Vectorised: context_items → context_pairs → communities_from_pairs (polars joins, igraph's Leiden)."""
     nodes = conform(nodes, NODES)
-    items = context_items(nodes, edges, config)
-    return communities_from_pairs(context_pairs(items), items, nodes, previous, config)
+    codes = ContextCodes.of(nodes, edges, config.member_types, config.skip_subtypes)
+    items = codes.items()
+    return communities_from_pairs(codes.item_pairs(items), items, nodes, previous, config)
 
 
 def communities_from_pairs(

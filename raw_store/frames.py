@@ -11,9 +11,11 @@ from typing import TypeVar, cast
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 T = TypeVar("T")
 R = TypeVar("R")
+S = TypeVar("S", pl.Series, pl.DataFrame)
 
 
 def usable_cores() -> int:
@@ -143,13 +145,20 @@ def as_frame(table: pa.Table) -> pl.DataFrame:
     return cast(pl.DataFrame, pl.from_arrow(table))
 
 
+def of_types(table: pa.Table, types: Iterable[str]) -> pa.Table:
+    """The rows of `table` whose `type` is one of `types`, in table order, picked in Arrow: a step that reads a few
+    edge types takes only their rows to polars, which copies id strings out of Arrow (42 bytes each)."""
+    value_set = pa.array(sorted(types), table.schema.field("type").type)
+    return table.filter(pc.is_in(table.column("type"), value_set=value_set))
+
+
 SLICE_ROWS = 1 << 20
 
 
-def sliced(table: pa.Table, fn: Callable[[pl.DataFrame], pl.Series]) -> pl.Series:
-    """`fn` (a value per row: a hash of key columns) over `table` taken to polars SLICE_ROWS rows at a time, the
-    pieces in one chunk: polars copies id strings out of Arrow (42 bytes each), and a frame of every edge's ends at
-    1M messages (17M edges) was +2-3 GB where their hashes are 8-16 bytes a row."""
+def sliced(table: pa.Table, fn: Callable[[pl.DataFrame], S]) -> S:
+    """`fn` (a hash of key columns per row, or narrow rows: integer codes) over `table` taken to polars SLICE_ROWS
+    rows at a time, the pieces concatenated in one chunk: polars copies id strings out of Arrow (42 bytes each), and a
+    frame of every edge's ends at 1M messages (17M edges) was +2-3 GB where their hashes are 8-16 bytes a row."""
     parts = [fn(as_frame(table.slice(start, SLICE_ROWS))) for start in range(0, table.num_rows, SLICE_ROWS)]
     if not parts:
         return fn(as_frame(table.schema.empty_table()))

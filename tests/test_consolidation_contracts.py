@@ -16,14 +16,8 @@ import pyarrow.compute as pc
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobs.communities import (
-    CommunityConfig,
-    aggregate_pairs,
-    communities_from_pairs,
-    context_items,
-    context_pairs,
-    detect_communities,
-)
+from jobs.communities import CommunityConfig, communities_from_pairs, context_items, detect_communities
+from jobs.community_contexts import aggregate_pairs, context_pairs
 from jobs.pii import flag_nodes, pii_group_keys
 from jobs.rollup import RollupConfig, rollup_episodes, rollup_group_keys, rollup_input
 from jobs.sparsify import SparsifyConfig, sparsify, sparsify_group_keys, sparsify_input

@@ -219,6 +219,11 @@ def test_detect_communities_matches_the_reference(seed, members, min_size) -> No
     for a, b in ((new.communities, old.communities), (new.nodes, old.nodes), (new.edges, old.edges)):
         assert_same(a, b)
     assert new.hubs == old.hubs
+    # nodes in (tenant, id) order, as the graph steps hand them over: steps 1–3 run on integer codes
+    ordered = g.nodes.sort_by([("tenant", "ascending"), ("id", "ascending")])
+    coded = communities.detect_communities(ordered, g.edges, None, cfg)
+    for a, b in ((coded.communities, old.communities), (coded.nodes, old.nodes), (coded.edges, old.edges)):
+        assert_same(a, b)
     # a second run on a changed graph, with the first run's communities as previous: ids carried or retired
     later = random_graph(seed + 1, episodes=40)
     nodes = pa.concat_tables([g.nodes, later.nodes.filter(pc.equal(later.nodes.column("type"), "Episode"))])
