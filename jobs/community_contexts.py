@@ -28,8 +28,9 @@ _DERIVE_DEPTH = 3  # Task → Fact → Episode is the longest R2G chain
 @dataclass
 class ContextCodes:
     """Steps 1–2 on integer codes: `kind` holds the (tenant, id) of every node but this job's Concepts, once each, and
-    a node's code is its row there; `pairs` holds the unique (context, item) code pairs. A context's items are of its tenant (every join below is on
-    the tenant). `by_code`: the nodes came in (tenant, id) order without nulls, so codes sort as their strings do."""
+    a node's code is its row there; `pairs` holds the unique (context, item) code pairs. A context's items are of its
+    tenant (every join below is on the tenant). `by_code`: the nodes came in (tenant, id) order without nulls, so
+    codes sort as their strings do."""
 
     kind: pl.DataFrame
     pairs: pl.DataFrame
