@@ -74,17 +74,26 @@ def _each_file(read: Callable[[Any], pa.Table | None], paths: list[Any]) -> list
     return list(frames.thread_pool("read").map(read, paths))
 
 
-def part_rows(lake: Lake, name: str) -> int:
-    """The rows of the partitions' `name` tables, from their Parquet footers: no column is read."""
+def parquet_rows(path: Any) -> int:
+    """The rows of a Parquet file (local or on object storage), from its footer: no column is read.
+    FileNotFoundError if there is none."""
     import pyarrow.parquet as pq
 
+    if is_remote(path):
+        return int(pq.ParquetFile(pa.BufferReader(read_object(path))).metadata.num_rows)
+    if not Path(path).exists():
+        raise FileNotFoundError(path)
+    return int(pq.ParquetFile(path).metadata.num_rows)
+
+
+def part_rows(lake: Lake, name: str) -> int:
+    """The rows of the partitions' `name` tables, from their Parquet footers: no column is read."""
     total = 0
     for p in part_paths(lake, name):
         try:
-            f = pq.ParquetFile(pa.BufferReader(read_object(p)) if is_remote(p) else p)
+            total += parquet_rows(p)
         except FileNotFoundError:
             continue
-        total += f.metadata.num_rows
     return total
 
 

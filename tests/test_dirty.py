@@ -549,3 +549,59 @@ def test_the_fingerprint_is_the_same_in_every_process() -> None:
         for seed in ("1", "2")
     }
     assert len(prints) == 1
+
+
+@pytest.mark.parametrize("case", ["none dropped", "capped", "forgotten now", "forgotten before"])
+@fuzz_settings(3)
+@given(seed=SEEDS)
+def test_a_daily_run_keeps_the_edge_overlays_only_where_it_would_write_the_same_files(case, seed) -> None:
+    """A daily run (no tenant changed) that drops no edge after a run that dropped none keeps the edge overlays on
+    disk (jobs.snapshot.edge_overlays_kept); every file then equals what writing them all gives. Where either run
+    drops edges (degree caps, a node forgotten by this run or by the last one), the edge overlays are written."""
+    import tempfile
+    from pathlib import Path
+
+    from raw_store import tables
+
+    g = random_graph(seed, tenants=2, episodes=15)
+    none_dropped = SparsifyConfig(caps={}, default_cap=None, similar_threshold=0.0)
+    cfg = replace(CONFIG, sparsify=SparsifyConfig(default_cap=2) if case == "capped" else none_dropped)
+    hub = pl.from_arrow(g.edges.select(["tenant", "src"])).group_by("tenant", "src").len().sort("len").row(-1)
+    forget = ForgetRules([ForgetRequest(hub[0], "node", hub[1], nodes=(hub[1],))])
+    keys = {"nodes": g.nodes.select(["tenant", "id"]), "edges": g.edges.select(["tenant", "id"])}
+    first = consolidate_dirty(
+        g.nodes, g.edges, feedback=g.feedback, ops=[], previous=Previous(), as_of=g.as_of, snapshot=None,
+        forget=forget if case == "forgotten before" else None, config=cfg,
+    )  # fmt: skip
+    first_dropped = first.result.edges.num_rows < first.snapshot.stage.edges.num_rows
+    with tempfile.TemporaryDirectory() as tmp:
+        kept, written = Path(tmp, "kept"), Path(tmp, "written")
+        write_consolidated(kept, first, dict(keys))
+        for f in kept.rglob("*"):
+            if f.is_file():
+                (written / f.relative_to(kept)).parent.mkdir(parents=True, exist_ok=True)
+                (written / f.relative_to(kept)).write_bytes(f.read_bytes())
+
+        def daily(folder: Path) -> DirtyRun:
+            return consolidate_dirty(
+                g.nodes, g.edges, feedback=g.feedback, ops=[], previous=previous_of(first.result),
+                as_of=g.as_of + timedelta(days=40), snapshot=read_snapshot(folder / STEPS, g.nodes, g.edges),
+                forget=forget if case == "forgotten now" else None, config=cfg,
+            )  # fmt: skip
+
+        run = daily(kept)
+        assert run.mode == "incremental" and run.stage_reused, run.reason
+        dropped = run.result.edges.num_rows < run.snapshot.stage.edges.num_rows
+        assert (dropped, first_dropped) == {
+            "none dropped": (False, False), "capped": (True, True),
+            "forgotten now": (True, False), "forgotten before": (False, True),
+        }[case]  # fmt: skip
+        with mock.patch("jobs.snapshot.stage_and_final_overlays", wraps=tables.stage_and_final_overlays) as diffs:
+            write_consolidated(kept, run, dict(keys))
+        assert diffs.call_count == (1 if case == "none dropped" else 2)  # the nodes' always, the edges' unless kept
+        with mock.patch("jobs.snapshot.edge_overlays_kept", return_value=None):  # every file written
+            write_consolidated(written, daily(written), dict(keys))
+        names = sorted(str(f.relative_to(kept)) for f in kept.rglob("*") if f.is_file())
+        assert names == sorted(str(f.relative_to(written)) for f in written.rglob("*") if f.is_file())
+        for name in names:
+            assert (kept / name).read_bytes() == (written / name).read_bytes(), name
