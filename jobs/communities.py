@@ -302,7 +302,8 @@ def detect_communities(
     nodes = conform(nodes, NODES)
     codes = ContextCodes.of(nodes, edges, config.member_types, config.skip_subtypes)
     items = codes.items()
-    return communities_from_pairs(codes.item_pairs(items), items, nodes, previous, config)
+    pairs = codes.item_pairs() if codes.by_code else context_pairs(items)
+    return communities_from_pairs(pairs, items, nodes, previous, config)
 
 
 def communities_from_pairs(

@@ -79,11 +79,7 @@ def parquet_rows(path: Any) -> int:
     FileNotFoundError if there is none."""
     import pyarrow.parquet as pq
 
-    if is_remote(path):
-        return int(pq.ParquetFile(pa.BufferReader(read_object(path))).metadata.num_rows)
-    if not Path(path).exists():
-        raise FileNotFoundError(path)
-    return int(pq.ParquetFile(path).metadata.num_rows)
+    return int(pq.ParquetFile(pa.BufferReader(read_object(path)) if is_remote(path) else path).metadata.num_rows)
 
 
 def part_rows(lake: Lake, name: str) -> int:
