@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NoReturn
 
 from assets.ui import run_process_group, ui_command
 from raw_store.lake import Lake, lake_root
@@ -49,6 +51,24 @@ def main(argv: list[str] | None = None) -> int:
         # output piped into e.g. `head`: stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+
+
+def entry() -> NoReturn:
+    """The `memctl` program: main(), then the process ends without tearing the interpreter down. Python's own
+    exit frees every module and object one by one: ~0.4 s for Dagster's modules alone, ~1 s after a build (measured
+    on `memctl materialize`), a twentieth of a small append, for nothing: every table is already written, fsynced
+    and renamed, and the Dagster instance closed, before main() returns. So the output streams and log handlers
+    are flushed here, and os._exit ends the process. An exception out of main() ends it the usual way."""
+    code = main()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BrokenPipeError:  # the reader is gone (`| head`): as main() treats it
+            code = code or 141
+        except (OSError, ValueError):  # closed or failing stream: nothing more can be said on it
+            pass
+    os._exit(code)
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -578,4 +598,4 @@ def _print_rows(cols: list[str], rows: list[tuple]) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -225,3 +225,62 @@ def test_sigterm_kills_children_that_ignore_it_after_the_grace() -> None:
     proc, family = _start(grace=1, child=_STUBBORN)
     assert len(family) == 2  # the child and its grandchild, both ignoring SIGINT and SIGTERM
     assert _stop(proc, family, within=15) == 128 + 15
+
+
+# entry() in its own process: what the process gives out at its end is the point.
+_ENTRY = """
+import atexit, sys
+import assets.cli as cli
+
+def main():
+    for i in range(int(sys.argv[2])):
+        print(f"line {i:05}")  # lines of 11 bytes: the last few hundred still in stdout's buffer at the end
+    print("said", file=sys.stderr, end="")
+    return int(sys.argv[1])
+
+cli.main = main
+atexit.register(lambda: print(" and torn down", file=sys.stderr))  # Python's own exit would run this
+cli.entry()
+"""
+
+
+def _buffered() -> dict[str, str]:
+    """This environment, without $PYTHONUNBUFFERED (set on some machines): the child's stdout must buffer."""
+    import os
+
+    return {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+
+
+@pytest.mark.parametrize("code", [0, 3])
+def test_the_program_ends_with_mains_code_and_all_its_output_but_without_the_interpreters_teardown(code: int) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run(
+        [sys.executable, "-c", _ENTRY, str(code), "20000"], cwd=root, env=_buffered(), capture_output=True, timeout=120
+    )
+    assert out.returncode == code
+    assert out.stdout == "".join(f"line {i:05}\n" for i in range(20_000)).encode() and out.stderr == b"said"
+
+
+def test_the_program_ends_141_when_its_reader_is_gone_before_its_output_is_flushed() -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    read, write = os.pipe()
+    os.close(read)  # nobody will ever read: the flush at the end meets a broken pipe
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", _ENTRY, "0", "100"],
+            cwd=root,
+            env=_buffered(),
+            stdout=write,
+            stderr=subprocess.PIPE,
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+    assert out.returncode == 141 and out.stderr == b"said"
