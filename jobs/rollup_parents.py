@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from jobs.integrity import PY_WHITESPACE
-from r2g.ids import edge_ids, stable_id
+from r2g.ids import stable_id, stable_ids
 from r2g.merge import MERGED_REF_CAP
 from r2g.rules import TITLE_MAX_CHARS, clip
 
@@ -122,8 +122,8 @@ def build_parents(
         pl.lit(PROVENANCE).alias("provenance"),
     )
     contains = groups.select("tenant", pl.col("parent").alias("src"), pl.col("id").alias("dst")).explode("dst")
-    ids = edge_ids([(t, s, SEMANTIC_CONTAINS, d) for t, s, d in contains.iter_rows()])
-    return parents, contains.with_columns(pl.Series("id", ids, dtype=pl.String))
+    ids = stable_ids("e", contains.select("tenant", "src", pl.lit(SEMANTIC_CONTAINS).alias("type"), "dst"))
+    return parents, contains.with_columns(ids)
 
 
 def _summaries(agg: pl.DataFrame, max_chars: int) -> pl.DataFrame:

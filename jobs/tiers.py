@@ -73,7 +73,6 @@ tests/test_consolidation_contracts.py::test_promote_of_some_nodes_with_the_tenan
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -86,6 +85,7 @@ from jobs.decay import DecayRule, TierConfig, apply_boosts, boost_schedule, coun
 from jobs.promotions import promotions
 from jobs.schema import REVIEW_QUEUE
 from jobs.tier_weights import age_us, days_us, decay_rule, feedback_columns, plain_weights
+from r2g.ids import stable_ids
 from r2g.schema import NODES
 from raw_store.frames import as_frame, key_order
 from raw_store.lake import conform
@@ -451,21 +451,6 @@ def _capacity(n: pl.DataFrame, cfg: TierConfig, counts: Mapping[str | None, int]
     ).drop("_mid", "_count")
 
 
-def review_ids(tenants: list[str | None], ids: list[str | None]) -> list[str]:
-    """stable_id("rq", tenant, "fact_low_weight", id) of many nodes, its framing inlined (one review row per
-    decayed fact: hundreds of thousands on a large lake)."""
-    sha = hashlib.sha256
-    kind = f"{len(_LOW_WEIGHT)}:{_LOW_WEIGHT}"
-    return [
-        f"rq_{sha(f'{_frame(t)}{kind}{_frame(i)}'.encode('utf-8', 'surrogatepass')).hexdigest()[:24]}"
-        for t, i in zip(tenants, ids)
-    ]
-
-
-def _frame(part: str | None) -> str:
-    return "~" if part is None else f"{len(part)}:{part}"
-
-
 _LOW_WEIGHT = "fact_low_weight"
 
 
@@ -481,17 +466,11 @@ def _review(n: pl.DataFrame, as_of: datetime, cfg: TierConfig) -> pa.Table:
     )
     if due.height == 0:
         return REVIEW_QUEUE.empty_table()
-    # hashed a slice at a time: Python strings of every due row at once were ~1.7 GB at 1M messages
-    ids = pl.concat(
-        [
-            pl.Series("id", review_ids(part.get_column("tenant").to_list(), part.get_column("id").to_list()), pl.String)
-            for part in due.select("tenant", "id").iter_slices(100_000)
-        ]
-    )
+    ids = stable_ids("rq", due.select("tenant", pl.lit(_LOW_WEIGHT).alias("kind"), "id"))
     rows = due.select(
         ids,
         "tenant",
-        pl.lit("fact_low_weight").alias("kind"),
+        pl.lit(_LOW_WEIGHT).alias("kind"),
         pl.concat_list("id").alias("node_ids"),
         pl.concat_list("weight").alias("scores"),
         pl.lit(f"weight<{cfg.review_threshold:g}").alias("reason"),

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import polars as pl
 
 ID_SCHEME = "ids.v2"  # part of r2g.pipeline.graph_version: a new scheme re-derives every graph part
 
@@ -23,6 +27,28 @@ def stable_id(prefix: str, *parts: str | None) -> str:
             framed.append(f"{len(p)}:{p}")
     key = "".join(framed)
     return f"{prefix}_{hashlib.sha256(key.encode('utf-8', 'surrogatepass')).hexdigest()[:24]}"
+
+
+def stable_ids(prefix: str, parts: pl.DataFrame) -> pl.Series:
+    """stable_id(prefix, *row) of every row of `parts` (String columns, in key order; a constant part is a literal
+    column), computed in DuckDB: its sha256 over the same framing, whose lengths its length() counts in code points
+    as Python's len() does. The hot paths' many ids (a review row per decayed fact: hundreds of thousands on a large
+    lake) are ~3x faster than hashlib in a Python loop. A String column is valid UTF-8: no lone surrogates."""
+    import duckdb
+    import polars as pl
+
+    if not parts.width:
+        raise ValueError("stable_ids needs at least one part")
+    framed = " || ".join(
+        f"CASE WHEN p{i} IS NULL THEN '~' ELSE CAST(length(p{i}) AS VARCHAR) || ':' || p{i} END"
+        for i in range(parts.width)
+    )
+    table = parts.select(pl.col(c).cast(pl.String).alias(f"p{i}") for i, c in enumerate(parts.columns)).to_arrow()
+    with duckdb.connect() as con:
+        con.register("parts", table)
+        # (a projection of one scan: DuckDB keeps the rows' order, preserve_insertion_order being its default)
+        ids = con.sql(f"SELECT '{prefix}_' || left(sha256({framed}), 24) AS id FROM parts").pl()
+    return ids.get_column("id").cast(pl.String)
 
 
 def edge_id(tenant: str | None, src: str, type: str, dst: str) -> str:

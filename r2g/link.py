@@ -27,7 +27,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from r2g.ids import edge_ids
+from r2g.ids import stable_ids
 from r2g.partition_graph import edge_weight
 from r2g.schema import EDGES
 from raw_store.frames import as_frame
@@ -263,8 +263,9 @@ def links_of(facts: pl.DataFrame, existing: pl.DataFrame | None = None) -> pa.Ta
         )
     if links.height == 0:
         return EDGES.empty_table()
-    ids = edge_ids([(t, s, y, d) for t, s, y, d in links.select("tenant", "id", "_type", "_dst").iter_rows()])
-    links = links.with_columns(pl.Series("_eid", ids, dtype=pl.String)).sort("_eid")
+    links = links.with_columns(stable_ids("e", links.select("tenant", "id", "_type", "_dst")).alias("_eid")).sort(
+        "_eid"
+    )
     table = links.select(
         pl.col("_eid").alias("id"),
         "tenant",

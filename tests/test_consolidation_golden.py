@@ -409,15 +409,6 @@ def test_vectorised_sentences_split_as_the_reference(texts) -> None:
     assert got == [None if t is None else old_rollup._sentences(t) for t in texts]
 
 
-def test_review_ids_are_stable_ids() -> None:
-    from r2g.ids import stable_id
-
-    keys = [("t", "n_1"), (None, "x"), ("租户", "节点"), ("", ""), ("a:b", "3:c"), ("t", None)]
-    assert tiers.review_ids([t for t, _ in keys], [i for _, i in keys]) == [
-        stable_id("rq", t, "fact_low_weight", i) for t, i in keys
-    ]
-
-
 @fuzz_settings(300)
 @given(
     st.lists(st.text(st.sampled_from(list("ab ·.\t\u3000\u00a0\x1c…xyz中")), max_size=20), min_size=1, max_size=8),

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from r2g.extract import build_graph
-from r2g.ids import edge_id, edge_ids, stable_id
+from r2g.ids import edge_id, edge_ids, stable_id, stable_ids
 from r2g.merge import COUNTED_TYPES, merge_graph
 from r2g.message_refs import Msg, span_refs
 from r2g.nlp import annotate, english
@@ -400,3 +400,29 @@ def test_separator_characters_in_user_text_do_not_collide() -> None:
 @settings(max_examples=100, deadline=None)
 def test_edge_ids_in_bulk_equal_edge_id(keys: list) -> None:
     assert edge_ids(keys) == [edge_id(*k) for k in keys]
+
+
+@given(
+    st.integers(1, 4).flatmap(
+        lambda width: st.lists(st.lists(st.one_of(st.none(), st.text(max_size=10)), min_size=width, max_size=width))
+    )
+)
+@settings(max_examples=100, deadline=None)
+def test_stable_ids_in_duckdb_equal_stable_id(rows: list) -> None:
+    """Any text: combining marks and astral characters (DuckDB's length() must count code points as len() does),
+    NUL, the framing's own ':' and '~', None apart from ""."""
+    import polars as pl
+
+    width = len(rows[0]) if rows else 2
+    frame = pl.DataFrame(rows, schema={f"c{i}": pl.String for i in range(width)}, orient="row")
+    assert stable_ids("e", frame).to_list() == [stable_id("e", *r) for r in rows]
+
+
+def test_stable_ids_of_characters_that_len_and_bytes_count_differently() -> None:
+    import polars as pl
+
+    rows = [("e\u0301", "👍🏽"), ("租户", "节点"), ("\x00", "~"), ("3:c", None), ("", "")]
+    frame = pl.DataFrame(rows, schema={"a": pl.String, "b": pl.String}, orient="row")
+    assert stable_ids("rq", frame.with_columns(pl.lit("k").alias("k")).select("a", "k", "b")).to_list() == [
+        stable_id("rq", a, "k", b) for a, b in rows
+    ]
