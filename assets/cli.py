@@ -7,8 +7,8 @@ Dagster is imported only by the commands that run it, so `recall`/`sql` start fa
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
-import logging
 import os
 import sys
 from datetime import UTC, datetime
@@ -57,10 +57,11 @@ def entry() -> NoReturn:
     """The `memctl` program: main(), then the process ends without tearing the interpreter down. Python's own
     exit frees every module and object one by one: ~0.4 s for Dagster's modules alone, ~1 s after a build (measured
     on `memctl materialize`), a twentieth of a small append, for nothing: every table is already written, fsynced
-    and renamed, and the Dagster instance closed, before main() returns. So the output streams and log handlers
-    are flushed here, and os._exit ends the process. An exception out of main() ends it the usual way."""
+    and renamed, and the Dagster instance closed, before main() returns. So the exit handlers that libraries
+    registered run here (logging's flush, the annotate worker pool's shutdown, multiprocessing's joins), the output
+    streams are flushed, and os._exit ends the process. An exception out of main() ends it the usual way."""
     code = main()
-    logging.shutdown()
+    atexit._run_exitfuncs()  # what Python's exit would run first (the module's own entry point to it)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

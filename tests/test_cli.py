@@ -238,8 +238,14 @@ def main():
     print("said", file=sys.stderr, end="")
     return int(sys.argv[1])
 
+class Torn:
+    def __del__(self):
+        print(" and torn down", file=sys.stderr, end="")  # at the interpreter's teardown, as __main__ is cleared
+
+
+torn = Torn()
 cli.main = main
-atexit.register(lambda: print(" and torn down", file=sys.stderr))  # Python's own exit would run this
+atexit.register(lambda: print(", handled", file=sys.stderr, end=""))  # the libraries' exit handlers still run
 cli.entry()
 """
 
@@ -261,7 +267,7 @@ def test_the_program_ends_with_mains_code_and_all_its_output_but_without_the_int
         [sys.executable, "-c", _ENTRY, str(code), "20000"], cwd=root, env=_buffered(), capture_output=True, timeout=120
     )
     assert out.returncode == code
-    assert out.stdout == "".join(f"line {i:05}\n" for i in range(20_000)).encode() and out.stderr == b"said"
+    assert out.stdout == "".join(f"line {i:05}\n" for i in range(20_000)).encode() and out.stderr == b"said, handled"
 
 
 def test_the_program_ends_141_when_its_reader_is_gone_before_its_output_is_flushed() -> None:
@@ -283,4 +289,4 @@ def test_the_program_ends_141_when_its_reader_is_gone_before_its_output_is_flush
         )
     finally:
         os.close(write)
-    assert out.returncode == 141 and out.stderr == b"said"
+    assert out.returncode == 141 and out.stderr == b"said, handled"
