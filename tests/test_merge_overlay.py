@@ -8,6 +8,7 @@ have random names: a new one sorts anywhere among the old.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from datetime import timedelta
 from pathlib import Path
@@ -112,8 +113,29 @@ def test_partitions_added_since_the_snapshot_give_the_whole_runs_overlay(tmp_pat
 
     write_merge_overlay(lake, got)
     again = r2g_overlays(lake, dropped)  # nothing new: the same overlay
-    assert (again.mode, again.new_parts) == ("incremental", 0)
+    assert (again.mode, again.new_parts, again.kept) == ("incremental", 0, True)
     _assert_same(again, whole)
+    assert not got.kept and not whole.kept
+
+
+def test_a_run_with_nothing_new_keeps_the_overlay_files_as_they_are(tmp_path, monkeypatch) -> None:
+    """Its overlay is the snapshot read from those files, so it encodes nothing; written all the same, they would
+    be the same bytes."""
+    from r2g import merge_overlay
+
+    lake, _ = _snapshotted(tmp_path)
+    folder = layer_dir(lake, "r2g")
+    files = sorted(folder.rglob("*.parquet")) + [folder / "steps" / "merge.json"]
+    before = {f: f.read_bytes() for f in files}
+    run = r2g_overlays(lake)
+    assert run.kept
+    with monkeypatch.context() as m:
+        m.setattr(merge_overlay, "table_bytes", lambda *a: pytest.fail("a kept run encoded a table"))
+        write_merge_overlay(lake, run)
+    assert {f: f.read_bytes() for f in files} == before
+    write_merge_overlay(lake, dataclasses.replace(run, kept=False))  # what writing them all gives
+    assert {f: f.read_bytes() for f in files} == before
+    assert r2g_overlays(lake).kept  # and the next run may keep them again
 
 
 def test_the_random_parts_make_merged_rows_links_and_removals(tmp_path) -> None:
