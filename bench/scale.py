@@ -167,17 +167,20 @@ def run_command(label: str, args: list[str], env: dict[str, str], rss_limit: int
 def step_seconds(dagster_home: Path, since: float, run: Run | None = None) -> dict[str, float]:
     """Seconds per Dagster step (file-run steps summed over files, prefixed "file:"; lake-run steps "lake:") of
     the runs created after `since` (time.time()). A step still open (the command was stopped) counts until the
-    last RSS sample, marked "(unfinished)". With `run`, its `step_peaks` get the tree's peak RSS per step."""
+    last RSS sample, marked "(unfinished)". With `run`, its `step_peaks` get the tree's peak RSS per step, and
+    "command:(outside the runs)" is the part of its wall that no run covers."""
     import dagster as dg
 
     out: dict[str, float] = defaultdict(float)
     end = run.samples[-1][0] if run is not None and run.samples else time.time()
+    spans: list[tuple[float, float]] = []  # each run's (start, end)
     os.environ["DAGSTER_HOME"] = str(dagster_home)
     with dg.DagsterInstance.get() as instance:
         for r in instance.get_runs():
             stats = instance.get_run_stats(r.run_id)
             if (stats.start_time or 0) < since:
                 continue
+            spans.append((stats.start_time or since, stats.end_time or end))
             kind = "file" if r.tags.get("dagster/partition") else "lake"
             for s in instance.get_run_step_stats(r.run_id):
                 if s.start_time is None:
@@ -190,7 +193,20 @@ def step_seconds(dagster_home: Path, since: float, run: Run | None = None) -> di
                     run.step_peaks[key] = max(run.step_peaks.get(key, 0), peak)
             if stats.start_time and stats.end_time:
                 out[f"{kind}:(whole runs)"] += stats.end_time - stats.start_time
+    if run is not None:
+        # Python's start and imports, the instance, the plan, the process's end: the wall no run covers
+        out["command:(outside the runs)"] = max(0.0, run.wall - covered_seconds(spans))
     return dict(out)
+
+
+def covered_seconds(spans: list[tuple[float, float]]) -> float:
+    """Seconds covered by the union of the (start, end) spans (file runs on a cluster overlap)."""
+    total, reach = 0.0, float("-inf")
+    for start, stop in sorted(spans):
+        if stop > reach:
+            total += stop - max(start, reach)
+            reach = stop
+    return total
 
 
 def disk_usage(root: Path) -> dict[str, int]:

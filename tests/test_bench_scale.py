@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 
 from bench.ingest_corpus import generate_corpus, write_inbox
-from bench.scale import RunFailed, next_day, run_command, small_file
+from bench.scale import RunFailed, covered_seconds, next_day, run_command, small_file
 from raw_store.readers import read_bytes
 
 GROW = (
@@ -57,3 +57,10 @@ def test_the_daily_run_is_as_of_the_day_after_the_newest_message_of_the_inbox(tm
         for m in read_bytes(f.read_bytes(), f.name, "bench").messages
     )
     assert next_day(tmp_path / "inbox") == (newest.date() + timedelta(days=1)).isoformat()
+
+
+def test_the_seconds_the_runs_cover_count_overlapping_runs_once() -> None:
+    assert covered_seconds([]) == 0
+    assert covered_seconds([(10.0, 12.0)]) == 2
+    # two file runs side by side (a cluster), one inside another, then the lake run after a gap
+    assert covered_seconds([(14.0, 20.0), (10.0, 13.0), (11.0, 15.0), (11.5, 12.0), (22.0, 23.5)]) == 11.5
