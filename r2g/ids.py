@@ -47,7 +47,7 @@ def stable_ids(prefix: str, parts: pl.DataFrame) -> pl.Series:
     with duckdb.connect() as con:
         con.register("parts", table)
         # (a projection of one scan: DuckDB keeps the rows' order, preserve_insertion_order being its default)
-        ids = con.sql(f"SELECT '{prefix}_' || left(sha256({framed}), 24) AS id FROM parts").pl()
+        ids = con.execute(f"SELECT ? || left(sha256({framed}), 24) AS id FROM parts", [f"{prefix}_"]).pl()
     return ids.get_column("id").cast(pl.String)
 
 
