@@ -5,10 +5,12 @@ from __future__ import annotations
 import hashlib
 import itertools
 from datetime import datetime, timedelta
+from unittest import mock
 
 import pyarrow as pa
 import pytest
 
+from r2g import ids
 from r2g.extract import build_graph
 from r2g.ids import edge_id, edge_ids, stable_id, stable_ids
 from r2g.merge import COUNTED_TYPES, merge_graph
@@ -415,7 +417,8 @@ def test_stable_ids_in_duckdb_equal_stable_id(rows: list) -> None:
 
     width = len(rows[0]) if rows else 2
     frame = pl.DataFrame(rows, schema={f"c{i}": pl.String for i in range(width)}, orient="row")
-    assert stable_ids("e", frame).to_list() == [stable_id("e", *r) for r in rows]
+    with mock.patch.object(ids, "DUCKDB_MIN_ROWS", 0):  # DuckDB whatever the size
+        assert stable_ids("e", frame).to_list() == [stable_id("e", *r) for r in rows]
 
 
 def test_stable_ids_of_characters_that_len_and_bytes_count_differently() -> None:
@@ -423,6 +426,16 @@ def test_stable_ids_of_characters_that_len_and_bytes_count_differently() -> None
 
     rows = [("e\u0301", "👍🏽"), ("租户", "节点"), ("\x00", "~"), ("3:c", None), ("", "")]
     frame = pl.DataFrame(rows, schema={"a": pl.String, "b": pl.String}, orient="row")
-    assert stable_ids("rq", frame.with_columns(pl.lit("k").alias("k")).select("a", "k", "b")).to_list() == [
-        stable_id("rq", a, "k", b) for a, b in rows
-    ]
+    with mock.patch.object(ids, "DUCKDB_MIN_ROWS", 0):
+        assert stable_ids("rq", frame.with_columns(pl.lit("k").alias("k")).select("a", "k", "b")).to_list() == [
+            stable_id("rq", a, "k", b) for a, b in rows
+        ]
+
+
+@pytest.mark.parametrize("extra", [-1, 0, 1])
+def test_stable_ids_on_either_side_of_duckdbs_threshold_equal_stable_id(extra: int) -> None:
+    import polars as pl
+
+    n = ids.DUCKDB_MIN_ROWS + extra
+    frame = pl.DataFrame({"t": ["租户" if i % 3 else None for i in range(n)], "i": [f"n_{i}\u0301" for i in range(n)]})
+    assert stable_ids("e", frame).to_list() == [stable_id("e", *r) for r in frame.iter_rows()]
